@@ -1,0 +1,33 @@
+# Two commands matter: `make run` and `make test`. Both install missing Debian
+# packages first (scripts/install-deps.sh), then build with CMake.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps run test test-fast bench format clean
+
+all:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	scripts/install-deps.sh
+
+run: deps all
+	scripts/main-job.sh $(BUILD)/dtrain
+
+test: deps all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=ON >/dev/null
+	cmake --build $(BUILD_ASAN) -j $(JOBS)
+	cd $(BUILD_ASAN) && ctest --output-on-failure -j $(JOBS)
+
+bench: all
+	scripts/install-deps.sh --bench
+	bench/compare_torch.sh $(BUILD)/dtrain
+
+format:
+	clang-format -i include/dtrain/*.h src/*/*.c tests/*.c
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)

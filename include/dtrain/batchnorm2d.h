@@ -1,0 +1,25 @@
+/* Batch normalisation over (N, H, W) per channel, PyTorch semantics: training mode
+ * normalises with the biased batch variance and updates running stats with
+ * `momentum` using the unbiased variance; eval mode uses the running stats. */
+#ifndef DTRAIN_BATCHNORM2D_H
+#define DTRAIN_BATCHNORM2D_H
+
+void dt_batchnorm2d_forward_train(float *out,          /* [n, c, hw] */
+                                  float *save_mean,    /* [c] batch mean, for backward */
+                                  float *save_invstd,  /* [c] 1/sqrt(var + eps) */
+                                  float *running_mean, /* [c] updated in place */
+                                  float *running_var,  /* [c] updated in place */
+                                  const float *in,     /* [n, c, hw] */
+                                  const float *weight, const float *bias, /* [c] */
+                                  int n, int c, int hw, float momentum, float eps);
+
+void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *running_mean,
+                                 const float *running_var, const float *weight,
+                                 const float *bias, int n, int c, int hw, float eps);
+
+/* Accumulates (+=) into din, dweight, dbias; din may be NULL. */
+void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *save_mean, const float *save_invstd,
+                             const float *weight, int n, int c, int hw);
+
+#endif

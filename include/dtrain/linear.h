@@ -1,0 +1,21 @@
+/* Fully connected layer: out[n, o] = sum_i in[n, i] * weight[o, i] + bias[o].
+ * Row-major flat arrays; weight is [out, in] as in PyTorch. */
+#ifndef DTRAIN_LINEAR_H
+#define DTRAIN_LINEAR_H
+
+void dt_linear_forward(float *out,          /* [n, out_f] */
+                       const float *in,     /* [n, in_f] */
+                       const float *weight, /* [out_f, in_f] */
+                       const float *bias,   /* [out_f] or NULL */
+                       int n, int in_f, int out_f);
+
+/* Accumulates (+=) into dweight, dbias and din; din or dbias may be NULL. */
+void dt_linear_backward(float *din,          /* [n, in_f] or NULL */
+                        float *dweight,      /* [out_f, in_f] */
+                        float *dbias,        /* [out_f] or NULL */
+                        const float *dout,   /* [n, out_f] */
+                        const float *in,     /* [n, in_f] */
+                        const float *weight, /* [out_f, in_f] */
+                        int n, int in_f, int out_f);
+
+#endif

@@ -1,0 +1,146 @@
+/* The model graph: a list of layer ops over values (activations), built once, then
+ * allocated for a maximum batch size. The model owns one contiguous parameter buffer
+ * and one gradient buffer in PyTorch's parameter order (state_dict order); layers
+ * see offset views into them, so an all-reduce, a bucket or a checkpoint is one buffer
+ * range. Non-trainable state (BatchNorm running statistics) lives in `buffers`.
+ *
+ * Activations are sized for max_batch at allocation; hot loops allocate nothing.
+ * Activation gradients share a few pooled buffers, assigned at allocation time from
+ * each gradient's live range in the backward pass. */
+#ifndef DTRAIN_MODEL_H
+#define DTRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain/conv2d.h"
+#include "dtrain/error.h"
+
+typedef enum dt_init {
+    DT_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for
+                               conv/linear weights (kaiming-uniform, a = sqrt(5)) and biases */
+    DT_INIT_ONES,
+    DT_INIT_ZEROS,
+} dt_init;
+
+/* A named tensor of the state dict: a parameter (in params/grads) or a buffer. */
+typedef struct dt_tensor_entry {
+    char name[96];
+    int ndim;
+    int shape[4];
+    size_t numel;
+    size_t offset; /* in floats, into params (is_param) or buffers */
+    int is_param;
+    dt_init init;
+    int fan_in;
+} dt_tensor_entry;
+
+typedef enum dt_op_kind {
+    DT_OP_CONV2D,
+    DT_OP_LINEAR,
+    DT_OP_BATCHNORM2D,
+    DT_OP_RELU,
+    DT_OP_MAXPOOL2D,
+    DT_OP_AVGPOOL2D,
+    DT_OP_ADD,
+} dt_op_kind;
+
+typedef struct dt_value {
+    int storage;
+    int c, h, w; /* per-sample shape; flattened values have h = w = 1 */
+} dt_value;
+
+typedef struct dt_storage {
+    size_t per_sample; /* floats */
+    int needs_grad;
+    int first_writer, last_user; /* op indices; last_user == n_ops means "the loss" */
+    int grad_slot;
+    float *data; /* [max_batch, per_sample] */
+    float *grad; /* points into a pooled slot while live in backward */
+} dt_storage;
+
+typedef struct dt_op {
+    dt_op_kind kind;
+    char name[80]; /* state-dict prefix, e.g. "layer1.0.conv1" */
+    int in, in2, out;
+    int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
+    int kernel, stride, pad;
+    float *save_mean, *save_invstd; /* batchnorm [c] */
+    int32_t *argmax;                /* maxpool [max_batch, out] */
+    int64_t num_batches_tracked;    /* batchnorm */
+} dt_op;
+
+typedef struct dt_model {
+    char name[32];
+    int classes;
+    int max_batch;
+    int training; /* 1: BatchNorm uses batch statistics and updates running stats */
+
+    dt_tensor_entry *tensors;
+    int n_tensors, cap_tensors;
+    float *params, *grads;
+    size_t n_params;
+    float *buffers;
+    size_t n_buffers;
+
+    dt_value *values;
+    int n_values, cap_values;
+    dt_storage *storages;
+    int n_storages, cap_storages;
+    dt_op *ops;
+    int n_ops, cap_ops;
+
+    float **grad_slots;
+    size_t *grad_slot_floats;
+    int n_grad_slots;
+    float *workspace;
+    size_t workspace_floats;
+    float *probs;
+
+    int build_failed;
+    dt_error build_error;
+} dt_model;
+
+/* Building: each call appends an op and returns the id of its output value, or -1
+ * after recording the first error in the model (checked by dt_model_alloc). */
+void dt_model_init_empty(dt_model *m, const char *name, int classes);
+int dt_model_input(dt_model *m, int c, int h, int w);
+int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
+                    int pad, int bias);
+int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
+int dt_model_batchnorm2d(dt_model *m, const char *name, int in);
+int dt_model_relu(dt_model *m, int in); /* in place */
+int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
+int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride);
+int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
+int dt_model_add(dt_model *m, int a, int b);
+
+/* Allocates every buffer for batches of up to max_batch samples; refuses (with the
+ * size it would need) a batch that cannot fit in physical memory. */
+int dt_model_alloc(dt_model *m, int max_batch, dt_error *err);
+void dt_model_free(dt_model *m);
+
+/* PyTorch-default initialisation from a seed: each tensor draws from its own RNG
+ * stream, so the result does not depend on order or thread count. */
+void dt_model_init_params(dt_model *m, uint64_t seed);
+
+/* The input of the model: write n samples [n, c, h, w] here before forward. */
+float *dt_model_input_data(dt_model *m);
+size_t dt_model_input_floats_per_sample(const dt_model *m);
+const float *dt_model_logits(const dt_model *m);
+
+void dt_model_forward(dt_model *m, int n);
+/* Softmax cross-entropy of the last forward; counts correct predictions if asked. */
+double dt_model_loss(dt_model *m, const int32_t *labels, int n, int *correct);
+/* Backward of the last forward + loss; accumulates into m->grads. */
+void dt_model_backward(dt_model *m, const int32_t *labels, int n);
+void dt_model_zero_grad(dt_model *m);
+
+/* Floating-point operations of one training step (forward + backward) on n samples,
+ * counting multiply-adds of conv and linear layers as 2 flops. */
+double dt_model_train_flops(const dt_model *m, int n);
+
+float *dt_model_tensor_data(dt_model *m, int tensor);
+int dt_model_find_tensor(const dt_model *m, const char *name);
+
+#endif

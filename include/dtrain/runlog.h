@@ -1,0 +1,37 @@
+/* The run log: JSON Lines, one object per event ("run", "step", "epoch"), written
+ * by rank 0. Field names are fixed by docs (DESIGN.md, "Run log"). */
+#ifndef DTRAIN_RUNLOG_H
+#define DTRAIN_RUNLOG_H
+
+#include <stdio.h>
+
+#include "dtrain/error.h"
+
+typedef struct dt_runlog {
+    FILE *file; /* NULL: logging off */
+} dt_runlog;
+
+typedef struct dt_step_record {
+    int rank, epoch;
+    long step;
+    double loss, lr;
+    double t_data, t_compute, t_comm, t_comm_exposed;
+    long long bytes_sent;
+} dt_step_record;
+
+typedef struct dt_epoch_record {
+    int epoch;
+    double train_loss, train_acc, test_loss, test_acc;
+    double t_epoch, t_train, t_data, t_compute, t_comm;
+    long long images;
+} dt_epoch_record;
+
+/* path NULL or "" turns logging off. */
+int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err);
+/* Writes a complete "run" line from a JSON fragment of key/values (no braces). */
+void dt_runlog_run(dt_runlog *log, const char *fields_json);
+void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
+void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
+int dt_runlog_close(dt_runlog *log, dt_error *err);
+
+#endif

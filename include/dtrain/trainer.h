@@ -1,0 +1,43 @@
+/* Single-process training loop: data -> forward/backward -> SGD -> run log.
+ * The CLI fills a dt_train_config; progress is reported through a callback so the
+ * library prints nothing itself. */
+#ifndef DTRAIN_TRAINER_H
+#define DTRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "dtrain/error.h"
+
+typedef struct dt_train_config {
+    const char *model;
+    int width; /* resnet18 width; 0 = 64 */
+    const char *data;
+    int epochs;
+    int batch_size;
+    float lr, momentum, weight_decay;
+    int threads;
+    uint64_t seed;
+    long max_steps;   /* stop after this many steps in total; 0 = no limit */
+    long max_samples; /* use only the first N training samples; 0 = all */
+    const char *log_path, *save_path, *init_path;
+} dt_train_config;
+
+typedef struct dt_train_progress {
+    int epoch, epochs;
+    long step, steps_per_epoch;
+    double loss, images_per_s, eta_s;
+    int epoch_done; /* 1 on the call that closes an epoch: test figures are set */
+    double test_loss, test_acc, train_acc, t_epoch;
+} dt_train_progress;
+
+typedef void (*dt_progress_fn)(void *ctx, const dt_train_progress *p);
+
+typedef struct dt_train_result {
+    long steps;
+    double final_loss, test_acc, images_per_s;
+} dt_train_result;
+
+int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress_ctx,
+             dt_train_result *result, dt_error *err);
+
+#endif

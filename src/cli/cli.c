@@ -1,0 +1,49 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int cli_fail(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "dtrain %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+int cli_parse_int(const char *cmd, const char *flag, const char *text, long min, long max,
+                  long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end)
+        return cli_fail(cmd, "%s expects an integer, got '%s'", flag, text);
+    if (v < min || v > max)
+        return cli_fail(cmd, "%s must be between %ld and %ld, got %ld", flag, min, max, v);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *cmd, const char *flag, const char *text, double min,
+                    double max, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v))
+        return cli_fail(cmd, "%s expects a number, got '%s'", flag, text);
+    if (v < min || v > max)
+        return cli_fail(cmd, "%s must be between %g and %g, got %g", flag, min, max, v);
+    *out = v;
+    return 0;
+}
+
+int cli_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}

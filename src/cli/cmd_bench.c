@@ -1,0 +1,131 @@
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "dtrain/model.h"
+#include "dtrain/rng.h"
+#include "dtrain/sgd.h"
+#include "dtrain/threads.h"
+#include "dtrain/timer.h"
+#include "dtrain/zoo.h"
+
+static void bench_usage(FILE *out) {
+    fprintf(out,
+            "usage: dtrain bench [options]\n"
+            "\n"
+            "Times full training steps (forward, backward, SGD update) on random data and\n"
+            "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
+            "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
+            "\n"
+            "  --model M        logreg | mlp | lenet5 | resnet18 (default resnet18)\n"
+            "  --width W        resnet18 stem channels (default 64)\n"
+            "  --batch-size B   samples per step (default 128)\n"
+            "  --threads T      compute threads (default: all cores)\n"
+            "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
+            "  --help           this text\n");
+}
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int cmd_bench(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},   {"width", required_argument, 0, 'W'},
+        {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+        {"steps", required_argument, 0, 'n'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *cmd = "bench", *model_name = "resnet18";
+    long width = 0, batch = 128, threads = cli_default_threads(), steps = 20, v;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'm': model_name = optarg; break;
+        case 'W':
+            if (cli_parse_int(cmd, "--width", optarg, 1, 1024, &width)) return 2;
+            break;
+        case 'b':
+            if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 24, &batch)) return 2;
+            break;
+        case 't':
+            if (cli_parse_int(cmd, "--threads", optarg, 1, 1024, &threads)) return 2;
+            break;
+        case 'n':
+            if (cli_parse_int(cmd, "--steps", optarg, 1, 1000000, &v)) return 2;
+            steps = v;
+            break;
+        case 'h': bench_usage(stdout); return 0;
+        default:
+            cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain bench --help)",
+                     argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    dt_model_spec spec;
+    if (dt_zoo_default_spec(&spec, model_name)) {
+        cli_fail(cmd, "unknown model '%s' (known: %s)", model_name, dt_zoo_names());
+        return 2;
+    }
+    if (width > 0) spec.width = (int)width;
+    dt_threads_set((int)threads);
+
+    dt_error err;
+    dt_model m;
+    dt_sgd opt_state = {0};
+    if (dt_zoo_build(&m, &spec, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
+    double *times = malloc(sizeof(double) * (size_t)steps);
+    if (!labels || !times || dt_model_alloc(&m, (int)batch, &err) ||
+        dt_sgd_init(&opt_state, m.n_params, 0.01f, 0.9f, 5e-4f, &err)) {
+        cli_fail(cmd, "%s", (!labels || !times) ? "out of memory" : err.msg);
+        free(labels);
+        free(times);
+        dt_model_free(&m);
+        return 1;
+    }
+    dt_model_init_params(&m, 0);
+    dt_rng rng = dt_rng_make(1, 1);
+    float *x = dt_model_input_data(&m);
+    size_t count = dt_model_input_floats_per_sample(&m) * (size_t)batch;
+    for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
+    for (long i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, (uint32_t)m.classes);
+
+    double total = 0.0;
+    for (long s = -3; s < steps; s++) {
+        double t0 = dt_now();
+        dt_model_zero_grad(&m);
+        dt_model_forward(&m, (int)batch);
+        dt_model_loss(&m, labels, (int)batch, NULL);
+        dt_model_backward(&m, labels, (int)batch);
+        dt_sgd_step(&opt_state, m.params, m.grads);
+        double dt = dt_now() - t0;
+        if (s >= 0) {
+            times[s] = dt;
+            total += dt;
+        }
+    }
+    qsort(times, (size_t)steps, sizeof(double), compare_double);
+    double median = times[steps / 2];
+    double flops = dt_model_train_flops(&m, (int)batch);
+    printf("{\"model\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,\"threads\":%ld,"
+           "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f}\n",
+           model_name, spec.width, m.n_params, batch, threads, steps, batch * steps / total,
+           1e3 * median, flops / median * 1e-9);
+    free(labels);
+    free(times);
+    dt_sgd_free(&opt_state);
+    dt_model_free(&m);
+    return 0;
+}

@@ -1,0 +1,156 @@
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dtrain/trainer.h"
+#include "dtrain/zoo.h"
+
+static void train_usage(FILE *out) {
+    fprintf(out,
+            "usage: dtrain train [options]\n"
+            "\n"
+            "Trains a model with SGD on one process and reports loss and test accuracy.\n"
+            "\n"
+            "  --model M            logreg | mlp | lenet5 | resnet18 (default lenet5)\n"
+            "  --width W            resnet18 stem channels (default 64; smaller = narrower)\n"
+            "  --data SPEC          synthetic:mnist | synthetic:cifar10 (default: the one\n"
+            "                       matching the model's input shape)\n"
+            "  --epochs E           passes over the training set (default 1)\n"
+            "  --batch-size B       samples per step (default 128)\n"
+            "  --lr X               learning rate (default 0.1)\n"
+            "  --momentum X         SGD momentum (default 0.9)\n"
+            "  --weight-decay X     L2 weight decay (default 5e-4)\n"
+            "  --threads T          compute threads (default: all cores)\n"
+            "  --seed S             seed for initialisation and shuffling (default 0)\n"
+            "  --max-steps N        stop after N steps in total\n"
+            "  --max-samples N      train on the first N training samples only\n"
+            "  --log FILE           write the JSON Lines run log to FILE\n"
+            "  --save FILE          write the final weights (safetensors, PyTorch names)\n"
+            "  --init FILE          start from weights in FILE (safetensors)\n"
+            "  --quiet              no progress output (errors are still printed)\n"
+            "  --help               this text\n");
+}
+
+typedef struct console {
+    int tty, quiet;
+} console;
+
+static void show_progress(void *ctx, const dt_train_progress *p) {
+    const console *c = ctx;
+    if (c->quiet) return;
+    if (p->epoch_done) {
+        fprintf(stderr,
+                "%sepoch %d/%d  train loss %.4f  train acc %.2f%%  test loss %.4f  test acc "
+                "%.2f%%  %.0f img/s  %.1f s\n",
+                c->tty ? "\r\033[K" : "", p->epoch + 1, p->epochs, p->loss, 100.0 * p->train_acc,
+                p->test_loss, 100.0 * p->test_acc, p->images_per_s, p->t_epoch);
+    } else if (c->tty) {
+        fprintf(stderr, "\r\033[Kepoch %d/%d  step %ld/%ld  loss %.4f  %.0f img/s  ETA %.0f s",
+                p->epoch + 1, p->epochs, p->step, p->steps_per_epoch, p->loss, p->images_per_s,
+                p->eta_s);
+    }
+}
+
+int cmd_train(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},        {"width", required_argument, 0, 'W'},
+        {"data", required_argument, 0, 'd'},         {"epochs", required_argument, 0, 'e'},
+        {"batch-size", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
+        {"momentum", required_argument, 0, 'M'},     {"weight-decay", required_argument, 0, 'w'},
+        {"threads", required_argument, 0, 't'},      {"seed", required_argument, 0, 's'},
+        {"max-steps", required_argument, 0, 'S'},    {"max-samples", required_argument, 0, 'N'},
+        {"log", required_argument, 0, 'L'},          {"save", required_argument, 0, 'o'},
+        {"init", required_argument, 0, 'i'},         {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    dt_train_config cfg = {.model = "lenet5", .epochs = 1, .batch_size = 128, .lr = 0.1f,
+                           .momentum = 0.9f, .weight_decay = 5e-4f,
+                           .threads = cli_default_threads()};
+    console con = {isatty(STDERR_FILENO), 0};
+    const char *cmd = "train";
+    long v;
+    double x;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'm': cfg.model = optarg; break;
+        case 'W':
+            if (cli_parse_int(cmd, "--width", optarg, 1, 1024, &v)) return 2;
+            cfg.width = (int)v;
+            break;
+        case 'd': cfg.data = optarg; break;
+        case 'e':
+            if (cli_parse_int(cmd, "--epochs", optarg, 1, 100000, &v)) return 2;
+            cfg.epochs = (int)v;
+            break;
+        case 'b':
+            if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 24, &v)) return 2;
+            cfg.batch_size = (int)v;
+            break;
+        case 'l':
+            if (cli_parse_float(cmd, "--lr", optarg, 1e-12, 1e6, &x)) return 2;
+            cfg.lr = (float)x;
+            break;
+        case 'M':
+            if (cli_parse_float(cmd, "--momentum", optarg, 0.0, 0.999999, &x)) return 2;
+            cfg.momentum = (float)x;
+            break;
+        case 'w':
+            if (cli_parse_float(cmd, "--weight-decay", optarg, 0.0, 1.0, &x)) return 2;
+            cfg.weight_decay = (float)x;
+            break;
+        case 't':
+            if (cli_parse_int(cmd, "--threads", optarg, 1, 1024, &v)) return 2;
+            cfg.threads = (int)v;
+            break;
+        case 's':
+            if (cli_parse_int(cmd, "--seed", optarg, 0, 0x7fffffffffffffffL, &v)) return 2;
+            cfg.seed = (uint64_t)v;
+            break;
+        case 'S':
+            if (cli_parse_int(cmd, "--max-steps", optarg, 1, 0x7fffffffffffffffL, &v)) return 2;
+            cfg.max_steps = v;
+            break;
+        case 'N':
+            if (cli_parse_int(cmd, "--max-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
+            cfg.max_samples = v;
+            break;
+        case 'L': cfg.log_path = optarg; break;
+        case 'o': cfg.save_path = optarg; break;
+        case 'i': cfg.init_path = optarg; break;
+        case 'q': con.quiet = 1; break;
+        case 'h': train_usage(stdout); return 0;
+        default:
+            cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain train --help)",
+                     argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        cli_fail(cmd, "unexpected argument '%s' (see dtrain train --help)", argv[optind]);
+        return 2;
+    }
+    dt_model_spec spec;
+    if (dt_zoo_default_spec(&spec, cfg.model)) {
+        cli_fail(cmd, "unknown model '%s' (known: %s)", cfg.model, dt_zoo_names());
+        return 2;
+    }
+    if (!cfg.data) cfg.data = spec.in_c == 3 ? "synthetic:cifar10" : "synthetic:mnist";
+
+    dt_error err;
+    dt_train_result res;
+    if (dt_train(&cfg, show_progress, &con, &res, &err)) {
+        if (con.tty && !con.quiet) fputc('\n', stderr);
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
+    if (!con.quiet)
+        printf("trained %s on %s: %ld steps, final loss %.4f, test accuracy %.2f%%%s%s\n",
+               cfg.model, cfg.data, res.steps, res.final_loss, 100.0 * res.test_acc,
+               cfg.save_path ? ", weights in " : "", cfg.save_path ? cfg.save_path : "");
+    return 0;
+}

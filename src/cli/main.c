@@ -1,0 +1,32 @@
+/* dtrain: train neural networks data-parallel and study how training scales. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: dtrain <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train   train a model (one process; see dtrain train --help)\n"
+            "  bench   time training steps on synthetic data, print one JSON line\n"
+            "\n"
+            "dtrain <command> --help describes each command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
+    return 2;
+}

@@ -1,0 +1,45 @@
+#include "dtrain/runlog.h"
+
+#include <errno.h>
+#include <string.h>
+
+int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
+    log->file = NULL;
+    if (!path || !*path) return 0;
+    log->file = fopen(path, "w");
+    if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
+    return 0;
+}
+
+void dt_runlog_run(dt_runlog *log, const char *fields_json) {
+    if (log->file) fprintf(log->file, "{\"event\":\"run\",%s}\n", fields_json);
+}
+
+void dt_runlog_step(dt_runlog *log, const dt_step_record *r) {
+    if (!log->file) return;
+    fprintf(log->file,
+            "{\"event\":\"step\",\"rank\":%d,\"epoch\":%d,\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,"
+            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_comm_exposed\":%.9g,"
+            "\"bytes_sent\":%lld}\n",
+            r->rank, r->epoch, r->step, r->loss, r->lr, r->t_data, r->t_compute, r->t_comm,
+            r->t_comm_exposed, r->bytes_sent);
+}
+
+void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {
+    if (!log->file) return;
+    fprintf(log->file,
+            "{\"event\":\"epoch\",\"epoch\":%d,\"train_loss\":%.9g,\"train_acc\":%.9g,"
+            "\"test_loss\":%.9g,\"test_acc\":%.9g,\"t_epoch\":%.9g,\"t_train\":%.9g,"
+            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"images\":%lld}\n",
+            r->epoch, r->train_loss, r->train_acc, r->test_loss, r->test_acc, r->t_epoch,
+            r->t_train, r->t_data, r->t_compute, r->t_comm, r->images);
+    fflush(log->file);
+}
+
+int dt_runlog_close(dt_runlog *log, dt_error *err) {
+    if (!log->file) return 0;
+    int rc = fclose(log->file);
+    log->file = NULL;
+    if (rc != 0) return dt_error_set(err, "cannot finish run log: %s", strerror(errno));
+    return 0;
+}

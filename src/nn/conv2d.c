@@ -1,0 +1,190 @@
+#include "dtrain/conv2d.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* GEMM width (output pixels of a chunk of samples) we aim for: narrower GEMMs waste
+ * the sgemm kernel, wider ones only grow the im2col buffer. */
+enum { TARGET_GEMM_COLS = 1024 };
+
+int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
+                         int kh, int kw, int stride, int pad) {
+    s->n = n;
+    s->c_in = c_in;
+    s->h_in = h_in;
+    s->w_in = w_in;
+    s->c_out = c_out;
+    s->kh = kh;
+    s->kw = kw;
+    s->stride = stride;
+    s->pad = pad;
+    if (stride < 1 || pad < 0 || kh < 1 || kw < 1) return -1;
+    if (h_in + 2 * pad < kh || w_in + 2 * pad < kw) return -1;
+    s->h_out = (h_in + 2 * pad - kh) / stride + 1;
+    s->w_out = (w_in + 2 * pad - kw) / stride + 1;
+    return 0;
+}
+
+static int chunk_samples(const dt_conv2d_shape *s) {
+    int pixels = s->h_out * s->w_out;
+    int chunk = (TARGET_GEMM_COLS + pixels - 1) / pixels;
+    if (chunk > s->n) chunk = s->n;
+    return chunk < 1 ? 1 : chunk;
+}
+
+static int is_pointwise(const dt_conv2d_shape *s) {
+    return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+}
+
+size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s) {
+    size_t chunk = (size_t)chunk_samples(s);
+    size_t cols = chunk * (size_t)(s->h_out * s->w_out);
+    size_t k = (size_t)s->c_in * s->kh * s->kw;
+    size_t col = k * cols; /* im2col, then dcol in backward */
+    size_t gathered = chunk > 1 ? (size_t)s->c_out * cols : 0;
+    return col + gathered;
+}
+
+/* col[(c*kh + i)*kw + j, m*P + p] = in[m, c, oy*stride - pad + i, ox*stride - pad + j] */
+static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape *s) {
+    const int P = s->h_out * s->w_out, cols = chunk * P;
+    const int rows = s->c_in * s->kh * s->kw;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        int c = r / (s->kh * s->kw), i = (r / s->kw) % s->kh, j = r % s->kw;
+        for (int m = 0; m < chunk; m++) {
+            const float *plane = in + ((size_t)m * s->c_in + c) * s->h_in * s->w_in;
+            float *dst = col + (size_t)r * cols + (size_t)m * P;
+            for (int oy = 0; oy < s->h_out; oy++) {
+                int y = oy * s->stride - s->pad + i;
+                float *drow = dst + oy * s->w_out;
+                if (y < 0 || y >= s->h_in) {
+                    memset(drow, 0, sizeof(float) * s->w_out);
+                    continue;
+                }
+                const float *srow = plane + (size_t)y * s->w_in;
+                for (int ox = 0; ox < s->w_out; ox++) {
+                    int x = ox * s->stride - s->pad + j;
+                    drow[ox] = (x >= 0 && x < s->w_in) ? srow[x] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Adds col back into din (the adjoint of im2col). Parallel over (sample, channel):
+ * each writes its own plane, so no races and a fixed summation order. */
+static void col2im_add(float *din, const float *col, int chunk, const dt_conv2d_shape *s) {
+    const int P = s->h_out * s->w_out, cols = chunk * P;
+#pragma omp parallel for schedule(static)
+    for (int mc = 0; mc < chunk * s->c_in; mc++) {
+        int m = mc / s->c_in, c = mc % s->c_in;
+        float *plane = din + ((size_t)m * s->c_in + c) * s->h_in * s->w_in;
+        for (int i = 0; i < s->kh; i++) {
+            for (int j = 0; j < s->kw; j++) {
+                const float *src = col + ((size_t)(c * s->kh + i) * s->kw + j) * cols + (size_t)m * P;
+                for (int oy = 0; oy < s->h_out; oy++) {
+                    int y = oy * s->stride - s->pad + i;
+                    if (y < 0 || y >= s->h_in) continue;
+                    float *drow = plane + (size_t)y * s->w_in;
+                    const float *srow = src + oy * s->w_out;
+                    for (int ox = 0; ox < s->w_out; ox++) {
+                        int x = ox * s->stride - s->pad + j;
+                        if (x >= 0 && x < s->w_in) drow[x] += srow[ox];
+                    }
+                }
+            }
+        }
+    }
+}
+
+void dt_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
+                       float *workspace, const dt_conv2d_shape *s) {
+    const int P = s->h_out * s->w_out, K = s->c_in * s->kh * s->kw;
+    const int chunk_max = chunk_samples(s);
+    const size_t in_sample = (size_t)s->c_in * s->h_in * s->w_in;
+    const size_t out_sample = (size_t)s->c_out * P;
+    for (int n0 = 0; n0 < s->n; n0 += chunk_max) {
+        int chunk = s->n - n0 < chunk_max ? s->n - n0 : chunk_max;
+        int cols = chunk * P;
+        const float *x = in + (size_t)n0 * in_sample;
+        const float *col = x;
+        if (!(chunk == 1 && is_pointwise(s))) {
+            im2col(workspace, x, chunk, s);
+            col = workspace;
+        }
+        float *y = out + (size_t)n0 * out_sample;
+        float *gemm_out = chunk == 1 ? y : workspace + (size_t)K * chunk_max * P;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->c_out, cols, K, 1.0f, weight, K,
+                    col, cols, 0.0f, gemm_out, cols);
+        /* Scatter [c_out, chunk*P] to NCHW and add the bias. */
+#pragma omp parallel for schedule(static)
+        for (int mo = 0; mo < chunk * s->c_out; mo++) {
+            int m = mo / s->c_out, o = mo % s->c_out;
+            float b = bias ? bias[o] : 0.0f;
+            float *dst = y + (size_t)m * out_sample + (size_t)o * P;
+            const float *src = gemm_out + (size_t)o * cols + (size_t)m * P;
+            if (src == dst) {
+                if (bias)
+                    for (int p = 0; p < P; p++) dst[p] += b;
+            } else {
+                for (int p = 0; p < P; p++) dst[p] = src[p] + b;
+            }
+        }
+    }
+}
+
+void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, float *workspace,
+                        const dt_conv2d_shape *s) {
+    const int P = s->h_out * s->w_out, K = s->c_in * s->kh * s->kw;
+    const int chunk_max = chunk_samples(s);
+    const size_t in_sample = (size_t)s->c_in * s->h_in * s->w_in;
+    const size_t out_sample = (size_t)s->c_out * P;
+    float *col_space = workspace;
+    float *gathered = workspace + (size_t)K * chunk_max * P;
+    if (dbias) {
+        for (int m = 0; m < s->n; m++)
+            for (int o = 0; o < s->c_out; o++) {
+                const float *src = dout + (size_t)m * out_sample + (size_t)o * P;
+                float acc = 0.0f;
+                for (int p = 0; p < P; p++) acc += src[p];
+                dbias[o] += acc;
+            }
+    }
+    for (int n0 = 0; n0 < s->n; n0 += chunk_max) {
+        int chunk = s->n - n0 < chunk_max ? s->n - n0 : chunk_max;
+        int cols = chunk * P;
+        const float *x = in + (size_t)n0 * in_sample;
+        const float *dy = dout + (size_t)n0 * out_sample;
+        const float *col = x;
+        if (!(chunk == 1 && is_pointwise(s))) {
+            im2col(col_space, x, chunk, s);
+            col = col_space;
+        }
+        const float *g = dy;
+        if (chunk > 1) {
+#pragma omp parallel for schedule(static)
+            for (int mo = 0; mo < chunk * s->c_out; mo++) {
+                int m = mo / s->c_out, o = mo % s->c_out;
+                memcpy(gathered + (size_t)o * cols + (size_t)m * P,
+                       dy + (size_t)m * out_sample + (size_t)o * P, sizeof(float) * P);
+            }
+            g = gathered;
+        }
+        /* dweight[o, k] += sum_c g[o, c] * col[k, c] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->c_out, K, cols, 1.0f, g, cols, col,
+                    cols, 1.0f, dweight, K);
+        if (!din) continue;
+        float *dx = din + (size_t)n0 * in_sample;
+        if (chunk == 1 && is_pointwise(s)) {
+            /* dcol is din itself: accumulate straight into it. */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight,
+                        K, g, cols, 1.0f, dx, cols);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight,
+                        K, g, cols, 0.0f, col_space, cols);
+            col2im_add(dx, col_space, chunk, s);
+        }
+    }
+}

@@ -1,0 +1,35 @@
+#include "dtrain/cross_entropy.h"
+
+#include <math.h>
+#include <stddef.h>
+
+double dt_cross_entropy_forward(float *probs, const float *logits, const int32_t *labels, int n,
+                                int classes, int *correct) {
+    double total = 0.0;
+    int hits = 0;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * classes;
+        float *p = probs + (size_t)i * classes;
+        int arg = 0;
+        for (int k = 1; k < classes; k++)
+            if (z[k] > z[arg]) arg = k;
+        double sum = 0.0;
+        for (int k = 0; k < classes; k++) sum += exp((double)z[k] - z[arg]);
+        double log_sum = log(sum) + z[arg];
+        for (int k = 0; k < classes; k++) p[k] = (float)exp((double)z[k] - log_sum);
+        total += log_sum - z[labels[i]];
+        hits += arg == labels[i];
+    }
+    if (correct) *correct = hits;
+    return total / n;
+}
+
+void dt_cross_entropy_backward(float *dlogits, const float *probs, const int32_t *labels, int n,
+                               int classes) {
+    const float inv_n = 1.0f / (float)n;
+    for (int i = 0; i < n; i++) {
+        float *d = dlogits + (size_t)i * classes;
+        const float *p = probs + (size_t)i * classes;
+        for (int k = 0; k < classes; k++) d[k] += (p[k] - (k == labels[i])) * inv_n;
+    }
+}

@@ -1,0 +1,542 @@
+#include "dtrain/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/batchnorm2d.h"
+#include "dtrain/cross_entropy.h"
+#include "dtrain/linear.h"
+#include "dtrain/pool2d.h"
+#include "dtrain/relu.h"
+#include "dtrain/residual.h"
+#include "dtrain/rng.h"
+
+static int build_fail(dt_model *m, const char *fmt, const char *what) {
+    if (!m->build_failed) {
+        m->build_failed = 1;
+        dt_error_set(&m->build_error, fmt, what);
+    }
+    return -1;
+}
+
+/* Grows *array (of elem bytes) so that index `count` is valid. */
+static int grow(void **array, int *cap, int count, size_t elem) {
+    if (count < *cap) return 0;
+    int new_cap = *cap ? *cap * 2 : 16;
+    void *p = realloc(*array, (size_t)new_cap * elem);
+    if (!p) return -1;
+    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(new_cap - *cap) * elem);
+    *array = p;
+    *cap = new_cap;
+    return 0;
+}
+
+void dt_model_init_empty(dt_model *m, const char *name, int classes) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->classes = classes;
+    m->training = 1;
+}
+
+static int valid_value(dt_model *m, int v) {
+    if (m->build_failed) return 0;
+    if (v < 0 || v >= m->n_values) {
+        build_fail(m, "model %s: op input refers to no value", m->name);
+        return 0;
+    }
+    return 1;
+}
+
+static int new_storage(dt_model *m, size_t per_sample) {
+    if (grow((void **)&m->storages, &m->cap_storages, m->n_storages, sizeof(dt_storage)))
+        return build_fail(m, "model %s: out of memory while building", m->name);
+    dt_storage *s = &m->storages[m->n_storages];
+    s->per_sample = per_sample;
+    s->needs_grad = m->n_storages > 0; /* the input needs no gradient */
+    s->first_writer = -1;
+    s->last_user = -1;
+    s->grad_slot = -1;
+    return m->n_storages++;
+}
+
+static int new_value(dt_model *m, int storage, int c, int h, int w) {
+    if (storage < 0) return -1;
+    if (grow((void **)&m->values, &m->cap_values, m->n_values, sizeof(dt_value)))
+        return build_fail(m, "model %s: out of memory while building", m->name);
+    dt_value *v = &m->values[m->n_values];
+    v->storage = storage;
+    v->c = c;
+    v->h = h;
+    v->w = w;
+    return m->n_values++;
+}
+
+static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
+                      dt_init init, int fan_in, int ndim, const int *shape) {
+    if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
+        return build_fail(m, "model %s: out of memory while building", m->name);
+    dt_tensor_entry *t = &m->tensors[m->n_tensors];
+    snprintf(t->name, sizeof t->name, "%s.%s", prefix, suffix);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->numel *= (size_t)shape[i];
+    }
+    t->is_param = is_param;
+    t->init = init;
+    t->fan_in = fan_in;
+    if (is_param) {
+        t->offset = m->n_params;
+        m->n_params += t->numel;
+    } else {
+        t->offset = m->n_buffers;
+        m->n_buffers += t->numel;
+    }
+    return m->n_tensors++;
+}
+
+/* Appends an op reading `in` (and in2) and writing `out`; records storage use. */
+static dt_op *new_op(dt_model *m, dt_op_kind kind, const char *name, int in, int in2, int out) {
+    if (out < 0 || m->build_failed) return NULL;
+    if (grow((void **)&m->ops, &m->cap_ops, m->n_ops, sizeof(dt_op))) {
+        build_fail(m, "model %s: out of memory while building", m->name);
+        return NULL;
+    }
+    int index = m->n_ops++;
+    dt_op *op = &m->ops[index];
+    op->kind = kind;
+    snprintf(op->name, sizeof op->name, "%s", name ? name : "");
+    op->in = in;
+    op->in2 = in2;
+    op->out = out;
+    op->weight = op->bias = op->running_mean = op->running_var = -1;
+    m->storages[m->values[in].storage].last_user = index;
+    if (in2 >= 0) m->storages[m->values[in2].storage].last_user = index;
+    dt_storage *so = &m->storages[m->values[out].storage];
+    if (so->first_writer < 0) so->first_writer = index;
+    so->last_user = index > so->last_user ? index : so->last_user;
+    return op;
+}
+
+int dt_model_input(dt_model *m, int c, int h, int w) {
+    if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
+    int v = new_value(m, new_storage(m, (size_t)c * h * w), c, h, w);
+    return v;
+}
+
+int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
+                    int pad, int bias) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    dt_conv2d_shape s;
+    if (dt_conv2d_shape_make(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad))
+        return build_fail(m, "conv2d %s: kernel does not fit its input", name);
+    int out = new_value(m, new_storage(m, (size_t)c_out * s.h_out * s.w_out), c_out, s.h_out,
+                        s.w_out);
+    dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
+    if (!op) return -1;
+    int fan_in = x.c * kernel * kernel;
+    int wshape[4] = {c_out, x.c, kernel, kernel};
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 4, wshape);
+    if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 1, &c_out);
+    op->kernel = kernel;
+    op->stride = stride;
+    op->pad = pad;
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    int in_features = x.c * x.h * x.w;
+    int out = new_value(m, new_storage(m, (size_t)out_features), out_features, 1, 1);
+    dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
+    if (!op) return -1;
+    int wshape[2] = {out_features, in_features};
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 2, wshape);
+    op->bias =
+        new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 1, &out_features);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    dt_op *op = new_op(m, DT_OP_BATCHNORM2D, name, in, -1, out);
+    if (!op) return -1;
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, 1, &x.c);
+    op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, 1, &x.c);
+    op->running_mean = new_tensor(m, name, "running_mean", 0, DT_INIT_ZEROS, 0, 1, &x.c);
+    op->running_var = new_tensor(m, name, "running_var", 0, DT_INIT_ONES, 0, 1, &x.c);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_relu(dt_model *m, int in) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    int out = new_value(m, x.storage, x.c, x.h, x.w);
+    return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
+}
+
+static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    if (kernel < 1 || stride < 1 || kernel > x.h || kernel > x.w)
+        return build_fail(m, "model %s: pooling window does not fit its input", m->name);
+    int ho = dt_pool2d_out_size(x.h, kernel, stride), wo = dt_pool2d_out_size(x.w, kernel, stride);
+    int out = new_value(m, new_storage(m, (size_t)x.c * ho * wo), x.c, ho, wo);
+    dt_op *op = new_op(m, kind, NULL, in, -1, out);
+    if (!op) return -1;
+    op->kernel = kernel;
+    op->stride = stride;
+    return out;
+}
+
+int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride) {
+    return pool(m, DT_OP_MAXPOOL2D, in, kernel, stride);
+}
+
+int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride) {
+    return pool(m, DT_OP_AVGPOOL2D, in, kernel, stride);
+}
+
+int dt_model_flatten(dt_model *m, int in) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    return new_value(m, x.storage, x.c * x.h * x.w, 1, 1);
+}
+
+int dt_model_add(dt_model *m, int a, int b) {
+    if (!valid_value(m, a) || !valid_value(m, b)) return -1;
+    dt_value x = m->values[a], y = m->values[b];
+    if (x.c != y.c || x.h != y.h || x.w != y.w)
+        return build_fail(m, "model %s: residual add of different shapes", m->name);
+    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
+}
+
+static dt_conv2d_shape conv_shape(const dt_model *m, const dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    const dt_tensor_entry *w = &m->tensors[op->weight];
+    dt_conv2d_shape s;
+    dt_conv2d_shape_make(&s, n, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel, op->stride,
+                         op->pad);
+    return s;
+}
+
+/* Assigns each storage's gradient to a pooled slot. Backward time t runs from 0 (the
+ * loss) to n_ops (the first op); a storage's gradient lives from the backward of its
+ * last user to the backward of its first writer. Slots are reused greedily. */
+static int plan_grad_slots(dt_model *m, int max_batch, dt_error *err) {
+    const int n = m->n_storages;
+    int *slot_free_after = calloc((size_t)n, sizeof(int));
+    m->grad_slot_floats = calloc((size_t)n, sizeof(size_t));
+    m->grad_slots = calloc((size_t)n, sizeof(float *));
+    if (!slot_free_after || !m->grad_slot_floats || !m->grad_slots) {
+        free(slot_free_after);
+        return dt_error_set(err, "out of memory while planning gradient buffers");
+    }
+    m->n_grad_slots = 0;
+    for (int t = 0; t <= m->n_ops; t++) {
+        for (int si = 0; si < n; si++) {
+            dt_storage *s = &m->storages[si];
+            if (!s->needs_grad || m->n_ops - s->last_user != t) continue;
+            size_t need = s->per_sample * (size_t)max_batch;
+            int best = -1;
+            for (int k = 0; k < m->n_grad_slots; k++) {
+                if (slot_free_after[k] >= t) continue;
+                /* Prefer the smallest slot that fits, else the largest one to grow. */
+                if (best < 0) {
+                    best = k;
+                    continue;
+                }
+                int fits_k = m->grad_slot_floats[k] >= need, fits_b = m->grad_slot_floats[best] >= need;
+                if ((fits_k && !fits_b) ||
+                    (fits_k && fits_b && m->grad_slot_floats[k] < m->grad_slot_floats[best]) ||
+                    (!fits_k && !fits_b && m->grad_slot_floats[k] > m->grad_slot_floats[best]))
+                    best = k;
+            }
+            if (best < 0) best = m->n_grad_slots++;
+            if (m->grad_slot_floats[best] < need) m->grad_slot_floats[best] = need;
+            slot_free_after[best] = m->n_ops - s->first_writer;
+            s->grad_slot = best;
+        }
+    }
+    free(slot_free_after);
+    return 0;
+}
+
+int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
+    if (m->build_failed) return dt_error_set(err, "%s", m->build_error.msg);
+    if (m->n_ops == 0) return dt_error_set(err, "model %s has no layers", m->name);
+    if (max_batch < 1) return dt_error_set(err, "batch size must be at least 1, got %d", max_batch);
+    m->max_batch = max_batch;
+    m->storages[m->values[m->n_values - 1].storage].last_user = m->n_ops; /* the loss */
+    if (plan_grad_slots(m, max_batch, err)) return -1;
+
+    /* Everything this model will hold, summed before touching any of it. */
+    size_t floats = 2 * m->n_params + m->n_buffers + (size_t)max_batch * m->classes;
+    size_t ws = 0;
+    for (int i = 0; i < m->n_storages; i++) floats += m->storages[i].per_sample * max_batch;
+    for (int k = 0; k < m->n_grad_slots; k++) floats += m->grad_slot_floats[k];
+    for (int i = 0; i < m->n_ops; i++) {
+        const dt_op *op = &m->ops[i];
+        if (op->kind == DT_OP_CONV2D) {
+            dt_conv2d_shape s = conv_shape(m, op, max_batch);
+            size_t need = dt_conv2d_workspace_floats(&s);
+            if (need > ws) ws = need;
+        } else if (op->kind == DT_OP_MAXPOOL2D) {
+            floats += m->storages[m->values[op->out].storage].per_sample * max_batch;
+        }
+    }
+    floats += ws;
+    double bytes = 4.0 * (double)floats;
+    double phys = (double)dt_physical_memory_bytes();
+    if (bytes > 0.85 * phys)
+        return dt_error_set(err,
+                            "batch size %d does not fit in memory: model %s would need %.1f GiB, "
+                            "this machine has %.1f GiB",
+                            max_batch, m->name, bytes / 1073741824.0, phys / 1073741824.0);
+
+    if (!(m->params = dt_alloc(sizeof(float) * m->n_params, "parameters", err))) return -1;
+    if (!(m->grads = dt_alloc(sizeof(float) * m->n_params, "gradients", err))) return -1;
+    if (!(m->buffers = dt_alloc(sizeof(float) * (m->n_buffers + 1), "buffers", err))) return -1;
+    if (!(m->probs = dt_alloc(sizeof(float) * max_batch * m->classes, "probabilities", err)))
+        return -1;
+    m->workspace_floats = ws;
+    if (!(m->workspace = dt_alloc(sizeof(float) * (ws + 1), "conv workspace", err))) return -1;
+    for (int i = 0; i < m->n_storages; i++) {
+        dt_storage *s = &m->storages[i];
+        if (!(s->data = dt_alloc(sizeof(float) * s->per_sample * max_batch, "activations", err)))
+            return -1;
+    }
+    for (int k = 0; k < m->n_grad_slots; k++)
+        if (!(m->grad_slots[k] =
+                  dt_alloc(sizeof(float) * m->grad_slot_floats[k], "activation gradients", err)))
+            return -1;
+    for (int i = 0; i < m->n_storages; i++)
+        if (m->storages[i].grad_slot >= 0) m->storages[i].grad = m->grad_slots[m->storages[i].grad_slot];
+    for (int i = 0; i < m->n_ops; i++) {
+        dt_op *op = &m->ops[i];
+        if (op->kind == DT_OP_BATCHNORM2D) {
+            size_t c = (size_t)m->values[op->in].c;
+            if (!(op->save_mean = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)) ||
+                !(op->save_invstd = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)))
+                return -1;
+        } else if (op->kind == DT_OP_MAXPOOL2D) {
+            size_t count = m->storages[m->values[op->out].storage].per_sample * max_batch;
+            if (!(op->argmax = dt_alloc(sizeof(int32_t) * count, "maxpool indices", err)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+void dt_model_free(dt_model *m) {
+    for (int i = 0; i < m->n_storages; i++) dt_free(m->storages[i].data);
+    for (int k = 0; k < m->n_grad_slots; k++) dt_free(m->grad_slots[k]);
+    for (int i = 0; i < m->n_ops; i++) {
+        dt_free(m->ops[i].save_mean);
+        dt_free(m->ops[i].save_invstd);
+        dt_free(m->ops[i].argmax);
+    }
+    free(m->grad_slots);
+    free(m->grad_slot_floats);
+    dt_free(m->params);
+    dt_free(m->grads);
+    dt_free(m->buffers);
+    dt_free(m->probs);
+    dt_free(m->workspace);
+    free(m->tensors);
+    free(m->values);
+    free(m->storages);
+    free(m->ops);
+    memset(m, 0, sizeof *m);
+}
+
+float *dt_model_tensor_data(dt_model *m, int tensor) {
+    const dt_tensor_entry *t = &m->tensors[tensor];
+    return (t->is_param ? m->params : m->buffers) + t->offset;
+}
+
+int dt_model_find_tensor(const dt_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+void dt_model_init_params(dt_model *m, uint64_t seed) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dt_tensor_entry *t = &m->tensors[i];
+        float *data = dt_model_tensor_data(m, i);
+        dt_rng rng = dt_rng_make(seed, (uint64_t)i);
+        float bound = t->fan_in > 0 ? 1.0f / sqrtf((float)t->fan_in) : 0.0f;
+        for (size_t k = 0; k < t->numel; k++) {
+            switch (t->init) {
+            case DT_INIT_UNIFORM_FAN_IN: data[k] = (2.0f * dt_rng_uniform(&rng) - 1.0f) * bound; break;
+            case DT_INIT_ONES: data[k] = 1.0f; break;
+            case DT_INIT_ZEROS: data[k] = 0.0f; break;
+            }
+        }
+    }
+    for (int i = 0; i < m->n_ops; i++) m->ops[i].num_batches_tracked = 0;
+}
+
+float *dt_model_input_data(dt_model *m) {
+    return m->storages[0].data;
+}
+
+size_t dt_model_input_floats_per_sample(const dt_model *m) {
+    return m->storages[0].per_sample;
+}
+
+const float *dt_model_logits(const dt_model *m) {
+    return m->storages[m->values[m->n_values - 1].storage].data;
+}
+
+static float *value_data(dt_model *m, int v) {
+    return m->storages[m->values[v].storage].data;
+}
+
+static float *value_grad(dt_model *m, int v) {
+    dt_storage *s = &m->storages[m->values[v].storage];
+    return s->needs_grad ? s->grad : NULL;
+}
+
+static size_t value_count(const dt_model *m, int v, int n) {
+    return m->storages[m->values[v].storage].per_sample * (size_t)n;
+}
+
+static float *param(dt_model *m, int tensor) {
+    return tensor >= 0 ? dt_model_tensor_data(m, tensor) : NULL;
+}
+
+static float *param_grad(dt_model *m, int tensor) {
+    return tensor >= 0 ? m->grads + m->tensors[tensor].offset : NULL;
+}
+
+void dt_model_forward(dt_model *m, int n) {
+    const float bn_momentum = 0.1f, bn_eps = 1e-5f;
+    for (int i = 0; i < m->n_ops; i++) {
+        dt_op *op = &m->ops[i];
+        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+        float *in = value_data(m, op->in), *out = value_data(m, op->out);
+        switch (op->kind) {
+        case DT_OP_CONV2D: {
+            dt_conv2d_shape s = conv_shape(m, op, n);
+            dt_conv2d_forward(out, in, param(m, op->weight), param(m, op->bias), m->workspace, &s);
+            break;
+        }
+        case DT_OP_LINEAR:
+            dt_linear_forward(out, in, param(m, op->weight), param(m, op->bias), n,
+                              x->c * x->h * x->w, y->c);
+            break;
+        case DT_OP_BATCHNORM2D:
+            if (m->training) {
+                dt_batchnorm2d_forward_train(out, op->save_mean, op->save_invstd,
+                                             param(m, op->running_mean), param(m, op->running_var),
+                                             in, param(m, op->weight), param(m, op->bias), n, x->c,
+                                             x->h * x->w, bn_momentum, bn_eps);
+                op->num_batches_tracked++;
+            } else {
+                dt_batchnorm2d_forward_eval(out, in, param(m, op->running_mean),
+                                            param(m, op->running_var), param(m, op->weight),
+                                            param(m, op->bias), n, x->c, x->h * x->w, bn_eps);
+            }
+            break;
+        case DT_OP_RELU: dt_relu_forward(out, in, value_count(m, op->in, n)); break;
+        case DT_OP_MAXPOOL2D:
+            dt_maxpool2d_forward(out, op->argmax, in, n, x->c, x->h, x->w, op->kernel, op->stride);
+            break;
+        case DT_OP_AVGPOOL2D:
+            dt_avgpool2d_forward(out, in, n, x->c, x->h, x->w, op->kernel, op->stride);
+            break;
+        case DT_OP_ADD:
+            dt_residual_add_forward(out, in, value_data(m, op->in2), value_count(m, op->out, n));
+            break;
+        }
+    }
+}
+
+double dt_model_loss(dt_model *m, const int32_t *labels, int n, int *correct) {
+    return dt_cross_entropy_forward(m->probs, dt_model_logits(m), labels, n, m->classes, correct);
+}
+
+void dt_model_zero_grad(dt_model *m) {
+    memset(m->grads, 0, sizeof(float) * m->n_params);
+}
+
+/* Zeroes the gradients that become live at backward time t. */
+static void start_live_grads(dt_model *m, int t, int n) {
+    for (int si = 0; si < m->n_storages; si++) {
+        dt_storage *s = &m->storages[si];
+        if (s->needs_grad && m->n_ops - s->last_user == t)
+            memset(s->grad, 0, sizeof(float) * s->per_sample * (size_t)n);
+    }
+}
+
+void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
+    start_live_grads(m, 0, n);
+    dt_cross_entropy_backward(value_grad(m, m->n_values - 1), m->probs, labels, n, m->classes);
+    for (int i = m->n_ops - 1; i >= 0; i--) {
+        start_live_grads(m, m->n_ops - i, n);
+        dt_op *op = &m->ops[i];
+        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+        float *in = value_data(m, op->in), *din = value_grad(m, op->in);
+        float *dout = value_grad(m, op->out);
+        switch (op->kind) {
+        case DT_OP_CONV2D: {
+            dt_conv2d_shape s = conv_shape(m, op, n);
+            dt_conv2d_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout, in,
+                               param(m, op->weight), m->workspace, &s);
+            break;
+        }
+        case DT_OP_LINEAR:
+            dt_linear_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout, in,
+                               param(m, op->weight), n, x->c * x->h * x->w, y->c);
+            break;
+        case DT_OP_BATCHNORM2D:
+            dt_batchnorm2d_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout,
+                                    in, op->save_mean, op->save_invstd, param(m, op->weight), n,
+                                    x->c, x->h * x->w);
+            break;
+        case DT_OP_RELU:
+            if (din) dt_relu_backward(din, dout, value_data(m, op->out), value_count(m, op->out, n));
+            break;
+        case DT_OP_MAXPOOL2D:
+            if (din)
+                dt_maxpool2d_backward(din, dout, op->argmax, n, x->c, x->h, x->w, op->kernel,
+                                      op->stride);
+            break;
+        case DT_OP_AVGPOOL2D:
+            if (din)
+                dt_avgpool2d_backward(din, dout, n, x->c, x->h, x->w, op->kernel, op->stride);
+            break;
+        case DT_OP_ADD:
+            dt_residual_add_backward(din, value_grad(m, op->in2), dout, value_count(m, op->out, n));
+            break;
+        }
+    }
+}
+
+double dt_model_train_flops(const dt_model *m, int n) {
+    double flops = 0.0;
+    for (int i = 0; i < m->n_ops; i++) {
+        const dt_op *op = &m->ops[i];
+        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+        double macs;
+        if (op->kind == DT_OP_CONV2D)
+            macs = (double)y->c * y->h * y->w * x->c * op->kernel * op->kernel * n;
+        else if (op->kind == DT_OP_LINEAR)
+            macs = (double)y->c * x->c * x->h * x->w * n;
+        else
+            continue;
+        int passes = m->storages[x->storage].needs_grad ? 3 : 2; /* fwd, dweight, dinput */
+        flops += 2.0 * macs * passes;
+    }
+    return flops;
+}

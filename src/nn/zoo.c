@@ -1,0 +1,103 @@
+#include "dtrain/zoo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *dt_zoo_names(void) {
+    return "logreg, mlp, lenet5, resnet18";
+}
+
+int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
+    memset(spec, 0, sizeof *spec);
+    spec->name = name;
+    spec->classes = 10;
+    if (!strcmp(name, "logreg") || !strcmp(name, "mlp") || !strcmp(name, "lenet5")) {
+        spec->in_c = 1;
+        spec->in_h = spec->in_w = 28;
+        return 0;
+    }
+    if (!strcmp(name, "resnet18")) {
+        spec->in_c = 3;
+        spec->in_h = spec->in_w = 32;
+        spec->width = 64;
+        return 0;
+    }
+    return -1;
+}
+
+static void build_logreg(dt_model *m, int x, int classes) {
+    dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
+}
+
+static void build_mlp(dt_model *m, int x, int classes) {
+    x = dt_model_relu(m, dt_model_linear(m, "fc1", dt_model_flatten(m, x), 256));
+    x = dt_model_relu(m, dt_model_linear(m, "fc2", x, 256));
+    dt_model_linear(m, "fc3", x, classes);
+}
+
+/* LeNet-5 for 28x28 inputs: conv1 pads by 2 so that conv2's output is 16x5x5. */
+static void build_lenet5(dt_model *m, int x, int classes) {
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv1", x, 6, 5, 1, 2, 1)), 2, 2);
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv2", x, 16, 5, 1, 0, 1)), 2, 2);
+    x = dt_model_relu(m, dt_model_linear(m, "fc1", dt_model_flatten(m, x), 120));
+    x = dt_model_relu(m, dt_model_linear(m, "fc2", x, 84));
+    dt_model_linear(m, "fc3", x, classes);
+}
+
+/* BasicBlock of the CIFAR ResNet: conv3x3-bn-relu-conv3x3-bn, plus the input or a
+ * 1x1 conv + bn shortcut when the shape changes, then relu. */
+static int basic_block(dt_model *m, const char *prefix, int x, int planes, int stride) {
+    char name[80];
+    int in_planes = x >= 0 ? m->values[x].c : 0;
+    snprintf(name, sizeof name, "%s.conv1", prefix);
+    int y = dt_model_conv2d(m, name, x, planes, 3, stride, 1, 0);
+    snprintf(name, sizeof name, "%s.bn1", prefix);
+    y = dt_model_relu(m, dt_model_batchnorm2d(m, name, y));
+    snprintf(name, sizeof name, "%s.conv2", prefix);
+    y = dt_model_conv2d(m, name, y, planes, 3, 1, 1, 0);
+    snprintf(name, sizeof name, "%s.bn2", prefix);
+    y = dt_model_batchnorm2d(m, name, y);
+    int shortcut = x;
+    if (stride != 1 || in_planes != planes) {
+        snprintf(name, sizeof name, "%s.shortcut.0", prefix);
+        shortcut = dt_model_conv2d(m, name, x, planes, 1, stride, 0, 0);
+        snprintf(name, sizeof name, "%s.shortcut.1", prefix);
+        shortcut = dt_model_batchnorm2d(m, name, shortcut);
+    }
+    return dt_model_relu(m, dt_model_add(m, y, shortcut));
+}
+
+static void build_resnet18(dt_model *m, int x, int classes, int width) {
+    x = dt_model_relu(m, dt_model_batchnorm2d(m, "bn1", dt_model_conv2d(m, "conv1", x, width, 3, 1, 1, 0)));
+    for (int layer = 0; layer < 4; layer++) {
+        int planes = width << layer;
+        for (int b = 0; b < 2; b++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", layer + 1, b);
+            x = basic_block(m, prefix, x, planes, (layer > 0 && b == 0) ? 2 : 1);
+        }
+    }
+    int spatial = x >= 0 ? m->values[x].h : 1;
+    x = dt_model_avgpool2d(m, x, spatial < 4 ? spatial : 4, spatial < 4 ? spatial : 4);
+    dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
+}
+
+int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+    dt_model_init_empty(m, spec->name, spec->classes);
+    int x = dt_model_input(m, spec->in_c, spec->in_h, spec->in_w);
+    if (!strcmp(spec->name, "logreg")) build_logreg(m, x, spec->classes);
+    else if (!strcmp(spec->name, "mlp")) build_mlp(m, x, spec->classes);
+    else if (!strcmp(spec->name, "lenet5")) build_lenet5(m, x, spec->classes);
+    else if (!strcmp(spec->name, "resnet18"))
+        build_resnet18(m, x, spec->classes, spec->width > 0 ? spec->width : 64);
+    else {
+        dt_model_free(m);
+        return dt_error_set(err, "unknown model '%s' (known: %s)", spec->name, dt_zoo_names());
+    }
+    if (m->build_failed) {
+        dt_error_set(err, "%s", m->build_error.msg);
+        dt_model_free(m);
+        return -1;
+    }
+    return 0;
+}
