@@ -1,0 +1,150 @@
+/* Parity with PyTorch: fixtures made by scripts/make_fixtures.py hold initial weights,
+ * two batches, the losses, step-1 gradients and the state after two SGD steps.
+ * dtrain must reproduce loss and parameters within 1e-4 relative error.
+ *
+ *   test_parity                 runs the committed fixtures ($DT_FIXTURES)
+ *   test_parity FILE            runs one fixture (used for full-width resnet18) */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/sgd.h"
+#include "dtrain/zoo.h"
+#include "testutil.h"
+
+static const char *single_fixture;
+
+static double read_scalar(const dt_safetensors *st, const char *name) {
+    float v;
+    int shape[1] = {1};
+    dt_error err;
+    if (dt_safetensors_get_f32(st, name, 1, shape, &v, &err)) fail_msg("%s", err.msg);
+    return v;
+}
+
+static void load_batch(const dt_safetensors *st, dt_model *m, int step, int batch, int32_t *labels) {
+    char name[32];
+    dt_error err;
+    dt_model_spec spec;
+    snprintf(name, sizeof name, "input%d", step);
+    const dt_st_tensor *t = dt_safetensors_find(st, name);
+    assert_non_null(t);
+    assert_int_equal(t->numel, dt_model_input_floats_per_sample(m) * (size_t)batch);
+    memcpy(dt_model_input_data(m), t->data, t->bytes);
+    snprintf(name, sizeof name, "labels%d", step);
+    if (dt_safetensors_get_i32(st, name, (size_t)batch, labels, &err)) fail_msg("%s", err.msg);
+    (void)spec;
+}
+
+static void run_fixture(const char *path) {
+    dt_error err;
+    dt_safetensors st;
+    if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
+    const char *name = dt_safetensors_meta(&st, "model");
+    const char *width = dt_safetensors_meta(&st, "width");
+    const char *batch_s = dt_safetensors_meta(&st, "batch");
+    assert_non_null(name);
+    assert_non_null(batch_s);
+    int batch = atoi(batch_s);
+    dt_model_spec spec;
+    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    if (width && atoi(width) > 0) spec.width = atoi(width);
+    dt_model m;
+    dt_sgd opt;
+    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err) ||
+        dt_checkpoint_load(&m, NULL, path, &err) ||
+        dt_sgd_init(&opt, m.n_params, 0.1f, 0.9f, 5e-4f, &err))
+        fail_msg("%s", err.msg);
+    int32_t *labels = test_alloc(sizeof(int32_t) * batch);
+    float *ref = test_alloc(sizeof(float) * m.n_params);
+    double worst_grad = 0.0, worst_after = 0.0;
+    for (int step = 1; step <= 2; step++) {
+        load_batch(&st, &m, step, batch, labels);
+        dt_model_zero_grad(&m);
+        dt_model_forward(&m, batch);
+        double loss = dt_model_loss(&m, labels, batch, NULL);
+        char key[160];
+        snprintf(key, sizeof key, "loss%d", step);
+        double want = read_scalar(&st, key);
+        double loss_err = fabs(loss - want) / fabs(want);
+        print_message("%s: step %d loss %.7f (torch %.7f), relative error %.2e\n", path, step,
+                      loss, want, loss_err);
+        assert_true(loss_err <= 1e-4);
+        dt_model_backward(&m, labels, batch);
+        if (step == 1) {
+            for (int i = 0; i < m.n_tensors; i++) {
+                const dt_tensor_entry *t = &m.tensors[i];
+                if (!t->is_param) continue;
+                snprintf(key, sizeof key, "grad.%s", t->name);
+                if (dt_safetensors_get_f32(&st, key, t->ndim, t->shape, ref, &err))
+                    fail_msg("%s", err.msg);
+                double e = rel_error(m.grads + t->offset, ref, t->numel);
+                if (e > worst_grad) worst_grad = e;
+                if (e > 1e-3) print_message("  gradient of %s: relative error %.2e\n", t->name, e);
+                assert_true(e <= 1e-3);
+            }
+        }
+        dt_sgd_step(&opt, m.params, m.grads);
+    }
+    for (int i = 0; i < m.n_tensors; i++) {
+        const dt_tensor_entry *t = &m.tensors[i];
+        char key[160];
+        snprintf(key, sizeof key, "after.%s", t->name);
+        if (dt_safetensors_get_f32(&st, key, t->ndim, t->shape, ref, &err)) fail_msg("%s", err.msg);
+        double e = rel_error(dt_model_tensor_data(&m, i), ref, t->numel);
+        if (e > worst_after) worst_after = e;
+        if (e > 1e-4) print_message("  %s after 2 steps: relative error %.2e\n", t->name, e);
+        assert_true(e <= 1e-4);
+    }
+    print_message("%s: worst gradient error %.2e, worst parameter/buffer error after 2 steps "
+                  "%.2e (%d tensors)\n",
+                  path, worst_grad, worst_after, m.n_tensors);
+    free(labels);
+    free(ref);
+    dt_sgd_free(&opt);
+    dt_model_free(&m);
+    dt_safetensors_free(&st);
+}
+
+static void run_committed(const char *file) {
+    const char *dir = getenv("DT_FIXTURES");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", file);
+    run_fixture(path);
+}
+
+static void test_lenet5_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("lenet5.safetensors");
+}
+
+static void test_resnet18_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("resnet18_w4.safetensors");
+}
+
+static void test_given_fixture_matches_pytorch(void **state) {
+    (void)state;
+    run_fixture(single_fixture);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        single_fixture = argv[1];
+        const struct CMUnitTest one[] = {cmocka_unit_test(test_given_fixture_matches_pytorch)};
+        return cmocka_run_group_tests(one, NULL, NULL);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lenet5_matches_pytorch),
+        cmocka_unit_test(test_resnet18_narrow_matches_pytorch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
