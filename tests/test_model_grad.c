@@ -1,0 +1,112 @@
+/* Whole-model gradients (the graph's wiring, in-place ReLU, pooled gradient buffers,
+ * residual joins) against central finite differences of the loss. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/rng.h"
+#include "dtrain/zoo.h"
+#include "testutil.h"
+
+static double loss_at(dt_model *m, const float *x, const int32_t *labels, int n) {
+    memcpy(dt_model_input_data(m), x, sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+    dt_model_forward(m, n);
+    return dt_model_loss(m, labels, n, NULL);
+}
+
+static void check_model(const char *name, int width, int batch, float eps, double tol) {
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    if (width) spec.width = width;
+    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 7);
+    size_t nx = dt_model_input_floats_per_sample(&m) * batch;
+    float *x = test_alloc(sizeof(float) * nx);
+    int32_t labels[16];
+    dt_rng rng = dt_rng_make(3, 3);
+    for (size_t i = 0; i < nx; i++) x[i] = dt_rng_normal(&rng);
+    for (int i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, 10);
+
+    dt_model_zero_grad(&m);
+    loss_at(&m, x, labels, batch);
+    dt_model_backward(&m, labels, batch);
+    /* Per parameter tensor, the directional derivative along a random direction d:
+     * (L(p + eps d) - L(p - eps d)) / 2 eps against grad . d. Probing whole tensors
+     * keeps the signal far above float rounding, which single-element probes of a
+     * deep float32 network do not. The step must stay small: a ReLU kink crossed
+     * inside +-eps biases the difference quotient, and a deep BatchNorm network
+     * crosses many (measured for resnet18 width 2: error 5e-3 at eps 1e-4, 6e-2 at
+     * 1e-3), while float rounding of the loss grows as eps shrinks. */
+    float *analytic = test_alloc(sizeof(float) * m.n_tensors);
+    float *numeric = test_alloc(sizeof(float) * m.n_tensors);
+    float *saved = test_alloc(sizeof(float) * m.n_params);
+    float *dir = test_alloc(sizeof(float) * m.n_params);
+    memcpy(saved, m.params, sizeof(float) * m.n_params);
+    fill_uniform(dir, m.n_params, 99, -1, 1);
+    size_t k = 0;
+    for (int t = 0; t < m.n_tensors; t++) {
+        const dt_tensor_entry *te = &m.tensors[t];
+        if (!te->is_param) continue;
+        float *p = m.params + te->offset, *d = dir + te->offset;
+        double norm = 0.0, g_dot_d = 0.0;
+        for (size_t i = 0; i < te->numel; i++) norm += (double)d[i] * d[i];
+        for (size_t i = 0; i < te->numel; i++) d[i] = (float)(d[i] / sqrt(norm));
+        for (size_t i = 0; i < te->numel; i++) g_dot_d += (double)m.grads[te->offset + i] * d[i];
+        for (size_t i = 0; i < te->numel; i++) p[i] = saved[te->offset + i] + eps * d[i];
+        double lp = loss_at(&m, x, labels, batch);
+        for (size_t i = 0; i < te->numel; i++) p[i] = saved[te->offset + i] - eps * d[i];
+        double lm = loss_at(&m, x, labels, batch);
+        memcpy(p, saved + te->offset, sizeof(float) * te->numel);
+        numeric[k] = (float)((lp - lm) / (2.0 * eps));
+        analytic[k++] = (float)g_dot_d;
+    }
+    double e = rel_error(analytic, numeric, k);
+    print_message("%s (width %d, batch %d): %zu parameter tensors probed, relative error %.2e\n",
+                  name, width, batch, k, e);
+    assert_true(e < tol);
+    free(saved);
+    free(dir);
+    free(x);
+    free(analytic);
+    free(numeric);
+    dt_model_free(&m);
+}
+
+static void test_logreg_grad_matches_fd(void **state) {
+    (void)state;
+    check_model("logreg", 0, 4, 1e-3f, 2e-3);
+}
+
+static void test_mlp_grad_matches_fd(void **state) {
+    (void)state;
+    check_model("mlp", 0, 4, 1e-3f, 2e-3);
+}
+
+static void test_lenet5_grad_matches_fd(void **state) {
+    (void)state;
+    check_model("lenet5", 0, 3, 1e-3f, 2e-3);
+}
+
+static void test_resnet18_grad_matches_fd(void **state) {
+    (void)state;
+    /* Looser: see above. The exact check of resnet18 is the PyTorch parity test. */
+    check_model("resnet18", 2, 4, 1e-4f, 1.5e-2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_logreg_grad_matches_fd),
+        cmocka_unit_test(test_mlp_grad_matches_fd),
+        cmocka_unit_test(test_lenet5_grad_matches_fd),
+        cmocka_unit_test(test_resnet18_grad_matches_fd),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
