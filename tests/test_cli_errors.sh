@@ -1,0 +1,50 @@
+#!/bin/sh
+# Bad input to the CLI: each case must end with exactly one line on stderr naming the
+# problem and a non-zero exit status - never a crash (status >= 128) or a hang.
+set -u
+DTRAIN=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+# expect "description" "expected fragment" command...
+expect() {
+    what=$1 fragment=$2
+    shift 2
+    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$status" -ne 0 ] && [ "$status" -lt 124 ] && [ "$lines" -eq 1 ] &&
+        grep -qF -- "$fragment" "$tmp/err"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $what (status $status, $lines stderr lines):"
+        cat "$tmp/err"
+    fi
+}
+
+expect "unknown model" "unknown model 'vgg'" "$DTRAIN" train --model vgg
+expect "negative lr" "--lr must be between" "$DTRAIN" train --lr -1
+expect "lr not a number" "--lr expects a number" "$DTRAIN" train --lr fast
+expect "batch 0" "--batch-size must be between 1" "$DTRAIN" train --batch-size 0
+expect "unknown flag" "unknown or incomplete option '--frobnicate'" "$DTRAIN" train --frobnicate
+expect "missing flag value" "unknown or incomplete option" "$DTRAIN" train --epochs
+expect "unknown data" "unknown data spec 'imagenet'" "$DTRAIN" train --data imagenet --quiet
+expect "shape mismatch" "takes 3x32x32 inputs" "$DTRAIN" train --model resnet18 --data synthetic:mnist --quiet
+expect "batch too large" "does not fit in memory" "$DTRAIN" train --model resnet18 --batch-size 1000000 --quiet
+expect "missing init file" "cannot open $tmp/none.safetensors" "$DTRAIN" train --init "$tmp/none.safetensors" --quiet
+expect "bench unknown model" "unknown model 'x'" "$DTRAIN" bench --model x
+expect "unknown command" "unknown command 'fly'" "$DTRAIN" fly
+
+# A file with the wrong tensors: lenet5 weights given to mlp.
+"$DTRAIN" train --model lenet5 --max-steps 1 --max-samples 64 --save "$tmp/lenet.safetensors" --quiet >/dev/null 2>&1
+expect "wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" \
+    "$DTRAIN" train --model mlp --init "$tmp/lenet.safetensors" --quiet
+head -c 100 "$tmp/lenet.safetensors" >"$tmp/trunc.safetensors"
+expect "truncated weights" "truncated" "$DTRAIN" train --model lenet5 --init "$tmp/trunc.safetensors" --quiet
+expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --quiet
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,95 @@
+/* The zoo's architectures: parameter counts and state_dict names of the PyTorch
+ * references, and bad model requests rejected with a clear error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/zoo.h"
+
+static size_t count_params(const char *name, int width) {
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    if (width) spec.width = width;
+    if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    size_t n = m.n_params;
+    dt_model_free(&m);
+    return n;
+}
+
+static void test_parameter_counts_match_pytorch(void **state) {
+    (void)state;
+    assert_int_equal(count_params("logreg", 0), 7850);
+    assert_int_equal(count_params("mlp", 0), 269322);
+    assert_int_equal(count_params("lenet5", 0), 61706);
+    assert_int_equal(count_params("resnet18", 0), 11173962);
+    assert_int_equal(count_params("resnet18", 4), 44622); /* torch, width 4 */
+}
+
+static void test_resnet18_state_dict_names(void **state) {
+    (void)state;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, "resnet18"), 0);
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
+    const char *names[] = {"conv1.weight", "bn1.running_var", "layer1.0.conv1.weight",
+                           "layer2.0.shortcut.0.weight", "layer2.0.shortcut.1.running_mean",
+                           "layer4.1.bn2.bias", "linear.weight", "linear.bias"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        assert_true(dt_model_find_tensor(&m, names[i]) >= 0);
+    assert_int_equal(dt_model_find_tensor(&m, "layer1.0.shortcut.0.weight"), -1);
+    /* The parameter buffer follows state_dict order: linear.bias is last. */
+    const dt_tensor_entry *last = &m.tensors[dt_model_find_tensor(&m, "linear.bias")];
+    assert_int_equal(last->offset + last->numel, m.n_params);
+    dt_model_free(&m);
+}
+
+static void test_unknown_model_is_rejected(void **state) {
+    (void)state;
+    dt_model_spec spec = {.name = "vgg16", .in_c = 3, .in_h = 32, .in_w = 32, .classes = 10};
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), -1);
+    assert_non_null(strstr(err.msg, "unknown model 'vgg16'"));
+}
+
+static void test_batch_too_large_for_memory_is_refused(void **state) {
+    (void)state;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, "resnet18"), 0);
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
+    assert_int_equal(dt_model_alloc(&m, 1 << 20, &err), -1);
+    assert_non_null(strstr(err.msg, "does not fit in memory"));
+    dt_model_free(&m);
+}
+
+static void test_kernel_larger_than_input_is_rejected(void **state) {
+    (void)state;
+    dt_model m;
+    dt_error err;
+    dt_model_init_empty(&m, "tiny", 10);
+    int x = dt_model_input(&m, 1, 4, 4);
+    x = dt_model_conv2d(&m, "conv", x, 2, 7, 1, 0, 1);
+    assert_int_equal(x, -1);
+    assert_int_equal(dt_model_alloc(&m, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "conv2d conv"));
+    dt_model_free(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parameter_counts_match_pytorch),
+        cmocka_unit_test(test_resnet18_state_dict_names),
+        cmocka_unit_test(test_unknown_model_is_rejected),
+        cmocka_unit_test(test_batch_too_large_for_memory_is_refused),
+        cmocka_unit_test(test_kernel_larger_than_input_is_rejected),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
