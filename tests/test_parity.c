@@ -54,6 +54,16 @@ static void run_fixture(const char *path) {
     assert_non_null(name);
     assert_non_null(batch_s);
     int batch = atoi(batch_s);
+    const char *lr_s = dt_safetensors_meta(&st, "lr");
+    float lr = lr_s ? (float)atof(lr_s) : 0.1f;
+    /* Full-width fixtures carry PyTorch's own float32 error against the float64
+     * reference; a few ReLU units within rounding of zero flip in any float32
+     * implementation, so dtrain is allowed twice what torch itself shows. */
+    const char *torch_grad = dt_safetensors_meta(&st, "torch_f32_grad_err");
+    const char *torch_param = dt_safetensors_meta(&st, "torch_f32_param_err");
+    double grad_tol = fmax(1e-2, torch_grad ? 2.0 * atof(torch_grad) : 0.0);
+    double param_tol = fmax(1e-4, torch_param ? 2.0 * atof(torch_param) : 0.0);
+    double loss_tol = param_tol;
     dt_model_spec spec;
     assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
     if (width && atoi(width) > 0) spec.width = atoi(width);
@@ -61,7 +71,7 @@ static void run_fixture(const char *path) {
     dt_sgd opt;
     if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err) ||
         dt_checkpoint_load(&m, NULL, path, &err) ||
-        dt_sgd_init(&opt, m.n_params, 0.1f, 0.9f, 5e-4f, &err))
+        dt_sgd_init(&opt, m.n_params, lr, 0.9f, 5e-4f, &err))
         fail_msg("%s", err.msg);
     int32_t *labels = test_alloc(sizeof(int32_t) * batch);
     float *ref = test_alloc(sizeof(float) * m.n_params);
@@ -77,7 +87,7 @@ static void run_fixture(const char *path) {
         double loss_err = fabs(loss - want) / fabs(want);
         print_message("%s: step %d loss %.7f (torch %.7f), relative error %.2e\n", path, step,
                       loss, want, loss_err);
-        assert_true(loss_err <= 1e-4);
+        assert_true(loss_err <= loss_tol);
         dt_model_backward(&m, labels, batch);
         if (step == 1) {
             for (int i = 0; i < m.n_tensors; i++) {
@@ -88,11 +98,10 @@ static void run_fixture(const char *path) {
                     fail_msg("%s", err.msg);
                 double e = rel_error(m.grads + t->offset, ref, t->numel);
                 if (e > worst_grad) worst_grad = e;
-                /* Gradients are compared looser than the 1e-4 asked of parameters: the
-                 * stem's gradient sums through every layer's float rounding (measured
-                 * 3.3e-3 at full width, batch 8). */
-                if (e > 1e-3) print_message("  gradient of %s: relative error %.2e\n", t->name, e);
-                assert_true(e <= 1e-2);
+                /* Gradients are compared looser than parameters: a bias gradient is a
+                 * sum over a channel that BatchNorm makes nearly cancel. */
+                if (e > grad_tol) print_message("  gradient of %s: relative error %.2e\n", t->name, e);
+                assert_true(e <= grad_tol);
             }
         }
         dt_sgd_step(&opt, m.params, m.grads);
@@ -104,12 +113,16 @@ static void run_fixture(const char *path) {
         if (dt_safetensors_get_f32(&st, key, t->ndim, t->shape, ref, &err)) fail_msg("%s", err.msg);
         double e = rel_error(dt_model_tensor_data(&m, i), ref, t->numel);
         if (e > worst_after) worst_after = e;
-        if (e > 1e-4) print_message("  %s after 2 steps: relative error %.2e\n", t->name, e);
-        assert_true(e <= 1e-4);
+        if (e > param_tol) print_message("  %s after 2 steps: relative error %.2e\n", t->name, e);
+        assert_true(e <= param_tol);
     }
     print_message("%s: worst gradient error %.2e, worst parameter/buffer error after 2 steps "
                   "%.2e (%d tensors)\n",
                   path, worst_grad, worst_after, m.n_tensors);
+    if (torch_grad && torch_param)
+        print_message("%s: PyTorch float32 on the same fixture: worst gradient error %s, worst "
+                      "parameter error %s\n",
+                      path, torch_grad, torch_param);
     free(labels);
     free(ref);
     dt_sgd_free(&opt);

@@ -1,0 +1,98 @@
+"""The reference PyTorch models dtrain reproduces (same architectures and
+state_dict names), shared by the fixture script and the side-by-side benchmark."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LogReg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(784, 10)
+
+    def forward(self, x):
+        return self.linear(torch.flatten(x, 1))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(torch.flatten(x, 1)))
+        return self.fc3(F.relu(self.fc2(x)))
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(400, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or in_planes != planes:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_planes, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """The CIFAR ResNet-18 (kuangliu/pytorch-cifar), with a width knob."""
+
+    def __init__(self, width=64, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        in_planes = width
+        for i in range(4):
+            planes = width << i
+            stride = 1 if i == 0 else 2
+            blocks = [BasicBlock(in_planes, planes, stride), BasicBlock(planes, planes, 1)]
+            setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+            in_planes = planes
+        self.linear = nn.Linear(in_planes, classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+        out = F.avg_pool2d(out, 4)
+        return self.linear(torch.flatten(out, 1))
+
+
+def build(name, width=64):
+    """Model and input shape (C, H, W) by dtrain's model name."""
+    if name == "logreg":
+        return LogReg(), (1, 28, 28)
+    if name == "mlp":
+        return MLP(), (1, 28, 28)
+    if name == "lenet5":
+        return LeNet5(), (1, 28, 28)
+    if name == "resnet18":
+        return ResNet18(width), (3, 32, 32)
+    raise ValueError(f"unknown model {name}")
