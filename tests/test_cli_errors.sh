@@ -39,12 +39,12 @@ expect "bench unknown model" "unknown model 'x'" "$DTRAIN" bench --model x
 expect "unknown command" "unknown command 'fly'" "$DTRAIN" fly
 
 # A file with the wrong tensors: lenet5 weights given to mlp.
-"$DTRAIN" train --model lenet5 --max-steps 1 --max-samples 64 --save "$tmp/lenet.safetensors" --quiet >/dev/null 2>&1
+"$DTRAIN" train --model lenet5 --max-steps 1 --max-samples 64 --test-samples 64 --save "$tmp/lenet.safetensors" --quiet >/dev/null 2>&1
 expect "wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" \
     "$DTRAIN" train --model mlp --init "$tmp/lenet.safetensors" --quiet
 head -c 100 "$tmp/lenet.safetensors" >"$tmp/trunc.safetensors"
 expect "truncated weights" "truncated" "$DTRAIN" train --model lenet5 --init "$tmp/trunc.safetensors" --quiet
-expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --quiet
+expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --test-samples 64 --quiet
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

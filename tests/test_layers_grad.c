@@ -49,7 +49,8 @@ static void check_case(layer_case *c, size_t max_points, double tol) {
     for (int v = 0; v < c->n_vars; v++) {
         checked *x = &c->vars[v];
         size_t stride = x->n > max_points ? x->n / max_points : 1, k = 0;
-        float *numeric = test_alloc(sizeof(float) * x->n), *analytic = test_alloc(sizeof(float) * x->n);
+        float *numeric = test_alloc(sizeof(float) * x->n),
+              *analytic = test_alloc(sizeof(float) * x->n);
         for (size_t i = 0; i < x->n; i += stride, k++) {
             float saved = x->data[i];
             x->data[i] = saved + c->eps;
@@ -96,9 +97,13 @@ static void test_linear_grad_matches_fd(void **state) {
     fill_uniform(c.w, nw, 2, -1, 1);
     fill_uniform(c.b, c.out_f, 3, -1, 1);
     fill_uniform(c.r, no, 4, -1, 1);
-    layer_case lc = {&c, linear_fwd, linear_bwd,
-                     {{"input", c.x, c.dx, nx}, {"weight", c.w, c.dw, nw}, {"bias", c.b, c.db, (size_t)c.out_f}},
-                     3, 1e-2f};
+    layer_case lc = {
+        &c,
+        linear_fwd,
+        linear_bwd,
+        {{"input", c.x, c.dx, nx}, {"weight", c.w, c.dw, nw}, {"bias", c.b, c.db, (size_t)c.out_f}},
+        3,
+        1e-2f};
     check_case(&lc, 1000, 1e-3);
     free(c.x), free(c.dx), free(c.w), free(c.dw), free(c.b), free(c.db), free(c.out), free(c.r);
 }
@@ -136,9 +141,13 @@ static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stri
     fill_uniform(c.w, nw, 12, -1, 1);
     fill_uniform(c.b, c_out, 13, -1, 1);
     fill_uniform(c.r, no, 14, -1, 1);
-    layer_case lc = {&c, conv_fwd, conv_bwd,
-                     {{"input", c.x, c.dx, nx}, {"weight", c.w, c.dw, nw}, {"bias", c.b, c.db, (size_t)c_out}},
-                     3, 1e-2f};
+    layer_case lc = {
+        &c,
+        conv_fwd,
+        conv_bwd,
+        {{"input", c.x, c.dx, nx}, {"weight", c.w, c.dw, nw}, {"bias", c.b, c.db, (size_t)c_out}},
+        3,
+        1e-2f};
     check_case(&lc, 300, 1e-3);
     free(c.x), free(c.dx), free(c.w), free(c.dw), free(c.b), free(c.db), free(c.out), free(c.r);
     free(c.ws);
@@ -146,12 +155,12 @@ static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stri
 
 static void test_conv2d_grad_matches_fd(void **state) {
     (void)state;
-    check_conv(2, 3, 7, 6, 4, 3, 1, 1);  /* 3x3 same padding, odd sizes */
-    check_conv(3, 2, 9, 9, 3, 5, 2, 2);  /* 5x5 stride 2 */
-    check_conv(2, 4, 5, 5, 3, 1, 1, 0);  /* pointwise, batched chunk */
-    check_conv(2, 4, 6, 6, 5, 1, 2, 0);  /* 1x1 stride 2: the ResNet shortcut */
+    check_conv(2, 3, 7, 6, 4, 3, 1, 1);   /* 3x3 same padding, odd sizes */
+    check_conv(3, 2, 9, 9, 3, 5, 2, 2);   /* 5x5 stride 2 */
+    check_conv(2, 4, 5, 5, 3, 1, 1, 0);   /* pointwise, batched chunk */
+    check_conv(2, 4, 6, 6, 5, 1, 2, 0);   /* 1x1 stride 2: the ResNet shortcut */
     check_conv(1, 2, 40, 40, 2, 3, 1, 0); /* wide map: one sample per GEMM */
-    check_conv(1, 3, 4, 5, 2, 2, 3, 1);  /* stride larger than the kernel */
+    check_conv(1, 3, 4, 5, 2, 2, 3, 1);   /* stride larger than the kernel */
 }
 
 /* ---- batchnorm2d (training mode) ---- */
@@ -186,9 +195,14 @@ static void test_batchnorm2d_grad_matches_fd(void **state) {
     fill_uniform(c.g, c.c, 22, 0.5f, 1.5f);
     fill_uniform(c.b, c.c, 23, -1, 1);
     fill_uniform(c.r, nx, 24, -1, 1);
-    layer_case lc = {&c, bn_fwd, bn_bwd,
-                     {{"input", c.x, c.dx, nx}, {"weight", c.g, c.dg, (size_t)c.c}, {"bias", c.b, c.db, (size_t)c.c}},
-                     3, 1e-2f};
+    layer_case lc = {&c,
+                     bn_fwd,
+                     bn_bwd,
+                     {{"input", c.x, c.dx, nx},
+                      {"weight", c.g, c.dg, (size_t)c.c},
+                      {"bias", c.b, c.db, (size_t)c.c}},
+                     3,
+                     1e-2f};
     check_case(&lc, 1000, 2e-3);
     free(c.x), free(c.dx), free(c.out), free(c.r), free(c.g), free(c.b), free(c.dg), free(c.db);
     free(c.mean), free(c.invstd), free(c.rm), free(c.rv);
@@ -221,10 +235,18 @@ typedef struct {
 static double simple_fwd(void *p) {
     simple_ctx *c = p;
     switch (c->kind) {
-    case 0: dt_relu_forward(c->out, c->x, c->nx); break;
-    case 1: dt_maxpool2d_forward(c->out, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s); break;
-    case 2: dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s); break;
-    default: dt_residual_add_forward(c->out, c->x, c->x2, c->nx); break;
+    case 0:
+        dt_relu_forward(c->out, c->x, c->nx);
+        break;
+    case 1:
+        dt_maxpool2d_forward(c->out, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    case 2:
+        dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    default:
+        dt_residual_add_forward(c->out, c->x, c->x2, c->nx);
+        break;
     }
     return dot(c->out, c->r, c->no);
 }
@@ -239,24 +261,31 @@ static void simple_bwd(void *p) {
         free(tmp);
         break;
     }
-    case 1: dt_maxpool2d_backward(c->dx, c->r, c->argmax, c->n, c->c, c->h, c->w, c->k, c->s); break;
-    case 2: dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s); break;
-    default: dt_residual_add_backward(c->dx, c->dx2, c->r, c->nx); break;
+    case 1:
+        dt_maxpool2d_backward(c->dx, c->r, c->argmax, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    case 2:
+        dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    default:
+        dt_residual_add_backward(c->dx, c->dx2, c->r, c->nx);
+        break;
     }
 }
 
 static void check_simple(int kind, int k, int s) {
     simple_ctx c = {.kind = kind, .n = 2, .c = 3, .h = 6, .w = 7, .k = k, .s = s};
     c.nx = (size_t)c.n * c.c * c.h * c.w;
-    c.no = kind == 1 || kind == 2 ? (size_t)c.n * c.c * dt_pool2d_out_size(c.h, k, s) *
-                                        dt_pool2d_out_size(c.w, k, s)
-                                  : c.nx;
+    c.no = kind == 1 || kind == 2
+               ? (size_t)c.n * c.c * dt_pool2d_out_size(c.h, k, s) * dt_pool2d_out_size(c.w, k, s)
+               : c.nx;
     c.x = test_alloc(4 * c.nx), c.x2 = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx);
     c.dx2 = test_alloc(4 * c.nx), c.out = test_alloc(4 * c.nx), c.r = test_alloc(4 * c.no);
     c.argmax = test_alloc(4 * c.no);
     /* Distinct values at least 0.01 apart and away from 0, so the +-eps probes never
      * cross a ReLU kink or change a max-pool argmax. */
-    for (size_t i = 0; i < c.nx; i++) c.x[i] = (float)(((i * 37) % c.nx) + 1) * 0.01f * (i % 3 ? 1 : -1);
+    for (size_t i = 0; i < c.nx; i++)
+        c.x[i] = (float)(((i * 37) % c.nx) + 1) * 0.01f * (i % 3 ? 1 : -1);
     fill_uniform(c.x2, c.nx, 31, -1, 1);
     fill_uniform(c.r, c.no, 32, -1, 1);
     layer_case lc = {&c, simple_fwd, simple_bwd, {{"input", c.x, c.dx, c.nx}}, 1, 1e-3f};

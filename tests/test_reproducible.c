@@ -28,17 +28,28 @@ static char *read_text(const char *path) {
 /* Keeps the "loss" fields of step lines only (timings differ between runs). */
 static void losses_of(const char *log, char *out, size_t size) {
     size_t used = 0;
-    for (const char *p = strstr(log, "\"loss\":"); p && used + 40 < size; p = strstr(p + 1, "\"loss\":")) {
+    for (const char *p = strstr(log, "\"loss\":"); p && used + 40 < size;
+         p = strstr(p + 1, "\"loss\":")) {
         const char *end = strchr(p, ',');
         used += (size_t)snprintf(out + used, size - used, "%.*s;", (int)(end - p), p);
     }
 }
 
 static void train_once(const char *model, int threads, const char *log, const char *weights) {
-    dt_train_config cfg = {.model = model, .width = 4, .data = "synthetic:cifar10", .epochs = 1,
-                           .batch_size = 16, .lr = 0.05f, .momentum = 0.9f,
-                           .weight_decay = 5e-4f, .threads = threads, .seed = 42,
-                           .max_steps = 6, .max_samples = 96, .log_path = log,
+    dt_train_config cfg = {.model = model,
+                           .width = 4,
+                           .data = "synthetic:cifar10",
+                           .epochs = 1,
+                           .batch_size = 16,
+                           .lr = 0.05f,
+                           .momentum = 0.9f,
+                           .weight_decay = 5e-4f,
+                           .threads = threads,
+                           .seed = 42,
+                           .max_steps = 6,
+                           .max_samples = 96,
+                           .max_test_samples = 64,
+                           .log_path = log,
                            .save_path = weights};
     if (strcmp(model, "resnet18")) cfg.data = "synthetic:mnist";
     dt_error err;

@@ -68,7 +68,8 @@ static void test_checkpoint_round_trip_keeps_every_tensor(void **state) {
 }
 
 /* Writes a model's weights, then a damaged copy, and expects `fragment` in the error. */
-static void expect_load_error(const char *name, void (*damage)(const char *path), const char *fragment) {
+static void expect_load_error(const char *name, void (*damage)(const char *path),
+                              const char *fragment) {
     char path[256];
     tmp_path(path, sizeof path, name);
     dt_model m;

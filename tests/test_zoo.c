@@ -37,9 +37,14 @@ static void test_resnet18_state_dict_names(void **state) {
     dt_error err;
     assert_int_equal(dt_zoo_default_spec(&spec, "resnet18"), 0);
     assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
-    const char *names[] = {"conv1.weight", "bn1.running_var", "layer1.0.conv1.weight",
-                           "layer2.0.shortcut.0.weight", "layer2.0.shortcut.1.running_mean",
-                           "layer4.1.bn2.bias", "linear.weight", "linear.bias"};
+    const char *names[] = {"conv1.weight",
+                           "bn1.running_var",
+                           "layer1.0.conv1.weight",
+                           "layer2.0.shortcut.0.weight",
+                           "layer2.0.shortcut.1.running_mean",
+                           "layer4.1.bn2.bias",
+                           "linear.weight",
+                           "linear.bias"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         assert_true(dt_model_find_tensor(&m, names[i]) >= 0);
     assert_int_equal(dt_model_find_tensor(&m, "layer1.0.shortcut.0.weight"), -1);

@@ -14,8 +14,8 @@ void dt_batchnorm2d_forward_train(float *out,          /* [n, c, hw] */
                                   int n, int c, int hw, float momentum, float eps);
 
 void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *running_mean,
-                                 const float *running_var, const float *weight,
-                                 const float *bias, int n, int c, int hw, float eps);
+                                 const float *running_var, const float *weight, const float *bias,
+                                 int n, int c, int hw, float eps);
 
 /* Accumulates (+=) into din, dweight, dbias; din may be NULL. */
 void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const float *dout,

@@ -13,8 +13,8 @@ typedef struct dt_conv2d_shape {
 } dt_conv2d_shape;
 
 /* Fills h_out/w_out; returns 0, or -1 if the kernel does not fit the padded input. */
-int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
-                         int kh, int kw, int stride, int pad);
+int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out, int kh,
+                         int kw, int stride, int pad);
 
 /* Floats of scratch the forward and backward need for this shape. */
 size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s);

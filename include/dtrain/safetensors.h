@@ -44,11 +44,11 @@ const char *dt_safetensors_meta(const dt_safetensors *st, const char *key);
 
 /* Copies tensor `name` (F32) into out after checking it exists and has exactly the
  * given shape; the error names the file, the tensor and what differs. */
-int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim,
-                           const int *shape, float *out, dt_error *err);
+int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim, const int *shape,
+                           float *out, dt_error *err);
 /* Copies an integer tensor (I64 or I32) of `count` elements into int32 out. */
-int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t count,
-                           int32_t *out, dt_error *err);
+int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t count, int32_t *out,
+                           dt_error *err);
 
 /* One tensor to write. */
 typedef struct dt_st_entry {

@@ -16,8 +16,7 @@ typedef struct dt_sgd {
     long steps; /* completed steps; 0 means the next step initialises velocity */
 } dt_sgd;
 
-int dt_sgd_init(dt_sgd *opt, size_t n, float lr, float momentum, float weight_decay,
-                dt_error *err);
+int dt_sgd_init(dt_sgd *opt, size_t n, float lr, float momentum, float weight_decay, dt_error *err);
 void dt_sgd_free(dt_sgd *opt);
 
 /* Updates params[offset .. offset+count) from grads of the same range (read only).

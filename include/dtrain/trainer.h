@@ -17,8 +17,9 @@ typedef struct dt_train_config {
     float lr, momentum, weight_decay;
     int threads;
     uint64_t seed;
-    long max_steps;   /* stop after this many steps in total; 0 = no limit */
-    long max_samples; /* use only the first N training samples; 0 = all */
+    long max_steps;        /* stop after this many steps in total; 0 = no limit */
+    long max_samples;      /* use only the first N training samples; 0 = all */
+    long max_test_samples; /* evaluate on the first N test samples; 0 = all */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
 

@@ -30,8 +30,8 @@ int cli_parse_int(const char *cmd, const char *flag, const char *text, long min,
     return 0;
 }
 
-int cli_parse_float(const char *cmd, const char *flag, const char *text, double min,
-                    double max, double *out) {
+int cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
+                    double *out) {
     char *end;
     errno = 0;
     double v = strtod(text, &end);

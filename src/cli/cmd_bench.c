@@ -12,19 +12,18 @@
 #include "dtrain/zoo.h"
 
 static void bench_usage(FILE *out) {
-    fprintf(out,
-            "usage: dtrain bench [options]\n"
-            "\n"
-            "Times full training steps (forward, backward, SGD update) on random data and\n"
-            "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
-            "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
-            "\n"
-            "  --model M        logreg | mlp | lenet5 | resnet18 (default resnet18)\n"
-            "  --width W        resnet18 stem channels (default 64)\n"
-            "  --batch-size B   samples per step (default 128)\n"
-            "  --threads T      compute threads (default: all cores)\n"
-            "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
-            "  --help           this text\n");
+    fprintf(out, "usage: dtrain bench [options]\n"
+                 "\n"
+                 "Times full training steps (forward, backward, SGD update) on random data and\n"
+                 "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
+                 "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
+                 "\n"
+                 "  --model M        logreg | mlp | lenet5 | resnet18 (default resnet18)\n"
+                 "  --width W        resnet18 stem channels (default 64)\n"
+                 "  --batch-size B   samples per step (default 128)\n"
+                 "  --threads T      compute threads (default: all cores)\n"
+                 "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
+                 "  --help           this text\n");
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -33,11 +32,13 @@ static int compare_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"width", required_argument, 0, 'W'},
-        {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
-        {"steps", required_argument, 0, 'n'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"width", required_argument, 0, 'W'},
+                                         {"batch-size", required_argument, 0, 'b'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"steps", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *cmd = "bench", *model_name = "resnet18";
     long width = 0, batch = 128, threads = cli_default_threads(), steps = 20, v;
     int opt;
@@ -45,7 +46,9 @@ int cmd_bench(int argc, char **argv) {
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (opt) {
-        case 'm': model_name = optarg; break;
+        case 'm':
+            model_name = optarg;
+            break;
         case 'W':
             if (cli_parse_int(cmd, "--width", optarg, 1, 1024, &width)) return 2;
             break;
@@ -59,7 +62,9 @@ int cmd_bench(int argc, char **argv) {
             if (cli_parse_int(cmd, "--steps", optarg, 1, 1000000, &v)) return 2;
             steps = v;
             break;
-        case 'h': bench_usage(stdout); return 0;
+        case 'h':
+            bench_usage(stdout);
+            return 0;
         default:
             cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain bench --help)",
                      argv[optind - 1]);

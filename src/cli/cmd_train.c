@@ -9,29 +9,29 @@
 #include "dtrain/zoo.h"
 
 static void train_usage(FILE *out) {
-    fprintf(out,
-            "usage: dtrain train [options]\n"
-            "\n"
-            "Trains a model with SGD on one process and reports loss and test accuracy.\n"
-            "\n"
-            "  --model M            logreg | mlp | lenet5 | resnet18 (default lenet5)\n"
-            "  --width W            resnet18 stem channels (default 64; smaller = narrower)\n"
-            "  --data SPEC          synthetic:mnist | synthetic:cifar10 (default: the one\n"
-            "                       matching the model's input shape)\n"
-            "  --epochs E           passes over the training set (default 1)\n"
-            "  --batch-size B       samples per step (default 128)\n"
-            "  --lr X               learning rate (default 0.1)\n"
-            "  --momentum X         SGD momentum (default 0.9)\n"
-            "  --weight-decay X     L2 weight decay (default 5e-4)\n"
-            "  --threads T          compute threads (default: all cores)\n"
-            "  --seed S             seed for initialisation and shuffling (default 0)\n"
-            "  --max-steps N        stop after N steps in total\n"
-            "  --max-samples N      train on the first N training samples only\n"
-            "  --log FILE           write the JSON Lines run log to FILE\n"
-            "  --save FILE          write the final weights (safetensors, PyTorch names)\n"
-            "  --init FILE          start from weights in FILE (safetensors)\n"
-            "  --quiet              no progress output (errors are still printed)\n"
-            "  --help               this text\n");
+    fprintf(out, "usage: dtrain train [options]\n"
+                 "\n"
+                 "Trains a model with SGD on one process and reports loss and test accuracy.\n"
+                 "\n"
+                 "  --model M            logreg | mlp | lenet5 | resnet18 (default lenet5)\n"
+                 "  --width W            resnet18 stem channels (default 64; smaller = narrower)\n"
+                 "  --data SPEC          synthetic:mnist | synthetic:cifar10 (default: the one\n"
+                 "                       matching the model's input shape)\n"
+                 "  --epochs E           passes over the training set (default 1)\n"
+                 "  --batch-size B       samples per step (default 128)\n"
+                 "  --lr X               learning rate (default 0.1)\n"
+                 "  --momentum X         SGD momentum (default 0.9)\n"
+                 "  --weight-decay X     L2 weight decay (default 5e-4)\n"
+                 "  --threads T          compute threads (default: all cores)\n"
+                 "  --seed S             seed for initialisation and shuffling (default 0)\n"
+                 "  --max-steps N        stop after N steps in total\n"
+                 "  --max-samples N      train on the first N training samples only\n"
+                 "  --test-samples N     evaluate on the first N test samples only\n"
+                 "  --log FILE           write the JSON Lines run log to FILE\n"
+                 "  --save FILE          write the final weights (safetensors, PyTorch names)\n"
+                 "  --init FILE          start from weights in FILE (safetensors)\n"
+                 "  --quiet              no progress output (errors are still printed)\n"
+                 "  --help               this text\n");
 }
 
 typedef struct console {
@@ -55,18 +55,31 @@ static void show_progress(void *ctx, const dt_train_progress *p) {
 }
 
 int cmd_train(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},        {"width", required_argument, 0, 'W'},
-        {"data", required_argument, 0, 'd'},         {"epochs", required_argument, 0, 'e'},
-        {"batch-size", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
-        {"momentum", required_argument, 0, 'M'},     {"weight-decay", required_argument, 0, 'w'},
-        {"threads", required_argument, 0, 't'},      {"seed", required_argument, 0, 's'},
-        {"max-steps", required_argument, 0, 'S'},    {"max-samples", required_argument, 0, 'N'},
-        {"log", required_argument, 0, 'L'},          {"save", required_argument, 0, 'o'},
-        {"init", required_argument, 0, 'i'},         {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
-    dt_train_config cfg = {.model = "lenet5", .epochs = 1, .batch_size = 128, .lr = 0.1f,
-                           .momentum = 0.9f, .weight_decay = 5e-4f,
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"width", required_argument, 0, 'W'},
+                                         {"data", required_argument, 0, 'd'},
+                                         {"epochs", required_argument, 0, 'e'},
+                                         {"batch-size", required_argument, 0, 'b'},
+                                         {"lr", required_argument, 0, 'l'},
+                                         {"momentum", required_argument, 0, 'M'},
+                                         {"weight-decay", required_argument, 0, 'w'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"max-steps", required_argument, 0, 'S'},
+                                         {"max-samples", required_argument, 0, 'N'},
+                                         {"test-samples", required_argument, 0, 'T'},
+                                         {"log", required_argument, 0, 'L'},
+                                         {"save", required_argument, 0, 'o'},
+                                         {"init", required_argument, 0, 'i'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    dt_train_config cfg = {.model = "lenet5",
+                           .epochs = 1,
+                           .batch_size = 128,
+                           .lr = 0.1f,
+                           .momentum = 0.9f,
+                           .weight_decay = 5e-4f,
                            .threads = cli_default_threads()};
     console con = {isatty(STDERR_FILENO), 0};
     const char *cmd = "train";
@@ -77,12 +90,16 @@ int cmd_train(int argc, char **argv) {
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (opt) {
-        case 'm': cfg.model = optarg; break;
+        case 'm':
+            cfg.model = optarg;
+            break;
         case 'W':
             if (cli_parse_int(cmd, "--width", optarg, 1, 1024, &v)) return 2;
             cfg.width = (int)v;
             break;
-        case 'd': cfg.data = optarg; break;
+        case 'd':
+            cfg.data = optarg;
+            break;
         case 'e':
             if (cli_parse_int(cmd, "--epochs", optarg, 1, 100000, &v)) return 2;
             cfg.epochs = (int)v;
@@ -119,11 +136,25 @@ int cmd_train(int argc, char **argv) {
             if (cli_parse_int(cmd, "--max-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
             cfg.max_samples = v;
             break;
-        case 'L': cfg.log_path = optarg; break;
-        case 'o': cfg.save_path = optarg; break;
-        case 'i': cfg.init_path = optarg; break;
-        case 'q': con.quiet = 1; break;
-        case 'h': train_usage(stdout); return 0;
+        case 'T':
+            if (cli_parse_int(cmd, "--test-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
+            cfg.max_test_samples = v;
+            break;
+        case 'L':
+            cfg.log_path = optarg;
+            break;
+        case 'o':
+            cfg.save_path = optarg;
+            break;
+        case 'i':
+            cfg.init_path = optarg;
+            break;
+        case 'q':
+            con.quiet = 1;
+            break;
+        case 'h':
+            train_usage(stdout);
+            return 0;
         default:
             cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain train --help)",
                      argv[optind - 1]);

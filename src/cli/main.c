@@ -5,14 +5,13 @@
 #include "cli.h"
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: dtrain <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  train   train a model (one process; see dtrain train --help)\n"
-            "  bench   time training steps on synthetic data, print one JSON line\n"
-            "\n"
-            "dtrain <command> --help describes each command's options.\n");
+    fprintf(out, "usage: dtrain <command> [options]\n"
+                 "\n"
+                 "commands:\n"
+                 "  train   train a model (one process; see dtrain train --help)\n"
+                 "  bench   time training steps on synthetic data, print one JSON line\n"
+                 "\n"
+                 "dtrain <command> --help describes each command's options.\n");
 }
 
 int main(int argc, char **argv) {

@@ -63,7 +63,8 @@ int dt_checkpoint_load(dt_model *m, dt_sgd *opt, const char *path, dt_error *err
     int rc = 0;
     for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
         const dt_tensor_entry *t = &m->tensors[i];
-        rc = dt_safetensors_get_f32(&st, t->name, t->ndim, t->shape, dt_model_tensor_data(m, i), err);
+        rc = dt_safetensors_get_f32(&st, t->name, t->ndim, t->shape, dt_model_tensor_data(m, i),
+                                    err);
     }
     for (int i = 0; rc == 0 && i < m->n_ops; i++) {
         dt_op *op = &m->ops[i];

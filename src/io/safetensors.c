@@ -180,12 +180,13 @@ const char *dt_safetensors_meta(const dt_safetensors *st, const char *key) {
 static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape) {
     size_t used = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)shape[i]);
+        used +=
+            (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)shape[i]);
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
-int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim,
-                           const int *shape, float *out, dt_error *err) {
+int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim, const int *shape,
+                           float *out, dt_error *err) {
     const dt_st_tensor *t = dt_safetensors_find(st, name);
     if (!t) return dt_error_set(err, "%s: tensor %s is missing", st->path, name);
     if (strcmp(t->dtype, "F32"))
@@ -206,8 +207,8 @@ int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim,
     return 0;
 }
 
-int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t count,
-                           int32_t *out, dt_error *err) {
+int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t count, int32_t *out,
+                           dt_error *err) {
     const dt_st_tensor *t = dt_safetensors_find(st, name);
     if (!t) return dt_error_set(err, "%s: tensor %s is missing", st->path, name);
     if (t->numel != count)
@@ -222,8 +223,8 @@ int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t co
             out[i] = (int32_t)v;
         }
     } else {
-        return dt_error_set(err, "%s: tensor %s has dtype %s, expected I64 or I32", st->path,
-                            name, t->dtype);
+        return dt_error_set(err, "%s: tensor %s has dtype %s, expected I64 or I32", st->path, name,
+                            t->dtype);
     }
     return 0;
 }
@@ -248,7 +249,8 @@ int dt_safetensors_write(const char *path, const dt_st_entry *entries, int n_ent
     if (!root) return dt_error_set(err, "out of memory writing %s", path);
     if (n_meta > 0) {
         cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
-        for (int i = 0; m && i < n_meta; i++) cJSON_AddStringToObject(m, meta[i].key, meta[i].value);
+        for (int i = 0; m && i < n_meta; i++)
+            cJSON_AddStringToObject(m, meta[i].key, meta[i].value);
     }
     size_t offset = 0;
     for (int i = 0; i < n_entries; i++) {

@@ -33,26 +33,28 @@ void dt_batchnorm2d_forward_train(float *out, float *save_mean, float *save_invs
         double unbiased = count > 1 ? sq / (count - 1) : var;
         running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * mean);
         running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
-        float scale = weight[ch] * invstd, shift = bias[ch] - (float)mean * scale;
+        /* (x - mean) * scale + bias, not x * scale + (bias - mean * scale): the
+         * latter cancels badly when |mean| >> std. */
+        const float scale = weight[ch] * invstd, shift = bias[ch], fmean = (float)mean;
         for (int m = 0; m < n; m++) {
             const float *x = in + ((size_t)m * c + ch) * hw;
             float *y = out + ((size_t)m * c + ch) * hw;
-            for (int p = 0; p < hw; p++) y[p] = x[p] * scale + shift;
+            for (int p = 0; p < hw; p++) y[p] = (x[p] - fmean) * scale + shift;
         }
     }
 }
 
 void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *running_mean,
-                                 const float *running_var, const float *weight,
-                                 const float *bias, int n, int c, int hw, float eps) {
+                                 const float *running_var, const float *weight, const float *bias,
+                                 int n, int c, int hw, float eps) {
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
-        float scale = weight[ch] / sqrtf(running_var[ch] + eps);
-        float shift = bias[ch] - running_mean[ch] * scale;
+        const float scale = weight[ch] / sqrtf(running_var[ch] + eps);
+        const float shift = bias[ch], mean = running_mean[ch];
         for (int m = 0; m < n; m++) {
             const float *x = in + ((size_t)m * c + ch) * hw;
             float *y = out + ((size_t)m * c + ch) * hw;
-            for (int p = 0; p < hw; p++) y[p] = x[p] * scale + shift;
+            for (int p = 0; p < hw; p++) y[p] = (x[p] - mean) * scale + shift;
         }
     }
 }

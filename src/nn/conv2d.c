@@ -7,8 +7,8 @@
  * the sgemm kernel, wider ones only grow the im2col buffer. */
 enum { TARGET_GEMM_COLS = 1024 };
 
-int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
-                         int kh, int kw, int stride, int pad) {
+int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out, int kh,
+                         int kw, int stride, int pad) {
     s->n = n;
     s->c_in = c_in;
     s->h_in = h_in;
@@ -82,7 +82,8 @@ static void col2im_add(float *din, const float *col, int chunk, const dt_conv2d_
         float *plane = din + ((size_t)m * s->c_in + c) * s->h_in * s->w_in;
         for (int i = 0; i < s->kh; i++) {
             for (int j = 0; j < s->kw; j++) {
-                const float *src = col + ((size_t)(c * s->kh + i) * s->kw + j) * cols + (size_t)m * P;
+                const float *src =
+                    col + ((size_t)(c * s->kh + i) * s->kw + j) * cols + (size_t)m * P;
                 for (int oy = 0; oy < s->h_out; oy++) {
                     int y = oy * s->stride - s->pad + i;
                     if (y < 0 || y >= s->h_in) continue;
@@ -179,11 +180,11 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
         float *dx = din + (size_t)n0 * in_sample;
         if (chunk == 1 && is_pointwise(s)) {
             /* dcol is din itself: accumulate straight into it. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight,
-                        K, g, cols, 1.0f, dx, cols);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight, K,
+                        g, cols, 1.0f, dx, cols);
         } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight,
-                        K, g, cols, 0.0f, col_space, cols);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight, K,
+                        g, cols, 0.0f, col_space, cols);
             col2im_add(dx, col_space, chunk, s);
         }
     }

@@ -134,8 +134,8 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
     dt_conv2d_shape s;
     if (dt_conv2d_shape_make(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad))
         return build_fail(m, "conv2d %s: kernel does not fit its input", name);
-    int out = new_value(m, new_storage(m, (size_t)c_out * s.h_out * s.w_out), c_out, s.h_out,
-                        s.w_out);
+    int out =
+        new_value(m, new_storage(m, (size_t)c_out * s.h_out * s.w_out), c_out, s.h_out, s.w_out);
     dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
     if (!op) return -1;
     int fan_in = x.c * kernel * kernel;
@@ -254,7 +254,8 @@ static int plan_grad_slots(dt_model *m, int max_batch, dt_error *err) {
                     best = k;
                     continue;
                 }
-                int fits_k = m->grad_slot_floats[k] >= need, fits_b = m->grad_slot_floats[best] >= need;
+                int fits_k = m->grad_slot_floats[k] >= need,
+                    fits_b = m->grad_slot_floats[best] >= need;
                 if ((fits_k && !fits_b) ||
                     (fits_k && fits_b && m->grad_slot_floats[k] < m->grad_slot_floats[best]) ||
                     (!fits_k && !fits_b && m->grad_slot_floats[k] > m->grad_slot_floats[best]))
@@ -319,7 +320,8 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
                   dt_alloc(sizeof(float) * m->grad_slot_floats[k], "activation gradients", err)))
             return -1;
     for (int i = 0; i < m->n_storages; i++)
-        if (m->storages[i].grad_slot >= 0) m->storages[i].grad = m->grad_slots[m->storages[i].grad_slot];
+        if (m->storages[i].grad_slot >= 0)
+            m->storages[i].grad = m->grad_slots[m->storages[i].grad_slot];
     for (int i = 0; i < m->n_ops; i++) {
         dt_op *op = &m->ops[i];
         if (op->kind == DT_OP_BATCHNORM2D) {
@@ -377,9 +379,15 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
         float bound = t->fan_in > 0 ? 1.0f / sqrtf((float)t->fan_in) : 0.0f;
         for (size_t k = 0; k < t->numel; k++) {
             switch (t->init) {
-            case DT_INIT_UNIFORM_FAN_IN: data[k] = (2.0f * dt_rng_uniform(&rng) - 1.0f) * bound; break;
-            case DT_INIT_ONES: data[k] = 1.0f; break;
-            case DT_INIT_ZEROS: data[k] = 0.0f; break;
+            case DT_INIT_UNIFORM_FAN_IN:
+                data[k] = (2.0f * dt_rng_uniform(&rng) - 1.0f) * bound;
+                break;
+            case DT_INIT_ONES:
+                data[k] = 1.0f;
+                break;
+            case DT_INIT_ZEROS:
+                data[k] = 0.0f;
+                break;
             }
         }
     }
@@ -448,7 +456,9 @@ void dt_model_forward(dt_model *m, int n) {
                                             param(m, op->bias), n, x->c, x->h * x->w, bn_eps);
             }
             break;
-        case DT_OP_RELU: dt_relu_forward(out, in, value_count(m, op->in, n)); break;
+        case DT_OP_RELU:
+            dt_relu_forward(out, in, value_count(m, op->in, n));
+            break;
         case DT_OP_MAXPOOL2D:
             dt_maxpool2d_forward(out, op->argmax, in, n, x->c, x->h, x->w, op->kernel, op->stride);
             break;
@@ -505,7 +515,8 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
                                     x->c, x->h * x->w);
             break;
         case DT_OP_RELU:
-            if (din) dt_relu_backward(din, dout, value_data(m, op->out), value_count(m, op->out, n));
+            if (din)
+                dt_relu_backward(din, dout, value_data(m, op->out), value_count(m, op->out, n));
             break;
         case DT_OP_MAXPOOL2D:
             if (din)
@@ -513,8 +524,7 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
                                       op->stride);
             break;
         case DT_OP_AVGPOOL2D:
-            if (din)
-                dt_avgpool2d_backward(din, dout, n, x->c, x->h, x->w, op->kernel, op->stride);
+            if (din) dt_avgpool2d_backward(din, dout, n, x->c, x->h, x->w, op->kernel, op->stride);
             break;
         case DT_OP_ADD:
             dt_residual_add_backward(din, value_grad(m, op->in2), dout, value_count(m, op->out, n));

@@ -2,9 +2,10 @@
 
 #include <stddef.h>
 
-void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h,
-                          int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
+void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
+                          int kernel, int stride) {
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         const float *x = in + (size_t)plane * h * w;
@@ -27,7 +28,8 @@ void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, i
 
 void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
                            int h, int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         float *dx = din + (size_t)plane * h * w;
@@ -39,7 +41,8 @@ void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
 
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
@@ -49,7 +52,8 @@ void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int 
             for (int ox = 0; ox < wo; ox++) {
                 float acc = 0.0f;
                 for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++) acc += x[(oy * stride + i) * w + ox * stride + j];
+                    for (int j = 0; j < kernel; j++)
+                        acc += x[(oy * stride + i) * w + ox * stride + j];
                 y[oy * wo + ox] = acc * inv;
             }
     }
@@ -57,7 +61,8 @@ void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int 
 
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
                            int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
@@ -67,7 +72,8 @@ void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, i
             for (int ox = 0; ox < wo; ox++) {
                 float g = dy[oy * wo + ox] * inv;
                 for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++) dx[(oy * stride + i) * w + ox * stride + j] += g;
+                    for (int j = 0; j < kernel; j++)
+                        dx[(oy * stride + i) * w + ox * stride + j] += g;
             }
     }
 }

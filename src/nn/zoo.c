@@ -37,8 +37,10 @@ static void build_mlp(dt_model *m, int x, int classes) {
 
 /* LeNet-5 for 28x28 inputs: conv1 pads by 2 so that conv2's output is 16x5x5. */
 static void build_lenet5(dt_model *m, int x, int classes) {
-    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv1", x, 6, 5, 1, 2, 1)), 2, 2);
-    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv2", x, 16, 5, 1, 0, 1)), 2, 2);
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv1", x, 6, 5, 1, 2, 1)), 2,
+                           2);
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv2", x, 16, 5, 1, 0, 1)), 2,
+                           2);
     x = dt_model_relu(m, dt_model_linear(m, "fc1", dt_model_flatten(m, x), 120));
     x = dt_model_relu(m, dt_model_linear(m, "fc2", x, 84));
     dt_model_linear(m, "fc3", x, classes);
@@ -68,7 +70,8 @@ static int basic_block(dt_model *m, const char *prefix, int x, int planes, int s
 }
 
 static void build_resnet18(dt_model *m, int x, int classes, int width) {
-    x = dt_model_relu(m, dt_model_batchnorm2d(m, "bn1", dt_model_conv2d(m, "conv1", x, width, 3, 1, 1, 0)));
+    x = dt_model_relu(
+        m, dt_model_batchnorm2d(m, "bn1", dt_model_conv2d(m, "conv1", x, width, 3, 1, 1, 0)));
     for (int layer = 0; layer < 4; layer++) {
         int planes = width << layer;
         for (int b = 0; b < 2; b++) {
@@ -85,9 +88,12 @@ static void build_resnet18(dt_model *m, int x, int classes, int width) {
 int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
     dt_model_init_empty(m, spec->name, spec->classes);
     int x = dt_model_input(m, spec->in_c, spec->in_h, spec->in_w);
-    if (!strcmp(spec->name, "logreg")) build_logreg(m, x, spec->classes);
-    else if (!strcmp(spec->name, "mlp")) build_mlp(m, x, spec->classes);
-    else if (!strcmp(spec->name, "lenet5")) build_lenet5(m, x, spec->classes);
+    if (!strcmp(spec->name, "logreg"))
+        build_logreg(m, x, spec->classes);
+    else if (!strcmp(spec->name, "mlp"))
+        build_mlp(m, x, spec->classes);
+    else if (!strcmp(spec->name, "lenet5"))
+        build_lenet5(m, x, spec->classes);
     else if (!strcmp(spec->name, "resnet18"))
         build_resnet18(m, x, spec->classes, spec->width > 0 ? spec->width : 64);
     else {

@@ -8,8 +8,7 @@ int dt_sgd_init(dt_sgd *opt, size_t n, float lr, float momentum, float weight_de
     opt->n = n;
     opt->steps = 0;
     opt->velocity = NULL;
-    if (momentum != 0.0f &&
-        !(opt->velocity = dt_alloc(sizeof(float) * n, "momentum buffers", err)))
+    if (momentum != 0.0f && !(opt->velocity = dt_alloc(sizeof(float) * n, "momentum buffers", err)))
         return -1;
     return 0;
 }

@@ -72,13 +72,17 @@ static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
     if (dt_zoo_default_spec(&spec, cfg->model))
         return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
     if (cfg->width > 0) spec.width = cfg->width;
-    if (dt_dataset_open(&t->train, cfg->data, 1, err) || dt_dataset_open(&t->test, cfg->data, 0, err))
+    if (dt_dataset_open(&t->train, cfg->data, 1, err) ||
+        dt_dataset_open(&t->test, cfg->data, 0, err))
         return -1;
     if (t->train.c != spec.in_c || t->train.h != spec.in_h || t->train.w != spec.in_w)
         return dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images",
                             cfg->model, spec.in_c, spec.in_h, spec.in_w, cfg->data, t->train.c,
                             t->train.h, t->train.w);
-    if (cfg->max_samples > 0 && cfg->max_samples < t->train.size) t->train.size = (int)cfg->max_samples;
+    if (cfg->max_samples > 0 && cfg->max_samples < t->train.size)
+        t->train.size = (int)cfg->max_samples;
+    if (cfg->max_test_samples > 0 && cfg->max_test_samples < t->test.size)
+        t->test.size = (int)cfg->max_test_samples;
     if (dt_zoo_build(&t->model, &spec, err) || dt_model_alloc(&t->model, cfg->batch_size, err))
         return -1;
     dt_model_init_params(&t->model, cfg->seed);
@@ -152,8 +156,9 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
             double elapsed = dt_now() - epoch_start;
             images_per_s = images / elapsed;
             if (progress) {
-                dt_train_progress p = {epoch, cfg->epochs, step + 1, steps_per_epoch, loss,
-                                       images_per_s, 0, 0, 0, 0, 0, 0};
+                dt_train_progress p = {
+                    epoch, cfg->epochs, step + 1, steps_per_epoch, loss, images_per_s, 0, 0, 0,
+                    0,     0,           0};
                 long left = (cfg->epochs - epoch) * steps_per_epoch - step - 1;
                 p.eta_s = elapsed / (step + 1) * left;
                 progress(progress_ctx, &p);
@@ -179,9 +184,9 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
                               images};
         dt_runlog_epoch(&t.log, &er);
         if (progress) {
-            dt_train_progress p = {epoch, cfg->epochs, steps_per_epoch, steps_per_epoch,
-                                   er.train_loss, images_per_s, 0, 1, test_loss, test_acc,
-                                   er.train_acc, er.t_epoch};
+            dt_train_progress p = {
+                epoch, cfg->epochs, steps_per_epoch, steps_per_epoch, er.train_loss, images_per_s,
+                0,     1,           test_loss,       test_acc,        er.train_acc,  er.t_epoch};
             progress(progress_ctx, &p);
         }
     }
