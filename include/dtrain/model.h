@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dtrain/conv2d.h"
+#include "dtrain/conv2d_dnnl.h"
 #include "dtrain/error.h"
 
 typedef enum dt_init {
@@ -34,6 +35,13 @@ typedef struct dt_tensor_entry {
     dt_init init;
     int fan_in;
 } dt_tensor_entry;
+
+/* How conv2d layers compute: oneDNN (default, fastest here) or im2col + OpenBLAS
+ * sgemm (the plain reference implementation; also used to cross-check oneDNN). */
+typedef enum dt_conv_backend {
+    DT_CONV_DNNL,
+    DT_CONV_IM2COL,
+} dt_conv_backend;
 
 typedef enum dt_op_kind {
     DT_OP_CONV2D,
@@ -67,6 +75,7 @@ typedef struct dt_op {
     int kernel, stride, pad;
     float *save_mean, *save_invstd; /* batchnorm [c] */
     int32_t *argmax;                /* maxpool [max_batch, out] */
+    dt_conv2d_plan *conv_plan;      /* conv2d on oneDNN */
     int64_t num_batches_tracked;    /* batchnorm */
 } dt_op;
 
@@ -75,6 +84,7 @@ typedef struct dt_model {
     int classes;
     int max_batch;
     int training; /* 1: BatchNorm uses batch statistics and updates running stats */
+    dt_conv_backend conv_backend; /* set before dt_model_alloc */
 
     dt_tensor_entry *tensors;
     int n_tensors, cap_tensors;
@@ -93,9 +103,15 @@ typedef struct dt_model {
     float **grad_slots;
     size_t *grad_slot_floats;
     int n_grad_slots;
-    float *workspace;
+    float *workspace; /* im2col backend */
     size_t workspace_floats;
+    dt_dnnl *dnnl; /* oneDNN backend */
+    dt_dnnl_scratch dnnl_scratch;
     float *probs;
+
+    /* Optional per-op timing (seconds, accumulated): NULL unless
+     * dt_model_enable_profile was called. [n_ops] each. */
+    double *op_forward_s, *op_backward_s;
 
     int build_failed;
     dt_error build_error;
@@ -135,6 +151,10 @@ double dt_model_loss(dt_model *m, const int32_t *labels, int n, int *correct);
 /* Backward of the last forward + loss; accumulates into m->grads. */
 void dt_model_backward(dt_model *m, const int32_t *labels, int n);
 void dt_model_zero_grad(dt_model *m);
+
+/* Starts accumulating the time of each op's forward and backward. */
+int dt_model_enable_profile(dt_model *m, dt_error *err);
+const char *dt_op_kind_name(dt_op_kind kind);
 
 /* Floating-point operations of one training step (forward + backward) on n samples,
  * counting multiply-adds of conv and linear layers as 2 flops. */

@@ -23,6 +23,7 @@ static void bench_usage(FILE *out) {
                  "  --batch-size B   samples per step (default 128)\n"
                  "  --threads T      compute threads (default: all cores)\n"
                  "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
+                 "  --profile        also print time per layer kind (forward, backward) to stderr\n"
                  "  --help           this text\n");
 }
 
@@ -32,15 +33,14 @@ static int compare_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"width", required_argument, 0, 'W'},
-                                         {"batch-size", required_argument, 0, 'b'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"steps", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},      {"width", required_argument, 0, 'W'},
+        {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
+        {"steps", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
+        {"profile", no_argument, 0, 'p'},          {0, 0, 0, 0}};
     const char *cmd = "bench", *model_name = "resnet18";
     long width = 0, batch = 128, threads = cli_default_threads(), steps = 20, v;
+    int profile = 0;
     int opt;
     optind = 1;
     opterr = 0;
@@ -61,6 +61,9 @@ int cmd_bench(int argc, char **argv) {
         case 'n':
             if (cli_parse_int(cmd, "--steps", optarg, 1, 1000000, &v)) return 2;
             steps = v;
+            break;
+        case 'p':
+            profile = 1;
             break;
         case 'h':
             bench_usage(stdout);
@@ -107,16 +110,19 @@ int cmd_bench(int argc, char **argv) {
     for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
     for (long i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, (uint32_t)m.classes);
 
-    double total = 0.0;
+    double total = 0.0, t_sgd = 0.0;
     for (long s = -3; s < steps; s++) {
+        if (s == 0 && profile && dt_model_enable_profile(&m, &err)) break;
         double t0 = dt_now();
         dt_model_zero_grad(&m);
         dt_model_forward(&m, (int)batch);
         dt_model_loss(&m, labels, (int)batch, NULL);
         dt_model_backward(&m, labels, (int)batch);
+        double t_update = dt_now();
         dt_sgd_step(&opt_state, m.params, m.grads);
         double dt = dt_now() - t0;
         if (s >= 0) {
+            t_sgd += dt_now() - t_update;
             times[s] = dt;
             total += dt;
         }
@@ -128,6 +134,20 @@ int cmd_bench(int argc, char **argv) {
            "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f}\n",
            model_name, spec.width, m.n_params, batch, threads, steps, batch * steps / total,
            1e3 * median, flops / median * 1e-9);
+    if (profile && m.op_forward_s) {
+        double fwd[8] = {0}, bwd[8] = {0};
+        for (int i = 0; i < m.n_ops; i++) {
+            fwd[m.ops[i].kind] += m.op_forward_s[i];
+            bwd[m.ops[i].kind] += m.op_backward_s[i];
+        }
+        fprintf(stderr, "%-12s %12s %12s   (ms per step, mean of %ld)\n", "layer", "forward",
+                "backward", steps);
+        for (int k = 0; k <= DT_OP_ADD; k++)
+            if (fwd[k] + bwd[k] > 0)
+                fprintf(stderr, "%-12s %12.2f %12.2f\n", dt_op_kind_name((dt_op_kind)k),
+                        1e3 * fwd[k] / steps, 1e3 * bwd[k] / steps);
+        fprintf(stderr, "%-12s %12.2f\n", "sgd", 1e3 * t_sgd / steps);
+    }
     free(labels);
     free(times);
     dt_sgd_free(&opt_state);

@@ -12,6 +12,7 @@
 #include "dtrain/relu.h"
 #include "dtrain/residual.h"
 #include "dtrain/rng.h"
+#include "dtrain/timer.h"
 
 static int build_fail(dt_model *m, const char *fmt, const char *what) {
     if (!m->build_failed) {
@@ -294,6 +295,21 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
             floats += m->storages[m->values[op->out].storage].per_sample * max_batch;
         }
     }
+    if (m->conv_backend == DT_CONV_DNNL) {
+        ws = 0;
+        if (dt_dnnl_create(&m->dnnl, err)) return -1;
+        for (int i = 0; i < m->n_ops; i++) {
+            dt_op *op = &m->ops[i];
+            if (op->kind != DT_OP_CONV2D) continue;
+            dt_conv2d_shape s = conv_shape(m, op, max_batch);
+            if (dt_conv2d_plan_create(&op->conv_plan, m->dnnl, &s, op->bias >= 0, &m->dnnl_scratch,
+                                      err))
+                return -1;
+        }
+        for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) floats += m->dnnl_scratch.act_bytes[k] / 4;
+        for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++)
+            floats += m->dnnl_scratch.weight_bytes[k] / 4;
+    }
     floats += ws;
     double bytes = 4.0 * (double)floats;
     double phys = (double)dt_physical_memory_bytes();
@@ -308,6 +324,15 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
     if (!(m->buffers = dt_alloc(sizeof(float) * (m->n_buffers + 1), "buffers", err))) return -1;
     if (!(m->probs = dt_alloc(sizeof(float) * max_batch * m->classes, "probabilities", err)))
         return -1;
+    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++)
+        if (m->dnnl_scratch.act_bytes[k] &&
+            !(m->dnnl_scratch.act[k] = dt_alloc(m->dnnl_scratch.act_bytes[k], "conv scratch", err)))
+            return -1;
+    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++)
+        if (m->dnnl_scratch.weight_bytes[k] &&
+            !(m->dnnl_scratch.weight[k] =
+                  dt_alloc(m->dnnl_scratch.weight_bytes[k], "conv scratch", err)))
+            return -1;
     m->workspace_floats = ws;
     if (!(m->workspace = dt_alloc(sizeof(float) * (ws + 1), "conv workspace", err))) return -1;
     for (int i = 0; i < m->n_storages; i++) {
@@ -341,13 +366,19 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
 void dt_model_free(dt_model *m) {
     for (int i = 0; i < m->n_storages; i++) dt_free(m->storages[i].data);
     for (int k = 0; k < m->n_grad_slots; k++) dt_free(m->grad_slots[k]);
+    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) dt_free(m->dnnl_scratch.act[k]);
+    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++) dt_free(m->dnnl_scratch.weight[k]);
     for (int i = 0; i < m->n_ops; i++) {
+        dt_conv2d_plan_destroy(m->ops[i].conv_plan);
         dt_free(m->ops[i].save_mean);
         dt_free(m->ops[i].save_invstd);
         dt_free(m->ops[i].argmax);
     }
     free(m->grad_slots);
     free(m->grad_slot_floats);
+    free(m->op_forward_s);
+    free(m->op_backward_s);
+    dt_dnnl_destroy(m->dnnl);
     dt_free(m->params);
     dt_free(m->grads);
     dt_free(m->buffers);
@@ -427,14 +458,39 @@ static float *param_grad(dt_model *m, int tensor) {
     return tensor >= 0 ? m->grads + m->tensors[tensor].offset : NULL;
 }
 
+int dt_model_enable_profile(dt_model *m, dt_error *err) {
+    if (m->op_forward_s) return 0;
+    m->op_forward_s = calloc((size_t)m->n_ops, sizeof(double));
+    m->op_backward_s = calloc((size_t)m->n_ops, sizeof(double));
+    if (!m->op_forward_s || !m->op_backward_s) {
+        free(m->op_forward_s);
+        free(m->op_backward_s);
+        m->op_forward_s = m->op_backward_s = NULL;
+        return dt_error_set(err, "out of memory for the profile");
+    }
+    return 0;
+}
+
+const char *dt_op_kind_name(dt_op_kind kind) {
+    static const char *names[] = {"conv2d",    "linear",    "batchnorm2d", "relu",
+                                  "maxpool2d", "avgpool2d", "add"};
+    return names[kind];
+}
+
 void dt_model_forward(dt_model *m, int n) {
     const float bn_momentum = 0.1f, bn_eps = 1e-5f;
     for (int i = 0; i < m->n_ops; i++) {
+        double t0 = m->op_forward_s ? dt_now() : 0.0;
         dt_op *op = &m->ops[i];
         const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
         float *in = value_data(m, op->in), *out = value_data(m, op->out);
         switch (op->kind) {
         case DT_OP_CONV2D: {
+            if (op->conv_plan) {
+                dt_conv2d_plan_forward(op->conv_plan, &m->dnnl_scratch, n, out, in,
+                                       param(m, op->weight), param(m, op->bias));
+                break;
+            }
             dt_conv2d_shape s = conv_shape(m, op, n);
             dt_conv2d_forward(out, in, param(m, op->weight), param(m, op->bias), m->workspace, &s);
             break;
@@ -469,6 +525,7 @@ void dt_model_forward(dt_model *m, int n) {
             dt_residual_add_forward(out, in, value_data(m, op->in2), value_count(m, op->out, n));
             break;
         }
+        if (m->op_forward_s) m->op_forward_s[i] += dt_now() - t0;
     }
 }
 
@@ -493,6 +550,7 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
     start_live_grads(m, 0, n);
     dt_cross_entropy_backward(value_grad(m, m->n_values - 1), m->probs, labels, n, m->classes);
     for (int i = m->n_ops - 1; i >= 0; i--) {
+        double t0 = m->op_backward_s ? dt_now() : 0.0;
         start_live_grads(m, m->n_ops - i, n);
         dt_op *op = &m->ops[i];
         const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
@@ -500,6 +558,12 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
         float *dout = value_grad(m, op->out);
         switch (op->kind) {
         case DT_OP_CONV2D: {
+            if (op->conv_plan) {
+                dt_conv2d_plan_backward(op->conv_plan, &m->dnnl_scratch, n, din,
+                                        param_grad(m, op->weight), param_grad(m, op->bias), dout,
+                                        in, param(m, op->weight));
+                break;
+            }
             dt_conv2d_shape s = conv_shape(m, op, n);
             dt_conv2d_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout, in,
                                param(m, op->weight), m->workspace, &s);
@@ -530,6 +594,7 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
             dt_residual_add_backward(din, value_grad(m, op->in2), dout, value_count(m, op->out, n));
             break;
         }
+        if (m->op_backward_s) m->op_backward_s[i] += dt_now() - t0;
     }
 }
 

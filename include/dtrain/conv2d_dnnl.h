@@ -1,0 +1,46 @@
+/* conv2d on oneDNN (the library PyTorch uses for CPU convolutions): same semantics
+ * and NCHW/OIHW buffers as dt_conv2d_*, computed by oneDNN's direct convolution in
+ * its blocked layouts. Each call reorders into shared scratch buffers and back, as
+ * PyTorch does for NCHW tensors, so the rest of the model keeps plain layouts.
+ *
+ * A plan holds the primitives of one layer for the batch sizes it has seen (the
+ * full batch and one other, e.g. the last partial batch). */
+#ifndef DTRAIN_CONV2D_DNNL_H
+#define DTRAIN_CONV2D_DNNL_H
+
+#include <stddef.h>
+
+#include "dtrain/conv2d.h"
+#include "dtrain/error.h"
+
+typedef struct dt_dnnl dt_dnnl;                 /* engine + stream, one per model */
+typedef struct dt_conv2d_plan dt_conv2d_plan;   /* one per conv layer */
+
+enum { DT_DNNL_ACT_SLOTS = 3, DT_DNNL_WEIGHT_SLOTS = 3 };
+
+/* Scratch shared by all conv layers of a model (blocked copies of activations and
+ * weights); a plan reports how many bytes of each slot it needs. */
+typedef struct dt_dnnl_scratch {
+    void *act[DT_DNNL_ACT_SLOTS];
+    void *weight[DT_DNNL_WEIGHT_SLOTS];
+    size_t act_bytes[DT_DNNL_ACT_SLOTS], weight_bytes[DT_DNNL_WEIGHT_SLOTS];
+} dt_dnnl_scratch;
+
+int dt_dnnl_create(dt_dnnl **ctx, dt_error *err);
+void dt_dnnl_destroy(dt_dnnl *ctx);
+
+/* s->n is the largest batch; adds this layer's needs to scratch's *_bytes (max). */
+int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
+                          int has_bias, dt_dnnl_scratch *needs, dt_error *err);
+void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
+
+/* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run
+ * time (it only fails on out-of-memory there). */
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
+                            float *out, const float *in, const float *weight, const float *bias);
+/* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). */
+void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
+                             float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight);
+
+#endif

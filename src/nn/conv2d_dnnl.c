@@ -1,0 +1,346 @@
+#include "dtrain/conv2d_dnnl.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dt_dnnl {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+};
+
+/* A tensor as dtrain holds it (plain NCHW/OIHW) and as a primitive wants it. */
+typedef struct port {
+    dnnl_memory_desc_t user_md, prim_md;
+    dnnl_memory_t user_mem, prim_mem; /* prim_mem == user_mem when no reorder */
+    dnnl_primitive_t reorder;         /* NULL when the layouts already match */
+    int to_user;                      /* reorder direction */
+    int slot_is_weight, slot;
+} port;
+
+/* The primitives of one batch size. */
+typedef struct variant {
+    int n;
+    dnnl_primitive_t fwd, bwd_data, bwd_weights;
+    port f_src, f_wei, f_dst;
+    port bw_src, bw_ddst, bw_dwei;
+    port bd_ddst, bd_wei, bd_dsrc;
+    int bd_ddst_shares_bw; /* bwd-data wants diff_dst exactly as bwd-weights does */
+    dnnl_memory_t f_bias, bw_dbias;
+    float *dbias_tmp;
+} variant;
+
+struct dt_conv2d_plan {
+    dt_dnnl *ctx;
+    dt_conv2d_shape s;
+    int has_bias;
+    variant v[2];
+    int n_variants, next_evict;
+    dt_dnnl_scratch limits; /* slot sizes the model allocated (max batch) */
+};
+
+#define DNNL_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        dnnl_status_t st_ = (call);                                                                \
+        if (st_ != dnnl_success)                                                                   \
+            return dt_error_set(err, "oneDNN: %s failed (status %d)", what, (int)st_);             \
+    } while (0)
+
+/* At run time a failure can only be out of memory inside oneDNN: end with a line. */
+static void dnnl_run(dnnl_status_t st, const char *what) {
+    if (st != dnnl_success) {
+        fprintf(stderr, "dtrain: oneDNN %s failed at run time (status %d)\n", what, (int)st);
+        exit(1);
+    }
+}
+
+int dt_dnnl_create(dt_dnnl **ctx, dt_error *err) {
+    *ctx = calloc(1, sizeof **ctx);
+    if (!*ctx) return dt_error_set(err, "out of memory creating the oneDNN engine");
+    DNNL_TRY(dnnl_engine_create(&(*ctx)->engine, dnnl_cpu, 0), "engine creation");
+    DNNL_TRY(dnnl_stream_create(&(*ctx)->stream, (*ctx)->engine, dnnl_stream_default_flags),
+             "stream creation");
+    return 0;
+}
+
+void dt_dnnl_destroy(dt_dnnl *ctx) {
+    if (!ctx) return;
+    if (ctx->stream) dnnl_stream_destroy(ctx->stream);
+    if (ctx->engine) dnnl_engine_destroy(ctx->engine);
+    free(ctx);
+}
+
+static int port_init(port *p, dt_dnnl *ctx, const dnnl_memory_desc_t *user_md,
+                     const dnnl_memory_desc_t *prim_md, int to_user, int accumulate,
+                     int slot_is_weight, int slot, dt_dnnl_scratch *needs, dt_error *err) {
+    p->user_md = *user_md;
+    p->prim_md = *prim_md;
+    p->to_user = to_user;
+    p->slot_is_weight = slot_is_weight;
+    p->slot = slot;
+    DNNL_TRY(dnnl_memory_create(&p->user_mem, &p->user_md, ctx->engine, DNNL_MEMORY_NONE),
+             "memory creation");
+    if (dnnl_memory_desc_equal(user_md, prim_md) && !accumulate) {
+        p->prim_mem = p->user_mem;
+        return 0;
+    }
+    DNNL_TRY(dnnl_memory_create(&p->prim_mem, &p->prim_md, ctx->engine, DNNL_MEMORY_NONE),
+             "memory creation");
+    dnnl_primitive_attr_t attr = NULL;
+    if (accumulate) {
+        dnnl_post_ops_t ops;
+        DNNL_TRY(dnnl_primitive_attr_create(&attr), "attribute creation");
+        DNNL_TRY(dnnl_post_ops_create(&ops), "post-op creation");
+        DNNL_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
+        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "post-op attribute");
+        dnnl_post_ops_destroy(ops);
+    }
+    dnnl_primitive_desc_t rpd;
+    const dnnl_memory_desc_t *from = to_user ? prim_md : user_md, *to = to_user ? user_md : prim_md;
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, ctx->engine, to, ctx->engine, attr);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    DNNL_TRY(st, "reorder creation");
+    st = dnnl_primitive_create(&p->reorder, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    DNNL_TRY(st, "reorder creation");
+    size_t bytes = dnnl_memory_desc_get_size(prim_md);
+    size_t *need = slot_is_weight ? &needs->weight_bytes[slot] : &needs->act_bytes[slot];
+    if (bytes > *need) *need = bytes;
+    return 0;
+}
+
+static void port_destroy(port *p) {
+    if (p->reorder) dnnl_primitive_destroy(p->reorder);
+    if (p->prim_mem && p->prim_mem != p->user_mem) dnnl_memory_destroy(p->prim_mem);
+    if (p->user_mem) dnnl_memory_destroy(p->user_mem);
+    memset(p, 0, sizeof *p);
+}
+
+/* Points the port at the user's buffer and its scratch slot; for inputs, reorders
+ * the user's data into the slot. Returns the memory the primitive should use. */
+static dnnl_memory_t port_enter(port *p, dt_dnnl *ctx, const dt_dnnl_scratch *scratch,
+                                const void *user) {
+    dnnl_run(dnnl_memory_set_data_handle(p->user_mem, (void *)user), "set handle");
+    if (!p->reorder) return p->user_mem;
+    void *slot = p->slot_is_weight ? scratch->weight[p->slot] : scratch->act[p->slot];
+    dnnl_run(dnnl_memory_set_data_handle(p->prim_mem, slot), "set handle");
+    if (!p->to_user) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->user_mem}, {DNNL_ARG_TO, p->prim_mem}};
+        dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
+    }
+    return p->prim_mem;
+}
+
+/* For outputs: moves the primitive's result into the user's buffer. */
+static void port_leave(port *p, dt_dnnl *ctx) {
+    if (!p->reorder || !p->to_user) return;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->prim_mem}, {DNNL_ARG_TO, p->user_mem}};
+    dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
+}
+
+static void variant_destroy(variant *v) {
+    port *ports[] = {&v->f_src,   &v->f_wei,  &v->f_dst,  &v->bw_src, &v->bw_ddst,
+                     &v->bw_dwei, &v->bd_ddst, &v->bd_wei, &v->bd_dsrc};
+    for (size_t i = 0; i < sizeof ports / sizeof *ports; i++) port_destroy(ports[i]);
+    if (v->fwd) dnnl_primitive_destroy(v->fwd);
+    if (v->bwd_data) dnnl_primitive_destroy(v->bwd_data);
+    if (v->bwd_weights) dnnl_primitive_destroy(v->bwd_weights);
+    if (v->f_bias) dnnl_memory_destroy(v->f_bias);
+    if (v->bw_dbias) dnnl_memory_destroy(v->bw_dbias);
+    free(v->dbias_tmp);
+    memset(v, 0, sizeof *v);
+}
+
+static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_error *err) {
+    DNNL_TRY(dnnl_primitive_create(prim, pd), "primitive creation");
+    return 0;
+}
+
+static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n,
+                        int has_bias, dt_dnnl_scratch *needs, dt_error *err) {
+    const dt_conv2d_shape *s = s0;
+    dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
+    dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
+    dnnl_dims_t wei_dims = {s->c_out, s->c_in, s->kh, s->kw};
+    dnnl_dims_t bias_dims = {s->c_out};
+    dnnl_dims_t strides = {s->stride, s->stride};
+    dnnl_dims_t pad_l = {s->pad, s->pad};
+    /* PyTorch floors the output size; oneDNN wants the right padding that makes
+     * (in + pad_l + pad_r - k) / stride + 1 land exactly on it. */
+    dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + s->kh - s->h_in - s->pad,
+                         (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
+    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, src_any, dst_any, wei_any;
+    v->n = n;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32, dnnl_nchw), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any), "md");
+    const dnnl_memory_desc_t *bias_md = has_bias ? &bias_u : NULL;
+
+    dnnl_convolution_desc_t fd, bdd, bwd;
+    dnnl_primitive_desc_t fpd, bdpd, bwpd;
+    DNNL_TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+                                                &src_any, &wei_any, bias_md, &dst_any, strides,
+                                                pad_l, pad_r),
+             "convolution forward description");
+    DNNL_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, ctx->engine, NULL),
+             "convolution forward");
+    int rc = make_primitive(&v->fwd, fpd, err);
+    rc = rc ? rc
+            : port_init(&v->f_src, ctx, &src_u, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0),
+                        0, 0, 0, 0, needs, err);
+    rc = rc ? rc
+            : port_init(&v->f_wei, ctx, &wei_u,
+                        dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0), 0, 0, 1, 0,
+                        needs, err);
+    rc = rc ? rc
+            : port_init(&v->f_dst, ctx, &dst_u, dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0),
+                        1, 0, 0, 1, needs, err);
+    if (rc == 0 && dnnl_convolution_backward_weights_desc_init(
+                       &bwd, dnnl_convolution_direct, &src_any, &wei_any, bias_md, &dst_any,
+                       strides, pad_l, pad_r) != dnnl_success)
+        rc = dt_error_set(err, "oneDNN: convolution backward-weights description failed");
+    if (rc == 0 && dnnl_primitive_desc_create(&bwpd, &bwd, NULL, ctx->engine, fpd) != dnnl_success)
+        rc = dt_error_set(err, "oneDNN: convolution backward-weights failed");
+    if (rc == 0) {
+        rc = make_primitive(&v->bwd_weights, bwpd, err);
+        rc = rc ? rc
+                : port_init(&v->bw_src, ctx, &src_u,
+                            dnnl_primitive_desc_query_md(bwpd, dnnl_query_src_md, 0), 0, 0, 0, 0,
+                            needs, err);
+        rc = rc ? rc
+                : port_init(&v->bw_ddst, ctx, &dst_u,
+                            dnnl_primitive_desc_query_md(bwpd, dnnl_query_diff_dst_md, 0), 0, 0, 0,
+                            1, needs, err);
+        rc = rc ? rc
+                : port_init(&v->bw_dwei, ctx, &wei_u,
+                            dnnl_primitive_desc_query_md(bwpd, dnnl_query_diff_weights_md, 0), 1,
+                            1, 1, 2, needs, err);
+        dnnl_primitive_desc_destroy(bwpd);
+    }
+    if (rc == 0 && dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct,
+                                                            &src_any, &wei_any, &dst_any, strides,
+                                                            pad_l, pad_r) != dnnl_success)
+        rc = dt_error_set(err, "oneDNN: convolution backward-data description failed");
+    if (rc == 0 && dnnl_primitive_desc_create(&bdpd, &bdd, NULL, ctx->engine, fpd) != dnnl_success)
+        rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
+    if (rc == 0) {
+        const dnnl_memory_desc_t *ddst = dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_dst_md, 0);
+        v->bd_ddst_shares_bw = dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
+        rc = make_primitive(&v->bwd_data, bdpd, err);
+        if (!v->bd_ddst_shares_bw)
+            rc = rc ? rc : port_init(&v->bd_ddst, ctx, &dst_u, ddst, 0, 0, 0, 2, needs, err);
+        rc = rc ? rc
+                : port_init(&v->bd_wei, ctx, &wei_u,
+                            dnnl_primitive_desc_query_md(bdpd, dnnl_query_weights_md, 0), 0, 0, 1,
+                            1, needs, err);
+        rc = rc ? rc
+                : port_init(&v->bd_dsrc, ctx, &src_u,
+                            dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_src_md, 0), 1, 1, 0,
+                            0, needs, err);
+        dnnl_primitive_desc_destroy(bdpd);
+    }
+    dnnl_primitive_desc_destroy(fpd);
+    if (rc) return rc;
+    if (has_bias) {
+        v->dbias_tmp = calloc((size_t)s->c_out, sizeof(float));
+        if (!v->dbias_tmp) return dt_error_set(err, "out of memory for a conv plan");
+        DNNL_TRY(dnnl_memory_create(&v->f_bias, &bias_u, ctx->engine, DNNL_MEMORY_NONE), "memory");
+        DNNL_TRY(dnnl_memory_create(&v->bw_dbias, &bias_u, ctx->engine, v->dbias_tmp), "memory");
+    }
+    return 0;
+}
+
+int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
+                          int has_bias, dt_dnnl_scratch *needs, dt_error *err) {
+    dt_conv2d_plan *p = calloc(1, sizeof *p);
+    if (!p) return dt_error_set(err, "out of memory for a conv plan");
+    p->ctx = ctx;
+    p->s = *s;
+    p->has_bias = has_bias;
+    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, needs, err)) {
+        variant_destroy(&p->v[0]);
+        free(p);
+        return -1;
+    }
+    p->n_variants = 1;
+    p->next_evict = 1;
+    p->limits = *needs;
+    *plan = p;
+    return 0;
+}
+
+void dt_conv2d_plan_destroy(dt_conv2d_plan *plan) {
+    if (!plan) return;
+    for (int i = 0; i < plan->n_variants; i++) variant_destroy(&plan->v[i]);
+    free(plan);
+}
+
+/* The primitives for batch n: the full batch is built at creation; one other size
+ * (the last partial batch, an evaluation batch) is built on first use and kept. */
+static variant *variant_for(dt_conv2d_plan *p, int n) {
+    for (int i = 0; i < p->n_variants; i++)
+        if (p->v[i].n == n) return &p->v[i];
+    variant *v = &p->v[1];
+    if (p->n_variants == 2) variant_destroy(v);
+    p->n_variants = 2;
+    dt_dnnl_scratch needs;
+    memset(&needs, 0, sizeof needs);
+    dt_error err;
+    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &needs, &err)) {
+        fprintf(stderr, "dtrain: conv2d for batch %d: %s\n", n, err.msg);
+        exit(1);
+    }
+    for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++)
+        if (needs.act_bytes[i] > p->limits.act_bytes[i]) {
+            fprintf(stderr, "dtrain: conv2d for batch %d needs more scratch than batch %d\n", n,
+                    p->s.n);
+            exit(1);
+        }
+    return v;
+}
+
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
+                            float *out, const float *in, const float *weight, const float *bias) {
+    dt_dnnl *ctx = plan->ctx;
+    variant *v = variant_for(plan, n);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, port_enter(&v->f_src, ctx, scratch, in)},
+                               {DNNL_ARG_WEIGHTS, port_enter(&v->f_wei, ctx, scratch, weight)},
+                               {DNNL_ARG_DST, port_enter(&v->f_dst, ctx, scratch, out)},
+                               {DNNL_ARG_BIAS, v->f_bias}};
+    if (v->f_bias) dnnl_run(dnnl_memory_set_data_handle(v->f_bias, (void *)bias), "set handle");
+    dnnl_run(dnnl_primitive_execute(v->fwd, ctx->stream, v->f_bias ? 4 : 3, args), "forward");
+    port_leave(&v->f_dst, ctx);
+    dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
+}
+
+void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
+                             float *din, float *dweight, float *dbias, const float *dout,
+                             const float *in, const float *weight) {
+    dt_dnnl *ctx = plan->ctx;
+    variant *v = variant_for(plan, n);
+    dnnl_exec_arg_t wargs[4] = {{DNNL_ARG_SRC, port_enter(&v->bw_src, ctx, scratch, in)},
+                                {DNNL_ARG_DIFF_DST, port_enter(&v->bw_ddst, ctx, scratch, dout)},
+                                {DNNL_ARG_DIFF_WEIGHTS, port_enter(&v->bw_dwei, ctx, scratch, dweight)},
+                                {DNNL_ARG_DIFF_BIAS, v->bw_dbias}};
+    dnnl_run(dnnl_primitive_execute(v->bwd_weights, ctx->stream, v->bw_dbias ? 4 : 3, wargs),
+             "backward weights");
+    port_leave(&v->bw_dwei, ctx);
+    if (v->bw_dbias && dbias)
+        for (int o = 0; o < plan->s.c_out; o++) dbias[o] += v->dbias_tmp[o];
+    if (din) {
+        /* diff_dst already sits in act slot 1 in the layout bwd-data wants, if shared. */
+        dnnl_memory_t ddst = v->bd_ddst_shares_bw ? wargs[1].memory
+                                                  : port_enter(&v->bd_ddst, ctx, scratch, dout);
+        dnnl_exec_arg_t dargs[3] = {{DNNL_ARG_DIFF_DST, ddst},
+                                    {DNNL_ARG_WEIGHTS, port_enter(&v->bd_wei, ctx, scratch, weight)},
+                                    {DNNL_ARG_DIFF_SRC, port_enter(&v->bd_dsrc, ctx, scratch, din)}};
+        dnnl_run(dnnl_primitive_execute(v->bwd_data, ctx->stream, 3, dargs), "backward data");
+        port_leave(&v->bd_dsrc, ctx);
+    }
+    dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
+}
