@@ -2,27 +2,54 @@
 
 #include <stddef.h>
 
-void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
-                          int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
+/* Whether x replaces the running maximum v: the first maximum wins, and a NaN
+ * wins and stays, as in PyTorch. */
+static inline int takes_over(float x, float v) {
+    return x > v || (x != x && v == v);
+}
+
+void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                          int w, int kernel, int stride) {
+    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         const float *x = in + (size_t)plane * h * w;
         float *y = out + (size_t)plane * ho * wo;
         int32_t *am = argmax + (size_t)plane * ho * wo;
-        for (int oy = 0; oy < ho; oy++)
+        if (kernel == 2 && stride == 2) { /* the common case, branch-free */
+            for (int oy = 0; oy < ho; oy++) {
+                const float *r0 = x + (size_t)(2 * oy) * w, *r1 = r0 + w;
+                for (int ox = 0; ox < wo; ox++) {
+                    int i0 = 2 * oy * w + 2 * ox;
+                    float a = r0[2 * ox], b = r0[2 * ox + 1], c2 = r1[2 * ox], d = r1[2 * ox + 1];
+                    int pick_b = takes_over(b, a), pick_d = takes_over(d, c2);
+                    int ia = pick_b ? i0 + 1 : i0, ic = pick_d ? i0 + w + 1 : i0 + w;
+                    float va = pick_b ? b : a, vc = pick_d ? d : c2;
+                    int pick_c = takes_over(vc, va);
+                    y[oy * wo + ox] = pick_c ? vc : va;
+                    am[oy * wo + ox] = pick_c ? ic : ia;
+                }
+            }
+            continue;
+        }
+        for (int oy = 0; oy < ho; oy++) {
+            const int y0 = oy * stride;
             for (int ox = 0; ox < wo; ox++) {
-                int best = oy * stride * w + ox * stride;
-                for (int i = 0; i < kernel; i++)
+                int best = y0 * w + ox * stride;
+                float v = x[best];
+                for (int i = 0; i < kernel; i++) {
+                    const int row = (y0 + i) * w + ox * stride;
                     for (int j = 0; j < kernel; j++) {
-                        int idx = (oy * stride + i) * w + ox * stride + j;
-                        /* first maximum wins, and NaN propagates, as in PyTorch */
-                        if (x[idx] > x[best] || x[idx] != x[idx]) best = idx;
+                        if (takes_over(x[row + j], v)) {
+                            v = x[row + j];
+                            best = row + j;
+                        }
                     }
-                y[oy * wo + ox] = x[best];
+                }
+                y[oy * wo + ox] = v;
                 am[oy * wo + ox] = best;
             }
+        }
     }
 }
 
