@@ -45,7 +45,7 @@ static void load_batch(const dt_safetensors *st, dt_model *m, int step, int batc
     (void)spec;
 }
 
-static void run_fixture(const char *path) {
+static void run_fixture_with(const char *path, dt_conv_backend backend) {
     dt_error err;
     dt_safetensors st;
     if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
@@ -69,8 +69,10 @@ static void run_fixture(const char *path) {
     if (width && atoi(width) > 0) spec.width = atoi(width);
     dt_model m;
     dt_sgd opt;
-    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err) ||
-        dt_checkpoint_load(&m, NULL, path, &err) ||
+    if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    m.conv_backend = backend;
+    print_message("%s with conv2d on %s\n", path, backend == DT_CONV_DNNL ? "oneDNN" : "im2col");
+    if (dt_model_alloc(&m, batch, &err) || dt_checkpoint_load(&m, NULL, path, &err) ||
         dt_sgd_init(&opt, m.n_params, lr, 0.9f, 5e-4f, &err))
         fail_msg("%s", err.msg);
     int32_t *labels = test_alloc(sizeof(int32_t) * batch);
@@ -144,6 +146,11 @@ static void run_fixture(const char *path) {
     dt_sgd_free(&opt);
     dt_model_free(&m);
     dt_safetensors_free(&st);
+}
+
+static void run_fixture(const char *path) {
+    run_fixture_with(path, DT_CONV_DNNL);
+    run_fixture_with(path, DT_CONV_IM2COL);
 }
 
 static void run_committed(const char *file) {

@@ -13,8 +13,8 @@
 #include "dtrain/conv2d.h"
 #include "dtrain/error.h"
 
-typedef struct dt_dnnl dt_dnnl;                 /* engine + stream, one per model */
-typedef struct dt_conv2d_plan dt_conv2d_plan;   /* one per conv layer */
+typedef struct dt_dnnl dt_dnnl;               /* engine + stream, one per model */
+typedef struct dt_conv2d_plan dt_conv2d_plan; /* one per conv layer */
 
 enum { DT_DNNL_ACT_SLOTS = 3, DT_DNNL_WEIGHT_SLOTS = 3 };
 
@@ -36,8 +36,8 @@ void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
 
 /* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run
  * time (it only fails on out-of-memory there). */
-void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
-                            float *out, const float *in, const float *weight, const float *bias);
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, float *out,
+                            const float *in, const float *weight, const float *bias);
 /* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). */
 void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
                              float *din, float *dweight, float *dbias, const float *dout,

@@ -83,7 +83,7 @@ typedef struct dt_model {
     char name[32];
     int classes;
     int max_batch;
-    int training; /* 1: BatchNorm uses batch statistics and updates running stats */
+    int training;                 /* 1: BatchNorm uses batch statistics and updates running stats */
     dt_conv_backend conv_backend; /* set before dt_model_alloc */
 
     dt_tensor_entry *tensors;

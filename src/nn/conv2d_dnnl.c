@@ -98,7 +98,8 @@ static int port_init(port *p, dt_dnnl *ctx, const dnnl_memory_desc_t *user_md,
     }
     dnnl_primitive_desc_t rpd;
     const dnnl_memory_desc_t *from = to_user ? prim_md : user_md, *to = to_user ? user_md : prim_md;
-    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&rpd, from, ctx->engine, to, ctx->engine, attr);
+    dnnl_status_t st =
+        dnnl_reorder_primitive_desc_create(&rpd, from, ctx->engine, to, ctx->engine, attr);
     if (attr) dnnl_primitive_attr_destroy(attr);
     DNNL_TRY(st, "reorder creation");
     st = dnnl_primitive_create(&p->reorder, rpd);
@@ -140,7 +141,7 @@ static void port_leave(port *p, dt_dnnl *ctx) {
 }
 
 static void variant_destroy(variant *v) {
-    port *ports[] = {&v->f_src,   &v->f_wei,  &v->f_dst,  &v->bw_src, &v->bw_ddst,
+    port *ports[] = {&v->f_src,   &v->f_wei,   &v->f_dst,  &v->bw_src, &v->bw_ddst,
                      &v->bw_dwei, &v->bd_ddst, &v->bd_wei, &v->bd_dsrc};
     for (size_t i = 0; i < sizeof ports / sizeof *ports; i++) port_destroy(ports[i]);
     if (v->fwd) dnnl_primitive_destroy(v->fwd);
@@ -157,8 +158,8 @@ static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_e
     return 0;
 }
 
-static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n,
-                        int has_bias, dt_dnnl_scratch *needs, dt_error *err) {
+static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
+                        dt_dnnl_scratch *needs, dt_error *err) {
     const dt_conv2d_shape *s = s0;
     dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
     dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
@@ -176,9 +177,12 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
+             "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any),
+             "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
+             "md");
     const dnnl_memory_desc_t *bias_md = has_bias ? &bias_u : NULL;
 
     dnnl_convolution_desc_t fd, bdd, bwd;
@@ -187,19 +191,20 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                                                 &src_any, &wei_any, bias_md, &dst_any, strides,
                                                 pad_l, pad_r),
              "convolution forward description");
-    DNNL_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, ctx->engine, NULL),
-             "convolution forward");
+    DNNL_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, ctx->engine, NULL), "convolution forward");
     int rc = make_primitive(&v->fwd, fpd, err);
     rc = rc ? rc
-            : port_init(&v->f_src, ctx, &src_u, dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0),
-                        0, 0, 0, 0, needs, err);
+            : port_init(&v->f_src, ctx, &src_u,
+                        dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0), 0, 0, 0, 0, needs,
+                        err);
     rc = rc ? rc
             : port_init(&v->f_wei, ctx, &wei_u,
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0), 0, 0, 1, 0,
                         needs, err);
     rc = rc ? rc
-            : port_init(&v->f_dst, ctx, &dst_u, dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0),
-                        1, 0, 0, 1, needs, err);
+            : port_init(&v->f_dst, ctx, &dst_u,
+                        dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
+                        err);
     if (rc == 0 && dnnl_convolution_backward_weights_desc_init(
                        &bwd, dnnl_convolution_direct, &src_any, &wei_any, bias_md, &dst_any,
                        strides, pad_l, pad_r) != dnnl_success)
@@ -218,18 +223,19 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                             1, needs, err);
         rc = rc ? rc
                 : port_init(&v->bw_dwei, ctx, &wei_u,
-                            dnnl_primitive_desc_query_md(bwpd, dnnl_query_diff_weights_md, 0), 1,
-                            1, 1, 2, needs, err);
+                            dnnl_primitive_desc_query_md(bwpd, dnnl_query_diff_weights_md, 0), 1, 1,
+                            1, 2, needs, err);
         dnnl_primitive_desc_destroy(bwpd);
     }
-    if (rc == 0 && dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct,
-                                                            &src_any, &wei_any, &dst_any, strides,
-                                                            pad_l, pad_r) != dnnl_success)
+    if (rc == 0 &&
+        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &src_any, &wei_any,
+                                                 &dst_any, strides, pad_l, pad_r) != dnnl_success)
         rc = dt_error_set(err, "oneDNN: convolution backward-data description failed");
     if (rc == 0 && dnnl_primitive_desc_create(&bdpd, &bdd, NULL, ctx->engine, fpd) != dnnl_success)
         rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
     if (rc == 0) {
-        const dnnl_memory_desc_t *ddst = dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_dst_md, 0);
+        const dnnl_memory_desc_t *ddst =
+            dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_dst_md, 0);
         v->bd_ddst_shares_bw = dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
         rc = make_primitive(&v->bwd_data, bdpd, err);
         if (!v->bd_ddst_shares_bw)
@@ -304,8 +310,8 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     return v;
 }
 
-void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
-                            float *out, const float *in, const float *weight, const float *bias) {
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, float *out,
+                            const float *in, const float *weight, const float *bias) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, port_enter(&v->f_src, ctx, scratch, in)},
@@ -323,10 +329,11 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
                              const float *in, const float *weight) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
-    dnnl_exec_arg_t wargs[4] = {{DNNL_ARG_SRC, port_enter(&v->bw_src, ctx, scratch, in)},
-                                {DNNL_ARG_DIFF_DST, port_enter(&v->bw_ddst, ctx, scratch, dout)},
-                                {DNNL_ARG_DIFF_WEIGHTS, port_enter(&v->bw_dwei, ctx, scratch, dweight)},
-                                {DNNL_ARG_DIFF_BIAS, v->bw_dbias}};
+    dnnl_exec_arg_t wargs[4] = {
+        {DNNL_ARG_SRC, port_enter(&v->bw_src, ctx, scratch, in)},
+        {DNNL_ARG_DIFF_DST, port_enter(&v->bw_ddst, ctx, scratch, dout)},
+        {DNNL_ARG_DIFF_WEIGHTS, port_enter(&v->bw_dwei, ctx, scratch, dweight)},
+        {DNNL_ARG_DIFF_BIAS, v->bw_dbias}};
     dnnl_run(dnnl_primitive_execute(v->bwd_weights, ctx->stream, v->bw_dbias ? 4 : 3, wargs),
              "backward weights");
     port_leave(&v->bw_dwei, ctx);
@@ -334,11 +341,12 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
         for (int o = 0; o < plan->s.c_out; o++) dbias[o] += v->dbias_tmp[o];
     if (din) {
         /* diff_dst already sits in act slot 1 in the layout bwd-data wants, if shared. */
-        dnnl_memory_t ddst = v->bd_ddst_shares_bw ? wargs[1].memory
-                                                  : port_enter(&v->bd_ddst, ctx, scratch, dout);
-        dnnl_exec_arg_t dargs[3] = {{DNNL_ARG_DIFF_DST, ddst},
-                                    {DNNL_ARG_WEIGHTS, port_enter(&v->bd_wei, ctx, scratch, weight)},
-                                    {DNNL_ARG_DIFF_SRC, port_enter(&v->bd_dsrc, ctx, scratch, din)}};
+        dnnl_memory_t ddst =
+            v->bd_ddst_shares_bw ? wargs[1].memory : port_enter(&v->bd_ddst, ctx, scratch, dout);
+        dnnl_exec_arg_t dargs[3] = {
+            {DNNL_ARG_DIFF_DST, ddst},
+            {DNNL_ARG_WEIGHTS, port_enter(&v->bd_wei, ctx, scratch, weight)},
+            {DNNL_ARG_DIFF_SRC, port_enter(&v->bd_dsrc, ctx, scratch, din)}};
         dnnl_run(dnnl_primitive_execute(v->bwd_data, ctx->stream, 3, dargs), "backward data");
         port_leave(&v->bd_dsrc, ctx);
     }

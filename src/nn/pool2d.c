@@ -8,9 +8,10 @@ static inline int takes_over(float x, float v) {
     return x > v || (x != x && v == v);
 }
 
-void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h,
-                          int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride), wo = dt_pool2d_out_size(w, kernel, stride);
+void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
+                          int kernel, int stride) {
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         const float *x = in + (size_t)plane * h * w;

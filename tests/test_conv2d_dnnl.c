@@ -1,0 +1,98 @@
+/* The oneDNN conv2d backend against the im2col reference (itself checked against
+ * finite differences): forward, weight/bias/input gradients, accumulation into
+ * existing gradients, and a second batch size on the same plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/conv2d.h"
+#include "dtrain/conv2d_dnnl.h"
+#include "dtrain/error.h"
+#include "testutil.h"
+
+static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
+                        int pad, int bias) {
+    dt_conv2d_shape s;
+    assert_int_equal(dt_conv2d_shape_make(&s, n, c_in, h, w, c_out, k, k, stride, pad), 0);
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * c_in * k * k;
+    size_t no = (size_t)n * c_out * s.h_out * s.w_out;
+    float *x = test_alloc(4 * nx), *wt = test_alloc(4 * nw), *b = test_alloc(4 * c_out);
+    float *dy = test_alloc(4 * no), *ws = test_alloc(4 * dt_conv2d_workspace_floats(&s));
+    float *y_ref = test_alloc(4 * no), *y = test_alloc(4 * no);
+    float *dx_ref = test_alloc(4 * nx), *dx = test_alloc(4 * nx);
+    float *dw_ref = test_alloc(4 * nw), *dw = test_alloc(4 * nw);
+    float *db_ref = test_alloc(4 * c_out), *db = test_alloc(4 * c_out);
+    fill_uniform(x, nx, 1, -1, 1);
+    fill_uniform(wt, nw, 2, -1, 1);
+    fill_uniform(b, c_out, 3, -1, 1);
+    fill_uniform(dy, no, 4, -1, 1);
+    /* Start the gradients non-zero: backward must accumulate. */
+    fill_uniform(dx_ref, nx, 5, -1, 1);
+    memcpy(dx, dx_ref, 4 * nx);
+    fill_uniform(dw_ref, nw, 6, -1, 1);
+    memcpy(dw, dw_ref, 4 * nw);
+    fill_uniform(db_ref, c_out, 7, -1, 1);
+    memcpy(db, db_ref, 4 * c_out);
+
+    float *dw_start = test_alloc(4 * nw);
+    memcpy(dw_start, dw, 4 * nw);
+    dt_dnnl_scratch scratch;
+    memset(&scratch, 0, sizeof scratch);
+    dt_conv2d_plan *plan;
+    dt_error err;
+    if (dt_conv2d_plan_create(&plan, ctx, &s, bias, &scratch, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) scratch.act[i] = test_alloc(scratch.act_bytes[i]);
+    for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++)
+        scratch.weight[i] = test_alloc(scratch.weight_bytes[i]);
+
+    /* Full batch, then a smaller one on the same plan (a last partial batch). */
+    for (int m = n; m >= n - 1 && m >= 1; m--) {
+        s.n = m;
+        size_t mo = (size_t)m * c_out * s.h_out * s.w_out;
+        dt_conv2d_forward(y_ref, x, wt, bias ? b : NULL, ws, &s);
+        dt_conv2d_plan_forward(plan, &scratch, m, y, x, wt, bias ? b : NULL);
+        double ef = rel_error(y, y_ref, mo);
+        dt_conv2d_backward(dx_ref, dw_ref, bias ? db_ref : NULL, dy, x, wt, ws, &s);
+        dt_conv2d_plan_backward(plan, &scratch, m, dx, dw, bias ? db : NULL, dy, x, wt);
+        double ex = rel_error(dx, dx_ref, (size_t)m * c_in * h * w);
+        double ew = rel_error(dw, dw_ref, nw), eb = rel_error(db, db_ref, c_out);
+        print_message("n=%d c_in=%d %dx%d c_out=%d k=%d s=%d p=%d: out %.1e din %.1e dw %.1e db "
+                      "%.1e\n",
+                      m, c_in, h, w, c_out, k, stride, pad, ef, ex, ew, eb);
+        assert_true(ef < 1e-5 && ex < 1e-5 && ew < 1e-5 && eb < 1e-5);
+        assert_true(rel_error(dw, dw_start, nw) > 1e-3); /* the gradient was added */
+        memcpy(dw_start, dw, 4 * nw);
+    }
+    dt_conv2d_plan_destroy(plan);
+    for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) free(scratch.act[i]);
+    for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
+    free(x), free(wt), free(b), free(dy), free(ws), free(y_ref), free(y), free(dx_ref), free(dx);
+    free(dw_ref), free(dw), free(db_ref), free(db), free(dw_start);
+}
+
+static void test_dnnl_conv2d_matches_im2col(void **state) {
+    (void)state;
+    dt_dnnl *ctx;
+    dt_error err;
+    if (dt_dnnl_create(&ctx, &err)) fail_msg("%s", err.msg);
+    check_shape(ctx, 4, 16, 8, 8, 32, 3, 1, 1, 0);  /* resnet 3x3, blocked channels */
+    check_shape(ctx, 3, 16, 8, 8, 32, 3, 2, 1, 0);  /* downsampling 3x3 */
+    check_shape(ctx, 3, 16, 8, 8, 32, 1, 2, 0, 0);  /* 1x1 stride-2 shortcut (floor) */
+    check_shape(ctx, 5, 1, 28, 28, 6, 5, 1, 2, 1);  /* lenet5 conv1, bias */
+    check_shape(ctx, 5, 6, 14, 14, 16, 5, 1, 0, 1); /* lenet5 conv2 */
+    check_shape(ctx, 2, 3, 9, 7, 5, 3, 2, 0, 1);    /* odd sizes, floor on both axes */
+    check_shape(ctx, 1, 3, 32, 32, 8, 3, 1, 1, 0);  /* batch of one */
+    dt_dnnl_destroy(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dnnl_conv2d_matches_im2col),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
