@@ -27,4 +27,7 @@ for model in $MODELS; do
     printf '%-9s %6s %7s %14s %14s %7.2f %10s\n' "$model" 128 "$THREADS" "$di" "$ti" \
         "$(awk -v a="$di" -v b="$ti" 'BEGIN { print a / b }')" "$gf"
 done
+peak=$("$(dirname "$DTRAIN")/bench_sgemm_peak" "$THREADS")
+echo "$peak" >>"$out"
+echo "OpenBLAS sgemm peak at $THREADS threads (2048^3, best of 10): $(echo "$peak" | field sgemm_gflops) GFLOP/s"
 echo "raw results: $out"

@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "dtrain/model.h"
@@ -23,6 +24,7 @@ static void bench_usage(FILE *out) {
                  "  --batch-size B   samples per step (default 128)\n"
                  "  --threads T      compute threads (default: all cores)\n"
                  "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
+                 "  --conv B         conv2d backend: dnnl (oneDNN, default) | im2col (OpenBLAS)\n"
                  "  --profile        also print time per layer kind (forward, backward) to stderr\n"
                  "  --help           this text\n");
 }
@@ -33,14 +35,19 @@ static int compare_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},      {"width", required_argument, 0, 'W'},
-        {"batch-size", required_argument, 0, 'b'}, {"threads", required_argument, 0, 't'},
-        {"steps", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
-        {"profile", no_argument, 0, 'p'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"width", required_argument, 0, 'W'},
+                                         {"batch-size", required_argument, 0, 'b'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"steps", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"profile", no_argument, 0, 'p'},
+                                         {"conv", required_argument, 0, 'c'},
+                                         {0, 0, 0, 0}};
     const char *cmd = "bench", *model_name = "resnet18";
     long width = 0, batch = 128, threads = cli_default_threads(), steps = 20, v;
     int profile = 0;
+    dt_conv_backend backend = DT_CONV_DNNL;
     int opt;
     optind = 1;
     opterr = 0;
@@ -64,6 +71,16 @@ int cmd_bench(int argc, char **argv) {
             break;
         case 'p':
             profile = 1;
+            break;
+        case 'c':
+            if (!strcmp(optarg, "dnnl"))
+                backend = DT_CONV_DNNL;
+            else if (!strcmp(optarg, "im2col"))
+                backend = DT_CONV_IM2COL;
+            else {
+                cli_fail(cmd, "--conv must be dnnl or im2col, got '%s'", optarg);
+                return 2;
+            }
             break;
         case 'h':
             bench_usage(stdout);
@@ -93,6 +110,7 @@ int cmd_bench(int argc, char **argv) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
+    m.conv_backend = backend;
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     double *times = malloc(sizeof(double) * (size_t)steps);
     if (!labels || !times || dt_model_alloc(&m, (int)batch, &err) ||
@@ -130,10 +148,11 @@ int cmd_bench(int argc, char **argv) {
     qsort(times, (size_t)steps, sizeof(double), compare_double);
     double median = times[steps / 2];
     double flops = dt_model_train_flops(&m, (int)batch);
-    printf("{\"model\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,\"threads\":%ld,"
+    printf("{\"model\":\"%s\",\"conv\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,"
+           "\"threads\":%ld,"
            "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f}\n",
-           model_name, spec.width, m.n_params, batch, threads, steps, batch * steps / total,
-           1e3 * median, flops / median * 1e-9);
+           model_name, backend == DT_CONV_DNNL ? "dnnl" : "im2col", spec.width, m.n_params, batch,
+           threads, steps, batch * steps / total, 1e3 * median, flops / median * 1e-9);
     if (profile && m.op_forward_s) {
         double fwd[8] = {0}, bwd[8] = {0};
         for (int i = 0; i < m.n_ops; i++) {
