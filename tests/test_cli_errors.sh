@@ -46,5 +46,15 @@ head -c 100 "$tmp/lenet.safetensors" >"$tmp/trunc.safetensors"
 expect "truncated weights" "truncated" "$DTRAIN" train --model lenet5 --init "$tmp/trunc.safetensors" --quiet
 expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --test-samples 64 --quiet
 
+# And the good path of the same flags: --save then --init round-trips and trains on.
+if "$DTRAIN" train --model lenet5 --init "$tmp/lenet.safetensors" --max-steps 2 --max-samples 64 \
+    --test-samples 64 --save "$tmp/again.safetensors" --quiet && [ -s "$tmp/again.safetensors" ] &&
+    ! ls "$tmp"/*.tmp.* >/dev/null 2>&1; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: --init from a saved file, then --save"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
