@@ -47,3 +47,15 @@ int cli_default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+
+int cli_bad_option(const char *cmd, char **argv, int optind_now) {
+    cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain %s --help)", argv[optind_now - 1],
+             cmd);
+    return 2;
+}
+
+int cli_no_extra_args(const char *cmd, int argc, char **argv, int optind_now) {
+    if (optind_now >= argc) return 0;
+    cli_fail(cmd, "unexpected argument '%s' (see dtrain %s --help)", argv[optind_now], cmd);
+    return 2;
+}

@@ -11,6 +11,10 @@ int cli_parse_float(const char *cmd, const char *flag, const char *text, double 
                     double max, double *out);
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_default_threads(void);
+/* The error for getopt_long's '?' (unknown flag or missing value); returns 2. */
+int cli_bad_option(const char *cmd, char **argv, int optind_now);
+/* 0 if every argument was a flag, else prints the first stray one and returns 2. */
+int cli_no_extra_args(const char *cmd, int argc, char **argv, int optind_now);
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -86,15 +86,10 @@ int cmd_bench(int argc, char **argv) {
             bench_usage(stdout);
             return 0;
         default:
-            cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain bench --help)",
-                     argv[optind - 1]);
-            return 2;
+            return cli_bad_option(cmd, argv, optind);
         }
     }
-    if (optind < argc) {
-        cli_fail(cmd, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     dt_model_spec spec;
     if (dt_zoo_default_spec(&spec, model_name)) {
         cli_fail(cmd, "unknown model '%s' (known: %s)", model_name, dt_zoo_names());

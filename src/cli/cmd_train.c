@@ -156,15 +156,10 @@ int cmd_train(int argc, char **argv) {
             train_usage(stdout);
             return 0;
         default:
-            cli_fail(cmd, "unknown or incomplete option '%s' (see dtrain train --help)",
-                     argv[optind - 1]);
-            return 2;
+            return cli_bad_option(cmd, argv, optind);
         }
     }
-    if (optind < argc) {
-        cli_fail(cmd, "unexpected argument '%s' (see dtrain train --help)", argv[optind]);
-        return 2;
-    }
+    if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     dt_model_spec spec;
     if (dt_zoo_default_spec(&spec, cfg.model)) {
         cli_fail(cmd, "unknown model '%s' (known: %s)", cfg.model, dt_zoo_names());
