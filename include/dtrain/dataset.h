@@ -1,6 +1,12 @@
-/* Datasets: labelled images addressed by index, decoded to normalised float NCHW.
- * Every source (synthetic now; IDX and CIFAR-10 files in their own modules) fills the
- * same struct, so the sampler and loader need not know where images come from. */
+/* Datasets: labelled uint8 images addressed by index. Real sources (IDX, CIFAR-10
+ * binary) are read whole into memory at open; synthetic sources generate a sample
+ * from (seed, index) on demand. Decoding to floats and augmentation live in
+ * transform.h; order and sharding in sampler.h; background batching in loader.h.
+ *
+ * Specs: fashion-mnist (Debian's dataset-fashion-mnist), fashion-mnist:DIR, mnist:DIR
+ * (IDX files train-images-idx3-ubyte[.gz] etc.), cifar10:DIR (data_batch_1..5.bin,
+ * test_batch.bin), synthetic:mnist (60,000/10,000 of 1x28x28), synthetic:cifar10
+ * (50,000/10,000 of 3x32x32). */
 #ifndef DTRAIN_DATASET_H
 #define DTRAIN_DATASET_H
 
@@ -8,24 +14,29 @@
 
 #include "dtrain/error.h"
 
+/* Where Debian's dataset-fashion-mnist package puts its files. */
+#define DT_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
 typedef struct dt_dataset {
     char name[64];
     int size; /* number of samples */
     int c, h, w;
     int classes;
     float mean[3], std[3]; /* Normalize((x/255 - mean) / std) per channel */
-    /* Synthetic source: sample i is a class template plus noise, generated from
-     * (seed, i) on demand, so it is deterministic and needs no memory. */
-    uint64_t seed;
+    int augment;           /* whether training on it uses crop + flip by default */
+    uint8_t *pixels;       /* [size, c, h, w], owned; NULL for synthetic */
+    int32_t *labels;       /* [size], owned; NULL for synthetic */
+    uint64_t seed;         /* synthetic only */
 } dt_dataset;
 
-/* Opens the train (train = 1) or test split named by spec. Supported now:
- * synthetic:mnist (60,000 / 10,000 of 1x28x28) and synthetic:cifar10
- * (50,000 / 10,000 of 3x32x32). */
+/* Opens the train (train = 1) or test split named by spec. */
 int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err);
 void dt_dataset_close(dt_dataset *ds);
 
-/* Writes samples indices[0..n) as normalised floats [n, c, h, w] and their labels. */
-void dt_dataset_get(const dt_dataset *ds, const int *indices, int n, float *x, int32_t *y);
+/* Copies sample `index`'s pixels (c*h*w bytes) into out and returns its label. */
+int32_t dt_dataset_sample(const dt_dataset *ds, int index, uint8_t *out);
+
+/* The spec list for help texts and errors. */
+const char *dt_dataset_specs(void);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct dt_epoch_record {
     int epoch;
     double train_loss, train_acc, test_loss, test_acc;
     double t_epoch, t_train, t_data, t_compute, t_comm;
+    double t_eval; /* evaluation on the test set, after (not in) t_epoch */
     long long images;
 } dt_epoch_record;
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dtrain/error.h"
+#include "dtrain/lr_schedule.h"
 
 typedef struct dt_train_config {
     const char *model;
@@ -15,11 +16,15 @@ typedef struct dt_train_config {
     int epochs;
     int batch_size;
     float lr, momentum, weight_decay;
+    dt_lr_kind lr_schedule;
+    double warmup_epochs;
     int threads;
     uint64_t seed;
     long max_steps;        /* stop after this many steps in total; 0 = no limit */
     long max_samples;      /* use only the first N training samples; 0 = all */
     long max_test_samples; /* evaluate on the first N test samples; 0 = all */
+    int loader_workers;    /* background decoding threads; 0 = decode in the trainer */
+    int augment;           /* -1: the dataset's default (crop + flip for CIFAR train) */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
 

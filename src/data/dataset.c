@@ -1,71 +1,131 @@
 #include "dtrain/dataset.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "dtrain/cifar.h"
+#include "dtrain/idx.h"
 #include "dtrain/rng.h"
 
 static const uint64_t SYNTHETIC_SEED = 20261122;
+static const float MNIST_MEAN = 0.1307f, MNIST_STD = 0.3081f;
+static const float CIFAR_MEAN[3] = {0.4914f, 0.4822f, 0.4465f};
+static const float CIFAR_STD[3] = {0.2023f, 0.1994f, 0.2010f};
+
+const char *dt_dataset_specs(void) {
+    return "fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic:mnist, "
+           "synthetic:cifar10";
+}
+
+static void set_mnist_shape(dt_dataset *ds) {
+    ds->c = 1;
+    ds->h = ds->w = 28;
+    ds->mean[0] = MNIST_MEAN;
+    ds->std[0] = MNIST_STD;
+}
+
+static void set_cifar_shape(dt_dataset *ds) {
+    ds->c = 3;
+    ds->h = ds->w = 32;
+    memcpy(ds->mean, CIFAR_MEAN, sizeof CIFAR_MEAN);
+    memcpy(ds->std, CIFAR_STD, sizeof CIFAR_STD);
+}
+
+/* IDX file `base` in dir, raw or with .gz (the raw one wins if both exist). */
+static void idx_path(char *out, size_t size, const char *dir, const char *base) {
+    snprintf(out, size, "%s/%s", dir, base);
+    if (access(out, F_OK) == 0) return;
+    snprintf(out, size, "%s/%s.gz", dir, base);
+}
+
+static int open_idx(dt_dataset *ds, const char *dir, int train, dt_error *err) {
+    char images[4096], labels[4096];
+    idx_path(images, sizeof images, dir,
+             train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte");
+    idx_path(labels, sizeof labels, dir,
+             train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte");
+    uint8_t *data;
+    size_t bytes;
+    int n_images, n_labels, rows, cols;
+    if (dt_read_maybe_gz(images, &data, &bytes, err)) return -1;
+    int rc = dt_idx_parse_images(data, bytes, images, &n_images, &rows, &cols, &ds->pixels, err);
+    free(data);
+    if (rc) return -1;
+    if (dt_read_maybe_gz(labels, &data, &bytes, err)) return -1;
+    rc = dt_idx_parse_labels(data, bytes, labels, ds->classes, &n_labels, &ds->labels, err);
+    free(data);
+    if (rc) return -1;
+    if (n_labels != n_images)
+        return dt_error_set(err, "%s has %d labels but %s has %d images", labels, n_labels, images,
+                            n_images);
+    if (rows != 28 || cols != 28)
+        return dt_error_set(err, "%s: images are %dx%d, expected 28x28", images, rows, cols);
+    ds->size = n_images;
+    return 0;
+}
 
 int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err) {
     memset(ds, 0, sizeof *ds);
     ds->classes = 10;
-    ds->seed = SYNTHETIC_SEED + (train ? 0 : 1);
-    if (!strcmp(spec, "synthetic:mnist")) {
-        ds->size = train ? 60000 : 10000;
-        ds->c = 1;
-        ds->h = ds->w = 28;
-        ds->mean[0] = 0.1307f;
-        ds->std[0] = 0.3081f;
-    } else if (!strcmp(spec, "synthetic:cifar10")) {
-        static const float mean[3] = {0.4914f, 0.4822f, 0.4465f};
-        static const float std[3] = {0.2023f, 0.1994f, 0.2010f};
-        ds->size = train ? 50000 : 10000;
-        ds->c = 3;
-        ds->h = ds->w = 32;
-        memcpy(ds->mean, mean, sizeof mean);
-        memcpy(ds->std, std, sizeof std);
-    } else {
-        return dt_error_set(err,
-                            "unknown data spec '%s' (this build reads synthetic:mnist and "
-                            "synthetic:cifar10)",
-                            spec);
-    }
     snprintf(ds->name, sizeof ds->name, "%s", spec);
-    return 0;
+    int rc;
+    if (!strcmp(spec, "synthetic:mnist") || !strcmp(spec, "synthetic:cifar10")) {
+        int cifar = !strcmp(spec, "synthetic:cifar10");
+        if (cifar)
+            set_cifar_shape(ds);
+        else
+            set_mnist_shape(ds);
+        ds->size = cifar ? (train ? 50000 : 10000) : (train ? 60000 : 10000);
+        ds->augment = cifar && train;
+        ds->seed = SYNTHETIC_SEED + (train ? 0 : 1);
+        return 0;
+    } else if (!strcmp(spec, "fashion-mnist")) {
+        set_mnist_shape(ds);
+        rc = open_idx(ds, DT_FASHION_MNIST_DIR, train, err);
+        if (rc && access(DT_FASHION_MNIST_DIR, F_OK) != 0)
+            dt_error_set(err,
+                         "fashion-mnist: %s is missing (install Debian's dataset-fashion-mnist, "
+                         "or give fashion-mnist:DIR)",
+                         DT_FASHION_MNIST_DIR);
+    } else if (!strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)) {
+        set_mnist_shape(ds);
+        rc = open_idx(ds, strchr(spec, ':') + 1, train, err);
+    } else if (!strncmp(spec, "cifar10:", 8)) {
+        set_cifar_shape(ds);
+        ds->augment = train;
+        rc = dt_cifar_read_split(spec + 8, train, &ds->size, &ds->pixels, &ds->labels, err);
+    } else {
+        return dt_error_set(err, "unknown data spec '%s' (known: %s)", spec, dt_dataset_specs());
+    }
+    if (rc) dt_dataset_close(ds);
+    return rc;
 }
 
 void dt_dataset_close(dt_dataset *ds) {
+    free(ds->pixels);
+    free(ds->labels);
     memset(ds, 0, sizeof *ds);
 }
 
-static int32_t synthetic_label(const dt_dataset *ds, int index) {
+/* A learnable synthetic image: a fixed random template per class (shared by both
+ * splits) blended with per-sample noise. */
+static int32_t synthetic_sample(const dt_dataset *ds, int index, uint8_t *out) {
     dt_rng rng = dt_rng_make(ds->seed, (uint64_t)index);
-    return (int32_t)dt_rng_below(&rng, (uint32_t)ds->classes);
-}
-
-/* A learnable image: a fixed random template per class (shared by both splits)
- * blended with per-sample noise, as uint8 pixels, then normalised like real data. */
-static void synthetic_image(const dt_dataset *ds, int index, int32_t label, float *out) {
-    const int plane = ds->h * ds->w;
-    dt_rng noise = dt_rng_make(ds->seed, (uint64_t)index);
-    dt_rng_next_u64(&noise); /* the label's draw */
+    int32_t label = (int32_t)dt_rng_below(&rng, (uint32_t)ds->classes);
     dt_rng tmpl = dt_rng_make(SYNTHETIC_SEED, (1ull << 40) + (uint64_t)label);
-    for (int ch = 0; ch < ds->c; ch++) {
-        for (int p = 0; p < plane; p++) {
-            float t = dt_rng_uniform(&tmpl), u = dt_rng_uniform(&noise);
-            float pixel = (float)(int)(255.0f * (0.6f * t + 0.4f * u)); /* uint8 as real data */
-            out[ch * plane + p] = (pixel / 255.0f - ds->mean[ch]) / ds->std[ch];
-        }
+    const int count = ds->c * ds->h * ds->w;
+    for (int p = 0; p < count; p++) {
+        float t = dt_rng_uniform(&tmpl), u = dt_rng_uniform(&rng);
+        out[p] = (uint8_t)(255.0f * (0.6f * t + 0.4f * u));
     }
+    return label;
 }
 
-void dt_dataset_get(const dt_dataset *ds, const int *indices, int n, float *x, int32_t *y) {
-    const int sample = ds->c * ds->h * ds->w;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++) {
-        int32_t label = synthetic_label(ds, indices[i]);
-        y[i] = label;
-        synthetic_image(ds, indices[i], label, x + (size_t)i * sample);
-    }
+int32_t dt_dataset_sample(const dt_dataset *ds, int index, uint8_t *out) {
+    if (!ds->pixels) return synthetic_sample(ds, index, out);
+    const size_t count = (size_t)ds->c * ds->h * ds->w;
+    memcpy(out, ds->pixels + (size_t)index * count, count);
+    return ds->labels[index];
 }

@@ -30,9 +30,9 @@ void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {
     fprintf(log->file,
             "{\"event\":\"epoch\",\"epoch\":%d,\"train_loss\":%.9g,\"train_acc\":%.9g,"
             "\"test_loss\":%.9g,\"test_acc\":%.9g,\"t_epoch\":%.9g,\"t_train\":%.9g,"
-            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"images\":%lld}\n",
+            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_eval\":%.9g,\"images\":%lld}\n",
             r->epoch, r->train_loss, r->train_acc, r->test_loss, r->test_acc, r->t_epoch,
-            r->t_train, r->t_data, r->t_compute, r->t_comm, r->images);
+            r->t_train, r->t_data, r->t_compute, r->t_comm, r->t_eval, r->images);
     fflush(log->file);
 }
 

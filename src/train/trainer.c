@@ -1,50 +1,46 @@
 #include "dtrain/trainer.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
+#include "dtrain/loader.h"
 #include "dtrain/model.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
+#include "dtrain/sampler.h"
 #include "dtrain/sgd.h"
 #include "dtrain/threads.h"
 #include "dtrain/timer.h"
+#include "dtrain/transform.h"
 #include "dtrain/zoo.h"
 
 typedef struct trainer {
     dt_model model;
     dt_sgd opt;
     dt_dataset train, test;
+    dt_transform train_tf, test_tf;
+    dt_sampler sampler;
+    dt_loader *loader;
     dt_runlog log;
-    int *order;
-    int32_t *labels;
+    int32_t *labels;      /* [batch] */
+    uint8_t *eval_pixels; /* one sample per thread for evaluation */
 } trainer;
 
 static void trainer_free(trainer *t) {
+    dt_loader_destroy(t->loader);
+    dt_sampler_free(&t->sampler);
+    free(t->eval_pixels);
     dt_model_free(&t->model);
     dt_sgd_free(&t->opt);
     dt_dataset_close(&t->train);
     dt_dataset_close(&t->test);
-    free(t->order);
     free(t->labels);
     dt_runlog_close(&t->log, NULL);
-}
-
-/* Fisher-Yates with an RNG keyed by (seed, epoch): the order of an epoch is fixed by
- * the seed alone, as with torch's DistributedSampler.set_epoch. */
-static void shuffle(int *order, int n, uint64_t seed, int epoch) {
-    dt_rng rng = dt_rng_make(seed, 0x5a3d1e00ull + (uint64_t)epoch);
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)dt_rng_below(&rng, (uint32_t)(i + 1));
-        int tmp = order[i];
-        order[i] = order[j];
-        order[j] = tmp;
-    }
 }
 
 static void evaluate(trainer *t, double *loss, double *acc) {
@@ -55,8 +51,14 @@ static void evaluate(trainer *t, double *loss, double *acc) {
     long correct = 0;
     for (int i = 0; i < t->test.size; i += m->max_batch) {
         int n = t->test.size - i < m->max_batch ? t->test.size - i : m->max_batch;
-        for (int k = 0; k < n; k++) t->order[k] = i + k;
-        dt_dataset_get(&t->test, t->order, n, dt_model_input_data(m), t->labels);
+        const size_t sample = dt_model_input_floats_per_sample(m);
+        float *x = dt_model_input_data(m);
+#pragma omp parallel for schedule(static)
+        for (int k = 0; k < n; k++) {
+            uint8_t *px = t->eval_pixels + (size_t)omp_get_thread_num() * sample;
+            t->labels[k] = dt_dataset_sample(&t->test, i + k, px);
+            dt_transform_apply(&t->test_tf, px, 0, i + k, x + (size_t)k * sample);
+        }
         dt_model_forward(m, n);
         int hits = 0;
         total += dt_model_loss(m, t->labels, n, &hits) * n;
@@ -89,10 +91,17 @@ static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
     if (dt_sgd_init(&t->opt, t->model.n_params, cfg->lr, cfg->momentum, cfg->weight_decay, err))
         return -1;
     if (cfg->init_path && dt_checkpoint_load(&t->model, NULL, cfg->init_path, err)) return -1;
-    int most = t->train.size > t->test.size ? t->train.size : t->test.size;
-    t->order = malloc(sizeof(int) * (size_t)most);
     t->labels = malloc(sizeof(int32_t) * (size_t)cfg->batch_size);
-    if (!t->order || !t->labels) return dt_error_set(err, "out of memory for the sampler");
+    t->eval_pixels =
+        malloc(dt_model_input_floats_per_sample(&t->model) * (size_t)omp_get_max_threads());
+    if (!t->labels || !t->eval_pixels) return dt_error_set(err, "out of memory for the loader");
+    dt_transform_init(&t->train_tf, &t->train, cfg->augment < 0 ? t->train.augment : cfg->augment,
+                      cfg->seed);
+    dt_transform_init(&t->test_tf, &t->test, 0, cfg->seed);
+    if (dt_sampler_init(&t->sampler, t->train.size, 0, 1, 1, cfg->seed, err) ||
+        dt_loader_create(&t->loader, &t->train, &t->train_tf, cfg->batch_size, cfg->loader_workers,
+                         0, err))
+        return -1;
     return dt_runlog_open(&t->log, cfg->log_path, err);
 }
 
@@ -116,20 +125,29 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
              (unsigned long long)cfg->seed);
     dt_runlog_run(&t.log, run_fields);
 
-    const long steps_per_epoch = (t.train.size + cfg->batch_size - 1) / cfg->batch_size;
+    const long steps_per_epoch = (t.sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
     long global_step = 0;
+    dt_lr_schedule sched = {cfg->lr_schedule,   cfg->lr,         1.0,
+                            cfg->warmup_epochs, steps_per_epoch, cfg->epochs};
     double last_loss = NAN, images_per_s = 0.0, test_acc = NAN;
     int rc = 0, stop = 0;
     for (int epoch = 0; epoch < cfg->epochs && !stop && rc == 0; epoch++) {
-        shuffle(t.order, t.train.size, cfg->seed, epoch);
+        dt_loader_start_epoch(t.loader, dt_sampler_epoch(&t.sampler, epoch), t.sampler.num_samples,
+                              epoch);
         double epoch_start = dt_now(), t_data = 0.0, t_compute = 0.0, loss_sum = 0.0;
         long correct = 0, images = 0;
         for (long step = 0; step < steps_per_epoch; step++) {
-            int first = (int)(step * cfg->batch_size);
-            int n = t.train.size - first < cfg->batch_size ? t.train.size - first : cfg->batch_size;
             double t0 = dt_now();
-            dt_dataset_get(&t.train, t.order + first, n, dt_model_input_data(m), t.labels);
-            double t1 = dt_now();
+            const float *bx;
+            const int32_t *by;
+            int n = dt_loader_next(t.loader, &bx, &by);
+            double t1 = dt_now(); /* t_data: waiting for the loader; the copy is t_train's */
+            memcpy(dt_model_input_data(m), bx,
+                   sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+            memcpy(t.labels, by, sizeof(int32_t) * n);
+            dt_loader_release(t.loader);
+            const double lr = dt_lr_at(&sched, global_step);
+            t.opt.lr = (float)lr;
             dt_model_zero_grad(m);
             dt_model_forward(m, n);
             int hits = 0;
@@ -150,7 +168,7 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
             correct += hits;
             images += n;
             last_loss = loss;
-            dt_step_record rec = {0, epoch, global_step, loss, cfg->lr, t1 - t0, t2 - t1, 0, 0, 0};
+            dt_step_record rec = {0, epoch, global_step, loss, lr, t1 - t0, t2 - t1, 0, 0, 0};
             dt_runlog_step(&t.log, &rec);
             global_step++;
             double elapsed = dt_now() - epoch_start;
@@ -169,19 +187,20 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
             }
         }
         if (rc) break;
-        double test_loss;
+        double t_loop = dt_now() - epoch_start, test_loss;
         evaluate(&t, &test_loss, &test_acc);
-        dt_epoch_record er = {epoch,
-                              loss_sum / (images ? images : 1),
-                              (double)correct / (images ? images : 1),
-                              test_loss,
-                              test_acc,
-                              dt_now() - epoch_start,
-                              t_compute,
-                              t_data,
-                              t_compute,
-                              0.0,
-                              images};
+        dt_epoch_record er = {.epoch = epoch,
+                              .train_loss = loss_sum / (images ? images : 1),
+                              .train_acc = (double)correct / (images ? images : 1),
+                              .test_loss = test_loss,
+                              .test_acc = test_acc,
+                              .t_epoch = t_loop,
+                              .t_train = t_compute,
+                              .t_data = t_data,
+                              .t_compute = t_compute,
+                              .t_comm = 0.0,
+                              .t_eval = dt_now() - epoch_start - t_loop,
+                              .images = images};
         dt_runlog_epoch(&t.log, &er);
         if (progress) {
             dt_train_progress p = {
