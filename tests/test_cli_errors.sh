@@ -32,6 +32,9 @@ expect "batch 0" "--batch-size must be between 1" "$DTRAIN" train --batch-size 0
 expect "unknown flag" "unknown or incomplete option '--frobnicate'" "$DTRAIN" train --frobnicate
 expect "missing flag value" "unknown or incomplete option" "$DTRAIN" train --epochs
 expect "unknown data" "unknown data spec 'imagenet'" "$DTRAIN" train --data imagenet --quiet
+expect "missing data dir" "cannot open $tmp/nodata/train-images-idx3-ubyte" "$DTRAIN" train --data "fashion-mnist:$tmp/nodata" --quiet
+expect "bad loader workers" "--loader-workers must be between 0 and 64" "$DTRAIN" train --loader-workers -1
+expect "bad schedule" "--lr-schedule must be constant, cosine or step" "$DTRAIN" train --lr-schedule fast
 expect "shape mismatch" "takes 3x32x32 inputs" "$DTRAIN" train --model resnet18 --data synthetic:mnist --quiet
 expect "batch too large" "does not fit in memory" "$DTRAIN" train --model resnet18 --batch-size 1000000 --quiet
 expect "missing init file" "cannot open $tmp/none.safetensors" "$DTRAIN" train --init "$tmp/none.safetensors" --quiet

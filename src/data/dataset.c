@@ -34,18 +34,21 @@ static void set_cifar_shape(dt_dataset *ds) {
 }
 
 /* IDX file `base` in dir, raw or with .gz (the raw one wins if both exist). */
-static void idx_path(char *out, size_t size, const char *dir, const char *base) {
+static int idx_path(char *out, size_t size, const char *dir, const char *base, dt_error *err) {
     snprintf(out, size, "%s/%s", dir, base);
-    if (access(out, F_OK) == 0) return;
+    if (access(out, F_OK) == 0) return 0;
     snprintf(out, size, "%s/%s.gz", dir, base);
+    if (access(out, F_OK) == 0) return 0;
+    return dt_error_set(err, "cannot open %s/%s: neither it nor %s.gz exists", dir, base, base);
 }
 
 static int open_idx(dt_dataset *ds, const char *dir, int train, dt_error *err) {
     char images[4096], labels[4096];
-    idx_path(images, sizeof images, dir,
-             train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte");
-    idx_path(labels, sizeof labels, dir,
-             train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte");
+    if (idx_path(images, sizeof images, dir,
+                 train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", err) ||
+        idx_path(labels, sizeof labels, dir,
+                 train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", err))
+        return -1;
     uint8_t *data;
     size_t bytes;
     int n_images, n_labels, rows, cols;
