@@ -52,7 +52,7 @@ static void test_lenet5_beats_80_percent_on_fashion_mnist_subset(void **state) {
                            .augment = -1};
     dt_error err;
     dt_train_result res;
-    if (dt_train(&cfg, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    if (dt_train(&cfg, NULL, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     print_message("lenet5, 12,000 Fashion-MNIST samples, 2 epochs: test accuracy %.2f%%\n",
                   100.0 * res.test_acc);
     assert_true(res.test_acc > 0.80);
@@ -79,7 +79,7 @@ static void test_resnet18_trains_on_synthetic_cifar_with_augmentation(void **sta
                            .log_path = log};
     dt_error err;
     dt_train_result res;
-    if (dt_train(&cfg, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    if (dt_train(&cfg, NULL, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     assert_int_equal(res.steps, 200);
     double first = mean_loss(log, 0, 20), last = mean_loss(log, 180, 200);
     print_message("resnet18 width 8: mean loss of steps 0-19 %.3f, of steps 180-199 %.3f\n", first,

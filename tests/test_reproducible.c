@@ -54,7 +54,7 @@ static void train_once(const char *model, int threads, const char *log, const ch
     if (strcmp(model, "resnet18")) cfg.data = "synthetic:mnist";
     dt_error err;
     dt_train_result res;
-    if (dt_train(&cfg, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    if (dt_train(&cfg, NULL, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     assert_int_equal(res.steps, 6);
 }
 

@@ -109,6 +109,12 @@ typedef struct dt_model {
     dt_dnnl_scratch dnnl_scratch;
     float *probs;
 
+    /* Called during backward each time an op has finished writing the gradients of
+     * its parameters, params[offset .. offset+count) (e.g. to start all-reducing a
+     * bucket). NULL: none. */
+    void (*on_grads_ready)(void *ctx, size_t offset, size_t count);
+    void *on_grads_ctx;
+
     /* Optional per-op timing (seconds, accumulated): NULL unless
      * dt_model_enable_profile was called. [n_ops] each. */
     double *op_forward_s, *op_backward_s;

@@ -19,12 +19,17 @@ typedef struct dt_step_record {
     long long bytes_sent;
 } dt_step_record;
 
+/* Times are per-epoch sums; across ranks the plain names hold the maximum (the
+ * critical path) and *_mean the mean. */
 typedef struct dt_epoch_record {
     int epoch;
     double train_loss, train_acc, test_loss, test_acc;
-    double t_epoch, t_train, t_data, t_compute, t_comm;
-    double t_eval; /* evaluation on the test set, after (not in) t_epoch */
-    long long images;
+    double t_epoch, t_train, t_data, t_compute, t_comm, t_comm_exposed;
+    double t_epoch_mean, t_train_mean, t_data_mean, t_compute_mean, t_comm_mean,
+        t_comm_exposed_mean;
+    double t_eval;        /* evaluation on the test set, after (not in) t_epoch */
+    long long bytes_sent; /* all ranks */
+    long long images;     /* all ranks */
 } dt_epoch_record;
 
 /* path NULL or "" turns logging off. */

@@ -6,8 +6,10 @@
 
 #include <stdint.h>
 
+#include "dtrain/allreduce.h"
 #include "dtrain/error.h"
 #include "dtrain/lr_schedule.h"
+#include "dtrain/world.h"
 
 typedef struct dt_train_config {
     const char *model;
@@ -25,6 +27,11 @@ typedef struct dt_train_config {
     long max_test_samples; /* evaluate on the first N test samples; 0 = all */
     int loader_workers;    /* background decoding threads; 0 = decode in the trainer */
     int augment;           /* -1: the dataset's default (crop + flip for CIFAR train) */
+    /* Data parallelism (used when the world has more than one rank). */
+    dt_allreduce_algo allreduce;
+    double bucket_mb; /* 0 = 25 */
+    int no_overlap;
+    int lr_scaling_linear; /* multiply lr by the number of processes (with warm-up) */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
 
@@ -43,7 +50,9 @@ typedef struct dt_train_result {
     double final_loss, test_acc, images_per_s;
 } dt_train_result;
 
-int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress_ctx,
-             dt_train_result *result, dt_error *err);
+/* world NULL: one process without MPI. With a world, every rank calls dt_train;
+ * rank 0 logs, saves and reports progress. */
+int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn progress,
+             void *progress_ctx, dt_train_result *result, dt_error *err);
 
 #endif

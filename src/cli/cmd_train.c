@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "dtrain/trainer.h"
+#include "dtrain/world.h"
 #include "dtrain/zoo.h"
 
 static void train_usage(FILE *out) {
@@ -34,6 +35,17 @@ static void train_usage(FILE *out) {
             "                       0 = decode in the training thread)\n"
             "  --augment            RandomCrop(32, pad 4) + RandomHorizontalFlip on training\n"
             "  --no-augment         none (default: on for CIFAR-10 data, off for MNIST-like)\n"
+            "\n"
+            "  Data parallelism: run under mpirun -np N (as root: see docs/distributed.md);\n"
+            "  each rank trains on its shard with --batch-size samples per step.\n"
+            "  --mode allreduce     synchronous SGD with gradient all-reduce (default)\n"
+            "  --allreduce A        auto (default: ring for buckets >= 64 KiB, else mpi) |\n"
+            "                       ring (own reduce-scatter + all-gather) | mpi\n"
+            "  --bucket-mb X        gradient bucket size in MiB (default 25)\n"
+            "  --no-overlap         all-reduce after backward instead of during it\n"
+            "  --lr-scaling S       linear: lr x number of processes (use --warmup-epochs)\n"
+            "                       | none (default)\n"
+            "\n"
             "  --log FILE           write the JSON Lines run log to FILE\n"
             "  --save FILE          write the final weights (safetensors, PyTorch names)\n"
             "  --init FILE          start from weights in FILE (safetensors)\n"
@@ -84,6 +96,11 @@ int cmd_train(int argc, char **argv) {
                                          {"loader-workers", required_argument, 0, 'R'},
                                          {"augment", no_argument, 0, 'A'},
                                          {"no-augment", no_argument, 0, 'a'},
+                                         {"mode", required_argument, 0, 'D'},
+                                         {"allreduce", required_argument, 0, 'G'},
+                                         {"bucket-mb", required_argument, 0, 'B'},
+                                         {"no-overlap", no_argument, 0, 'O'},
+                                         {"lr-scaling", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     dt_train_config cfg = {.model = "lenet5",
@@ -180,6 +197,38 @@ int cmd_train(int argc, char **argv) {
         case 'A':
             cfg.augment = 1;
             break;
+        case 'D':
+            if (strcmp(optarg, "allreduce")) {
+                cli_fail(cmd,
+                         "--mode must be allreduce (the parameter-server modes ps-sync, ps-async "
+                         "and ssp are not built yet), got '%s'",
+                         optarg);
+                return 2;
+            }
+            break;
+        case 'G':
+            if (dt_allreduce_parse(optarg, &cfg.allreduce)) {
+                cli_fail(cmd, "--allreduce must be auto, ring or mpi, got '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'B':
+            if (cli_parse_float(cmd, "--bucket-mb", optarg, 1e-6, 1e5, &x)) return 2;
+            cfg.bucket_mb = x;
+            break;
+        case 'O':
+            cfg.no_overlap = 1;
+            break;
+        case 'X':
+            if (!strcmp(optarg, "linear"))
+                cfg.lr_scaling_linear = 1;
+            else if (!strcmp(optarg, "none"))
+                cfg.lr_scaling_linear = 0;
+            else {
+                cli_fail(cmd, "--lr-scaling must be linear or none, got '%s'", optarg);
+                return 2;
+            }
+            break;
         case 'a':
             cfg.augment = 0;
             break;
@@ -205,11 +254,20 @@ int cmd_train(int argc, char **argv) {
 
     dt_error err;
     dt_train_result res;
-    if (dt_train(&cfg, show_progress, &con, &res, &err)) {
-        if (con.tty && !con.quiet) fputc('\n', stderr);
+    dt_world world;
+    if (dt_world_init(&world, NULL, NULL, &err)) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
+    if (world.rank != 0) con.quiet = 1;
+    if (dt_train(&cfg, &world, show_progress, &con, &res, &err)) {
+        if (con.tty && !con.quiet) fputc('\n', stderr);
+        if (world.size > 1) dt_world_abort(&world, "%s", err.msg); /* ends every rank */
+        cli_fail(cmd, "%s", err.msg);
+        dt_world_finalize(&world);
+        return 1;
+    }
+    dt_world_finalize(&world);
     if (!con.quiet)
         printf("trained %s on %s: %ld steps, final loss %.4f, test accuracy %.2f%%%s%s\n",
                cfg.model, cfg.data, res.steps, res.final_loss, 100.0 * res.test_acc,

@@ -30,9 +30,14 @@ void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {
     fprintf(log->file,
             "{\"event\":\"epoch\",\"epoch\":%d,\"train_loss\":%.9g,\"train_acc\":%.9g,"
             "\"test_loss\":%.9g,\"test_acc\":%.9g,\"t_epoch\":%.9g,\"t_train\":%.9g,"
-            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_eval\":%.9g,\"images\":%lld}\n",
+            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_comm_exposed\":%.9g,"
+            "\"t_epoch_mean\":%.9g,\"t_train_mean\":%.9g,\"t_data_mean\":%.9g,"
+            "\"t_compute_mean\":%.9g,\"t_comm_mean\":%.9g,\"t_comm_exposed_mean\":%.9g,"
+            "\"t_eval\":%.9g,\"bytes_sent\":%lld,\"images\":%lld}\n",
             r->epoch, r->train_loss, r->train_acc, r->test_loss, r->test_acc, r->t_epoch,
-            r->t_train, r->t_data, r->t_compute, r->t_comm, r->t_eval, r->images);
+            r->t_train, r->t_data, r->t_compute, r->t_comm, r->t_comm_exposed, r->t_epoch_mean,
+            r->t_train_mean, r->t_data_mean, r->t_compute_mean, r->t_comm_mean,
+            r->t_comm_exposed_mean, r->t_eval, r->bytes_sent, r->images);
     fflush(log->file);
 }
 

@@ -595,6 +595,12 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
             break;
         }
         if (m->op_backward_s) m->op_backward_s[i] += dt_now() - t0;
+        if (m->on_grads_ready && op->weight >= 0) {
+            /* weight and bias are adjacent in the parameter buffer (built so) */
+            const dt_tensor_entry *w = &m->tensors[op->weight];
+            size_t count = w->numel + (op->bias >= 0 ? m->tensors[op->bias].numel : 0);
+            m->on_grads_ready(m->on_grads_ctx, w->offset, count);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 #include "dtrain/trainer.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,9 @@
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
+#include "dtrain/ddp.h"
 #include "dtrain/loader.h"
 #include "dtrain/model.h"
-#include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
 #include "dtrain/sgd.h"
@@ -20,18 +21,22 @@
 #include "dtrain/zoo.h"
 
 typedef struct trainer {
+    int rank, size;
+    const dt_world *world; /* NULL: one process, no MPI */
     dt_model model;
     dt_sgd opt;
     dt_dataset train, test;
     dt_transform train_tf, test_tf;
     dt_sampler sampler;
     dt_loader *loader;
+    dt_ddp *ddp;
     dt_runlog log;
     int32_t *labels;      /* [batch] */
     uint8_t *eval_pixels; /* one sample per thread for evaluation */
 } trainer;
 
 static void trainer_free(trainer *t) {
+    dt_ddp_destroy(t->ddp);
     dt_loader_destroy(t->loader);
     dt_sampler_free(&t->sampler);
     free(t->eval_pixels);
@@ -43,30 +48,40 @@ static void trainer_free(trainer *t) {
     dt_runlog_close(&t->log, NULL);
 }
 
+/* Sums `n` doubles over the ranks, in place (no-op on one process). */
+static void sum_over_ranks(const trainer *t, double *v, int n) {
+    if (t->world && t->size > 1)
+        DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+/* Every rank evaluates every size-th test sample from its rank; the sums are
+ * combined, so the figure is over the whole test set. */
 static void evaluate(trainer *t, double *loss, double *acc) {
     dt_model *m = &t->model;
     int saved = m->training;
     m->training = 0;
-    double total = 0.0;
-    long correct = 0;
-    for (int i = 0; i < t->test.size; i += m->max_batch) {
-        int n = t->test.size - i < m->max_batch ? t->test.size - i : m->max_batch;
-        const size_t sample = dt_model_input_floats_per_sample(m);
+    double sums[2] = {0.0, 0.0}; /* loss * n, correct */
+    const size_t sample = dt_model_input_floats_per_sample(m);
+    const int mine = (t->test.size - t->rank + t->size - 1) / t->size;
+    for (int i = 0; i < mine; i += m->max_batch) {
+        int n = mine - i < m->max_batch ? mine - i : m->max_batch;
         float *x = dt_model_input_data(m);
 #pragma omp parallel for schedule(static)
         for (int k = 0; k < n; k++) {
+            int index = t->rank + (i + k) * t->size;
             uint8_t *px = t->eval_pixels + (size_t)omp_get_thread_num() * sample;
-            t->labels[k] = dt_dataset_sample(&t->test, i + k, px);
-            dt_transform_apply(&t->test_tf, px, 0, i + k, x + (size_t)k * sample);
+            t->labels[k] = dt_dataset_sample(&t->test, index, px);
+            dt_transform_apply(&t->test_tf, px, 0, index, x + (size_t)k * sample);
         }
         dt_model_forward(m, n);
         int hits = 0;
-        total += dt_model_loss(m, t->labels, n, &hits) * n;
-        correct += hits;
+        sums[0] += dt_model_loss(m, t->labels, n, &hits) * n;
+        sums[1] += hits;
     }
     m->training = saved;
-    *loss = total / t->test.size;
-    *acc = (double)correct / t->test.size;
+    sum_over_ranks(t, sums, 2);
+    *loss = sums[0] / t->test.size;
+    *acc = sums[1] / t->test.size;
 }
 
 static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
@@ -98,82 +113,121 @@ static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
     dt_transform_init(&t->train_tf, &t->train, cfg->augment < 0 ? t->train.augment : cfg->augment,
                       cfg->seed);
     dt_transform_init(&t->test_tf, &t->test, 0, cfg->seed);
-    if (dt_sampler_init(&t->sampler, t->train.size, 0, 1, 1, cfg->seed, err) ||
+    if (dt_sampler_init(&t->sampler, t->train.size, t->rank, t->size, 1, cfg->seed, err) ||
         dt_loader_create(&t->loader, &t->train, &t->train_tf, cfg->batch_size, cfg->loader_workers,
                          0, err))
         return -1;
-    return dt_runlog_open(&t->log, cfg->log_path, err);
+    if (t->world && t->size > 1) {
+        if (dt_ddp_create(&t->ddp, t->world, &t->model, cfg->allreduce,
+                          cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0, !cfg->no_overlap, err))
+            return -1;
+        dt_ddp_broadcast_model(t->ddp); /* every rank starts from rank 0's weights */
+    }
+    return t->rank == 0 ? dt_runlog_open(&t->log, cfg->log_path, err) : 0;
 }
 
-int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress_ctx,
-             dt_train_result *result, dt_error *err) {
+/* Per-rank sums of an epoch, reduced to max and mean over ranks for the record. */
+enum { E_T_LOOP, E_T_TRAIN, E_T_DATA, E_T_COMPUTE, E_T_COMM, E_T_EXPOSED, E_COUNT };
+
+static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch) {
+    char fields[1024];
+    snprintf(fields, sizeof fields,
+             "\"model\":\"%s\",\"params\":%zu,\"procs\":%d,\"mode\":\"%s\",\"batch_size\":%d,"
+             "\"global_batch\":%d,\"data\":\"%s\",\"dataset_size\":%d,\"steps_per_epoch\":%ld,"
+             "\"epochs\":%d,\"lr\":%g,\"lr_scaling\":\"%s\",\"warmup_epochs\":%g,"
+             "\"momentum\":%g,\"weight_decay\":%g,\"threads\":%d,\"loader_workers\":%d,"
+             "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu",
+             cfg->model, t->model.n_params, t->size, t->size > 1 ? "allreduce" : "single",
+             cfg->batch_size, cfg->batch_size * t->size, cfg->data, t->train.size, steps_per_epoch,
+             cfg->epochs, cfg->lr, cfg->lr_scaling_linear ? "linear" : "none", cfg->warmup_epochs,
+             cfg->momentum, cfg->weight_decay, cfg->threads, cfg->loader_workers,
+             dt_allreduce_name(cfg->allreduce), cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
+             t->ddp ? dt_ddp_bucket_count(t->ddp) : 0,
+             t->ddp && !cfg->no_overlap ? "true" : "false", (unsigned long long)cfg->seed);
+    dt_runlog_run(&t->log, fields);
+}
+
+int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn progress,
+             void *progress_ctx, dt_train_result *result, dt_error *err) {
     trainer t;
     memset(&t, 0, sizeof t);
+    t.world = world;
+    t.rank = world ? world->rank : 0;
+    t.size = world ? world->size : 1;
     dt_threads_set(cfg->threads);
     if (setup(&t, cfg, err)) {
         trainer_free(&t);
         return -1;
     }
     dt_model *m = &t.model;
-    char run_fields[512];
-    snprintf(run_fields, sizeof run_fields,
-             "\"model\":\"%s\",\"params\":%zu,\"procs\":1,\"mode\":\"single\",\"batch_size\":%d,"
-             "\"data\":\"%s\",\"dataset_size\":%d,\"epochs\":%d,\"lr\":%g,\"momentum\":%g,"
-             "\"weight_decay\":%g,\"threads\":%d,\"seed\":%llu",
-             cfg->model, m->n_params, cfg->batch_size, cfg->data, t.train.size, cfg->epochs,
-             cfg->lr, cfg->momentum, cfg->weight_decay, cfg->threads,
-             (unsigned long long)cfg->seed);
-    dt_runlog_run(&t.log, run_fields);
-
     const long steps_per_epoch = (t.sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
+    log_run(&t, cfg, steps_per_epoch);
+    dt_lr_schedule sched = {
+        cfg->lr_schedule,   cfg->lr,         cfg->lr_scaling_linear ? t.size : 1.0,
+        cfg->warmup_epochs, steps_per_epoch, cfg->epochs};
     long global_step = 0;
-    dt_lr_schedule sched = {cfg->lr_schedule,   cfg->lr,         1.0,
-                            cfg->warmup_epochs, steps_per_epoch, cfg->epochs};
     double last_loss = NAN, images_per_s = 0.0, test_acc = NAN;
     int rc = 0, stop = 0;
+    const size_t sample = dt_model_input_floats_per_sample(m);
     for (int epoch = 0; epoch < cfg->epochs && !stop && rc == 0; epoch++) {
         dt_loader_start_epoch(t.loader, dt_sampler_epoch(&t.sampler, epoch), t.sampler.num_samples,
                               epoch);
-        double epoch_start = dt_now(), t_data = 0.0, t_compute = 0.0, loss_sum = 0.0;
-        long correct = 0, images = 0;
+        double e[E_COUNT] = {0}, loss_sum = 0.0, correct = 0.0, images = 0.0;
+        long long bytes = 0;
+        const double epoch_start = dt_now();
         for (long step = 0; step < steps_per_epoch; step++) {
-            double t0 = dt_now();
+            const double t0 = dt_now();
             const float *bx;
             const int32_t *by;
             int n = dt_loader_next(t.loader, &bx, &by);
-            double t1 = dt_now(); /* t_data: waiting for the loader; the copy is t_train's */
-            memcpy(dt_model_input_data(m), bx,
-                   sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+            const double t1 = dt_now(); /* t_data: the wait; the copy is t_train's */
+            memcpy(dt_model_input_data(m), bx, sizeof(float) * sample * n);
             memcpy(t.labels, by, sizeof(int32_t) * n);
             dt_loader_release(t.loader);
             const double lr = dt_lr_at(&sched, global_step);
             t.opt.lr = (float)lr;
             dt_model_zero_grad(m);
+            if (t.ddp) dt_ddp_begin_step(t.ddp);
             dt_model_forward(m, n);
             int hits = 0;
             double loss = dt_model_loss(m, t.labels, n, &hits);
             if (!isfinite(loss)) {
                 rc = dt_error_set(err,
-                                  "loss is %s at epoch %d step %ld (learning rate %g too high?); "
-                                  "stopping without saving",
-                                  isnan(loss) ? "NaN" : "infinite", epoch, step, cfg->lr);
+                                  "loss is %s at epoch %d step %ld on rank %d (learning rate %g "
+                                  "too high?); stopping without saving",
+                                  isnan(loss) ? "NaN" : "infinite", epoch, step, t.rank, lr);
                 break;
             }
             dt_model_backward(m, t.labels, n);
+            dt_comm_stats cs = {0, 0, 0};
+            if (t.ddp) dt_ddp_finish_step(t.ddp, &cs);
             dt_sgd_step(&t.opt, m->params, m->grads);
-            double t2 = dt_now();
-            t_data += t1 - t0;
-            t_compute += t2 - t1;
+            const double t2 = dt_now();
+            e[E_T_DATA] += t1 - t0;
+            e[E_T_TRAIN] += t2 - t1;
+            e[E_T_COMPUTE] += t2 - t1 - cs.t_comm_exposed;
+            e[E_T_COMM] += cs.t_comm;
+            e[E_T_EXPOSED] += cs.t_comm_exposed;
+            bytes += cs.bytes_sent;
             loss_sum += loss * n;
             correct += hits;
             images += n;
             last_loss = loss;
-            dt_step_record rec = {0, epoch, global_step, loss, lr, t1 - t0, t2 - t1, 0, 0, 0};
+            dt_step_record rec = {t.rank,
+                                  epoch,
+                                  global_step,
+                                  loss,
+                                  lr,
+                                  t1 - t0,
+                                  t2 - t1 - cs.t_comm_exposed,
+                                  cs.t_comm,
+                                  cs.t_comm_exposed,
+                                  cs.bytes_sent};
             dt_runlog_step(&t.log, &rec);
             global_step++;
-            double elapsed = dt_now() - epoch_start;
-            images_per_s = images / elapsed;
-            if (progress) {
+            const double elapsed = dt_now() - epoch_start;
+            images_per_s = images * t.size / elapsed;
+            if (progress && t.rank == 0) {
                 dt_train_progress p = {
                     epoch, cfg->epochs, step + 1, steps_per_epoch, loss, images_per_s, 0, 0, 0,
                     0,     0,           0};
@@ -187,34 +241,51 @@ int dt_train(const dt_train_config *cfg, dt_progress_fn progress, void *progress
             }
         }
         if (rc) break;
-        double t_loop = dt_now() - epoch_start, test_loss;
+        e[E_T_LOOP] = dt_now() - epoch_start;
+        double mean[E_COUNT], max[E_COUNT], totals[4] = {loss_sum, correct, images, (double)bytes};
+        memcpy(mean, e, sizeof e);
+        memcpy(max, e, sizeof e);
+        if (t.world && t.size > 1) {
+            DT_CHECK_MPI(MPI_Allreduce(e, max, E_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            sum_over_ranks(&t, mean, E_COUNT);
+            for (int i = 0; i < E_COUNT; i++) mean[i] /= t.size;
+            sum_over_ranks(&t, totals, 4);
+        }
+        double test_loss;
+        const double eval_start = dt_now();
         evaluate(&t, &test_loss, &test_acc);
         dt_epoch_record er = {.epoch = epoch,
-                              .train_loss = loss_sum / (images ? images : 1),
-                              .train_acc = (double)correct / (images ? images : 1),
+                              .train_loss = totals[0] / (totals[2] > 0 ? totals[2] : 1),
+                              .train_acc = totals[1] / (totals[2] > 0 ? totals[2] : 1),
                               .test_loss = test_loss,
                               .test_acc = test_acc,
-                              .t_epoch = t_loop,
-                              .t_train = t_compute,
-                              .t_data = t_data,
-                              .t_compute = t_compute,
-                              .t_comm = 0.0,
-                              .t_eval = dt_now() - epoch_start - t_loop,
-                              .images = images};
+                              .t_epoch = max[E_T_LOOP],
+                              .t_train = max[E_T_TRAIN],
+                              .t_data = max[E_T_DATA],
+                              .t_compute = max[E_T_COMPUTE],
+                              .t_comm = max[E_T_COMM],
+                              .t_comm_exposed = max[E_T_EXPOSED],
+                              .t_epoch_mean = mean[E_T_LOOP],
+                              .t_train_mean = mean[E_T_TRAIN],
+                              .t_data_mean = mean[E_T_DATA],
+                              .t_compute_mean = mean[E_T_COMPUTE],
+                              .t_comm_mean = mean[E_T_COMM],
+                              .t_comm_exposed_mean = mean[E_T_EXPOSED],
+                              .t_eval = dt_now() - eval_start,
+                              .bytes_sent = (long long)totals[3],
+                              .images = (long long)totals[2]};
         dt_runlog_epoch(&t.log, &er);
-        if (progress) {
+        if (progress && t.rank == 0) {
             dt_train_progress p = {
                 epoch, cfg->epochs, steps_per_epoch, steps_per_epoch, er.train_loss, images_per_s,
                 0,     1,           test_loss,       test_acc,        er.train_acc,  er.t_epoch};
             progress(progress_ctx, &p);
         }
     }
-    if (rc == 0 && cfg->save_path) {
-        char steps[32];
-        snprintf(steps, sizeof steps, "%ld", global_step);
+    if (rc == 0 && cfg->save_path && t.rank == 0) {
         dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
         snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
-        snprintf(meta[1].value, sizeof meta[1].value, "%s", steps);
+        snprintf(meta[1].value, sizeof meta[1].value, "%ld", global_step);
         rc = dt_checkpoint_save(m, NULL, meta, 2, cfg->save_path, err);
     }
     if (rc == 0) rc = dt_runlog_close(&t.log, err);

@@ -1,0 +1,44 @@
+/* Sum all-reduce of float buffers across the ranks of the world, by one of:
+ *   mpi   MPI_Iallreduce (Open MPI's own choice of algorithm);
+ *   ring  reduce-scatter then all-gather around the ring of ranks over MPI
+ *         point-to-point, each step cut into chunks so that the reduction of one
+ *         chunk overlaps the transfer of the next (Horovod / Baidu ring);
+ *   auto  ring from DT_RING_MIN_BYTES up, mpi below (measured crossover, see
+ *         docs/distributed.md).
+ * Waits poll with a timeout: a peer that stops answering ends the job with one line. */
+#ifndef DTRAIN_ALLREDUCE_H
+#define DTRAIN_ALLREDUCE_H
+
+#include <stddef.h>
+
+#include "dtrain/error.h"
+#include "dtrain/world.h"
+
+typedef enum dt_allreduce_algo {
+    DT_ALLREDUCE_AUTO,
+    DT_ALLREDUCE_MPI,
+    DT_ALLREDUCE_RING,
+} dt_allreduce_algo;
+
+enum { DT_RING_MIN_BYTES = 1 << 16 };
+
+typedef struct dt_allreduce {
+    const dt_world *world;
+    dt_allreduce_algo algo;
+    float *scratch; /* one ring segment, [max_floats / size + 1] */
+    size_t scratch_floats;
+    size_t chunk_floats;  /* pipelining grain of the ring */
+    long long bytes_sent; /* by this rank, cumulative (mpi: the ring's volume, a model) */
+} dt_allreduce;
+
+int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
+                      size_t max_floats, dt_error *err);
+void dt_allreduce_free(dt_allreduce *ar);
+
+/* In place: buf[0..n) becomes the element-wise sum over all ranks. */
+void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n);
+
+int dt_allreduce_parse(const char *name, dt_allreduce_algo *algo);
+const char *dt_allreduce_name(dt_allreduce_algo algo);
+
+#endif

@@ -1,0 +1,30 @@
+/* The MPI world: one process per rank, started by mpirun (or alone, as an MPI
+ * singleton). Any MPI failure ends the whole job with one line naming the rank and
+ * the cause, never a hang: MPI calls return errors (MPI_ERRORS_RETURN) and go
+ * through DT_CHECK_MPI, and waits on peers give up after a timeout. */
+#ifndef DTRAIN_WORLD_H
+#define DTRAIN_WORLD_H
+
+#include "dtrain/error.h"
+
+typedef struct dt_world {
+    int rank, size;
+    int thread_level; /* what MPI_Init_thread granted */
+    double timeout_s; /* longest wait on a peer before the job is aborted */
+} dt_world;
+
+/* Initialises MPI with at least MPI_THREAD_SERIALIZED (a communication thread and
+ * the trainer take turns; they never call MPI at the same time). */
+int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err);
+void dt_world_finalize(dt_world *w);
+
+/* Prints "dtrain: rank R: <message>" and aborts every rank. */
+_Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Checks an MPI return code: on failure aborts the job naming the call, the place
+ * and MPI's own explanation. */
+void dt_check_mpi(int code, const char *call, const char *file, int line);
+#define DT_CHECK_MPI(call) dt_check_mpi((call), #call, __FILE__, __LINE__)
+
+#endif

@@ -1,0 +1,177 @@
+#include "dtrain/ddp.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/timer.h"
+
+typedef struct bucket {
+    size_t begin, count; /* range of the gradient buffer */
+    size_t produced;     /* floats of it backward has written this step */
+} bucket;
+
+struct dt_ddp {
+    const dt_world *world;
+    dt_model *model;
+    dt_allreduce ar;
+    int overlap;
+    bucket *buckets; /* buckets[0] is the last range of the buffer: ready first */
+    int n_buckets;
+
+    /* Communication thread: takes ready buckets in order, all-reduces them. */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    int next_ready; /* buckets [0, next_ready) are ready to go */
+    int next_done;  /* buckets [0, next_done) are reduced */
+    int stop;
+    double t_comm;
+};
+
+static void reduce_bucket(dt_ddp *d, int b) {
+    float *g = d->model->grads + d->buckets[b].begin;
+    size_t n = d->buckets[b].count;
+    dt_allreduce_sum(&d->ar, g, n);
+    const float scale = 1.0f / (float)d->world->size;
+    for (size_t i = 0; i < n; i++) g[i] *= scale;
+}
+
+static void *comm_main(void *arg) {
+    dt_ddp *d = arg;
+    pthread_mutex_lock(&d->lock);
+    for (;;) {
+        while (!d->stop && d->next_done >= d->next_ready) pthread_cond_wait(&d->wake, &d->lock);
+        if (d->stop) break;
+        int b = d->next_done;
+        pthread_mutex_unlock(&d->lock);
+        double t0 = dt_now();
+        reduce_bucket(d, b);
+        double dt = dt_now() - t0;
+        pthread_mutex_lock(&d->lock);
+        d->t_comm += dt;
+        d->next_done++;
+        pthread_cond_broadcast(&d->done);
+    }
+    pthread_mutex_unlock(&d->lock);
+    return NULL;
+}
+
+/* Backward hook: count what an op wrote into each bucket it touches; hand over the
+ * buckets that are complete (they complete in order, from the buffer's end). */
+static void on_grads_ready(void *ctx, size_t offset, size_t count) {
+    dt_ddp *d = ctx;
+    int ready = -1;
+    for (int b = 0; b < d->n_buckets; b++) {
+        bucket *k = &d->buckets[b];
+        size_t lo = offset > k->begin ? offset : k->begin;
+        size_t hi = offset + count < k->begin + k->count ? offset + count : k->begin + k->count;
+        if (hi > lo) k->produced += hi - lo;
+    }
+    while (ready + 1 < d->n_buckets &&
+           d->buckets[ready + 1].produced == d->buckets[ready + 1].count)
+        ready++;
+    if (!d->overlap) return;
+    pthread_mutex_lock(&d->lock);
+    if (ready + 1 > d->next_ready) {
+        d->next_ready = ready + 1;
+        pthread_cond_signal(&d->wake);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
+int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
+                  double bucket_mb, int overlap, dt_error *err) {
+    dt_ddp *d = calloc(1, sizeof *d);
+    if (!d) return dt_error_set(err, "out of memory for the gradient buckets");
+    d->world = w;
+    d->model = m;
+    d->overlap = overlap;
+    size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    if (per < 1) per = 1;
+    d->n_buckets = (int)((m->n_params + per - 1) / per);
+    d->buckets = calloc((size_t)d->n_buckets, sizeof(bucket));
+    if (!d->buckets ||
+        dt_allreduce_init(&d->ar, w, algo, per < m->n_params ? per : m->n_params, err)) {
+        free(d->buckets);
+        free(d);
+        return err && err->msg[0] ? -1 : dt_error_set(err, "out of memory for the buckets");
+    }
+    for (int b = 0; b < d->n_buckets; b++) { /* from the end of the buffer */
+        size_t end = m->n_params - (size_t)b * per;
+        d->buckets[b].begin = end > per ? end - per : 0;
+        d->buckets[b].count = end - d->buckets[b].begin;
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->wake, NULL);
+    pthread_cond_init(&d->done, NULL);
+    if (overlap && pthread_create(&d->thread, NULL, comm_main, d) != 0) {
+        dt_allreduce_free(&d->ar);
+        free(d->buckets);
+        free(d);
+        return dt_error_set(err, "cannot start the communication thread");
+    }
+    m->on_grads_ready = on_grads_ready;
+    m->on_grads_ctx = d;
+    *ddp = d;
+    return 0;
+}
+
+void dt_ddp_destroy(dt_ddp *d) {
+    if (!d) return;
+    if (d->overlap) {
+        pthread_mutex_lock(&d->lock);
+        d->stop = 1;
+        pthread_cond_broadcast(&d->wake);
+        pthread_mutex_unlock(&d->lock);
+        pthread_join(d->thread, NULL);
+    }
+    d->model->on_grads_ready = NULL;
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->wake);
+    pthread_cond_destroy(&d->done);
+    dt_allreduce_free(&d->ar);
+    free(d->buckets);
+    free(d);
+}
+
+int dt_ddp_bucket_count(const dt_ddp *d) {
+    return d->n_buckets;
+}
+
+void dt_ddp_broadcast_model(dt_ddp *d) {
+    dt_model *m = d->model;
+    /* Counts fit in int: 11.2 M floats for resnet18. */
+    DT_CHECK_MPI(MPI_Bcast(m->params, (int)m->n_params, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    if (m->n_buffers)
+        DT_CHECK_MPI(MPI_Bcast(m->buffers, (int)m->n_buffers, MPI_FLOAT, 0, MPI_COMM_WORLD));
+}
+
+void dt_ddp_begin_step(dt_ddp *d) {
+    for (int b = 0; b < d->n_buckets; b++) d->buckets[b].produced = 0;
+    pthread_mutex_lock(&d->lock);
+    d->next_ready = d->next_done = 0;
+    d->t_comm = 0.0;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void dt_ddp_finish_step(dt_ddp *d, dt_comm_stats *stats) {
+    long long bytes0 = d->ar.bytes_sent;
+    double t0 = dt_now();
+    if (d->overlap) {
+        pthread_mutex_lock(&d->lock);
+        if (d->next_ready < d->n_buckets) { /* buckets no op touched (none in our zoo) */
+            d->next_ready = d->n_buckets;
+            pthread_cond_signal(&d->wake);
+        }
+        while (d->next_done < d->n_buckets) pthread_cond_wait(&d->done, &d->lock);
+        stats->t_comm = d->t_comm;
+        pthread_mutex_unlock(&d->lock);
+        stats->t_comm_exposed = dt_now() - t0;
+    } else {
+        for (int b = 0; b < d->n_buckets; b++) reduce_bucket(d, b);
+        stats->t_comm = stats->t_comm_exposed = dt_now() - t0;
+    }
+    stats->bytes_sent = d->ar.bytes_sent - bytes0;
+}

@@ -1,0 +1,92 @@
+/* Ring all-reduce equals MPI_Allreduce on buffers of awkward sizes: one element, fewer
+ * elements than ranks, primes, chunk boundaries, and resnet18's 44.7 MB gradient.
+ * Run under mpirun with 2 and 3 ranks (CTest does both). */
+#include <mpi.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/allreduce.h"
+#include "dtrain/rng.h"
+#include "dtrain/world.h"
+#include "testutil.h"
+
+static dt_world world;
+
+static void check_size(dt_allreduce *ar, size_t n, int integers) {
+    float *mine = test_alloc(sizeof(float) * n), *ref = test_alloc(sizeof(float) * n);
+    dt_rng rng = dt_rng_make(42, (uint64_t)world.rank * 1000003u + n);
+    for (size_t i = 0; i < n; i++)
+        mine[i] = integers ? (float)(int)(dt_rng_below(&rng, 2001) - 1000) : dt_rng_normal(&rng);
+    memcpy(ref, mine, sizeof(float) * n);
+    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    dt_allreduce_sum(ar, mine, n);
+    if (integers) {
+        assert_memory_equal(mine, ref, sizeof(float) * n); /* exact sums: bit-identical */
+    } else {
+        double e = rel_error(mine, ref, n);
+        assert_true(e < 1e-6);
+    }
+    free(mine);
+    free(ref);
+}
+
+static void test_ring_equals_mpi_allreduce(void **state) {
+    (void)state;
+    dt_allreduce ar;
+    dt_error err;
+    const size_t big = 11173962;
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_RING, big, &err), 0);
+    ar.chunk_floats = 1000; /* small chunks: many pipeline steps on modest sizes */
+    const size_t sizes[] = {1, 2, 3, 5, 7, 997, 1000, 1001, 3001, 65537, 999983};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        check_size(&ar, sizes[i], 1);
+        check_size(&ar, sizes[i], 0);
+    }
+    ar.chunk_floats = 1 << 16;
+    check_size(&ar, big, 1);
+    check_size(&ar, big, 0);
+    if (world.rank == 0)
+        print_message("ring == MPI_Allreduce on %d ranks, %zu sizes up to %zu floats\n", world.size,
+                      sizeof sizes / sizeof *sizes + 1, big);
+    dt_allreduce_free(&ar);
+}
+
+static void test_every_algorithm_sums(void **state) {
+    (void)state;
+    const dt_allreduce_algo algos[] = {DT_ALLREDUCE_AUTO, DT_ALLREDUCE_MPI, DT_ALLREDUCE_RING};
+    for (int a = 0; a < 3; a++) {
+        dt_allreduce ar;
+        dt_error err;
+        assert_int_equal(dt_allreduce_init(&ar, &world, algos[a], 100000, &err), 0);
+        float v[100000];
+        for (int i = 0; i < 100000; i++) v[i] = (float)(world.rank + 1);
+        dt_allreduce_sum(&ar, v, 100000);
+        float want = (float)(world.size * (world.size + 1) / 2);
+        for (int i = 0; i < 100000; i += 997) assert_float_equal(v[i], want, 0);
+        assert_true(ar.bytes_sent > 0);
+        dt_allreduce_free(&ar);
+    }
+}
+
+int main(int argc, char **argv) {
+    dt_error err;
+    if (dt_world_init(&world, &argc, &argv, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (world.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ring_equals_mpi_allreduce),
+        cmocka_unit_test(test_every_algorithm_sums),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    dt_world_finalize(&world);
+    return failed;
+}
