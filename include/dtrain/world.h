@@ -5,6 +5,8 @@
 #ifndef DTRAIN_WORLD_H
 #define DTRAIN_WORLD_H
 
+#include <mpi.h>
+
 #include "dtrain/error.h"
 
 typedef struct dt_world {
@@ -21,6 +23,14 @@ void dt_world_finalize(dt_world *w);
 /* Prints "dtrain: rank R: <message>" and aborts every rank. */
 _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Waits for n requests, polling; after the world's timeout with no completion the
+ * job is aborted with a line naming `what` and the peer waited on (-1: any). */
+void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what);
+
+/* Collectives for the trainer's bookkeeping, with the same timeout. In place. */
+void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op);
+void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n);
 
 /* Checks an MPI return code: on failure aborts the job naming the call, the place
  * and MPI's own explanation. */

@@ -1,10 +1,8 @@
 #include "dtrain/allreduce.h"
 
 #include <mpi.h>
-#include <sched.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
 
 enum { RING_TAG = 7301, MAX_CHUNKS = 1024 };
 
@@ -40,22 +38,8 @@ void dt_allreduce_free(dt_allreduce *ar) {
     ar->scratch = NULL;
 }
 
-/* Waits for all requests, giving up (and aborting the job) after the world's timeout:
- * a dead peer must not hang the others. */
 static void wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
-    double start = dt_now();
-    long polls = 0;
-    for (;;) {
-        int done = 0;
-        DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-        if (done) return;
-        if ((++polls & 1023) == 0) {
-            if (dt_now() - start > w->timeout_s)
-                dt_world_abort(w, "%s: no progress with rank %d for %.0f s (it died or hangs)",
-                               what, peer, w->timeout_s);
-            sched_yield(); /* let the other rank on a shared core run */
-        }
-    }
+    dt_world_wait_all(w, n, reqs, peer, what);
 }
 
 static void segment(size_t n, int parts, int i, size_t *begin, size_t *count) {

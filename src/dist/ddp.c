@@ -142,10 +142,8 @@ int dt_ddp_bucket_count(const dt_ddp *d) {
 
 void dt_ddp_broadcast_model(dt_ddp *d) {
     dt_model *m = d->model;
-    /* Counts fit in int: 11.2 M floats for resnet18. */
-    DT_CHECK_MPI(MPI_Bcast(m->params, (int)m->n_params, MPI_FLOAT, 0, MPI_COMM_WORLD));
-    if (m->n_buffers)
-        DT_CHECK_MPI(MPI_Bcast(m->buffers, (int)m->n_buffers, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    dt_world_broadcast_floats(d->world, m->params, m->n_params);
+    if (m->n_buffers) dt_world_broadcast_floats(d->world, m->buffers, m->n_buffers);
 }
 
 void dt_ddp_begin_step(dt_ddp *d) {

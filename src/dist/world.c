@@ -1,9 +1,11 @@
 #include "dtrain/world.h"
 
-#include <mpi.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "dtrain/timer.h"
 
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     int initialized = 0;
@@ -56,4 +58,40 @@ void dt_check_mpi(int code, const char *call, const char *file, int line) {
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     exit(1);
+}
+
+void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
+    double start = dt_now();
+    long polls = 0;
+    for (;;) {
+        int done = 0;
+        DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+        if (done) return;
+        if ((++polls & 1023) == 0) {
+            if (dt_now() - start > w->timeout_s) {
+                if (peer >= 0)
+                    dt_world_abort(w, "%s: no progress with rank %d for %.0f s (it died or hangs)",
+                                   what, peer, w->timeout_s);
+                dt_world_abort(w, "%s: no progress for %.0f s (a rank died or hangs)", what,
+                               w->timeout_s);
+            }
+            sched_yield(); /* let a rank sharing this core run */
+        }
+    }
+}
+
+void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op) {
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
+    dt_world_wait_all(w, 1, &req, -1, "epoch statistics");
+}
+
+void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n) {
+    const size_t piece = (size_t)1 << 28; /* MPI counts are ints */
+    for (size_t off = 0; off < n; off += piece) {
+        MPI_Request req;
+        int count = (int)(n - off < piece ? n - off : piece);
+        DT_CHECK_MPI(MPI_Ibcast(v + off, count, MPI_FLOAT, 0, MPI_COMM_WORLD, &req));
+        dt_world_wait_all(w, 1, &req, 0, "broadcast of the initial weights");
+    }
 }

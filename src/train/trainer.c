@@ -50,8 +50,7 @@ static void trainer_free(trainer *t) {
 
 /* Sums `n` doubles over the ranks, in place (no-op on one process). */
 static void sum_over_ranks(const trainer *t, double *v, int n) {
-    if (t->world && t->size > 1)
-        DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (t->world && t->size > 1) dt_world_allreduce_doubles(t->world, v, n, MPI_SUM);
 }
 
 /* Every rank evaluates every size-th test sample from its rank; the sums are
@@ -246,7 +245,7 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
         memcpy(mean, e, sizeof e);
         memcpy(max, e, sizeof e);
         if (t.world && t.size > 1) {
-            DT_CHECK_MPI(MPI_Allreduce(e, max, E_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            dt_world_allreduce_doubles(t.world, max, E_COUNT, MPI_MAX);
             sum_over_ranks(&t, mean, E_COUNT);
             for (int i = 0; i < E_COUNT; i++) mean[i] /= t.size;
             sum_over_ranks(&t, totals, 4);

@@ -1,0 +1,59 @@
+#!/bin/sh
+# A dead or hung rank must not hang the others: the job ends within 30 s with a
+# non-zero status and a line naming the rank and the cause.
+#   1. rank 1 is killed (SIGKILL): mpirun notices and ends the job;
+#   2. rank 1 hangs (SIGSTOP): rank 0's all-reduce gives up after its peer timeout
+#      (default 25 s) and aborts the job naming rank 1.
+set -u
+DTRAIN=$1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+tmp=$(mktemp -d)
+failed=0
+passed=0
+
+run_case() { # name signal expected-fragment
+    name=$1 sig=$2 fragment=$3
+    mpirun -np 2 "$DTRAIN" train --model lenet5 --data synthetic:mnist --epochs 50 --threads 1 \
+        --loader-workers 0 --quiet >"$tmp/out" 2>"$tmp/err" &
+    job=$!
+    # wait until both ranks are training
+    i=0
+    while [ "$(pgrep -f "^$DTRAIN train" | wc -l)" -lt 2 ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    sleep 2
+    victim=$(pgrep -f "^$DTRAIN train" | sort -n | tail -1)
+    start=$(date +%s)
+    kill "-$sig" "$victim"
+    i=0
+    while kill -0 "$job" 2>/dev/null && [ $i -lt 400 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    elapsed=$(($(date +%s) - start))
+    if kill -0 "$job" 2>/dev/null; then
+        echo "FAIL: $name: the job still runs after $elapsed s"
+        pkill -9 -f "^$DTRAIN train"
+        kill -9 "$job" 2>/dev/null
+        failed=$((failed + 1))
+        return
+    fi
+    wait "$job"
+    status=$?
+    pkill -9 -f "^$DTRAIN train" 2>/dev/null
+    if [ "$status" -ne 0 ] && [ "$elapsed" -le 30 ] && grep -q "$fragment" "$tmp/err"; then
+        echo "ok: $name: ended in $elapsed s, status $status: $(grep "$fragment" "$tmp/err" | head -1)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $name: status $status after $elapsed s; stderr:"
+        cat "$tmp/err"
+        failed=$((failed + 1))
+    fi
+}
+
+run_case "rank 1 killed" KILL "rank 1 .*signal 9"
+run_case "rank 1 hung" STOP "rank 0: .*no progress with rank 1"
+rm -rf "$tmp"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
