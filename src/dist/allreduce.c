@@ -3,7 +3,6 @@
 #include <mpi.h>
 #include <string.h>
 
-
 enum { RING_TAG = 7301, MAX_CHUNKS = 1024 };
 
 int dt_allreduce_parse(const char *name, dt_allreduce_algo *algo) {

@@ -28,6 +28,7 @@ struct dt_ddp {
     int next_done;  /* buckets [0, next_done) are reduced */
     int stop;
     double t_comm;
+    long long bytes_at_begin; /* ar.bytes_sent when the step began */
 };
 
 static void reduce_bucket(dt_ddp *d, int b) {
@@ -151,11 +152,11 @@ void dt_ddp_begin_step(dt_ddp *d) {
     pthread_mutex_lock(&d->lock);
     d->next_ready = d->next_done = 0;
     d->t_comm = 0.0;
+    d->bytes_at_begin = d->ar.bytes_sent;
     pthread_mutex_unlock(&d->lock);
 }
 
 void dt_ddp_finish_step(dt_ddp *d, dt_comm_stats *stats) {
-    long long bytes0 = d->ar.bytes_sent;
     double t0 = dt_now();
     if (d->overlap) {
         pthread_mutex_lock(&d->lock);
@@ -171,5 +172,5 @@ void dt_ddp_finish_step(dt_ddp *d, dt_comm_stats *stats) {
         for (int b = 0; b < d->n_buckets; b++) reduce_bucket(d, b);
         stats->t_comm = stats->t_comm_exposed = dt_now() - t0;
     }
-    stats->bytes_sent = d->ar.bytes_sent - bytes0;
+    stats->bytes_sent = d->ar.bytes_sent - d->bytes_at_begin;
 }
