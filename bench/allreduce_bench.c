@@ -3,7 +3,7 @@
  * floats), with single-core memcpy bandwidth of the same buffer as the yardstick.
  * Buffers are pre-touched and each size is warmed up 5 times (fresh memory on these
  * VMs is slow); the median of REPS timed runs is reported.
- *   mpirun -np 2 bench_allreduce [REPS]     -> one JSON line per size (rank 0) */
+ *   mpirun -np 2 bench_allreduce [REPS [BYTES...]]  -> one JSON line per size (rank 0) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,8 +44,12 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 64) reps = 11;
     size_t sizes[32];
     int n_sizes = 0;
-    for (size_t b = 4096; b <= (64u << 20); b *= 4) sizes[n_sizes++] = b / sizeof(float);
-    sizes[n_sizes++] = 11173962; /* resnet18's gradient, 44.7 MB */
+    for (int i = 2; i < argc && n_sizes < 32; i++) /* explicit sizes in bytes */
+        sizes[n_sizes++] = (size_t)atol(argv[i]) / sizeof(float);
+    if (n_sizes == 0) {
+        for (size_t b = 4096; b <= (64u << 20); b *= 4) sizes[n_sizes++] = b / sizeof(float);
+        sizes[n_sizes++] = 11173962; /* resnet18's gradient, 44.7 MB */
+    }
     size_t max = 0;
     for (int i = 0; i < n_sizes; i++) max = sizes[i] > max ? sizes[i] : max;
     float *buf = dt_alloc(max * sizeof(float), "buffer", &err);
