@@ -18,5 +18,12 @@ int cli_no_extra_args(const char *cmd, int argc, char **argv, int optind_now);
 
 int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_scale(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+#include "dtrain/scaling.h"
+/* Writes runs.csv, the plots and report.md of a study into dir (and the tables to
+ * stdout if asked); returns 0 or -1 after printing the error. */
+int cli_publish_study(dt_scale_study *s, const char *dir, int print_tables);
 
 #endif

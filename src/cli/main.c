@@ -5,13 +5,16 @@
 #include "cli.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: dtrain <command> [options]\n"
-                 "\n"
-                 "commands:\n"
-                 "  train   train a model (one process; see dtrain train --help)\n"
-                 "  bench   time training steps on synthetic data, print one JSON line\n"
-                 "\n"
-                 "dtrain <command> --help describes each command's options.\n");
+    fprintf(out,
+            "usage: dtrain <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train   train a model, on one process or under mpirun on many\n"
+            "  bench   time training steps on synthetic data, print one JSON line\n"
+            "  scale   the scaling study: sweep batch sizes and process counts, report + plots\n"
+            "  report  rebuild a study's report from its logs, or report on a CSV of times\n"
+            "\n"
+            "dtrain <command> --help describes each command's options.\n");
 }
 
 int main(int argc, char **argv) {
@@ -26,6 +29,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "scale")) return cmd_scale(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
     return 2;
 }

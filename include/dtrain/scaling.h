@@ -1,0 +1,64 @@
+/* The scaling study's maths and report: from one row per (process count, batch size
+ * per process) of measured epoch times, the tables a systems course asks for.
+ * Definitions (also printed in the report):
+ *   strong speed-up  S(N) = T(1) / T(N), efficiency S(N) / N   (same per-process batch,
+ *                    the whole dataset split over N processes; T = epoch time)
+ *   weak speed-up    N * t(1) / t(N) with t the time of one iteration (the same work
+ *                    per process per iteration), efficiency t(1) / t(N)
+ *   derived split    T_comp(N) = T(1) / N, T_comm(N) = T(N) - T(1) / N
+ *   bandwidth        iterations * 2(N-1)/N * 4 * params / T_comm per process, N times
+ *                    that in aggregate. */
+#ifndef DTRAIN_SCALING_H
+#define DTRAIN_SCALING_H
+
+#include <stdio.h>
+
+#include "dtrain/error.h"
+
+typedef struct dt_scale_row {
+    int procs, batch;
+    long iterations;         /* per process per epoch; 0 = unknown */
+    double t_train, t_epoch; /* the measured epoch (the 2nd); t_epoch 0 = unknown */
+    /* measured split (means over ranks), from run logs; negative = unknown */
+    double t_data, t_compute, t_comm, t_comm_exposed;
+    double bytes_sent;           /* per process per epoch; negative = unknown */
+    double final_loss, test_acc; /* negative = unknown */
+    int lr_scaled;               /* run with the linear scaling rule */
+} dt_scale_row;
+
+typedef struct dt_scale_study {
+    char model[64], data[128];
+    double params;       /* parameters (floats exchanged per iteration) */
+    double dataset_size; /* training samples */
+    dt_scale_row *rows;
+    int n_rows, cap_rows;
+    char notes[8][256]; /* things the sweep could not do (memory stop, ...) */
+    int n_notes;
+} dt_scale_study;
+
+int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);
+void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void dt_scale_free(dt_scale_study *s);
+
+/* The row for (procs, batch, lr_scaled), or NULL. */
+const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
+
+/* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
+ * figure cannot be computed). */
+double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r);
+double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r);
+double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r);
+/* iterations * 2(N-1)/N * 4 * params / T_comm, bytes/s per process (-1 if unknown). */
+double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double t_comm);
+
+/* Reads a CSV of measured times: header with at least procs, batch_size, t_train
+ * (optional t_epoch, iterations, and any run-log column). */
+int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err);
+/* Writes runs.csv (one row per config, all columns). */
+int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err);
+/* Writes the markdown report (tables + reading); `plots` lists the plot files made. */
+void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
+                           int n_plots);
+
+#endif

@@ -1,0 +1,38 @@
+/* The scaling sweep behind `dtrain scale`: runs every (batch size per process,
+ * process count) configuration with mpirun, each writing its run log into the output
+ * folder, shows progress, resumes (a config whose log holds all its epochs is not run
+ * again unless forced), stops the batch sizes cleanly at the first that does not fit
+ * in memory, and reads the logs back into a dt_scale_study. */
+#ifndef DTRAIN_SWEEP_H
+#define DTRAIN_SWEEP_H
+
+#include "dtrain/error.h"
+#include "dtrain/scaling.h"
+
+typedef struct dt_sweep_config {
+    const char *dtrain; /* path of the dtrain binary to run */
+    const char *out_dir;
+    const char *model, *data;
+    const int *batches; /* ascending */
+    int n_batches;
+    const int *procs; /* ascending */
+    int n_procs;
+    int epochs, threads, loader_workers;
+    double lr;
+    const char *lr_schedule; /* NULL: trainer default */
+    int lr_scaling;          /* also run each multi-process config with linear LR scaling */
+    double warmup_epochs;
+    int force, quiet;
+} dt_sweep_config;
+
+int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err);
+
+/* Reads one run log into a row (the 2nd epoch's times, the last epoch's loss and
+ * accuracy); *complete says whether it holds all the epochs the run asked for. */
+int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
+                          dt_error *err);
+
+/* Reads every run_*.jsonl of a folder (what `dtrain report DIR` does). */
+int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err);
+
+#endif

@@ -1,0 +1,485 @@
+#include "dtrain/scaling.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
+    if (s->n_rows == s->cap_rows) {
+        int cap = s->cap_rows ? 2 * s->cap_rows : 16;
+        dt_scale_row *p = realloc(s->rows, sizeof *p * (size_t)cap);
+        if (!p) return dt_error_set(err, "out of memory for the study's rows");
+        s->rows = p;
+        s->cap_rows = cap;
+    }
+    s->rows[s->n_rows++] = *row;
+    return 0;
+}
+
+void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
+    if (s->n_notes >= 8) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->notes[s->n_notes++], sizeof s->notes[0], fmt, ap);
+    va_end(ap);
+}
+
+void dt_scale_free(dt_scale_study *s) {
+    free(s->rows);
+    s->rows = NULL;
+    s->n_rows = s->cap_rows = 0;
+}
+
+const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled) {
+    for (int i = 0; i < s->n_rows; i++)
+        if (s->rows[i].procs == procs && s->rows[i].batch == batch &&
+            s->rows[i].lr_scaled == lr_scaled)
+            return &s->rows[i];
+    return NULL;
+}
+
+static double epoch_time(const dt_scale_row *r) {
+    return r->t_epoch > 0 ? r->t_epoch : r->t_train;
+}
+
+static double iterations(const dt_scale_study *s, const dt_scale_row *r) {
+    if (r->iterations > 0) return (double)r->iterations;
+    if (s->dataset_size <= 0) return -1;
+    double per_proc = ceil(s->dataset_size / r->procs);
+    return ceil(per_proc / r->batch);
+}
+
+static const dt_scale_row *base_of(const dt_scale_study *s, const dt_scale_row *r) {
+    return dt_scale_find(s, 1, r->batch, r->lr_scaled);
+}
+
+double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = base_of(s, r);
+    return b ? epoch_time(b) / epoch_time(r) : -1;
+}
+
+double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = base_of(s, r);
+    if (!b) return -1;
+    double ib = iterations(s, b), ir = iterations(s, r);
+    if (ib <= 0 || ir <= 0) return -1;
+    return r->procs * (epoch_time(b) / ib) / (epoch_time(r) / ir);
+}
+
+double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = base_of(s, r);
+    return b ? epoch_time(r) - epoch_time(b) / r->procs : -1;
+}
+
+double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double t_comm) {
+    double it = iterations(s, r);
+    if (r->procs < 2 || it <= 0 || s->params <= 0 || t_comm <= 0) return -1;
+    return it * 2.0 * (r->procs - 1) / r->procs * 4.0 * s->params / t_comm;
+}
+
+/* ---- CSV ---- */
+
+enum {
+    COL_PROCS,
+    COL_BATCH,
+    COL_T_TRAIN,
+    COL_T_EPOCH,
+    COL_ITER,
+    COL_T_DATA,
+    COL_T_COMPUTE,
+    COL_T_COMM,
+    COL_T_EXPOSED,
+    COL_BYTES,
+    COL_LOSS,
+    COL_ACC,
+    COL_SCALED,
+    N_COLS
+};
+static const char *const COLUMNS[N_COLS] = {
+    "procs",  "batch_size",     "t_train",    "t_epoch",    "iterations", "t_data",   "t_compute",
+    "t_comm", "t_comm_exposed", "bytes_sent", "final_loss", "test_acc",   "lr_scaled"};
+
+static char *trim(char *t) {
+    while (*t == ' ' || *t == '\t') t++;
+    size_t n = strlen(t);
+    while (n && (t[n - 1] == ' ' || t[n - 1] == '\t' || t[n - 1] == '\r' || t[n - 1] == '\n'))
+        t[--n] = 0;
+    return t;
+}
+
+int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    char line[4096];
+    int where[64], n_fields = 0;
+    if (!fgets(line, sizeof line, f)) {
+        fclose(f);
+        return dt_error_set(err, "%s is empty", path);
+    }
+    int have[N_COLS] = {0};
+    for (char *tok = strtok(line, ","); tok && n_fields < 64; tok = strtok(NULL, ",")) {
+        where[n_fields] = -1;
+        for (int c = 0; c < N_COLS; c++)
+            if (!strcmp(trim(tok), COLUMNS[c])) where[n_fields] = c, have[c] = 1;
+        n_fields++;
+    }
+    for (int c = COL_PROCS; c <= COL_T_TRAIN; c++)
+        if (!have[c]) {
+            fclose(f);
+            return dt_error_set(err, "%s: missing column '%s' (need procs,batch_size,t_train)",
+                                path, COLUMNS[c]);
+        }
+    int lineno = 1, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!*trim(line)) continue;
+        dt_scale_row r = {.t_data = -1,
+                          .t_compute = -1,
+                          .t_comm = -1,
+                          .t_comm_exposed = -1,
+                          .bytes_sent = -1,
+                          .final_loss = -1,
+                          .test_acc = -1};
+        int k = 0;
+        char *save = NULL;
+        for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
+             tok = strtok_r(NULL, ",", &save), k++) {
+            if (where[k] < 0) continue;
+            char *end;
+            double v = strtod(trim(tok), &end);
+            if (end == tok || *end || !isfinite(v)) {
+                rc = dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno,
+                                  COLUMNS[where[k]], trim(tok));
+                break;
+            }
+            switch (where[k]) {
+            case COL_PROCS:
+                r.procs = (int)v;
+                break;
+            case COL_BATCH:
+                r.batch = (int)v;
+                break;
+            case COL_T_TRAIN:
+                r.t_train = v;
+                break;
+            case COL_T_EPOCH:
+                r.t_epoch = v;
+                break;
+            case COL_ITER:
+                r.iterations = (long)v;
+                break;
+            case COL_T_DATA:
+                r.t_data = v;
+                break;
+            case COL_T_COMPUTE:
+                r.t_compute = v;
+                break;
+            case COL_T_COMM:
+                r.t_comm = v;
+                break;
+            case COL_T_EXPOSED:
+                r.t_comm_exposed = v;
+                break;
+            case COL_BYTES:
+                r.bytes_sent = v;
+                break;
+            case COL_LOSS:
+                r.final_loss = v;
+                break;
+            case COL_ACC:
+                r.test_acc = v;
+                break;
+            case COL_SCALED:
+                r.lr_scaled = v != 0;
+                break;
+            }
+        }
+        if (rc) break;
+        if (k < n_fields)
+            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
+                              n_fields);
+        else if (r.procs < 1 || r.batch < 1)
+            rc = dt_error_set(err, "%s line %d: procs and batch_size must be positive", path,
+                              lineno);
+        else if (r.t_train <= 0 || (have[COL_T_EPOCH] && r.t_epoch <= 0))
+            rc = dt_error_set(err, "%s line %d: times must be positive (t_train %g)", path, lineno,
+                              r.t_train);
+        else
+            rc = dt_scale_add_row(s, &r, err);
+    }
+    fclose(f);
+    if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
+    return rc;
+}
+
+int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "model,params,dataset_size,procs,batch_size,lr_scaled,iterations,t_train,t_epoch,"
+               "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc\n");
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        fprintf(f, "%s,%.0f,%.0f,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                s->model, s->params, s->dataset_size, r->procs, r->batch, r->lr_scaled,
+                iterations(s, r), r->t_train, r->t_epoch, r->t_data, r->t_compute, r->t_comm,
+                r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc);
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* ---- report ---- */
+
+static int cmp_int(const void *a, const void *b) {
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The distinct values of procs (which = 0) or batch (which = 1) among unscaled rows. */
+static int distinct(const dt_scale_study *s, int which, int *out) {
+    int n = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        int v = which ? s->rows[i].batch : s->rows[i].procs, seen = 0;
+        for (int k = 0; k < n; k++) seen |= out[k] == v;
+        if (!seen && n < 64) out[n++] = v;
+    }
+    qsort(out, (size_t)n, sizeof(int), cmp_int);
+    return n;
+}
+
+static void cell(FILE *out, double v, const char *fmt) {
+    if (v < 0 || !isfinite(v))
+        fprintf(out, " n/a |");
+    else {
+        fputc(' ', out);
+        fprintf(out, fmt, v);
+        fputs(" |", out);
+    }
+}
+
+/* A table with one row per batch size and one column per process count. */
+static void grid(FILE *out, const dt_scale_study *s, const int *procs, int np, const int *batch,
+                 int nb, const char *fmt,
+                 double (*value)(const dt_scale_study *, const dt_scale_row *)) {
+    fputs("| batch per process |", out);
+    for (int p = 0; p < np; p++) fprintf(out, " %d proc%s |", procs[p], procs[p] > 1 ? "s" : "");
+    fputs("\n|---|", out);
+    for (int p = 0; p < np; p++) fputs("---|", out);
+    fputc('\n', out);
+    for (int b = 0; b < nb; b++) {
+        fprintf(out, "| %d |", batch[b]);
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+            cell(out, r ? value(s, r) : -1, fmt);
+        }
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
+static double v_train(const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    return r->t_train;
+}
+static double v_epoch(const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    return r->t_epoch > 0 ? r->t_epoch : -1;
+}
+static double v_strong(const dt_scale_study *s, const dt_scale_row *r) {
+    return dt_scale_strong_speedup(s, r);
+}
+static double v_strong_eff(const dt_scale_study *s, const dt_scale_row *r) {
+    double x = dt_scale_strong_speedup(s, r);
+    return x < 0 ? -1 : 100.0 * x / r->procs;
+}
+static double v_weak(const dt_scale_study *s, const dt_scale_row *r) {
+    return dt_scale_weak_speedup(s, r);
+}
+static double v_weak_eff(const dt_scale_study *s, const dt_scale_row *r) {
+    double x = dt_scale_weak_speedup(s, r);
+    return x < 0 ? -1 : 100.0 * x / r->procs;
+}
+
+void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
+                           int n_plots) {
+    int procs[64], batch[64];
+    int np = distinct(s, 0, procs), nb = distinct(s, 1, batch);
+    fprintf(out, "# Scaling study: %s on %s\n\n", s->model[0] ? s->model : "(model not given)",
+            s->data[0] ? s->data : "(data not given)");
+    fprintf(out, "%.0f parameters, %.0f training samples; process counts", s->params,
+            s->dataset_size);
+    for (int p = 0; p < np; p++) fprintf(out, " %d", procs[p]);
+    fputs("; batch sizes per process", out);
+    for (int b = 0; b < nb; b++) fprintf(out, " %d", batch[b]);
+    fputs(".\n\n", out);
+    for (int i = 0; i < s->n_notes; i++) fprintf(out, "- **Note:** %s\n", s->notes[i]);
+    if (s->n_notes) fputc('\n', out);
+    fputs("Definitions. Epoch times are of the 2nd epoch (the 1st warms caches). *Training "
+          "time* t_train excludes waits for the data loader; *running time* t_epoch is the "
+          "whole training loop. Strong speed-up S = T(1)/T(N) (same per-process batch, the "
+          "dataset split over N processes); efficiency S/N. Weak speed-up N t(1)/t(N) with t "
+          "the time of one iteration (the same work per process per iteration); efficiency "
+          "t(1)/t(N). T = t_epoch where measured, else t_train.\n\n",
+          out);
+
+    fputs("## 1. Training time and running time per epoch (s)\n\nTraining time t_train:\n\n", out);
+    grid(out, s, procs, np, batch, nb, "%.2f", v_train);
+    fputs("Running time t_epoch:\n\n", out);
+    grid(out, s, procs, np, batch, nb, "%.2f", v_epoch);
+
+    fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N):\n\n", out);
+    if (np < 2 || procs[0] != 1)
+        fputs("Cannot compute: the study needs a 1-process run and at least one more process "
+              "count.\n\n",
+              out);
+    grid(out, s, procs, np, batch, nb, "%.2f", v_strong);
+    fputs("Strong scaling efficiency (%):\n\n", out);
+    grid(out, s, procs, np, batch, nb, "%.0f", v_strong_eff);
+    fputs("Weak scaling speed-up N t(1)/t(N):\n\n", out);
+    grid(out, s, procs, np, batch, nb, "%.2f", v_weak);
+    fputs("Weak scaling efficiency (%):\n\n", out);
+    grid(out, s, procs, np, batch, nb, "%.0f", v_weak_eff);
+
+    fputs("## 3. Compute vs communication (s per epoch)\n\nMeasured per step and summed "
+          "(means over ranks): compute (forward, backward, update), communication exposed "
+          "(the step waited for it) and hidden (overlapped with backward); derived as in the "
+          "classic analysis: T_comp = T(1)/N, T_comm = T(N) - T(1)/N.\n\n"
+          "| procs | batch | measured compute | measured comm exposed | measured comm hidden | "
+          "derived T_comp | derived T_comm |\n|---|---|---|---|---|---|---|\n",
+          out);
+    for (int b = 0; b < nb; b++)
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+            if (!r) continue;
+            const dt_scale_row *base = dt_scale_find(s, 1, batch[b], 0);
+            fprintf(out, "| %d | %d |", r->procs, r->batch);
+            cell(out, r->t_compute, "%.2f");
+            cell(out, r->t_comm_exposed, "%.2f");
+            cell(out, r->t_comm >= 0 && r->t_comm_exposed >= 0 ? r->t_comm - r->t_comm_exposed : -1,
+                 "%.2f");
+            cell(out, base ? epoch_time(base) / r->procs : -1, "%.2f");
+            double dc = dt_scale_derived_comm(s, r);
+            if (dc < 0 && base)
+                fputs(" < 0 (faster than ideal) |", out);
+            else
+                cell(out, dc, "%.2f");
+            fputc('\n', out);
+        }
+    fputc('\n', out);
+
+    fputs("## 4. All-reduce bandwidth utilisation\n\nBy the formula iterations x 2(P-1)/P x "
+          "4 x params / T_comm with the derived T_comm, per process and aggregate (P times); "
+          "beside it the measured bytes sent per process / measured all-reduce time.\n\n"
+          "| procs | batch | iterations | formula per process (MB/s) | formula aggregate (MB/s) "
+          "| measured bytes/time per process (MB/s) |\n|---|---|---|---|---|---|\n",
+          out);
+    for (int b = 0; b < nb; b++)
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+            if (!r || r->procs < 2) continue;
+            double dc = dt_scale_derived_comm(s, r);
+            double bw = dc > 0 ? dt_scale_bandwidth(s, r, dc) : -1;
+            fprintf(out, "| %d | %d |", r->procs, r->batch);
+            cell(out, iterations(s, r), "%.0f");
+            cell(out, bw < 0 ? -1 : bw / 1e6, "%.1f");
+            cell(out, bw < 0 ? -1 : bw * r->procs / 1e6, "%.1f");
+            cell(out, r->bytes_sent > 0 && r->t_comm > 0 ? r->bytes_sent / r->t_comm / 1e6 : -1,
+                 "%.1f");
+            fputc('\n', out);
+        }
+    fputs("\n(n/a: no multi-process run, no derived communication time because the run was "
+          "at or below the ideal T(1)/N, or no measured split in the input.)\n\n",
+          out);
+
+    fputs("## 5. Accuracy and loss vs batch size (large-batch effect)\n\n| procs | batch per "
+          "process | global batch | linear LR scaling | final train loss | test accuracy "
+          "|\n|---|---|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        fprintf(out, "| %d | %d | %d | %s |", r->procs, r->batch, r->procs * r->batch,
+                r->lr_scaled ? "yes" : "no");
+        cell(out, r->final_loss, "%.4f");
+        cell(out, r->test_acc >= 0 ? 100.0 * r->test_acc : -1, "%.2f%%");
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+
+    fputs("## 6. Reading\n\n", out);
+    int said = 0;
+    for (int b = 0; b < nb; b++) {
+        const dt_scale_row *best = NULL;
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+            if (!r || r->procs < 2) continue;
+            double sp = dt_scale_strong_speedup(s, r);
+            if (sp < 0) continue;
+            double exposed_share =
+                r->t_comm_exposed >= 0 && r->t_train > 0
+                    ? r->t_comm_exposed / r->t_train
+                    : (dt_scale_derived_comm(s, r) > 0 ? dt_scale_derived_comm(s, r) / epoch_time(r)
+                                                       : 0);
+            const char *regime = sp / r->procs >= 0.8  ? "scales well"
+                                 : exposed_share > 0.3 ? "communication-bound"
+                                 : sp < 1.0            ? "slower than one process"
+                                                       : "scales partly";
+            fprintf(out,
+                    "- Batch %d per process, %d processes: speed-up %.2f (efficiency %.0f%%); "
+                    "%.0f%% of the training time waits for communication: %s.\n",
+                    r->batch, r->procs, sp, 100.0 * sp / r->procs, 100.0 * exposed_share, regime);
+            if (!best || sp > dt_scale_strong_speedup(s, best)) best = r;
+            said = 1;
+        }
+        (void)best;
+    }
+    /* Where scaling stops paying: the largest speed-up per added process, per batch. */
+    for (int b = 0; b < nb; b++) {
+        double prev = 1.0;
+        int prev_p = 1;
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+            if (!r || r->procs < 2) continue;
+            double sp = dt_scale_strong_speedup(s, r);
+            if (sp < 0) continue;
+            if (sp < prev * 1.05) {
+                fprintf(out,
+                        "- At batch %d, going from %d to %d processes gains less than 5%% "
+                        "(speed-up %.2f -> %.2f): scaling stops paying there.\n",
+                        batch[b], prev_p, r->procs, prev, sp);
+                said = 1;
+                break;
+            }
+            prev = sp;
+            prev_p = r->procs;
+        }
+    }
+    if (nb > 1) {
+        const dt_scale_row *lo = dt_scale_find(s, procs[np - 1], batch[0], 0);
+        const dt_scale_row *hi = dt_scale_find(s, procs[np - 1], batch[nb - 1], 0);
+        if (lo && hi && procs[np - 1] > 1) {
+            double a = dt_scale_strong_speedup(s, lo), c = dt_scale_strong_speedup(s, hi);
+            if (a > 0 && c > 0) {
+                fprintf(out,
+                        "- With %d processes, the speed-up goes from %.2f at batch %d to %.2f at "
+                        "batch %d: larger batches mean fewer all-reduces per epoch, so the "
+                        "%s.\n",
+                        procs[np - 1], a, batch[0], c, batch[nb - 1],
+                        c > a ? "communication share falls and scaling improves"
+                              : "gain is eaten by other costs (compute no longer dominates)");
+                said = 1;
+            }
+        }
+    }
+    if (!said)
+        fputs("Nothing to read: speed-ups need a 1-process run and at least one multi-process "
+              "run of the same batch size.\n",
+              out);
+    if (n_plots > 0) {
+        fputs("\n## Plots\n\n", out);
+        for (int i = 0; i < n_plots; i++) fprintf(out, "![%s](%s)\n\n", plots[i], plots[i]);
+    }
+}
