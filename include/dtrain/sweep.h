@@ -22,8 +22,12 @@ typedef struct dt_sweep_config {
     const char *lr_schedule; /* NULL: trainer default */
     int lr_scaling;          /* also run each multi-process config with linear LR scaling */
     double warmup_epochs;
+    long max_samples, test_samples; /* 0 = all (passed to dtrain train) */
     int force, quiet;
 } dt_sweep_config;
+
+/* mkdir -p. */
+int dt_make_dirs(const char *path, dt_error *err);
 
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err);
 

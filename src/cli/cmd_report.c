@@ -33,8 +33,7 @@ static void report_usage(FILE *out) {
 int cli_publish_study(dt_scale_study *s, const char *dir, int print_tables) {
     dt_error err;
     char path[4200];
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return cli_fail("report", "cannot create %s: %s", dir, strerror(errno));
+    if (dt_make_dirs(dir, &err)) return cli_fail("report", "%s", err.msg);
     snprintf(path, sizeof path, "%s/runs.csv", dir);
     if (dt_scale_write_csv(s, path, &err)) return cli_fail("report", "%s", err.msg);
     char names[DT_MAX_PLOTS][64];

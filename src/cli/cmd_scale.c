@@ -34,6 +34,8 @@ static void scale_usage(FILE *out) {
             "  --lr-scaling linear also run each multi-process config with the linear scaling\n"
             "                      rule (lr x processes) and --warmup-epochs\n"
             "  --warmup-epochs K   warm-up for --lr-scaling (default 1)\n"
+            "  --max-samples N     train on the first N samples only (quick sweeps)\n"
+            "  --test-samples N    evaluate on the first N test samples only\n"
             "  --out DIR           where logs, report and plots go (default runs/scale)\n"
             "  --force             run every config again\n"
             "  --quiet             no progress\n"
@@ -72,6 +74,8 @@ int cmd_scale(int argc, char **argv) {
                                          {"force", no_argument, 0, 'f'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"mode", required_argument, 0, 'D'},
+                                         {"max-samples", required_argument, 0, 'N'},
+                                         {"test-samples", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "scale";
@@ -135,6 +139,14 @@ int cmd_scale(int argc, char **argv) {
         case 'o':
             cfg.out_dir = optarg;
             break;
+        case 'N':
+            if (cli_parse_int(cmd, "--max-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
+            cfg.max_samples = v;
+            break;
+        case 'T':
+            if (cli_parse_int(cmd, "--test-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
+            cfg.test_samples = v;
+            break;
         case 'f':
             cfg.force = 1;
             break;
@@ -170,7 +182,9 @@ int cmd_scale(int argc, char **argv) {
             cli_fail(cmd, "%s", err.msg);
             return 1;
         }
-        int share = ds.size / procs[cfg.n_procs - 1];
+        int size =
+            cfg.max_samples > 0 && cfg.max_samples < ds.size ? (int)cfg.max_samples : ds.size;
+        int share = size / procs[cfg.n_procs - 1];
         dt_dataset_close(&ds);
         for (int b = 32; b <= share && cfg.n_batches < 32; b *= 4) batches[cfg.n_batches++] = b;
         if (cfg.n_batches == 0) batches[cfg.n_batches++] = share > 0 ? share : 1;

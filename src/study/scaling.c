@@ -323,7 +323,8 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
           "whole training loop. Strong speed-up S = T(1)/T(N) (same per-process batch, the "
           "dataset split over N processes); efficiency S/N. Weak speed-up N t(1)/t(N) with t "
           "the time of one iteration (the same work per process per iteration); efficiency "
-          "t(1)/t(N). T = t_epoch where measured, else t_train.\n\n",
+          "t(1)/t(N). When each process runs 1/N of the dataset, as here, the two coincide up "
+          "to the rounding of iteration counts. T = t_epoch where measured, else t_train.\n\n",
           out);
 
     fputs("## 1. Training time and running time per epoch (s)\n\nTraining time t_train:\n\n", out);

@@ -149,8 +149,10 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     snprintf(num_w, sizeof num_w, "%d", cfg->loader_workers);
     snprintf(num_lr, sizeof num_lr, "%g", cfg->lr);
     snprintf(num_wu, sizeof num_wu, "%g", cfg->warmup_epochs);
-    char np[16];
+    char np[16], num_ms[24], num_ts[24];
     snprintf(np, sizeof np, "%d", procs);
+    snprintf(num_ms, sizeof num_ms, "%ld", cfg->max_samples);
+    snprintf(num_ts, sizeof num_ts, "%ld", cfg->test_samples);
     const char *argv[48];
     int a = 0;
     if (procs > 1) {
@@ -172,6 +174,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         argv[a++] = "--lr-scaling", argv[a++] = "linear";
         argv[a++] = "--warmup-epochs", argv[a++] = num_wu;
     }
+    if (cfg->max_samples > 0) argv[a++] = "--max-samples", argv[a++] = num_ms;
+    if (cfg->test_samples > 0) argv[a++] = "--test-samples", argv[a++] = num_ts;
     argv[a++] = "--log", argv[a++] = log;
     argv[a++] = "--quiet";
     argv[a] = NULL;
@@ -241,9 +245,24 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
                         procs > 1 ? "es" : "", batch, first[0] ? first : "no message", errpath);
 }
 
+int dt_make_dirs(const char *path, dt_error *err) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return dt_error_set(err, "cannot create %s: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return 0;
+}
+
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
-    if (mkdir(cfg->out_dir, 0755) != 0 && errno != EEXIST)
-        return dt_error_set(err, "cannot create %s: %s", cfg->out_dir, strerror(errno));
+    if (dt_make_dirs(cfg->out_dir, err)) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->model);
     snprintf(study->data, sizeof study->data, "%s", cfg->data);
     int total = 0, index = 0;

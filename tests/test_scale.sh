@@ -1,0 +1,50 @@
+#!/bin/sh
+# dtrain scale end to end on a tiny sweep: the memory stop (a batch that cannot fit
+# ends the batch sizes cleanly and the report says so), resume after an interrupted
+# sweep (only the unfinished config runs again), --force, the files it promises, and
+# dtrain report --times on a CSV.
+set -u
+DTRAIN=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() { # description, then a command that must succeed
+    what=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
+}
+sweep="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --epochs 2 --max-samples 640 --test-samples 64 --out $tmp/s"
+
+$sweep --batch-sizes 32,64,16000000 >"$tmp/out1" 2>&1
+check "sweep exits 0 after the memory stop" [ $? -eq 0 ]
+check "report notes the memory stop" grep -q "batch size 16000000 per process does not fit in memory" "$tmp/s/report.md"
+check "runs.csv has the 4 configs that fit" [ "$(tail -n +2 "$tmp/s/runs.csv" | wc -l)" -eq 4 ]
+for f in report.md runs.csv speedup.png speedup.svg epoch_time.png compute_comm.png loss.png plots.gp; do
+    check "$f written" [ -s "$tmp/s/$f" ]
+done
+
+# Interrupt one config: its log loses its last epoch record.
+log="$tmp/s/run_p2_b64.jsonl"
+grep -v '"event":"epoch","epoch":1' "$log" >"$tmp/cut" && mv "$tmp/cut" "$log"
+$sweep --batch-sizes 32,64 >"$tmp/out2" 2>&1
+check "resume keeps the 3 finished configs" [ "$(grep -c 'done before, kept' "$tmp/out2")" -eq 3 ]
+check "resume runs the interrupted one again" grep -q "2 procs, batch 64: epoch time" "$tmp/out2"
+check "the rerun log is complete" [ "$(grep -c '"event":"epoch"' "$log")" -eq 2 ]
+$sweep --batch-sizes 32 --force >"$tmp/out3" 2>&1
+check "--force runs again" [ "$(grep -c 'done before' "$tmp/out3")" -eq 0 ]
+
+# report from a CSV of times measured elsewhere
+printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
+"$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1
+check "report --times prints the tables" grep -q "| 64 | 1.00 | 1.68 | 2.48 |" "$tmp/out4"
+check "report --times writes report.md" [ -s "$tmp/r/report.md" ]
+printf 'procs,t_train\n1,50\n' >"$tmp/bad.csv"
+"$DTRAIN" report --times "$tmp/bad.csv" --out "$tmp/r2" 2>"$tmp/err5"
+status=$?
+check "report --times: a missing column fails" [ "$status" -ne 0 ]
+check "report --times: with one line naming it" [ "$(wc -l <"$tmp/err5")" -eq 1 ]
+check "dtrain report DIR rebuilds" "$DTRAIN" report "$tmp/s"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
