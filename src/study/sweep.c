@@ -240,7 +240,10 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         fclose(e);
     }
     first[strcspn(first, "\n")] = 0;
-    if (strstr(first, "does not fit in memory")) return 1;
+    if (strstr(first, "does not fit in memory")) {
+        unlink(errpath); /* the report's note says it */
+        return 1;
+    }
     return dt_error_set(err, "run with %d process%s, batch %d failed (%s; see %s)", procs,
                         procs > 1 ? "es" : "", batch, first[0] ? first : "no message", errpath);
 }
