@@ -1,0 +1,129 @@
+/* The performance model: NNLS on textbook problems, the loss-curve fit recovering known
+ * parameters from noisy curves, the speed fit recovering known thetas, and the
+ * textbook prediction exercise's optimum. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/nnls.h"
+#include "dtrain/perfmodel.h"
+#include "dtrain/rng.h"
+
+static void test_nnls_textbook_problems(void **state) {
+    (void)state;
+    double x[2], res;
+    /* Unconstrained optimum already non-negative. */
+    const double a1[6] = {1, 0, 0, 1, 1, 1}, b1[3] = {2, 1, 3};
+    assert_int_equal(dt_nnls(a1, b1, 3, 2, x, &res), 0);
+    assert_float_equal(x[0], 2.0, 1e-12);
+    assert_float_equal(x[1], 1.0, 1e-12);
+    assert_float_equal(res, 0.0, 1e-12);
+    /* The bound is active: x1 would be -1. */
+    const double a2[4] = {1, 0, 0, 1}, b2[2] = {1, -1};
+    assert_int_equal(dt_nnls(a2, b2, 2, 2, x, &res), 0);
+    assert_float_equal(x[0], 1.0, 1e-12);
+    assert_float_equal(x[1], 0.0, 1e-12);
+    /* MATLAB's lsqnonneg example: x = [0, 0.6929]. */
+    const double c[8] = {0.0372, 0.2869, 0.6861, 0.7071, 0.6233, 0.6245, 0.6344, 0.6170};
+    const double d[4] = {0.8587, 0.1781, 0.0747, 0.8405};
+    assert_int_equal(dt_nnls(c, d, 4, 2, x, &res), 0);
+    assert_float_equal(x[0], 0.0, 1e-12);
+    assert_float_equal(x[1], 0.6929, 1e-4);
+    /* Unconstrained least squares would give x = (2.0, -2.0) here: NNLS must not. */
+    const double a3[6] = {1, 1, 1, 2, 1, 3}, b3[3] = {0, -2, -4};
+    assert_int_equal(dt_nnls(a3, b3, 3, 2, x, &res), 0);
+    assert_true(x[0] >= 0 && x[1] >= 0);
+    assert_float_equal(x[0], 0.0, 1e-12); /* b has no positive part to explain */
+    assert_float_equal(x[1], 0.0, 1e-12);
+}
+
+static void test_loss_fit_recovers_known_curve(void **state) {
+    (void)state;
+    const dt_loss_fit truth = {0.004, 0.45, 0.25, 0};
+    double k[120], l[120];
+    dt_rng rng = dt_rng_make(5, 5);
+    for (int i = 0; i < 120; i++) {
+        k[i] = 25.0 * i;
+        l[i] = dt_loss_at(&truth, k[i]) * (1.0 + 0.01 * dt_rng_normal(&rng)); /* 1% noise */
+    }
+    dt_loss_fit fit;
+    dt_error err;
+    if (dt_loss_fit_points(k, l, 120, &fit, &err)) fail_msg("%s", err.msg);
+    print_message("b0 %.5f (true 0.004), b1 %.4f (0.45), b2 %.4f (0.25), rmse %.4f\n", fit.b0,
+                  fit.b1, fit.b2, fit.rmse);
+    assert_true(fabs(fit.b0 - truth.b0) / truth.b0 < 0.10);
+    assert_true(fabs(fit.b1 - truth.b1) / truth.b1 < 0.10);
+    assert_true(fabs(fit.b2 - truth.b2) / truth.b2 < 0.05);
+    /* predictions of the exact curve */
+    assert_float_equal(dt_loss_step_for_target(&truth, 0.35), (1.0 / 0.1 - 0.45) / 0.004, 1e-9);
+    assert_float_equal(dt_loss_step_for_target(&truth, 0.2), -1, 0);
+    double kc = dt_loss_step_converged(&truth, 1e-5);
+    double slope = truth.b0 / pow(truth.b0 * kc + truth.b1, 2);
+    assert_float_equal(slope, 1e-5, 1e-12);
+}
+
+static void test_loss_fit_rejects_bad_input(void **state) {
+    (void)state;
+    dt_loss_fit fit;
+    dt_error err;
+    double k[3] = {0, 1, 2}, up[3] = {1, 2, 3}, nan_l[3] = {1, NAN, 0.5};
+    assert_int_equal(dt_loss_fit_points(k, up, 2, &fit, &err), -1); /* too few */
+    assert_int_equal(dt_loss_fit_points(k, up, 3, &fit, &err), -1); /* not decreasing */
+    assert_non_null(strstr(err.msg, "does not decrease"));
+    assert_int_equal(dt_loss_fit_points(k, nan_l, 3, &fit, &err), -1);
+    assert_non_null(strstr(err.msg, "not finite"));
+}
+
+static void test_speed_fit_recovers_known_thetas(void **state) {
+    (void)state;
+    const double theta[5] = {0.012, 0.05, 0.03, 0.004, 0.01};
+    dt_speed_point pts[24];
+    int n = 0;
+    for (int w = 1; w <= 4; w++)
+        for (int p = 1; p <= 3; p++)
+            for (int m = 0; m < 2; m++) {
+                double f[5], t = 0.0, batch = m ? 512 : 128;
+                dt_speed_features(DT_SPEED_PS, w, p, batch, f);
+                for (int i = 0; i < 5; i++) t += theta[i] * f[i];
+                pts[n++] = (dt_speed_point){w, p, batch, t};
+            }
+    dt_speed_fit fit;
+    dt_error err;
+    if (dt_speed_fit_points(DT_SPEED_PS, pts, n, &fit, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < 5; i++) assert_float_equal(fit.theta[i], theta[i], 1e-9);
+    /* a negative step time is refused */
+    pts[3].step_time = -1;
+    assert_int_equal(dt_speed_fit_points(DT_SPEED_PS, pts, n, &fit, &err), -1);
+}
+
+/* The textbook exercise: theta = (1.02, 2.78, 4.92, 0, 0.02), batch 128: the best worker
+ * count minimises 130.56/w + 4.92 w/p: w = 7 for p = 2, w = 10 for p = 4. */
+static void test_textbook_exercise_optimum(void **state) {
+    (void)state;
+    dt_speed_fit fit = {DT_SPEED_PS, 5, {1.02, 2.78, 4.92, 0, 0.02}, 0};
+    const int servers[2] = {2, 4}, want[2] = {7, 10};
+    for (int s = 0; s < 2; s++) {
+        int best = 1;
+        for (int w = 1; w <= 99; w++)
+            if (dt_speed_step_time(&fit, w, servers[s], 128) <
+                dt_speed_step_time(&fit, best, servers[s], 128))
+                best = w;
+        assert_int_equal(best, want[s]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nnls_textbook_problems),
+        cmocka_unit_test(test_loss_fit_recovers_known_curve),
+        cmocka_unit_test(test_loss_fit_rejects_bad_input),
+        cmocka_unit_test(test_speed_fit_recovers_known_thetas),
+        cmocka_unit_test(test_textbook_exercise_optimum),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
