@@ -63,5 +63,27 @@ else
     echo "FAIL: --init from a saved file, then --save"
 fi
 
+# The performance-model commands: the textbook exercise's optimum, and bad input.
+out=$("$DTRAIN" predict --theta 1.02,2.78,4.92,0,0.02 --batch 128 --steps-per-epoch 391 \
+    --epochs 85 --servers 2,4 --workers 1..99)
+if echo "$out" | grep -q "optimum for 2 servers: 7 workers" &&
+    echo "$out" | grep -q "optimum for 4 servers: 10 workers"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: predict's textbook optimum"
+fi
+printf 'workers,servers,batch,step_time\n1,1,128,0.5\n2,1,128,-0.3\n1,2,128,0.4\n2,2,128,0.3\n3,1,128,0.3\n3,2,128,0.2\n' >"$tmp/speed.csv"
+expect "negative step time" "step time must be positive" "$DTRAIN" fit-speed "$tmp/speed.csv"
+printf 'workers,batch,step_time\n1,128,0.5\n' >"$tmp/speed2.csv"
+expect "speed CSV without servers" "missing column 'servers'" "$DTRAIN" fit-speed "$tmp/speed2.csv"
+printf 'workers,servers,batch,step_time\n1,1,128,0.5\n2,1,128,0.3\n' >"$tmp/speed3.csv"
+expect "too few speed points" "too few points" "$DTRAIN" fit-speed "$tmp/speed3.csv"
+printf '{"event":"run","steps_per_epoch":4}\n{"event":"step","rank":0,"epoch":0,"step":0,"loss":2.1}\n' >"$tmp/short.jsonl"
+expect "too few loss points" "too few points" "$DTRAIN" fit-loss "$tmp/short.jsonl" --every 1
+printf '{"event":"run","steps_per_epoch":4}\n{"event":"step","rank":0,"epoch":0,"step":0,"loss":nan}\n' >"$tmp/nan.jsonl"
+expect "NaN loss in a log" "is not a finite number" "$DTRAIN" fit-loss "$tmp/nan.jsonl"
+expect "bad theta" "--theta expects 5 non-negative numbers" "$DTRAIN" predict --theta 1,2
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -20,6 +20,9 @@ int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_fit_loss(int argc, char **argv);
+int cmd_fit_speed(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 
 #include "dtrain/scaling.h"
 /* Writes runs.csv, the plots and report.md of a study into dir (and the tables to

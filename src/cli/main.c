@@ -13,6 +13,9 @@ static void usage(FILE *out) {
             "  bench   time training steps on synthetic data, print one JSON line\n"
             "  scale   the scaling study: sweep batch sizes and process counts, report + plots\n"
             "  report  rebuild a study's report from its logs, or report on a CSV of times\n"
+            "  fit-loss   fit the Optimus loss curve to a run log, predict convergence\n"
+            "  fit-speed  fit the Optimus speed model to measured step times\n"
+            "  predict    time to convergence per (workers, servers) from given thetas\n"
             "\n"
             "dtrain <command> --help describes each command's options.\n");
 }
@@ -31,6 +34,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "scale")) return cmd_scale(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fit-loss")) return cmd_fit_loss(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fit-speed")) return cmd_fit_speed(argc - 1, argv + 1);
+    if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
     fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
     return 2;
 }
