@@ -8,6 +8,7 @@
  *   step time = th0 M/w + th1 + th2 w/p + th3 w + th4 p          (th >= 0)
  * and of an all-reduce job with w processes:
  *   step time = th0 M/w + th1 + th2 2(w-1)/w + th3 (w-1)         (th >= 0)
+ * Speed fits minimise relative residuals (rows scaled by 1 / measured time).
  * Time to convergence = remaining steps x step time. */
 #ifndef DTRAIN_PERFMODEL_H
 #define DTRAIN_PERFMODEL_H

@@ -178,7 +178,9 @@ static void speed_usage(FILE *out) {
             "\n"
             "Fits the Optimus speed model to measured step times. The CSV's header names the\n"
             "columns: workers, servers, batch (global), step_time (seconds); with --allreduce\n"
-            "servers is not needed (workers = processes). Parameter server:\n"
+            "servers is not needed (workers = processes), and dtrain scale's runs.csv is read\n"
+            "as is (step time = t_train / iterations, batch = procs x batch_size).\n"
+            "Parameter server:\n"
             "  t = th0 M/w + th1 + th2 w/p + th3 w + th4 p,  all th >= 0 (NNLS)\n"
             "all-reduce:\n"
             "  t = th0 M/w + th1 + th2 2(w-1)/w + th3 (w-1)\n"
@@ -218,11 +220,18 @@ int cmd_fit_speed(int argc, char **argv) {
     char line[1024];
     int col[4] = {-1, -1, -1, -1}, n_cols = 0; /* workers, servers, batch, step_time */
     const char *names[4] = {"workers", "servers", "batch", "step_time"};
+    /* dtrain scale's runs.csv: procs, batch_size (per process), t_train, iterations */
+    int sweep[4] = {-1, -1, -1, -1};
+    const char *sweep_names[4] = {"procs", "batch_size", "t_train", "iterations"};
     if (fgets(line, sizeof line, f))
         for (char *t = strtok(line, ",\n\r"); t; t = strtok(NULL, ",\n\r"), n_cols++)
-            for (int c = 0; c < 4; c++)
+            for (int c = 0; c < 4; c++) {
                 if (!strcmp(t, names[c])) col[c] = n_cols;
-    for (int c = 0; c < 4; c++)
+                if (!strcmp(t, sweep_names[c])) sweep[c] = n_cols;
+            }
+    int from_sweep = kind == DT_SPEED_ALLREDUCE && col[0] < 0 && sweep[0] >= 0 && sweep[1] >= 0 &&
+                     sweep[2] >= 0 && sweep[3] >= 0;
+    for (int c = 0; c < 4 && !from_sweep; c++)
         if (col[c] < 0 && !(c == 1 && kind == DT_SPEED_ALLREDUCE)) {
             fclose(f);
             cli_fail(cmd, "%s: missing column '%s'", path, names[c]);
@@ -242,7 +251,12 @@ int cmd_fit_speed(int argc, char **argv) {
             cli_fail(cmd, "%s line %d: %d fields, the header has %d", path, lineno, k, n_cols);
             return 1;
         }
-        pts[n++] = (dt_speed_point){v[col[0]], col[1] >= 0 ? v[col[1]] : 0, v[col[2]], v[col[3]]};
+        if (from_sweep) /* global batch, time per iteration */
+            pts[n++] = (dt_speed_point){v[sweep[0]], 0, v[sweep[0]] * v[sweep[1]],
+                                        v[sweep[3]] > 0 ? v[sweep[2]] / v[sweep[3]] : -1};
+        else
+            pts[n++] =
+                (dt_speed_point){v[col[0]], col[1] >= 0 ? v[col[1]] : 0, v[col[2]], v[col[3]]};
     }
     fclose(f);
     dt_speed_fit fit;
@@ -256,7 +270,8 @@ int cmd_fit_speed(int argc, char **argv) {
     for (int i = 0; i < fit.n_theta; i++) printf("  theta%d = %.6g\n", i, fit.theta[i]);
     printf("  RMSE %.4g s\n\n  %8s %8s %8s %12s %12s %9s\n", fit.rmse, "workers", "servers",
            "batch", "measured s", "LOO pred s", "error");
-    double errs[512];
+    double errs[512], sorted[512];
+    int n_err = 0;
     for (int i = 0; i < n; i++) { /* leave-one-out: fit without row i, predict it */
         dt_speed_point rest[512];
         int m = 0;
@@ -269,11 +284,23 @@ int cmd_fit_speed(int argc, char **argv) {
             errs[i] = fabs(p - pts[i].step_time) / pts[i].step_time;
             printf("  %8g %8g %8g %12.4f %12.4f %8.1f%%\n", pts[i].w, pts[i].p, pts[i].batch,
                    pts[i].step_time, p, 100.0 * errs[i]);
+            sorted[n_err++] = errs[i];
         } else {
             printf("  %8g %8g %8g %12.4f %12s\n", pts[i].w, pts[i].p, pts[i].batch,
                    pts[i].step_time, "(too few)");
         }
     }
+    for (int i = 1; i < n_err; i++) /* insertion sort for the median */
+        for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    if (n_err > 0)
+        printf("\n  leave-one-out error: median %.1f%%, worst %.1f%% (%d rows)\n",
+               100.0 * (n_err % 2 ? sorted[n_err / 2]
+                                  : 0.5 * (sorted[n_err / 2 - 1] + sorted[n_err / 2])),
+               100.0 * sorted[n_err - 1], n_err);
     return 0;
 }
 

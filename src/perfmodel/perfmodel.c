@@ -120,8 +120,11 @@ int dt_speed_fit_points(dt_speed_kind kind, const dt_speed_point *pts, int n, dt
                               "speed point %d: workers, servers, batch and step time must be "
                               "positive (got w %g, p %g, batch %g, t %g)",
                               i, q->w, q->p, q->batch, q->step_time);
+        /* relative residuals: rows scaled by 1/t, so configs whose steps take 3 ms count
+         * as much as those taking 1 s (step times span orders of magnitude) */
         dt_speed_features(kind, q->w, q->p, q->batch, a + (size_t)i * nt);
-        b[i] = q->step_time;
+        for (int j = 0; j < nt; j++) a[(size_t)i * nt + j] /= q->step_time;
+        b[i] = 1.0;
     }
     double res;
     if (rc == 0 && dt_nnls(a, b, n, nt, fit->theta, &res))
@@ -129,7 +132,13 @@ int dt_speed_fit_points(dt_speed_kind kind, const dt_speed_point *pts, int n, dt
     if (rc == 0) {
         fit->kind = kind;
         fit->n_theta = nt;
-        fit->rmse = res / sqrt((double)n);
+        double s = 0.0; /* RMSE in seconds */
+        for (int i = 0; i < n; i++) {
+            double d = dt_speed_step_time(fit, pts[i].w, pts[i].p, pts[i].batch) - pts[i].step_time;
+            s += d * d;
+        }
+        fit->rmse = sqrt(s / n);
+        (void)res;
     }
     free(a);
     free(b);
