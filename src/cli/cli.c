@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int cli_fail(const char *cmd, const char *fmt, ...) {
@@ -57,5 +58,29 @@ int cli_bad_option(const char *cmd, char **argv, int optind_now) {
 int cli_no_extra_args(const char *cmd, int argc, char **argv, int optind_now) {
     if (optind_now >= argc) return 0;
     cli_fail(cmd, "unexpected argument '%s' (see dtrain %s --help)", argv[optind_now], cmd);
+    return 2;
+}
+
+int cli_model_spec(const char *cmd, const char *model, dt_model_spec *spec) {
+    if (dt_zoo_default_spec(spec, model) == 0) return 0;
+    cli_fail(cmd, "unknown model '%s' (known: %s)", model, dt_zoo_names());
+    return 2;
+}
+
+int cli_check_mode(const char *cmd, const char *mode) {
+    if (!strcmp(mode, "allreduce")) return 0;
+    cli_fail(cmd,
+             "--mode must be allreduce (the parameter-server modes ps-sync, ps-async and ssp "
+             "are not built yet), got '%s'",
+             mode);
+    return 2;
+}
+
+int cli_parse_lr_scaling(const char *cmd, const char *text, int *linear) {
+    if (!strcmp(text, "linear") || !strcmp(text, "none")) {
+        *linear = !strcmp(text, "linear");
+        return 0;
+    }
+    cli_fail(cmd, "--lr-scaling must be linear or none, got '%s'", text);
     return 2;
 }

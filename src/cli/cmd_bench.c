@@ -91,10 +91,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, model_name)) {
-        cli_fail(cmd, "unknown model '%s' (known: %s)", model_name, dt_zoo_names());
-        return 2;
-    }
+    if (cli_model_spec(cmd, model_name, &spec)) return 2;
     if (width > 0) spec.width = (int)width;
     dt_threads_set((int)threads);
 

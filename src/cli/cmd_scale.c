@@ -126,11 +126,7 @@ int cmd_scale(int argc, char **argv) {
             cfg.lr_schedule = optarg;
             break;
         case 'X':
-            if (strcmp(optarg, "linear") && strcmp(optarg, "none")) {
-                cli_fail(cmd, "--lr-scaling must be linear or none, got '%s'", optarg);
-                return 2;
-            }
-            cfg.lr_scaling = !strcmp(optarg, "linear");
+            if (cli_parse_lr_scaling(cmd, optarg, &cfg.lr_scaling)) return 2;
             break;
         case 'U':
             if (cli_parse_float(cmd, "--warmup-epochs", optarg, 0, 1000, &x)) return 2;
@@ -154,13 +150,7 @@ int cmd_scale(int argc, char **argv) {
             cfg.quiet = 1;
             break;
         case 'D':
-            if (strcmp(optarg, "allreduce")) {
-                cli_fail(cmd,
-                         "--mode must be allreduce (the parameter-server modes are not built "
-                         "yet), got '%s'",
-                         optarg);
-                return 2;
-            }
+            if (cli_check_mode(cmd, optarg)) return 2;
             break;
         case 'h':
             scale_usage(stdout);
@@ -171,10 +161,7 @@ int cmd_scale(int argc, char **argv) {
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, cfg.model)) {
-        cli_fail(cmd, "unknown model '%s' (known: %s)", cfg.model, dt_zoo_names());
-        return 2;
-    }
+    if (cli_model_spec(cmd, cfg.model, &spec)) return 2;
     dt_error err;
     if (cfg.n_batches == 0) { /* 32, x4, up to the per-process share of the data */
         dt_dataset ds;

@@ -198,13 +198,7 @@ int cmd_train(int argc, char **argv) {
             cfg.augment = 1;
             break;
         case 'D':
-            if (strcmp(optarg, "allreduce")) {
-                cli_fail(cmd,
-                         "--mode must be allreduce (the parameter-server modes ps-sync, ps-async "
-                         "and ssp are not built yet), got '%s'",
-                         optarg);
-                return 2;
-            }
+            if (cli_check_mode(cmd, optarg)) return 2;
             break;
         case 'G':
             if (dt_allreduce_parse(optarg, &cfg.allreduce)) {
@@ -220,14 +214,7 @@ int cmd_train(int argc, char **argv) {
             cfg.no_overlap = 1;
             break;
         case 'X':
-            if (!strcmp(optarg, "linear"))
-                cfg.lr_scaling_linear = 1;
-            else if (!strcmp(optarg, "none"))
-                cfg.lr_scaling_linear = 0;
-            else {
-                cli_fail(cmd, "--lr-scaling must be linear or none, got '%s'", optarg);
-                return 2;
-            }
+            if (cli_parse_lr_scaling(cmd, optarg, &cfg.lr_scaling_linear)) return 2;
             break;
         case 'a':
             cfg.augment = 0;
@@ -244,10 +231,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, cfg.model)) {
-        cli_fail(cmd, "unknown model '%s' (known: %s)", cfg.model, dt_zoo_names());
-        return 2;
-    }
+    if (cli_model_spec(cmd, cfg.model, &spec)) return 2;
     /* CIFAR-10 itself is not on this machine (no download here): resnet18 defaults to
      * synthetic data of its shape; the MNIST-shaped models to real Fashion-MNIST. */
     if (!cfg.data) cfg.data = spec.in_c == 3 ? "synthetic:cifar10" : "fashion-mnist";
