@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 
+#include "dtrain/scaling.h"
+#include "dtrain/zoo.h"
+
 /* Each parser prints "dtrain <cmd>: <flag> ..." to stderr and returns -1 on bad input. */
 int cli_parse_int(const char *cmd, const char *flag, const char *text, long min, long max,
                   long *out);
@@ -31,8 +34,6 @@ int cmd_fit_loss(int argc, char **argv);
 int cmd_fit_speed(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 
-#include "dtrain/scaling.h"
-#include "dtrain/zoo.h"
 /* Writes runs.csv, the plots and report.md of a study into dir (and the tables to
  * stdout if asked); returns 0 or -1 after printing the error. */
 int cli_publish_study(dt_scale_study *s, const char *dir, int print_tables);
