@@ -49,6 +49,26 @@ static void segment(size_t n, int parts, int i, size_t *begin, size_t *count) {
     *count = e > *begin ? e - *begin : 0;
 }
 
+/* One ring step: post the receives of rc floats from the left neighbour into recv and
+ * the sends of sc floats from send to the right, chunk by chunk; requests go to
+ * reqs[0 .. *nr) (receives, in chunk order) and reqs[*nr .. *nr + *ns) (sends). */
+static void post_step(dt_allreduce *ar, float *recv, size_t rc, const float *send, size_t sc,
+                      size_t chunk, int left, int right, MPI_Request *reqs, int *nr, int *ns) {
+    *nr = (int)((rc + chunk - 1) / chunk);
+    *ns = (int)((sc + chunk - 1) / chunk);
+    for (int k = 0; k < *nr; k++) {
+        size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
+        DT_CHECK_MPI(
+            MPI_Irecv(recv + off, (int)len, MPI_FLOAT, left, RING_TAG, MPI_COMM_WORLD, &reqs[k]));
+    }
+    for (int k = 0; k < *ns; k++) {
+        size_t off = (size_t)k * chunk, len = sc - off < chunk ? sc - off : chunk;
+        DT_CHECK_MPI(MPI_Isend(send + off, (int)len, MPI_FLOAT, right, RING_TAG, MPI_COMM_WORLD,
+                               &reqs[*nr + k]));
+        ar->bytes_sent += (long long)(len * sizeof(float));
+    }
+}
+
 static void ring(dt_allreduce *ar, float *buf, size_t n) {
     const dt_world *w = ar->world;
     const int p = w->size, r = w->rank, right = (r + 1) % p, left = (r + p - 1) % p;
@@ -61,18 +81,8 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
         size_t sb, sc, rb, rc;
         segment(n, p, (r - s + p) % p, &sb, &sc);
         segment(n, p, (r - s - 1 + 2 * p) % p, &rb, &rc);
-        int nr = (int)((rc + chunk - 1) / chunk), ns = (int)((sc + chunk - 1) / chunk);
-        for (int k = 0; k < nr; k++) {
-            size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
-            DT_CHECK_MPI(MPI_Irecv(ar->scratch + off, (int)len, MPI_FLOAT, left, RING_TAG,
-                                   MPI_COMM_WORLD, &reqs[k]));
-        }
-        for (int k = 0; k < ns; k++) {
-            size_t off = (size_t)k * chunk, len = sc - off < chunk ? sc - off : chunk;
-            DT_CHECK_MPI(MPI_Isend(buf + sb + off, (int)len, MPI_FLOAT, right, RING_TAG,
-                                   MPI_COMM_WORLD, &reqs[nr + k]));
-            ar->bytes_sent += (long long)(len * sizeof(float));
-        }
+        int nr, ns;
+        post_step(ar, ar->scratch, rc, buf + sb, sc, chunk, left, right, reqs, &nr, &ns);
         for (int k = 0; k < nr; k++) { /* reduce chunk k while later ones travel */
             wait_all(w, 1, &reqs[k], left, "ring all-reduce");
             size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
@@ -87,18 +97,8 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
         size_t sb, sc, rb, rc;
         segment(n, p, (r + 1 - s + p) % p, &sb, &sc);
         segment(n, p, (r - s + p) % p, &rb, &rc);
-        int nr = (int)((rc + chunk - 1) / chunk), ns = (int)((sc + chunk - 1) / chunk);
-        for (int k = 0; k < nr; k++) {
-            size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
-            DT_CHECK_MPI(MPI_Irecv(buf + rb + off, (int)len, MPI_FLOAT, left, RING_TAG,
-                                   MPI_COMM_WORLD, &reqs[k]));
-        }
-        for (int k = 0; k < ns; k++) {
-            size_t off = (size_t)k * chunk, len = sc - off < chunk ? sc - off : chunk;
-            DT_CHECK_MPI(MPI_Isend(buf + sb + off, (int)len, MPI_FLOAT, right, RING_TAG,
-                                   MPI_COMM_WORLD, &reqs[nr + k]));
-            ar->bytes_sent += (long long)(len * sizeof(float));
-        }
+        int nr, ns;
+        post_step(ar, buf + rb, rc, buf + sb, sc, chunk, left, right, reqs, &nr, &ns);
         wait_all(w, nr + ns, reqs, left, "ring all-reduce");
     }
 }
