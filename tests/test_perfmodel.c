@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/jobs.h"
 #include "dtrain/nnls.h"
 #include "dtrain/perfmodel.h"
 #include "dtrain/rng.h"
@@ -117,6 +118,47 @@ static void test_textbook_exercise_optimum(void **state) {
     }
 }
 
+static void test_ridge_recovers_a_linear_relation(void **state) {
+    (void)state;
+    double x[20], y[10];
+    for (int i = 0; i < 10; i++) {
+        x[2 * i] = i, x[2 * i + 1] = (i * 7) % 5;
+        y[i] = 2.0 + 3.0 * x[2 * i] - 1.0 * x[2 * i + 1];
+    }
+    dt_ridge m;
+    dt_error err;
+    if (dt_ridge_fit(x, y, 10, 2, 1e-9, &m, &err)) fail_msg("%s", err.msg);
+    const double unseen[2] = {12, 3};
+    assert_float_equal(dt_ridge_predict(&m, unseen), 2 + 36 - 3, 1e-6);
+    /* a penalty shrinks the prediction towards the mean */
+    dt_ridge shrunk;
+    assert_int_equal(dt_ridge_fit(x, y, 10, 2, 100.0, &shrunk, &err), 0);
+    double mean = 0;
+    for (int i = 0; i < 10; i++) mean += y[i] / 10;
+    assert_true(fabs(dt_ridge_predict(&shrunk, unseen) - mean) < fabs(35.0 - mean));
+    assert_int_equal(dt_ridge_fit(x, y, 1, 2, 1.0, &m, &err), -1); /* too few jobs */
+}
+
+static void test_greedy_allocation_follows_marginal_gain(void **state) {
+    (void)state;
+    dt_job jobs[2] = {{.name = "long",
+                       .remaining_steps = 10000,
+                       .batch = 128,
+                       .speed = {DT_SPEED_PS, 5, {0.01, 0.1, 0.02, 0, 0.001}, 0}},
+                      {.name = "short",
+                       .remaining_steps = 100,
+                       .batch = 128,
+                       .speed = {DT_SPEED_PS, 5, {0.01, 0.1, 0.02, 0, 0.001}, 0}}};
+    dt_error err;
+    assert_int_equal(dt_allocate_greedy(jobs, 2, 12, &err), 0);
+    int used = jobs[0].workers + jobs[0].servers + jobs[1].workers + jobs[1].servers;
+    assert_true(used <= 12);
+    assert_true(jobs[0].workers > jobs[1].workers); /* the long job gains more per worker */
+    /* a budget below one worker and one server per job is refused */
+    assert_int_equal(dt_allocate_greedy(jobs, 2, 3, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot give each of 2 jobs"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nnls_textbook_problems),
@@ -124,6 +166,8 @@ int main(void) {
         cmocka_unit_test(test_loss_fit_rejects_bad_input),
         cmocka_unit_test(test_speed_fit_recovers_known_thetas),
         cmocka_unit_test(test_textbook_exercise_optimum),
+        cmocka_unit_test(test_ridge_recovers_a_linear_relation),
+        cmocka_unit_test(test_greedy_allocation_follows_marginal_gain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

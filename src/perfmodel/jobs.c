@@ -1,0 +1,105 @@
+#include "dtrain/jobs.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Solves the f x f system a w = b by Gaussian elimination with partial pivoting. */
+static int solve(double *a, double *b, int f) {
+    for (int c = 0; c < f; c++) {
+        int piv = c;
+        for (int r = c + 1; r < f; r++)
+            if (fabs(a[r * f + c]) > fabs(a[piv * f + c])) piv = r;
+        if (fabs(a[piv * f + c]) < 1e-14) return -1;
+        if (piv != c) {
+            for (int k = 0; k < f; k++) {
+                double t = a[c * f + k];
+                a[c * f + k] = a[piv * f + k];
+                a[piv * f + k] = t;
+            }
+            double t = b[c];
+            b[c] = b[piv];
+            b[piv] = t;
+        }
+        for (int r = c + 1; r < f; r++) {
+            double m = a[r * f + c] / a[c * f + c];
+            for (int k = c; k < f; k++) a[r * f + k] -= m * a[c * f + k];
+            b[r] -= m * b[c];
+        }
+    }
+    for (int c = f - 1; c >= 0; c--) {
+        double s = b[c];
+        for (int k = c + 1; k < f; k++) s -= a[c * f + k] * b[k];
+        b[c] = s / a[c * f + c];
+    }
+    return 0;
+}
+
+int dt_ridge_fit(const double *x, const double *y, int n, int f, double lambda, dt_ridge *model,
+                 dt_error *err) {
+    if (f < 1 || f > DT_RIDGE_MAX_FEATURES)
+        return dt_error_set(err, "ridge: %d features (1..%d supported)", f, DT_RIDGE_MAX_FEATURES);
+    if (n < 2) return dt_error_set(err, "ridge: too few jobs to fit (%d; need 2)", n);
+    memset(model, 0, sizeof *model);
+    model->n_features = f;
+    model->lambda = lambda;
+    double ymean = 0.0;
+    for (int i = 0; i < n; i++) ymean += y[i] / n;
+    for (int j = 0; j < f; j++) {
+        double m = 0.0, v = 0.0;
+        for (int i = 0; i < n; i++) m += x[i * f + j] / n;
+        for (int i = 0; i < n; i++) v += (x[i * f + j] - m) * (x[i * f + j] - m) / n;
+        model->mean[j] = m;
+        model->scale[j] = v > 1e-24 ? sqrt(v) : 1.0; /* a constant feature stays 0 */
+    }
+    /* (Z^T Z + lambda I) w = Z^T (y - ymean), Z the standardised features */
+    double a[DT_RIDGE_MAX_FEATURES * DT_RIDGE_MAX_FEATURES] = {0}, b[DT_RIDGE_MAX_FEATURES] = {0};
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < f; j++) {
+            double zj = (x[i * f + j] - model->mean[j]) / model->scale[j];
+            b[j] += zj * (y[i] - ymean);
+            for (int k = 0; k < f; k++)
+                a[j * f + k] += zj * (x[i * f + k] - model->mean[k]) / model->scale[k];
+        }
+    for (int j = 0; j < f; j++) a[j * f + j] += lambda;
+    if (solve(a, b, f)) return dt_error_set(err, "ridge: singular system (try a larger lambda)");
+    for (int j = 0; j < f; j++) model->weight[j] = b[j];
+    model->intercept = ymean;
+    return 0;
+}
+
+double dt_ridge_predict(const dt_ridge *m, const double *features) {
+    double s = m->intercept;
+    for (int j = 0; j < m->n_features; j++)
+        s += m->weight[j] * (features[j] - m->mean[j]) / m->scale[j];
+    return s;
+}
+
+double dt_job_time(const dt_job *job, int workers, int servers) {
+    return job->remaining_steps * dt_speed_step_time(&job->speed, workers, servers, job->batch);
+}
+
+int dt_allocate_greedy(dt_job *jobs, int n, int budget, dt_error *err) {
+    if (budget < 2 * n)
+        return dt_error_set(err,
+                            "a budget of %d processes cannot give each of %d jobs a worker and a "
+                            "server (needs %d)",
+                            budget, n, 2 * n);
+    for (int i = 0; i < n; i++) jobs[i].workers = jobs[i].servers = 1;
+    for (int left = budget - 2 * n; left > 0; left--) {
+        int best = -1, best_role = 0;
+        double best_gain = 0.0;
+        for (int i = 0; i < n; i++) {
+            double now = dt_job_time(&jobs[i], jobs[i].workers, jobs[i].servers);
+            double gain_w = now - dt_job_time(&jobs[i], jobs[i].workers + 1, jobs[i].servers);
+            double gain_p = now - dt_job_time(&jobs[i], jobs[i].workers, jobs[i].servers + 1);
+            if (gain_w > best_gain) best_gain = gain_w, best = i, best_role = 0;
+            if (gain_p > best_gain) best_gain = gain_p, best = i, best_role = 1;
+        }
+        if (best < 0) break; /* nothing saves time any more */
+        if (best_role == 0)
+            jobs[best].workers++;
+        else
+            jobs[best].servers++;
+    }
+    return 0;
+}
