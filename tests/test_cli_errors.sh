@@ -83,6 +83,10 @@ printf '{"event":"run","steps_per_epoch":4}\n{"event":"step","rank":0,"epoch":0,
 expect "too few loss points" "too few points" "$DTRAIN" fit-loss "$tmp/short.jsonl" --every 1
 printf '{"event":"run","steps_per_epoch":4}\n{"event":"step","rank":0,"epoch":0,"step":0,"loss":nan}\n' >"$tmp/nan.jsonl"
 expect "NaN loss in a log" "is not a finite number" "$DTRAIN" fit-loss "$tmp/nan.jsonl"
+printf 'name,depth,b0,b1\nA,5,0.1,0.5\n' >"$tmp/jobs.csv"
+expect "jobs CSV without b2" "missing column 'b2'" "$DTRAIN" fit-jobs "$tmp/jobs.csv"
+printf 'name,remaining_steps,batch,theta0,theta1,theta2,theta3,theta4\nA,100,128,1,1,1,0,0\nB,100,128,1,1,1,0,0\n' >"$tmp/alloc.csv"
+expect "budget too small" "cannot give each of 2 jobs a worker and a server" "$DTRAIN" allocate "$tmp/alloc.csv" --budget 3
 expect "bad theta" "--theta expects 5 non-negative numbers" "$DTRAIN" predict --theta 1,2
 
 echo "$passed passed, $failed failed"

@@ -16,6 +16,8 @@ static void usage(FILE *out) {
             "  fit-loss   fit the Optimus loss curve to a run log, predict convergence\n"
             "  fit-speed  fit the Optimus speed model to measured step times\n"
             "  predict    time to convergence per (workers, servers) from given thetas\n"
+            "  fit-jobs   ridge regression of loss-curve parameters on job features\n"
+            "  allocate   greedy allocation of a process budget over jobs (Optimus)\n"
             "\n"
             "dtrain <command> --help describes each command's options.\n");
 }
@@ -37,6 +39,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "fit-loss")) return cmd_fit_loss(argc - 1, argv + 1);
     if (!strcmp(cmd, "fit-speed")) return cmd_fit_speed(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fit-jobs")) return cmd_fit_jobs(argc - 1, argv + 1);
+    if (!strcmp(cmd, "allocate")) return cmd_allocate(argc - 1, argv + 1);
     fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
     return 2;
 }
