@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/perfmodel.h"
+
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
     if (s->n_rows == s->cap_rows) {
         int cap = s->cap_rows ? 2 * s->cap_rows : 16;
@@ -479,6 +481,61 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
         fputs("Nothing to read: speed-ups need a 1-process run and at least one multi-process "
               "run of the same batch size.\n",
               out);
+    fputs("\n## 7. Model vs measurement\n\n", out);
+    {
+        /* The all-reduce speed model fitted to every measured config (time per
+         * iteration against global batch and process count), then each config's epoch
+         * time predicted from it, and the process count the model would pick. */
+        dt_speed_point pts[256];
+        int n = 0;
+        for (int i = 0; i < s->n_rows && n < 256; i++) {
+            const dt_scale_row *r = &s->rows[i];
+            double it = iterations(s, r);
+            if (r->lr_scaled || it <= 0) continue;
+            pts[n++] =
+                (dt_speed_point){r->procs, 0, (double)r->procs * r->batch, epoch_time(r) / it};
+        }
+        dt_speed_fit fit;
+        dt_error err;
+        if (dt_speed_fit_points(DT_SPEED_ALLREDUCE, pts, n, &fit, &err)) {
+            fprintf(out, "No model: %s.\n", err.msg);
+        } else {
+            fprintf(out,
+                    "All-reduce speed model fitted by NNLS (relative residuals) to the %d "
+                    "configs: time per iteration = %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
+                    "seconds (M global batch, N processes).\n\n| procs | batch | measured "
+                    "epoch (s) | model (s) | error |\n|---|---|---|---|---|\n",
+                    n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+            for (int b = 0; b < nb; b++)
+                for (int p = 0; p < np; p++) {
+                    const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+                    if (!r || iterations(s, r) <= 0) continue;
+                    double pred =
+                        iterations(s, r) *
+                        dt_speed_step_time(&fit, r->procs, 0, (double)r->procs * r->batch);
+                    fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |\n", r->procs, r->batch,
+                            epoch_time(r), pred, 100.0 * (pred - epoch_time(r)) / epoch_time(r));
+                }
+            fputs("\nPredicted best process count per batch size (1 to 16 processes, epoch "
+                  "time = iterations x modelled time per iteration; beyond the measured counts "
+                  "this is extrapolation):\n\n",
+                  out);
+            for (int b = 0; b < nb; b++) {
+                int best = 1;
+                double best_t = INFINITY;
+                for (int N = 1; N <= 16; N++) {
+                    double it =
+                        s->dataset_size > 0 ? ceil(ceil(s->dataset_size / N) / batch[b]) : -1;
+                    if (it <= 0) break;
+                    double t = it * dt_speed_step_time(&fit, N, 0, (double)N * batch[b]);
+                    if (t < best_t) best_t = t, best = N;
+                }
+                if (isfinite(best_t))
+                    fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)\n",
+                            batch[b], best, best_t);
+            }
+        }
+    }
     if (n_plots > 0) {
         fputs("\n## Plots\n\n", out);
         for (int i = 0; i < n_plots; i++) fprintf(out, "![%s](%s)\n\n", plots[i], plots[i]);
