@@ -7,8 +7,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "dtrain/perfmodel.h"
+#include "dtrain/sweep.h"
+
+/* Fits are saved as small JSON files that dtrain predict reads back. */
+static int save_json(const char *cmd, const char *path, cJSON *root) {
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = text ? fopen(path, "w") : NULL;
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) ok = 0;
+    free(text);
+    if (!ok) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno));
+    fprintf(stderr, "fit saved to %s\n", path);
+    return 0;
+}
+
+static cJSON *load_json(const char *cmd, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    if (!root) cli_fail(cmd, "%s is not a fit file (JSON)", path);
+    return root;
+}
 
 /* Rank 0's step losses of a run log, smoothed: the mean of each window of `every`
  * steps, placed at the window's last step. */
@@ -72,17 +103,19 @@ static void fit_usage(FILE *out) {
                  "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
                  "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
                  "falls by less than D per step (default D = 1e-5). --online refits after every\n"
-                 "epoch and shows how the predicted step moves against the one observed.\n");
+                 "epoch and shows how the predicted step moves against the one observed.\n"
+                 "--save FILE writes the fit for dtrain predict --loss-fit.\n");
 }
 
 int cmd_fit_loss(int argc, char **argv) {
-    static const struct option opts[] = {{"target-loss", required_argument, 0, 't'},
+    static const struct option opts[] = {{"save", required_argument, 0, 's'},
+                                         {"target-loss", required_argument, 0, 't'},
                                          {"converge-delta", required_argument, 0, 'd'},
                                          {"every", required_argument, 0, 'e'},
                                          {"online", no_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cmd = "fit-loss";
+    const char *cmd = "fit-loss", *save = NULL;
     double target = -1, delta = 1e-5;
     long every = 0, v;
     int online = 0, opt;
@@ -102,6 +135,9 @@ int cmd_fit_loss(int argc, char **argv) {
             break;
         case 'o':
             online = 1;
+            break;
+        case 's':
+            save = optarg;
             break;
         case 'h':
             fit_usage(stdout);
@@ -139,6 +175,16 @@ int cmd_fit_loss(int argc, char **argv) {
         printf("  reaches loss %.4g at step %.0f\n", target, pred);
     else
         printf("  converges (|dl/dk| < %.3g) at step %.0f\n", delta, pred);
+    if (save) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "fit", "loss");
+        cJSON_AddNumberToObject(root, "b0", fit.b0);
+        cJSON_AddNumberToObject(root, "b1", fit.b1);
+        cJSON_AddNumberToObject(root, "b2", fit.b2);
+        cJSON_AddNumberToObject(root, "last_step", k[n - 1]);
+        cJSON_AddNumberToObject(root, "converge_step", pred);
+        if (save_json(cmd, save, root)) return free(k), free(l), 1;
+    }
     if (online && spe > 0) {
         /* the step observed: where the smoothed loss first reaches the target, else the
          * full fit's prediction stands in for it */
@@ -184,13 +230,16 @@ static void speed_usage(FILE *out) {
             "  t = th0 M/w + th1 + th2 w/p + th3 w + th4 p,  all th >= 0 (NNLS)\n"
             "all-reduce:\n"
             "  t = th0 M/w + th1 + th2 2(w-1)/w + th3 (w-1)\n"
-            "Prints the thetas, the fit's RMSE and each row's leave-one-out prediction error.\n");
+            "Prints the thetas, the fit's RMSE and each row's leave-one-out prediction error.\n"
+            "--save FILE writes the fit for dtrain predict --speed-fit.\n");
 }
 
 int cmd_fit_speed(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"allreduce", no_argument, 0, 'a'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *cmd = "fit-speed";
+    static const struct option opts[] = {{"allreduce", no_argument, 0, 'a'},
+                                         {"save", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *cmd = "fit-speed", *save = NULL;
     dt_speed_kind kind = DT_SPEED_PS;
     int opt;
     optind = 1;
@@ -199,6 +248,9 @@ int cmd_fit_speed(int argc, char **argv) {
         switch (opt) {
         case 'a':
             kind = DT_SPEED_ALLREDUCE;
+            break;
+        case 's':
+            save = optarg;
             break;
         case 'h':
             speed_usage(stdout);
@@ -290,6 +342,12 @@ int cmd_fit_speed(int argc, char **argv) {
                    pts[i].step_time, "(too few)");
         }
     }
+    if (save) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "fit", kind == DT_SPEED_PS ? "speed-ps" : "speed-allreduce");
+        cJSON_AddItemToObject(root, "theta", cJSON_CreateDoubleArray(fit.theta, fit.n_theta));
+        if (save_json(cmd, save, root)) return 1;
+    }
     for (int i = 1; i < n_err; i++) /* insertion sort for the median */
         for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
             double t = sorted[j];
@@ -314,6 +372,99 @@ static void predict_usage(FILE *out) {
             "best worker count for each server count (the textbook Optimus exercise).\n");
 }
 
+/* Time to convergence for every allocation up to procs_max processes, from a saved
+ * loss fit (remaining steps) and speed fit, with a plot of time vs workers. */
+static int predict_from_fits(const char *cmd, const char *loss_path, const char *speed_path,
+                             double batch, int procs_max, const char *out_dir) {
+    if (!loss_path || !speed_path || batch <= 0 || procs_max < 2) {
+        cli_fail(cmd, "--loss-fit, --speed-fit, --batch and --procs-max go together");
+        return 2;
+    }
+    cJSON *lf = load_json(cmd, loss_path);
+    if (!lf) return 1;
+    cJSON *sf = load_json(cmd, speed_path);
+    if (!sf) return cJSON_Delete(lf), 1;
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(lf, "converge_step");
+    const cJSON *last = cJSON_GetObjectItemCaseSensitive(lf, "last_step");
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(sf, "fit");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(sf, "theta");
+    dt_speed_fit fit = {DT_SPEED_PS, 0, {0}, 0};
+    int rc = 0;
+    if (!cJSON_IsNumber(conv) || !cJSON_IsNumber(last))
+        rc = cli_fail(cmd, "%s is not a loss fit (dtrain fit-loss --save)", loss_path);
+    else if (!cJSON_IsString(kind) || !cJSON_IsArray(theta))
+        rc = cli_fail(cmd, "%s is not a speed fit (dtrain fit-speed --save)", speed_path);
+    if (rc == 0) {
+        fit.kind = strcmp(kind->valuestring, "speed-ps") ? DT_SPEED_ALLREDUCE : DT_SPEED_PS;
+        fit.n_theta = cJSON_GetArraySize(theta);
+        for (int i = 0; i < fit.n_theta && i < DT_SPEED_MAX_THETA; i++)
+            fit.theta[i] = cJSON_GetArrayItem(theta, i)->valuedouble;
+    }
+    double remaining = rc == 0 ? conv->valuedouble - last->valuedouble : 0;
+    cJSON_Delete(lf);
+    cJSON_Delete(sf);
+    if (rc) return 1;
+    if (remaining < 0) remaining = 0;
+    dt_error err;
+    if (dt_make_dirs(out_dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    printf("remaining steps to convergence: %.0f; global batch %g; up to %d processes\n", remaining,
+           batch, procs_max);
+    int ps = fit.kind == DT_SPEED_PS, best_w = 1, best_p = ps ? 1 : 0;
+    double best_t = INFINITY;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/predict.gp", out_dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\n"
+          "set ylabel 'time to convergence (hours)'\nset style data linespoints\n",
+          gp);
+    char plot[4096] = "";
+    size_t used = 0;
+    for (int p = ps ? 1 : 0; p <= (ps ? procs_max - 1 : 0); p++) {
+        char dat[64];
+        snprintf(dat, sizeof dat, "predict_p%d.dat", p);
+        snprintf(path, sizeof path, "%s/%s", out_dir, dat);
+        FILE *d = fopen(path, "w");
+        if (!d) return fclose(gp), cli_fail(cmd, "cannot write %s", path), 1;
+        int row_best = 1;
+        double row_t = INFINITY;
+        for (int w = 1; w + p <= procs_max; w++) {
+            double t = remaining * dt_speed_step_time(&fit, w, p, batch);
+            fprintf(d, "%d %.6g\n", w, t / 3600.0);
+            if (t < row_t) row_t = t, row_best = w;
+        }
+        fclose(d);
+        if (ps) printf("  %2d servers: best %3d workers, %.3f h\n", p, row_best, row_t / 3600.0);
+        if (row_t < best_t) best_t = row_t, best_w = row_best, best_p = p;
+        if (p <= 4 || !ps) { /* the first few server counts */
+            char title[32];
+            if (ps)
+                snprintf(title, sizeof title, "%d server%s", p, p > 1 ? "s" : "");
+            else
+                snprintf(title, sizeof title, "all-reduce");
+            used += (size_t)snprintf(plot + used, sizeof plot - used, "%s'%s' title '%s'",
+                                     used ? ", " : "", dat, title);
+        }
+    }
+    if (ps)
+        printf("best allocation: %d workers + %d servers, %.3f hours to convergence\n", best_w,
+               best_p, best_t / 3600.0);
+    else
+        printf("best: %d processes, %.3f hours to convergence\n", best_w, best_t / 3600.0);
+    for (int t = 0; t < 2; t++)
+        fprintf(gp,
+                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
+                "convergence'\nplot %s\n",
+                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png", plot);
+    fclose(gp);
+    snprintf(path, sizeof path, "cd '%s' && gnuplot predict.gp 2>/dev/null", out_dir);
+    if (system(path) == 0)
+        printf("plot: %s/predict.png (and .svg)\n", out_dir);
+    else
+        printf("plot not drawn: gnuplot failed or is missing (data in %s)\n", out_dir);
+    return 0;
+}
+
 int cmd_predict(int argc, char **argv) {
     static const struct option opts[] = {{"theta", required_argument, 0, 't'},
                                          {"batch", required_argument, 0, 'b'},
@@ -321,12 +472,18 @@ int cmd_predict(int argc, char **argv) {
                                          {"epochs", required_argument, 0, 'e'},
                                          {"servers", required_argument, 0, 'p'},
                                          {"workers", required_argument, 0, 'w'},
+                                         {"loss-fit", required_argument, 0, 'L'},
+                                         {"speed-fit", required_argument, 0, 'F'},
+                                         {"procs-max", required_argument, 0, 'N'},
+                                         {"out", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "predict";
     dt_speed_fit fit = {DT_SPEED_PS, 5, {0}, 0};
     double batch = 0, spe = 0, epochs = 0;
     int servers[32], n_servers = 0, w_lo = 1, w_hi = 0, have_theta = 0, opt;
+    const char *loss_path = NULL, *speed_path = NULL, *out_dir = "runs/predict";
+    long procs_max = 0;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -368,6 +525,18 @@ int cmd_predict(int argc, char **argv) {
                 return 2;
             }
             break;
+        case 'L':
+            loss_path = optarg;
+            break;
+        case 'F':
+            speed_path = optarg;
+            break;
+        case 'N':
+            if (cli_parse_int(cmd, "--procs-max", optarg, 2, 4096, &procs_max)) return 2;
+            break;
+        case 'o':
+            out_dir = optarg;
+            break;
         case 'h':
             predict_usage(stdout);
             return 0;
@@ -375,6 +544,8 @@ int cmd_predict(int argc, char **argv) {
             return cli_bad_option(cmd, argv, optind);
         }
     }
+    if (loss_path || speed_path)
+        return predict_from_fits(cmd, loss_path, speed_path, batch, (int)procs_max, out_dir);
     if (!have_theta || batch <= 0 || spe <= 0 || epochs <= 0 || n_servers == 0 || w_hi == 0) {
         cli_fail(cmd, "needs --theta, --batch, --steps-per-epoch, --epochs, --servers and "
                       "--workers (see dtrain predict --help)");
