@@ -31,6 +31,18 @@ $sweep --batch-sizes 32,64 >"$tmp/out2" 2>&1
 check "resume keeps the 3 finished configs" [ "$(grep -c 'done before, kept' "$tmp/out2")" -eq 3 ]
 check "resume runs the interrupted one again" grep -q "2 procs, batch 64: epoch time" "$tmp/out2"
 check "the rerun log is complete" [ "$(grep -c '"event":"epoch"' "$log")" -eq 2 ]
+# The performance model on the sweep: speed fit from runs.csv, loss fit from a log,
+# and the prediction from both fits.
+"$DTRAIN" fit-speed --allreduce "$tmp/s/runs.csv" --save "$tmp/speed.json" >"$tmp/out5" 2>&1
+check "fit-speed reads runs.csv (4 configs, 4 thetas)" grep -q "theta3 = " "$tmp/out5"
+"$DTRAIN" fit-loss "$tmp/s/run_p1_b32.jsonl" --every 2 --save "$tmp/loss.json" >"$tmp/out6" 2>&1
+check "fit-loss fits a sweep log" grep -q "l(k) = 1 / (" "$tmp/out6"
+"$DTRAIN" predict --loss-fit "$tmp/loss.json" --speed-fit "$tmp/speed.json" --batch 64 \
+    --procs-max 4 --out "$tmp/p" >"$tmp/out7" 2>&1
+check "predict from the fits names the best process count" grep -q "^best: [0-9]* processes" "$tmp/out7"
+check "predict draws its plot" [ -s "$tmp/p/predict.png" ]
+check "scale's report compares model and measurement" grep -q "## 7. Model vs measurement" "$tmp/s/report.md"
+
 $sweep --batch-sizes 32 --force >"$tmp/out3" 2>&1
 check "--force runs again" [ "$(grep -c 'done before' "$tmp/out3")" -eq 0 ]
 
