@@ -9,6 +9,7 @@
 #include "dtrain/allreduce.h"
 #include "dtrain/error.h"
 #include "dtrain/lr_schedule.h"
+#include "dtrain/ps.h"
 #include "dtrain/world.h"
 
 typedef struct dt_train_config {
@@ -32,6 +33,7 @@ typedef struct dt_train_config {
     double bucket_mb; /* 0 = 25 */
     int no_overlap;
     int lr_scaling_linear; /* multiply lr by the number of processes (with warm-up) */
+    dt_ps_config ps;       /* parameter-server training when ps.mode != DT_PS_NONE */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
 

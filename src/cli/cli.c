@@ -68,11 +68,10 @@ int cli_model_spec(const char *cmd, const char *model, dt_model_spec *spec) {
 }
 
 int cli_check_mode(const char *cmd, const char *mode) {
-    if (!strcmp(mode, "allreduce")) return 0;
-    cli_fail(cmd,
-             "--mode must be allreduce (the parameter-server modes ps-sync, ps-async and ssp "
-             "are not built yet), got '%s'",
-             mode);
+    if (!strcmp(mode, "allreduce") || !strcmp(mode, "ps-sync") || !strcmp(mode, "ps-async") ||
+        !strcmp(mode, "ssp"))
+        return 0;
+    cli_fail(cmd, "--mode must be allreduce, ps-sync, ps-async or ssp, got '%s'", mode);
     return 2;
 }
 

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "dtrain/trainer.h"
+#include "dtrain/ps.h"
 #include "dtrain/world.h"
 #include "dtrain/zoo.h"
 
@@ -43,6 +44,12 @@ static void train_usage(FILE *out) {
             "                       ring (own reduce-scatter + all-gather) | mpi\n"
             "  --bucket-mb X        gradient bucket size in MiB (default 25)\n"
             "  --no-overlap         all-reduce after backward instead of during it\n"
+            "  --mode ps-sync|ps-async|ssp   parameter-server training: ranks 0..P-1 serve\n"
+            "                       shards of the parameters, the others are workers\n"
+            "  --servers P          parameter servers (default 1)\n"
+            "  --replicas-to-aggregate K   ps-sync: gradients averaged per update (default:\n"
+            "                       all workers); later ones for an old version are dropped\n"
+            "  --staleness S        ssp: a worker may run at most S steps ahead (default 3)\n"
             "  --lr-scaling S       linear: lr x number of processes (use --warmup-epochs)\n"
             "                       | none (default)\n"
             "\n"
@@ -101,6 +108,9 @@ int cmd_train(int argc, char **argv) {
                                          {"bucket-mb", required_argument, 0, 'B'},
                                          {"no-overlap", no_argument, 0, 'O'},
                                          {"lr-scaling", required_argument, 0, 'X'},
+                                         {"servers", required_argument, 0, 'P'},
+                                         {"replicas-to-aggregate", required_argument, 0, 'K'},
+                                         {"staleness", required_argument, 0, 'Z'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     dt_train_config cfg = {.model = "lenet5",
@@ -111,7 +121,8 @@ int cmd_train(int argc, char **argv) {
                            .weight_decay = 5e-4f,
                            .threads = cli_default_threads(),
                            .loader_workers = 1,
-                           .augment = -1};
+                           .augment = -1,
+                           .ps = {.servers = 1, .staleness = 3}};
     console con = {isatty(STDERR_FILENO), 0};
     const char *cmd = "train";
     long v;
@@ -199,6 +210,7 @@ int cmd_train(int argc, char **argv) {
             break;
         case 'D':
             if (cli_check_mode(cmd, optarg)) return 2;
+            if (strcmp(optarg, "allreduce")) dt_ps_parse_mode(optarg, &cfg.ps.mode);
             break;
         case 'G':
             if (dt_allreduce_parse(optarg, &cfg.allreduce)) {
@@ -212,6 +224,18 @@ int cmd_train(int argc, char **argv) {
             break;
         case 'O':
             cfg.no_overlap = 1;
+            break;
+        case 'P':
+            if (cli_parse_int(cmd, "--servers", optarg, 1, 63, &v)) return 2;
+            cfg.ps.servers = (int)v;
+            break;
+        case 'K':
+            if (cli_parse_int(cmd, "--replicas-to-aggregate", optarg, 1, 100000, &v)) return 2;
+            cfg.ps.replicas = (int)v;
+            break;
+        case 'Z':
+            if (cli_parse_int(cmd, "--staleness", optarg, 0, 100000, &v)) return 2;
+            cfg.ps.staleness = (int)v;
             break;
         case 'X':
             if (cli_parse_lr_scaling(cmd, optarg, &cfg.lr_scaling_linear)) return 2;
@@ -243,7 +267,8 @@ int cmd_train(int argc, char **argv) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
-    if (world.rank != 0) con.quiet = 1;
+    /* rank 0 reports; in parameter-server mode the first worker, after the servers */
+    if (world.rank != (cfg.ps.mode != DT_PS_NONE ? cfg.ps.servers : 0)) con.quiet = 1;
     if (dt_train(&cfg, &world, show_progress, &con, &res, &err)) {
         if (con.tty && !con.quiet) fputc('\n', stderr);
         if (world.size > 1) dt_world_abort(&world, "%s", err.msg); /* ends every rank */

@@ -21,7 +21,9 @@
 #include "dtrain/zoo.h"
 
 typedef struct trainer {
-    int rank, size;
+    int rank, size; /* among the ranks that train (workers, in PS mode) */
+    int ps;         /* parameter-server mode: no collectives among workers */
+    dt_ps_client client;
     const dt_world *world; /* NULL: one process, no MPI */
     dt_model model;
     dt_sgd opt;
@@ -50,7 +52,7 @@ static void trainer_free(trainer *t) {
 
 /* Sums `n` doubles over the ranks, in place (no-op on one process). */
 static void sum_over_ranks(const trainer *t, double *v, int n) {
-    if (t->world && t->size > 1) dt_world_allreduce_doubles(t->world, v, n, MPI_SUM);
+    if (t->world && t->size > 1 && !t->ps) dt_world_allreduce_doubles(t->world, v, n, MPI_SUM);
 }
 
 /* Every rank evaluates every size-th test sample from its rank; the sums are
@@ -61,13 +63,15 @@ static void evaluate(trainer *t, double *loss, double *acc) {
     m->training = 0;
     double sums[2] = {0.0, 0.0}; /* loss * n, correct */
     const size_t sample = dt_model_input_floats_per_sample(m);
-    const int mine = (t->test.size - t->rank + t->size - 1) / t->size;
+    /* in PS mode each worker evaluates the whole test set on its own copy */
+    const int e_rank = t->ps ? 0 : t->rank, e_size = t->ps ? 1 : t->size;
+    const int mine = (t->test.size - e_rank + e_size - 1) / e_size;
     for (int i = 0; i < mine; i += m->max_batch) {
         int n = mine - i < m->max_batch ? mine - i : m->max_batch;
         float *x = dt_model_input_data(m);
 #pragma omp parallel for schedule(static)
         for (int k = 0; k < n; k++) {
-            int index = t->rank + (i + k) * t->size;
+            int index = e_rank + (i + k) * e_size;
             uint8_t *px = t->eval_pixels + (size_t)omp_get_thread_num() * sample;
             t->labels[k] = dt_dataset_sample(&t->test, index, px);
             dt_transform_apply(&t->test_tf, px, 0, index, x + (size_t)k * sample);
@@ -116,7 +120,9 @@ static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
         dt_loader_create(&t->loader, &t->train, &t->train_tf, cfg->batch_size, cfg->loader_workers,
                          0, err))
         return -1;
-    if (t->world && t->size > 1) {
+    if (t->ps) {
+        dt_ps_client_init(&t->client, t->world, &cfg->ps, &t->model);
+    } else if (t->world && t->size > 1) {
         if (dt_ddp_create(&t->ddp, t->world, &t->model, cfg->allreduce,
                           cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0, !cfg->no_overlap, err))
             return -1;
@@ -136,7 +142,10 @@ static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch
              "\"epochs\":%d,\"lr\":%g,\"lr_scaling\":\"%s\",\"warmup_epochs\":%g,"
              "\"momentum\":%g,\"weight_decay\":%g,\"threads\":%d,\"loader_workers\":%d,"
              "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu",
-             cfg->model, t->model.n_params, t->size, t->size > 1 ? "allreduce" : "single",
+             cfg->model, t->model.n_params, t->ps ? t->world->size : t->size,
+             t->ps         ? dt_ps_mode_name(cfg->ps.mode)
+             : t->size > 1 ? "allreduce"
+                           : "single",
              cfg->batch_size, cfg->batch_size * t->size, cfg->data, t->train.size, steps_per_epoch,
              cfg->epochs, cfg->lr, cfg->lr_scaling_linear ? "linear" : "none", cfg->warmup_epochs,
              cfg->momentum, cfg->weight_decay, cfg->threads, cfg->loader_workers,
@@ -146,6 +155,66 @@ static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch
     dt_runlog_run(&t->log, fields);
 }
 
+/* A parameter-server rank: the model's parameters (same seed, so the same initial
+ * values as the workers) and the optimizer state, no data. Its statistics go to the
+ * first worker, which logs them. */
+static int serve(const dt_train_config *cfg, const dt_world *world, dt_error *err) {
+    dt_model_spec spec;
+    dt_model m;
+    dt_sgd opt = {0};
+    if (dt_zoo_default_spec(&spec, cfg->model))
+        return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
+    if (cfg->width > 0) spec.width = cfg->width;
+    if (dt_zoo_build(&m, &spec, err)) return -1;
+    int rc = dt_model_alloc(&m, 1, err);
+    if (rc == 0) {
+        dt_model_init_params(&m, cfg->seed);
+        rc = dt_sgd_init(&opt, m.n_params, cfg->lr, cfg->momentum, cfg->weight_decay, err);
+    }
+    if (rc == 0 && cfg->init_path) rc = dt_checkpoint_load(&m, NULL, cfg->init_path, err);
+    dt_ps_server_stats st;
+    memset(&st, 0, sizeof st);
+    if (rc == 0) {
+        dt_dataset ds;
+        long steps = 1;
+        if (dt_dataset_open(&ds, cfg->data, 1, NULL) == 0) {
+            long size =
+                cfg->max_samples > 0 && cfg->max_samples < ds.size ? cfg->max_samples : ds.size;
+            int workers = world->size - cfg->ps.servers;
+            steps = ((size + workers - 1) / workers + cfg->batch_size - 1) / cfg->batch_size;
+            dt_dataset_close(&ds);
+        }
+        /* the server's version counts updates; ps-sync makes one per step */
+        dt_lr_schedule sched = {cfg->lr_schedule,   cfg->lr, 1.0,
+                                cfg->warmup_epochs, steps,   cfg->epochs};
+        rc = dt_ps_serve(world, &cfg->ps, &m, &opt, &sched, &st, err);
+    }
+    if (rc == 0)
+        DT_CHECK_MPI(MPI_Send(&st, (int)sizeof st, MPI_BYTE, cfg->ps.servers, 99, MPI_COMM_WORLD));
+    dt_sgd_free(&opt);
+    dt_model_free(&m);
+    return rc;
+}
+
+static void log_server_stats(trainer *t, const dt_train_config *cfg) {
+    for (int s = 0; s < cfg->ps.servers; s++) {
+        dt_ps_server_stats st;
+        MPI_Request req;
+        DT_CHECK_MPI(MPI_Irecv(&st, (int)sizeof st, MPI_BYTE, s, 99, MPI_COMM_WORLD, &req));
+        dt_world_wait_all(t->world, 1, &req, s, "collecting server statistics");
+        if (!t->log.file) continue;
+        fprintf(t->log.file,
+                "{\"event\":\"ps_server\",\"server\":%d,\"updates\":%ld,\"applied\":%ld,"
+                "\"dropped\":%ld,\"busy_s\":%.6g,\"bytes_in\":%lld,\"bytes_out\":%lld,"
+                "\"max_clock_gap\":%ld,\"staleness_hist\":[",
+                s, st.updates, st.applied, st.dropped, st.busy_s, st.bytes_in, st.bytes_out,
+                st.max_clock_gap);
+        for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
+            fprintf(t->log.file, b ? ",%ld" : "%ld", st.staleness_hist[b]);
+        fputs("]}\n", t->log.file);
+    }
+}
+
 int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn progress,
              void *progress_ctx, dt_train_result *result, dt_error *err) {
     trainer t;
@@ -153,6 +222,16 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
     t.world = world;
     t.rank = world ? world->rank : 0;
     t.size = world ? world->size : 1;
+    if (cfg->ps.mode != DT_PS_NONE) {
+        if (!world || cfg->ps.servers < 1 || world->size <= cfg->ps.servers)
+            return dt_error_set(err, "%s needs more processes than --servers %d (got %d)",
+                                dt_ps_mode_name(cfg->ps.mode), cfg->ps.servers,
+                                world ? world->size : 1);
+        if (world->rank < cfg->ps.servers) return serve(cfg, world, err);
+        t.ps = 1;
+        t.rank = world->rank - cfg->ps.servers; /* index among the workers */
+        t.size = world->size - cfg->ps.servers;
+    }
     dt_threads_set(cfg->threads);
     if (setup(&t, cfg, err)) {
         trainer_free(&t);
@@ -187,6 +266,12 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
             t.opt.lr = (float)lr;
             dt_model_zero_grad(m);
             if (t.ddp) dt_ddp_begin_step(t.ddp);
+            double t_pull = 0.0;
+            if (t.ps) { /* the step computes on the servers' current parameters */
+                double tp = dt_now();
+                dt_ps_pull(&t.client);
+                t_pull = dt_now() - tp;
+            }
             dt_model_forward(m, n);
             int hits = 0;
             double loss = dt_model_loss(m, t.labels, n, &hits);
@@ -200,7 +285,15 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
             dt_model_backward(m, t.labels, n);
             dt_comm_stats cs = {0, 0, 0};
             if (t.ddp) dt_ddp_finish_step(t.ddp, &cs);
-            dt_sgd_step(&t.opt, m->params, m->grads);
+            if (t.ps) { /* the servers apply the update */
+                double tp = dt_now();
+                long long before = t.client.bytes_sent;
+                dt_ps_push(&t.client);
+                cs.t_comm = cs.t_comm_exposed = t_pull + dt_now() - tp;
+                cs.bytes_sent = t.client.bytes_sent - before;
+            } else {
+                dt_sgd_step(&t.opt, m->params, m->grads);
+            }
             const double t2 = dt_now();
             e[E_T_DATA] += t1 - t0;
             e[E_T_TRAIN] += t2 - t1;
@@ -244,7 +337,7 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
         double mean[E_COUNT], max[E_COUNT], totals[4] = {loss_sum, correct, images, (double)bytes};
         memcpy(mean, e, sizeof e);
         memcpy(max, e, sizeof e);
-        if (t.world && t.size > 1) {
+        if (t.world && t.size > 1 && !t.ps) {
             dt_world_allreduce_doubles(t.world, max, E_COUNT, MPI_MAX);
             sum_over_ranks(&t, mean, E_COUNT);
             for (int i = 0; i < E_COUNT; i++) mean[i] /= t.size;
@@ -280,6 +373,19 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
                 0,     1,           test_loss,       test_acc,        er.train_acc,  er.t_epoch};
             progress(progress_ctx, &p);
         }
+    }
+    if (t.ps && rc) { /* the CLI aborts the job: the servers must not wait for us */
+        trainer_free(&t);
+        return rc;
+    }
+    if (t.ps) { /* evaluation and saving use the servers' final parameters */
+        dt_ps_pull(&t.client);
+        if (t.rank == 0) {
+            double test_loss;
+            evaluate(&t, &test_loss, &test_acc);
+        }
+        dt_ps_done(&t.client);
+        if (t.rank == 0) log_server_stats(&t, cfg);
     }
     if (rc == 0 && cfg->save_path && t.rank == 0) {
         dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};

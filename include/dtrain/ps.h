@@ -1,0 +1,69 @@
+/* Parameter-server training (TensorFlow's parameter servers, MXNet's kvstore): ranks
+ * 0..P-1 are servers holding contiguous shards of the flat parameter buffer (split
+ * evenly by bytes) and the optimizer state of their shard; the other W ranks are
+ * workers that pull parameters, compute gradients on their data shard and push them.
+ *   sync   a server averages `replicas` gradients computed on its current version,
+ *          applies them and bumps the version; later gradients for older versions
+ *          are dropped and counted (SyncReplicasOptimizer);
+ *   async  every gradient is applied on arrival; staleness = server version - the
+ *          version the gradient was computed on;
+ *   ssp    as async, but a worker's pull waits while it is more than `staleness`
+ *          steps ahead of the slowest worker (Ho et al. 2013). */
+#ifndef DTRAIN_PS_H
+#define DTRAIN_PS_H
+
+#include <stddef.h>
+
+#include "dtrain/error.h"
+#include "dtrain/lr_schedule.h"
+#include "dtrain/model.h"
+#include "dtrain/sgd.h"
+#include "dtrain/world.h"
+
+typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
+
+enum { DT_PS_STALENESS_BINS = 16 };
+
+typedef struct dt_ps_config {
+    dt_ps_mode mode;
+    int servers, replicas, staleness;
+} dt_ps_config;
+
+typedef struct dt_ps_server_stats {
+    long updates, applied, dropped;
+    long staleness_hist[DT_PS_STALENESS_BINS]; /* last bin: >= bins-1 */
+    double busy_s;
+    long long bytes_in, bytes_out;
+    long max_clock_gap; /* ssp: largest (fastest - slowest) clock seen at a served pull */
+} dt_ps_server_stats;
+
+int dt_ps_parse_mode(const char *name, dt_ps_mode *mode);
+const char *dt_ps_mode_name(dt_ps_mode mode);
+
+/* The shard of server s: params[*offset .. *offset + *count). */
+void dt_ps_shard(size_t n_params, int servers, int s, size_t *offset, size_t *count);
+
+/* Server loop: serves pulls and pushes until every worker is done. opt holds the
+ * optimizer state (the whole buffer's, only the shard is used). */
+int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd *opt,
+                const dt_lr_schedule *sched, dt_ps_server_stats *stats, dt_error *err);
+
+/* Worker side. */
+typedef struct dt_ps_client {
+    const dt_world *world;
+    dt_ps_config cfg;
+    dt_model *model;
+    long versions[64]; /* version of each server's shard last pulled */
+    long clock;        /* steps completed */
+    long long bytes_sent, bytes_received;
+} dt_ps_client;
+
+void dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m);
+/* Fetches every shard into m->params (waits as the mode says). */
+void dt_ps_pull(dt_ps_client *c);
+/* Sends m->grads, shard by shard, tagged with the versions pulled; advances the clock. */
+void dt_ps_push(dt_ps_client *c);
+/* Tells every server this worker is finished. */
+void dt_ps_done(dt_ps_client *c);
+
+#endif
