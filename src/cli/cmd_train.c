@@ -50,6 +50,7 @@ static void train_usage(FILE *out) {
             "  --replicas-to-aggregate K   ps-sync: gradients averaged per update (default:\n"
             "                       all workers); later ones for an old version are dropped\n"
             "  --staleness S        ssp: a worker may run at most S steps ahead (default 3)\n"
+            "  --test-delay I:MS    testing aid: worker (or rank) I sleeps MS ms every step\n"
             "  --lr-scaling S       linear: lr x number of processes (use --warmup-epochs)\n"
             "                       | none (default)\n"
             "\n"
@@ -111,6 +112,7 @@ int cmd_train(int argc, char **argv) {
                                          {"servers", required_argument, 0, 'P'},
                                          {"replicas-to-aggregate", required_argument, 0, 'K'},
                                          {"staleness", required_argument, 0, 'Z'},
+                                         {"test-delay", required_argument, 0, 'Y'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     dt_train_config cfg = {.model = "lenet5",
@@ -232,6 +234,13 @@ int cmd_train(int argc, char **argv) {
         case 'K':
             if (cli_parse_int(cmd, "--replicas-to-aggregate", optarg, 1, 100000, &v)) return 2;
             cfg.ps.replicas = (int)v;
+            break;
+        case 'Y':
+            if (sscanf(optarg, "%d:%d", &cfg.delay_worker, &cfg.delay_ms) != 2 ||
+                cfg.delay_worker < 0 || cfg.delay_ms < 0) {
+                cli_fail(cmd, "--test-delay expects WORKER:MS, got '%s'", optarg);
+                return 2;
+            }
             break;
         case 'Z':
             if (cli_parse_int(cmd, "--staleness", optarg, 0, 100000, &v)) return 2;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
@@ -283,6 +284,10 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
                 break;
             }
             dt_model_backward(m, t.labels, n);
+            if (cfg->delay_ms > 0 && t.rank == cfg->delay_worker) {
+                struct timespec ts = {cfg->delay_ms / 1000, (cfg->delay_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
             dt_comm_stats cs = {0, 0, 0};
             if (t.ddp) dt_ddp_finish_step(t.ddp, &cs);
             if (t.ps) { /* the servers apply the update */
