@@ -17,6 +17,10 @@ typedef struct dt_step_record {
     double loss, lr;
     double t_data, t_compute, t_comm, t_comm_exposed;
     long long bytes_sent;
+    /* parameter-server mode: pull and push times (t_comm = their sum, all exposed) and
+     * bytes received with the pull; 0 otherwise */
+    double t_pull, t_push;
+    long long bytes_received;
 } dt_step_record;
 
 /* Times are per-epoch sums; across ranks the plain names hold the maximum (the

@@ -32,8 +32,8 @@ typedef struct dt_train_config {
     dt_allreduce_algo allreduce;
     double bucket_mb; /* 0 = 25 */
     int no_overlap;
-    int lr_scaling_linear; /* multiply lr by the number of processes (with warm-up) */
-    dt_ps_config ps;       /* parameter-server training when ps.mode != DT_PS_NONE */
+    int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
+    dt_ps_config ps;            /* parameter-server training when ps.mode != DT_PS_NONE */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;

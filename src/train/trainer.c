@@ -290,11 +290,13 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
             }
             dt_comm_stats cs = {0, 0, 0};
             if (t.ddp) dt_ddp_finish_step(t.ddp, &cs);
+            double t_push = 0.0;
             if (t.ps) { /* the servers apply the update */
                 double tp = dt_now();
                 long long before = t.client.bytes_sent;
                 dt_ps_push(&t.client);
-                cs.t_comm = cs.t_comm_exposed = t_pull + dt_now() - tp;
+                t_push = dt_now() - tp;
+                cs.t_comm = cs.t_comm_exposed = t_pull + t_push;
                 cs.bytes_sent = t.client.bytes_sent - before;
             } else {
                 dt_sgd_step(&t.opt, m->params, m->grads);
@@ -310,16 +312,20 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
             correct += hits;
             images += n;
             last_loss = loss;
-            dt_step_record rec = {t.rank,
-                                  epoch,
-                                  global_step,
-                                  loss,
-                                  lr,
-                                  t1 - t0,
-                                  t2 - t1 - cs.t_comm_exposed,
-                                  cs.t_comm,
-                                  cs.t_comm_exposed,
-                                  cs.bytes_sent};
+            dt_step_record rec = {.rank = t.rank,
+                                  .epoch = epoch,
+                                  .step = global_step,
+                                  .loss = loss,
+                                  .lr = lr,
+                                  .t_data = t1 - t0,
+                                  .t_compute = t2 - t1 - cs.t_comm_exposed,
+                                  .t_comm = cs.t_comm,
+                                  .t_comm_exposed = cs.t_comm_exposed,
+                                  .bytes_sent = cs.bytes_sent,
+                                  .t_pull = t_pull,
+                                  .t_push = t_push,
+                                  .bytes_received =
+                                      t.ps ? (long long)(sizeof(float) * m->n_params) : 0};
             dt_runlog_step(&t.log, &rec);
             global_step++;
             const double elapsed = dt_now() - epoch_start;
