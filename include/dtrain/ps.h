@@ -29,9 +29,14 @@ typedef struct dt_ps_config {
     int servers, replicas, staleness;
 } dt_ps_config;
 
+enum { DT_PS_MAX_EPOCHS = 64 };
+
 typedef struct dt_ps_server_stats {
     long updates, applied, dropped;
     long staleness_hist[DT_PS_STALENESS_BINS]; /* last bin: >= bins-1 */
+    /* the same per epoch of the pushing worker (epochs past the last row go there) */
+    long epoch_hist[DT_PS_MAX_EPOCHS][DT_PS_STALENESS_BINS];
+    long epoch_dropped[DT_PS_MAX_EPOCHS];
     double busy_s;
     long long bytes_in, bytes_out;
     long max_clock_gap; /* ssp: largest (fastest - slowest) clock seen at a served pull */
@@ -55,7 +60,9 @@ typedef struct dt_ps_client {
     dt_model *model;
     long versions[64]; /* version of each server's shard last pulled */
     long clock;        /* steps completed */
+    int epoch;         /* sent with every push, for per-epoch staleness histograms */
     long long bytes_sent, bytes_received;
+    double last_wait_s; /* of the last pull: time until every server answered */
 } dt_ps_client;
 
 void dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m);

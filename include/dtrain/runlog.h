@@ -19,7 +19,7 @@ typedef struct dt_step_record {
     long long bytes_sent;
     /* parameter-server mode: pull and push times (t_comm = their sum, all exposed) and
      * bytes received with the pull; 0 otherwise */
-    double t_pull, t_push;
+    double t_pull, t_push, t_wait; /* t_wait: the part of t_pull spent waiting to be served */
     long long bytes_received;
 } dt_step_record;
 

@@ -78,11 +78,11 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
     long version = 0, count = 0;
     int finished = 0;
     while (finished < workers) {
-        int64_t header[2];
+        int64_t header[3];
         MPI_Request req;
         MPI_Status status;
         DT_CHECK_MPI(
-            MPI_Irecv(header, 2, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req));
+            MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req));
         for (;;) { /* wait, but not forever: a dead worker must not hang the server */
             int flag = 0;
             double start = dt_now();
@@ -111,6 +111,9 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
             wait_one(w, &gr, from, "parameter server: receiving gradients");
             st->bytes_in += (long long)(n * sizeof(float) + sizeof header);
             long gv = (long)header[0];
+            int ep = header[2] < 0                   ? 0
+                     : header[2] >= DT_PS_MAX_EPOCHS ? DT_PS_MAX_EPOCHS - 1
+                                                     : (int)header[2];
             last_pushed[wi] = gv;
             clock[wi] = (long)header[1];
             long stale = version - gv;
@@ -131,6 +134,7 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
                     st->applied++;
                 } else {
                     st->dropped++;
+                    st->epoch_dropped[ep]++;
                 }
             } else {
                 opt->lr = (float)dt_lr_at(sched, version);
@@ -140,9 +144,12 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
                 st->updates++;
                 st->applied++;
             }
-            if (cfg->mode != DT_PS_SYNC || stale == 0) /* sync: only applied ones */
-                st->staleness_hist[stale < DT_PS_STALENESS_BINS - 1 ? (stale < 0 ? 0 : stale)
-                                                                    : DT_PS_STALENESS_BINS - 1]++;
+            if (cfg->mode != DT_PS_SYNC || stale == 0) { /* sync: only applied ones */
+                int bin = stale < DT_PS_STALENESS_BINS - 1 ? (stale < 0 ? 0 : (int)stale)
+                                                           : DT_PS_STALENESS_BINS - 1;
+                st->staleness_hist[bin]++;
+                st->epoch_hist[ep][bin]++;
+            }
         }
         /* answer the pulls that may go now */
         long slowest = LONG_MAX, fastest = 0;
@@ -180,26 +187,31 @@ void dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *c
 
 void dt_ps_pull(dt_ps_client *c) {
     const int P = c->cfg.servers;
-    int64_t dummy[2] = {0, c->clock}, versions[64];
+    int64_t dummy[3] = {0, c->clock, c->epoch}, versions[64];
     MPI_Request reqs[3 * 64];
+    const double t0 = dt_now();
     for (int s = 0; s < P; s++)
-        DT_CHECK_MPI(MPI_Isend(dummy, 2, MPI_INT64_T, s, TAG_PULL, MPI_COMM_WORLD, &reqs[s]));
+        DT_CHECK_MPI(MPI_Isend(dummy, 3, MPI_INT64_T, s, TAG_PULL, MPI_COMM_WORLD, &reqs[s]));
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
-        DT_CHECK_MPI(MPI_Irecv(&versions[s], 1, MPI_INT64_T, s, TAG_VERSION, MPI_COMM_WORLD,
-                               &reqs[P + 2 * s]));
+        DT_CHECK_MPI(
+            MPI_Irecv(&versions[s], 1, MPI_INT64_T, s, TAG_VERSION, MPI_COMM_WORLD, &reqs[P + s]));
         DT_CHECK_MPI(MPI_Irecv(c->model->params + off, (int)n, MPI_FLOAT, s, TAG_PARAMS,
-                               MPI_COMM_WORLD, &reqs[P + 2 * s + 1]));
+                               MPI_COMM_WORLD, &reqs[2 * P + s]));
         c->bytes_received += (long long)(n * sizeof(float));
     }
-    dt_world_wait_all(c->world, 3 * P, reqs, -1, "worker: pulling parameters");
+    /* the servers answer with the version first: until then the worker waits (sync,
+     * ssp), after it the shard is in transfer */
+    dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: waiting for the servers");
+    c->last_wait_s = dt_now() - t0;
+    dt_world_wait_all(c->world, P, reqs + 2 * P, -1, "worker: pulling parameters");
     for (int s = 0; s < P; s++) c->versions[s] = (long)versions[s];
 }
 
 void dt_ps_push(dt_ps_client *c) {
     const int P = c->cfg.servers;
-    int64_t headers[64][2];
+    int64_t headers[64][3];
     MPI_Request reqs[2 * 64];
     c->clock++;
     for (int s = 0; s < P; s++) {
@@ -217,7 +229,7 @@ void dt_ps_push(dt_ps_client *c) {
 }
 
 void dt_ps_done(dt_ps_client *c) {
-    int64_t dummy[2] = {0, 0};
+    int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
-        DT_CHECK_MPI(MPI_Send(dummy, 2, MPI_INT64_T, s, TAG_DONE, MPI_COMM_WORLD));
+        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, TAG_DONE, MPI_COMM_WORLD));
 }

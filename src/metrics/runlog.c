@@ -20,9 +20,10 @@ void dt_runlog_step(dt_runlog *log, const dt_step_record *r) {
     fprintf(log->file,
             "{\"event\":\"step\",\"rank\":%d,\"epoch\":%d,\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,"
             "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_comm_exposed\":%.9g,"
-            "\"bytes_sent\":%lld,\"t_pull\":%.9g,\"t_push\":%.9g,\"bytes_received\":%lld}\n",
+            "\"bytes_sent\":%lld,\"t_pull\":%.9g,\"t_push\":%.9g,\"t_wait\":%.9g,"
+            "\"bytes_received\":%lld}\n",
             r->rank, r->epoch, r->step, r->loss, r->lr, r->t_data, r->t_compute, r->t_comm,
-            r->t_comm_exposed, r->bytes_sent, r->t_pull, r->t_push, r->bytes_received);
+            r->t_comm_exposed, r->bytes_sent, r->t_pull, r->t_push, r->t_wait, r->bytes_received);
 }
 
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {

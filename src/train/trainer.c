@@ -213,6 +213,15 @@ static void log_server_stats(trainer *t, const dt_train_config *cfg) {
         for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
             fprintf(t->log.file, b ? ",%ld" : "%ld", st.staleness_hist[b]);
         fputs("]}\n", t->log.file);
+        for (int e = 0; e < cfg->epochs && e < DT_PS_MAX_EPOCHS; e++) {
+            fprintf(t->log.file,
+                    "{\"event\":\"ps_epoch\",\"server\":%d,\"epoch\":%d,\"dropped\":%ld,"
+                    "\"staleness_hist\":[",
+                    s, e, st.epoch_dropped[e]);
+            for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
+                fprintf(t->log.file, b ? ",%ld" : "%ld", st.epoch_hist[e][b]);
+            fputs("]}\n", t->log.file);
+        }
     }
 }
 
@@ -270,6 +279,7 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
             double t_pull = 0.0;
             if (t.ps) { /* the step computes on the servers' current parameters */
                 double tp = dt_now();
+                t.client.epoch = epoch;
                 dt_ps_pull(&t.client);
                 t_pull = dt_now() - tp;
             }
@@ -324,6 +334,7 @@ int dt_train(const dt_train_config *cfg, const dt_world *world, dt_progress_fn p
                                   .bytes_sent = cs.bytes_sent,
                                   .t_pull = t_pull,
                                   .t_push = t_push,
+                                  .t_wait = t.ps ? t.client.last_wait_s : 0,
                                   .bytes_received =
                                       t.ps ? (long long)(sizeof(float) * m->n_params) : 0};
             dt_runlog_step(&t.log, &rec);
