@@ -28,6 +28,8 @@ typedef struct dt_scale_row {
 
 typedef struct dt_scale_study {
     char model[64], data[128];
+    char mode[32];       /* "allreduce", "ps-sync", ... ("" = unknown) */
+    int servers;         /* parameter servers on top of the process counts (ps modes) */
     double params;       /* parameters (floats exchanged per iteration) */
     double dataset_size; /* training samples */
     dt_scale_row *rows;

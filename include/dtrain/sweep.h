@@ -23,6 +23,8 @@ typedef struct dt_sweep_config {
     int lr_scaling;          /* also run each multi-process config with linear LR scaling */
     double warmup_epochs;
     long max_samples, test_samples; /* 0 = all (passed to dtrain train) */
+    const char *mode; /* NULL/"allreduce", or a parameter-server mode: procs = workers */
+    int servers;
     int force, quiet;
 } dt_sweep_config;
 

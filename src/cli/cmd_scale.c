@@ -26,7 +26,10 @@ static void scale_usage(FILE *out) {
             "  --batch-sizes LIST  per process, e.g. 32,128,512 (default: 32, then x4 up to the\n"
             "                      per-process share of the data, stopping at the first that\n"
             "                      does not fit in memory)\n"
-            "  --procs LIST        process counts, e.g. 1,2 (default 1,2)\n"
+            "  --procs LIST        process counts, e.g. 1,2 (default 1,2); with a parameter-\n"
+            "                      server mode, worker counts (servers come on top)\n"
+            "  --mode M            allreduce (default) | ps-sync | ps-async | ssp\n"
+            "  --servers P         parameter servers for the ps modes (default 1)\n"
             "  --epochs E          epochs per config (default 2)\n"
             "  --threads T         compute threads per process (default 1)\n"
             "  --lr X              learning rate (default 0.05)\n"
@@ -75,6 +78,7 @@ int cmd_scale(int argc, char **argv) {
                                          {"quiet", no_argument, 0, 'q'},
                                          {"mode", required_argument, 0, 'D'},
                                          {"max-samples", required_argument, 0, 'N'},
+                                         {"servers", required_argument, 0, 'P'},
                                          {"test-samples", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -89,7 +93,8 @@ int cmd_scale(int argc, char **argv) {
                            .threads = 1,
                            .loader_workers = 1,
                            .lr = 0.05,
-                           .warmup_epochs = 1};
+                           .warmup_epochs = 1,
+                           .servers = 1};
     long v;
     double x;
     int opt;
@@ -135,6 +140,10 @@ int cmd_scale(int argc, char **argv) {
         case 'o':
             cfg.out_dir = optarg;
             break;
+        case 'P':
+            if (cli_parse_int(cmd, "--servers", optarg, 1, 63, &v)) return 2;
+            cfg.servers = (int)v;
+            break;
         case 'N':
             if (cli_parse_int(cmd, "--max-samples", optarg, 1, 0x7fffffffL, &v)) return 2;
             cfg.max_samples = v;
@@ -151,6 +160,7 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'D':
             if (cli_check_mode(cmd, optarg)) return 2;
+            cfg.mode = optarg;
             break;
         case 'h':
             scale_usage(stdout);

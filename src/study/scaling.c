@@ -318,6 +318,11 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     fputs("; batch sizes per process", out);
     for (int b = 0; b < nb; b++) fprintf(out, " %d", batch[b]);
     fputs(".\n\n", out);
+    if (s->servers > 0)
+        fprintf(out,
+                "Mode %s with %d parameter server%s on top of each process count: the "
+                "process counts are workers.\n\n",
+                s->mode[0] ? s->mode : "(parameter server)", s->servers, s->servers > 1 ? "s" : "");
     for (int i = 0; i < s->n_notes; i++) fprintf(out, "- **Note:** %s\n", s->notes[i]);
     if (s->n_notes) fputc('\n', out);
     fputs("Definitions. Epoch times are of the 2nd epoch (the 1st warms caches). *Training "

@@ -38,7 +38,8 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
         if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "run")) {
             have_run = 1;
-            row->procs = (int)num(o, "procs", 1);
+            /* workers scale the study; parameter servers come on top */
+            row->procs = (int)num(o, "workers", num(o, "procs", 1));
             row->batch = (int)num(o, "batch_size", 0);
             row->iterations = (long)num(o, "steps_per_epoch", 0);
             epochs_wanted = (int)num(o, "epochs", -1);
@@ -46,6 +47,10 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
             row->lr_scaled = cJSON_IsString(sc) && !strcmp(sc->valuestring, "linear");
             study->params = num(o, "params", study->params);
             study->dataset_size = num(o, "dataset_size", study->dataset_size);
+            const cJSON *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
+            if (cJSON_IsString(mode) && strcmp(mode->valuestring, "single"))
+                snprintf(study->mode, sizeof study->mode, "%s", mode->valuestring);
+            if (num(o, "servers", 0) > 0) study->servers = (int)num(o, "servers", 0);
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
             const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "data");
             if (cJSON_IsString(m))
@@ -149,13 +154,15 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     snprintf(num_w, sizeof num_w, "%d", cfg->loader_workers);
     snprintf(num_lr, sizeof num_lr, "%g", cfg->lr);
     snprintf(num_wu, sizeof num_wu, "%g", cfg->warmup_epochs);
-    char np[16], num_ms[24], num_ts[24];
-    snprintf(np, sizeof np, "%d", procs);
+    char np[16], num_ms[24], num_ts[24], num_sv[16];
+    const int ps = cfg->mode && strcmp(cfg->mode, "allreduce");
+    snprintf(np, sizeof np, "%d", procs + (ps ? cfg->servers : 0));
+    snprintf(num_sv, sizeof num_sv, "%d", cfg->servers);
     snprintf(num_ms, sizeof num_ms, "%ld", cfg->max_samples);
     snprintf(num_ts, sizeof num_ts, "%ld", cfg->test_samples);
     const char *argv[48];
     int a = 0;
-    if (procs > 1) {
+    if (procs > 1 || ps) {
         argv[a++] = "mpirun";
         argv[a++] = "-np";
         argv[a++] = np;
@@ -174,6 +181,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         argv[a++] = "--lr-scaling", argv[a++] = "linear";
         argv[a++] = "--warmup-epochs", argv[a++] = num_wu;
     }
+    if (ps)
+        argv[a++] = "--mode", argv[a++] = cfg->mode, argv[a++] = "--servers", argv[a++] = num_sv;
     if (cfg->max_samples > 0) argv[a++] = "--max-samples", argv[a++] = num_ms;
     if (cfg->test_samples > 0) argv[a++] = "--test-samples", argv[a++] = num_ts;
     argv[a++] = "--log", argv[a++] = log;

@@ -142,7 +142,8 @@ static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch
              "\"global_batch\":%d,\"data\":\"%s\",\"dataset_size\":%d,\"steps_per_epoch\":%ld,"
              "\"epochs\":%d,\"lr\":%g,\"lr_scaling\":\"%s\",\"warmup_epochs\":%g,"
              "\"momentum\":%g,\"weight_decay\":%g,\"threads\":%d,\"loader_workers\":%d,"
-             "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu",
+             "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu,"
+             "\"workers\":%d,\"servers\":%d",
              cfg->model, t->model.n_params, t->ps ? t->world->size : t->size,
              t->ps         ? dt_ps_mode_name(cfg->ps.mode)
              : t->size > 1 ? "allreduce"
@@ -152,7 +153,8 @@ static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch
              cfg->momentum, cfg->weight_decay, cfg->threads, cfg->loader_workers,
              dt_allreduce_name(cfg->allreduce), cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
              t->ddp ? dt_ddp_bucket_count(t->ddp) : 0,
-             t->ddp && !cfg->no_overlap ? "true" : "false", (unsigned long long)cfg->seed);
+             t->ddp && !cfg->no_overlap ? "true" : "false", (unsigned long long)cfg->seed, t->size,
+             t->ps ? cfg->ps.servers : 0);
     dt_runlog_run(&t->log, fields);
 }
 
