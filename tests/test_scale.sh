@@ -46,6 +46,11 @@ check "scale's report compares model and measurement" grep -q "## 7. Model vs me
 $sweep --batch-sizes 32 --force >"$tmp/out3" 2>&1
 check "--force runs again" [ "$(grep -c 'done before' "$tmp/out3")" -eq 0 ]
 
+# The same sweep with parameter servers: process counts are workers.
+"$DTRAIN" scale --mode ps-sync --servers 1 --model lenet5 --data synthetic:mnist --procs 1,2 \
+    --batch-sizes 32 --epochs 2 --max-samples 640 --test-samples 64 --out "$tmp/ps" >"$tmp/out8" 2>&1
+check "scale --mode ps-sync runs and says so" grep -q "Mode ps-sync with 1 parameter server" "$tmp/ps/report.md"
+
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
 "$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1
