@@ -1,6 +1,7 @@
 #include "dtrain/ps.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,18 +84,20 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
         MPI_Status status;
         DT_CHECK_MPI(
             MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req));
-        for (;;) { /* wait, but not forever: a dead worker must not hang the server */
-            int flag = 0;
-            double start = dt_now();
-            while (!flag) {
-                DT_CHECK_MPI(MPI_Test(&req, &flag, &status));
-                if (!flag && dt_now() - start > w->timeout_s)
-                    dt_world_abort(w,
-                                   "parameter server %d: no message from any worker for %.0f s "
-                                   "(a worker died or hangs)",
-                                   s, w->timeout_s);
-            }
-            break;
+        /* not forever: a dead worker must not hang the server; and yield the core now
+         * and then, which oversubscribed runs share */
+        int flag = 0;
+        long polls = 0;
+        const double start = dt_now();
+        while (!flag) {
+            DT_CHECK_MPI(MPI_Test(&req, &flag, &status));
+            if (flag || (++polls & 1023)) continue;
+            if (dt_now() - start > w->timeout_s)
+                dt_world_abort(w,
+                               "parameter server %d: no message from any worker for %.0f s "
+                               "(a worker died or hangs)",
+                               s, w->timeout_s);
+            sched_yield();
         }
         double t0 = dt_now();
         int from = status.MPI_SOURCE, wi = from - cfg->servers;
@@ -152,12 +155,9 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
             }
         }
         /* answer the pulls that may go now */
-        long slowest = LONG_MAX, fastest = 0;
+        long slowest = LONG_MAX;
         for (int i = 0; i < workers; i++)
-            if (!done[i]) {
-                if (clock[i] < slowest) slowest = clock[i];
-                if (clock[i] > fastest) fastest = clock[i];
-            }
+            if (!done[i] && clock[i] < slowest) slowest = clock[i];
         for (int i = 0; i < workers; i++) {
             if (!pending[i]) continue;
             int ok = 1;
@@ -171,7 +171,6 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
             send_shard(w, cfg->servers + i, version, m->params + off, n, st);
             pending[i] = 0;
         }
-        (void)fastest;
         st->busy_s += dt_now() - t0;
     }
     dt_free(grad), dt_free(acc), free(last_pushed), free(clock), free(pending), free(done);
