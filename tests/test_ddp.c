@@ -23,51 +23,10 @@
 static dt_world world;
 static char single_path[128];
 
-static dt_train_config base_config(const char *model, int batch) {
-    dt_train_config cfg = {.model = model,
-                           .data = "synthetic:mnist",
-                           .epochs = 1,
-                           .batch_size = batch,
-                           .lr = 0.05f,
-                           .momentum = 0.9f,
-                           .weight_decay = 5e-4f,
-                           .threads = 1,
-                           .seed = 9,
-                           .max_steps = 6,
-                           .max_samples = 4096,
-                           .max_test_samples = 64,
-                           .loader_workers = 1,
-                           .augment = -1,
-                           .bucket_mb = 25};
-    return cfg;
-}
-
-static double compare_weights(const char *a, const char *b) {
-    dt_safetensors sa, sb;
-    dt_error err;
-    if (dt_safetensors_read(&sa, a, &err) || dt_safetensors_read(&sb, b, &err))
-        fail_msg("%s", err.msg);
-    double diff = 0.0, ref = 0.0;
-    assert_int_equal(sa.n_tensors, sb.n_tensors);
-    for (int i = 0; i < sa.n_tensors; i++) {
-        const dt_st_tensor *x = &sa.tensors[i], *y = dt_safetensors_find(&sb, x->name);
-        assert_non_null(y);
-        if (strcmp(x->dtype, "F32")) continue;
-        const float *p = (const float *)x->data, *q = (const float *)y->data;
-        for (size_t k = 0; k < x->numel; k++) {
-            diff += ((double)p[k] - q[k]) * ((double)p[k] - q[k]);
-            ref += (double)q[k] * q[k];
-        }
-    }
-    dt_safetensors_free(&sa);
-    dt_safetensors_free(&sb);
-    return sqrt(diff / ref);
-}
-
 /* Rank 0 trains alone with batch world*b, writing single_path. */
 static void train_single(const char *model, int b) {
     if (world.rank == 0) {
-        dt_train_config cfg = base_config(model, b * world.size);
+        dt_train_config cfg = equivalence_config(model, b * world.size);
         cfg.save_path = single_path;
         dt_error err;
         if (dt_train(&cfg, NULL, NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
@@ -79,7 +38,7 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
                               double bucket_mb) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/dtrain_ddp_%d_dist.safetensors", (int)getppid());
-    dt_train_config cfg = base_config(model, b);
+    dt_train_config cfg = equivalence_config(model, b);
     cfg.allreduce = algo;
     cfg.no_overlap = !overlap;
     cfg.bucket_mb = bucket_mb;
@@ -91,7 +50,7 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
     DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double e = 0.0;
     if (world.rank == 0) {
-        e = compare_weights(path, single_path);
+        e = safetensors_rel_error(path, single_path);
         print_message("%s: %d ranks x batch %d vs 1 x %d, %s, %s, buckets of %g MiB: relative "
                       "error %.2e\n",
                       model, world.size, b, b * world.size, dt_allreduce_name(algo),
@@ -118,24 +77,15 @@ static void test_two_ranks_equal_one_rank_mlp(void **state) {
     check_distributed("mlp", 8, DT_ALLREDUCE_RING, 1, 0.3);
     check_distributed("mlp", 8, DT_ALLREDUCE_AUTO, 1, 25);
     check_distributed("mlp", 8, DT_ALLREDUCE_MPI, 0, 0.3);
+    if (world.rank == 0) unlink(single_path);
 }
 
 int main(int argc, char **argv) {
-    dt_error err;
-    if (dt_world_init(&world, &argc, &argv, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     snprintf(single_path, sizeof single_path, "/tmp/dtrain_ddp_%d_single.safetensors",
              (int)getppid());
-    if (world.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ranks_equal_one_rank_lenet5),
         cmocka_unit_test(test_two_ranks_equal_one_rank_mlp),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (world.rank == 0) unlink(single_path);
-    dt_world_finalize(&world);
-    return failed;
+    return run_mpi_tests(&world, tests, sizeof tests / sizeof *tests, &argc, &argv);
 }

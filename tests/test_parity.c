@@ -34,7 +34,6 @@ static void load_batch(const dt_safetensors *st, dt_model *m, int step, int batc
                        int32_t *labels) {
     char name[32];
     dt_error err;
-    dt_model_spec spec;
     snprintf(name, sizeof name, "input%d", step);
     const dt_st_tensor *t = dt_safetensors_find(st, name);
     assert_non_null(t);
@@ -42,7 +41,6 @@ static void load_batch(const dt_safetensors *st, dt_model *m, int step, int batc
     memcpy(dt_model_input_data(m), t->data, t->bytes);
     snprintf(name, sizeof name, "labels%d", step);
     if (dt_safetensors_get_i32(st, name, (size_t)batch, labels, &err)) fail_msg("%s", err.msg);
-    (void)spec;
 }
 
 static void run_fixture_with(const char *path, dt_conv_backend backend) {

@@ -18,48 +18,9 @@
 #include "dtrain/safetensors.h"
 #include "dtrain/trainer.h"
 #include "dtrain/world.h"
+#include "testutil.h"
 
 static dt_world world;
-
-static dt_train_config base(const char *model, int batch) {
-    dt_train_config cfg = {.model = model,
-                           .data = "synthetic:mnist",
-                           .epochs = 1,
-                           .batch_size = batch,
-                           .lr = 0.05f,
-                           .momentum = 0.9f,
-                           .weight_decay = 5e-4f,
-                           .threads = 1,
-                           .seed = 9,
-                           .max_steps = 6,
-                           .max_samples = 4096,
-                           .max_test_samples = 64,
-                           .loader_workers = 1,
-                           .augment = -1,
-                           .bucket_mb = 25};
-    return cfg;
-}
-
-static double compare(const char *a, const char *b) {
-    dt_safetensors sa, sb;
-    dt_error err;
-    if (dt_safetensors_read(&sa, a, &err) || dt_safetensors_read(&sb, b, &err))
-        fail_msg("%s", err.msg);
-    double diff = 0.0, ref = 0.0;
-    for (int i = 0; i < sa.n_tensors; i++) {
-        const dt_st_tensor *x = &sa.tensors[i], *y = dt_safetensors_find(&sb, x->name);
-        assert_non_null(y);
-        if (strcmp(x->dtype, "F32")) continue;
-        const float *p = (const float *)x->data, *q = (const float *)y->data;
-        for (size_t k = 0; k < x->numel; k++) {
-            diff += ((double)p[k] - q[k]) * ((double)p[k] - q[k]);
-            ref += (double)q[k] * q[k];
-        }
-    }
-    dt_safetensors_free(&sa);
-    dt_safetensors_free(&sb);
-    return sqrt(diff / ref);
-}
 
 static void test_ps_sync_equals_one_process(void **state) {
     (void)state;
@@ -67,7 +28,7 @@ static void test_ps_sync_equals_one_process(void **state) {
     char dist[128], single[128];
     snprintf(dist, sizeof dist, "/tmp/dtrain_ps_%d_dist.safetensors", (int)getppid());
     snprintf(single, sizeof single, "/tmp/dtrain_ps_%d_single.safetensors", (int)getppid());
-    dt_train_config cfg = base("lenet5", b);
+    dt_train_config cfg = equivalence_config("lenet5", b);
     cfg.ps = (dt_ps_config){DT_PS_SYNC, servers, workers, 0};
     cfg.save_path = dist;
     dt_error err;
@@ -76,10 +37,10 @@ static void test_ps_sync_equals_one_process(void **state) {
     DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double e = 0.0;
     if (world.rank == 0) {
-        dt_train_config one = base("lenet5", b * workers);
+        dt_train_config one = equivalence_config("lenet5", b * workers);
         one.save_path = single;
         if (dt_train(&one, NULL, NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
-        e = compare(dist, single);
+        e = safetensors_rel_error(dist, single);
         print_message("ps-sync, %d server%s x 2 workers x batch %d vs 1 process x batch %d: "
                       "relative error %.2e\n",
                       servers, servers > 1 ? "s" : "", b, 2 * b, e);
@@ -91,17 +52,8 @@ static void test_ps_sync_equals_one_process(void **state) {
 }
 
 int main(int argc, char **argv) {
-    dt_error err;
-    if (dt_world_init(&world, &argc, &argv, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    if (world.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ps_sync_equals_one_process),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    dt_world_finalize(&world);
-    return failed;
+    return run_mpi_tests(&world, tests, sizeof tests / sizeof *tests, &argc, &argv);
 }

@@ -4,11 +4,16 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "dtrain/rng.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/trainer.h"
+#include "dtrain/world.h"
 
 void fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     dt_rng rng = dt_rng_make(seed, 77);
@@ -29,4 +34,59 @@ void *test_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     assert_non_null(p);
     return p;
+}
+
+double safetensors_rel_error(const char *a, const char *b) {
+    dt_safetensors sa, sb;
+    dt_error err;
+    if (dt_safetensors_read(&sa, a, &err) || dt_safetensors_read(&sb, b, &err))
+        fail_msg("%s", err.msg);
+    double diff = 0.0, ref = 0.0;
+    assert_int_equal(sa.n_tensors, sb.n_tensors);
+    for (int i = 0; i < sa.n_tensors; i++) {
+        const dt_st_tensor *x = &sa.tensors[i], *y = dt_safetensors_find(&sb, x->name);
+        assert_non_null(y);
+        if (strcmp(x->dtype, "F32")) continue;
+        const float *p = (const float *)x->data, *q = (const float *)y->data;
+        for (size_t k = 0; k < x->numel; k++) {
+            diff += ((double)p[k] - q[k]) * ((double)p[k] - q[k]);
+            ref += (double)q[k] * q[k];
+        }
+    }
+    dt_safetensors_free(&sa);
+    dt_safetensors_free(&sb);
+    return sqrt(diff / ref);
+}
+
+dt_train_config equivalence_config(const char *model, int batch) {
+    dt_train_config cfg = {.model = model,
+                           .data = "synthetic:mnist",
+                           .epochs = 1,
+                           .batch_size = batch,
+                           .lr = 0.05f,
+                           .momentum = 0.9f,
+                           .weight_decay = 5e-4f,
+                           .threads = 1,
+                           .seed = 9,
+                           .max_steps = 6,
+                           .max_samples = 4096,
+                           .max_test_samples = 64,
+                           .loader_workers = 1,
+                           .augment = -1,
+                           .bucket_mb = 25};
+    return cfg;
+}
+
+int run_mpi_tests(dt_world *world, const struct CMUnitTest *tests, size_t count, int *argc,
+                  char ***argv) {
+    dt_error err;
+    if (dt_world_init(world, argc, argv, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (world->rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    int failed = _cmocka_run_group_tests("mpi", tests, count, NULL, NULL);
+    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    dt_world_finalize(world);
+    return failed;
 }

@@ -11,4 +11,20 @@ double rel_error(const float *a, const float *b, size_t n);
 /* Calloc that fails the running test on out-of-memory. */
 void *test_alloc(size_t bytes);
 
+/* Norm-wise relative error of every F32 tensor of safetensors file a against b
+ * (together, as one vector); fails the test if a file or a tensor is missing. */
+double safetensors_rel_error(const char *a, const char *b);
+
+struct dt_train_config;
+/* The small run the equivalence tests compare: synthetic MNIST, 6 steps, SGD with
+ * momentum and weight decay, one thread, fixed seed. */
+struct dt_train_config equivalence_config(const char *model, int batch);
+
+struct CMUnitTest;
+struct dt_world;
+/* main() of a test run under mpirun: initialises the world, lets rank 0 alone
+ * print, runs the group on every rank and fails if any rank failed. */
+int run_mpi_tests(struct dt_world *world, const struct CMUnitTest *tests, size_t count, int *argc,
+                  char ***argv);
+
 #endif

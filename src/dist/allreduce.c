@@ -37,10 +37,6 @@ void dt_allreduce_free(dt_allreduce *ar) {
     ar->scratch = NULL;
 }
 
-static void wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
-    dt_world_wait_all(w, n, reqs, peer, what);
-}
-
 static void segment(size_t n, int parts, int i, size_t *begin, size_t *count) {
     size_t seg = (n + (size_t)parts - 1) / (size_t)parts;
     size_t b = seg * (size_t)i;
@@ -84,13 +80,13 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
         int nr, ns;
         post_step(ar, ar->scratch, rc, buf + sb, sc, chunk, left, right, reqs, &nr, &ns);
         for (int k = 0; k < nr; k++) { /* reduce chunk k while later ones travel */
-            wait_all(w, 1, &reqs[k], left, "ring all-reduce");
+            dt_world_wait_all(w, 1, &reqs[k], left, "ring all-reduce");
             size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
             float *dst = buf + rb + off;
             const float *src = ar->scratch + off;
             for (size_t i = 0; i < len; i++) dst[i] += src[i];
         }
-        wait_all(w, ns, reqs + nr, right, "ring all-reduce");
+        dt_world_wait_all(w, ns, reqs + nr, right, "ring all-reduce");
     }
     /* All-gather: pass the reduced segments around, straight into place. */
     for (int s = 0; s < p - 1; s++) {
@@ -99,7 +95,7 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
         segment(n, p, (r - s + p) % p, &rb, &rc);
         int nr, ns;
         post_step(ar, buf + rb, rc, buf + sb, sc, chunk, left, right, reqs, &nr, &ns);
-        wait_all(w, nr + ns, reqs, left, "ring all-reduce");
+        dt_world_wait_all(w, nr + ns, reqs, left, "ring all-reduce");
     }
 }
 
@@ -116,6 +112,6 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     MPI_Request req;
     DT_CHECK_MPI(
         MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
-    wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
+    dt_world_wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
     ar->bytes_sent += (long long)(2.0 * (w->size - 1) / w->size * (double)n * sizeof(float));
 }

@@ -42,10 +42,6 @@ void dt_ps_shard(size_t n_params, int servers, int s, size_t *offset, size_t *co
     *count = per + ((size_t)s < extra ? 1 : 0);
 }
 
-static void wait_one(const dt_world *w, MPI_Request *req, int peer, const char *what) {
-    dt_world_wait_all(w, 1, req, peer, what);
-}
-
 static void send_shard(const dt_world *w, int to, long version, const float *data, size_t n,
                        dt_ps_server_stats *st) {
     int64_t v = version;
@@ -111,7 +107,7 @@ int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd 
             MPI_Request gr;
             DT_CHECK_MPI(
                 MPI_Irecv(grad + off, (int)n, MPI_FLOAT, from, TAG_GRADS, MPI_COMM_WORLD, &gr));
-            wait_one(w, &gr, from, "parameter server: receiving gradients");
+            dt_world_wait_all(w, 1, &gr, from, "parameter server: receiving gradients");
             st->bytes_in += (long long)(n * sizeof(float) + sizeof header);
             long gv = (long)header[0];
             int ep = header[2] < 0                   ? 0

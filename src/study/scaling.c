@@ -420,7 +420,6 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     fputs("## 6. Reading\n\n", out);
     int said = 0;
     for (int b = 0; b < nb; b++) {
-        const dt_scale_row *best = NULL;
         for (int p = 0; p < np; p++) {
             const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
             if (!r || r->procs < 2) continue;
@@ -439,10 +438,8 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
                     "- Batch %d per process, %d processes: speed-up %.2f (efficiency %.0f%%); "
                     "%.0f%% of the training time waits for communication: %s.\n",
                     r->batch, r->procs, sp, 100.0 * sp / r->procs, 100.0 * exposed_share, regime);
-            if (!best || sp > dt_scale_strong_speedup(s, best)) best = r;
             said = 1;
         }
-        (void)best;
     }
     /* Where scaling stops paying: the largest speed-up per added process, per batch. */
     for (int b = 0; b < nb; b++) {
