@@ -46,11 +46,14 @@ static double epoch_time(const dt_scale_row *r) {
     return r->t_epoch > 0 ? r->t_epoch : r->t_train;
 }
 
+/* Iterations per process per epoch with the dataset split over procs (-1: unknown). */
+static double split_iterations(double dataset_size, int procs, int batch) {
+    return dataset_size > 0 ? ceil(ceil(dataset_size / procs) / batch) : -1;
+}
+
 static double iterations(const dt_scale_study *s, const dt_scale_row *r) {
     if (r->iterations > 0) return (double)r->iterations;
-    if (s->dataset_size <= 0) return -1;
-    double per_proc = ceil(s->dataset_size / r->procs);
-    return ceil(per_proc / r->batch);
+    return split_iterations(s->dataset_size, r->procs, r->batch);
 }
 
 static const dt_scale_row *base_of(const dt_scale_study *s, const dt_scale_row *r) {
@@ -526,8 +529,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
                 int best = 1;
                 double best_t = INFINITY;
                 for (int N = 1; N <= 16; N++) {
-                    double it =
-                        s->dataset_size > 0 ? ceil(ceil(s->dataset_size / N) / batch[b]) : -1;
+                    double it = split_iterations(s->dataset_size, N, batch[b]);
                     if (it <= 0) break;
                     double t = it * dt_speed_step_time(&fit, N, 0, (double)N * batch[b]);
                     if (t < best_t) best_t = t, best = N;
