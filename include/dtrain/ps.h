@@ -20,6 +20,17 @@
 #include "dtrain/sgd.h"
 #include "dtrain/world.h"
 
+/* Message tags of the protocol between workers and servers. */
+enum {
+    DT_PS_TAG_PULL = 11,
+    DT_PS_TAG_VERSION = 12,
+    DT_PS_TAG_PARAMS = 13,
+    DT_PS_TAG_PUSH = 14,
+    DT_PS_TAG_GRADS = 15,
+    DT_PS_TAG_DONE = 16,
+    DT_PS_TAG_STATS = 17,
+};
+
 typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
 
 enum { DT_PS_STALENESS_BINS = 16 };
@@ -48,10 +59,9 @@ const char *dt_ps_mode_name(dt_ps_mode mode);
 /* The shard of server s: params[*offset .. *offset + *count). */
 void dt_ps_shard(size_t n_params, int servers, int s, size_t *offset, size_t *count);
 
-/* Server loop: serves pulls and pushes until every worker is done. opt holds the
- * optimizer state (the whole buffer's, only the shard is used). */
-int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd *opt,
-                const dt_lr_schedule *sched, dt_ps_server_stats *stats, dt_error *err);
+/* The statistics a server sends to the first worker at the end (DT_PS_TAG_STATS). */
+void dt_ps_send_stats(const dt_world *job, const dt_ps_server_stats *st, int to);
+void dt_ps_recv_stats(const dt_world *job, dt_ps_server_stats *st, int from);
 
 /* Worker side. */
 typedef struct dt_ps_client {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "dtrain/error.h"
+#include "dtrain/ps.h"
 
 typedef struct dt_runlog {
     FILE *file; /* NULL: logging off */
@@ -42,6 +43,9 @@ int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err);
 void dt_runlog_run(dt_runlog *log, const char *fields_json);
 void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
+/* A parameter server's "ps_server" record and its "ps_epoch" records for epochs
+ * 0..epochs-1. */
+void dt_runlog_ps_server(dt_runlog *log, int server, const dt_ps_server_stats *st, int epochs);
 int dt_runlog_close(dt_runlog *log, dt_error *err);
 
 #endif

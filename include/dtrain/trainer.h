@@ -28,15 +28,23 @@ typedef struct dt_train_config {
     long max_test_samples; /* evaluate on the first N test samples; 0 = all */
     int loader_workers;    /* background decoding threads; 0 = decode in the trainer */
     int augment;           /* -1: the dataset's default (crop + flip for CIFAR train) */
-    /* Data parallelism (used when the world has more than one rank). */
+    /* Data parallelism (used when the world has more than one rank). The training
+     * mode by name (dt_train_mode_names()); NULL: "allreduce", or the parameter-server
+     * mode set in ps.mode by library callers. */
+    const char *mode;
     dt_allreduce_algo allreduce;
     double bucket_mb; /* 0 = 25 */
     int no_overlap;
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
-    dt_ps_config ps;            /* parameter-server training when ps.mode != DT_PS_NONE */
+    dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
+
+/* The defaults of `dtrain train` (its --help states them): lenet5, 1 epoch, batch 128,
+ * lr 0.1, momentum 0.9, weight decay 5e-4, every core, one loader worker, the
+ * dataset's augmentation, allreduce, 1 server, staleness 3. */
+dt_train_config dt_train_config_default(void);
 
 typedef struct dt_train_progress {
     int epoch, epochs;

@@ -1,7 +1,10 @@
-/* The MPI world: one process per rank, started by mpirun (or alone, as an MPI
- * singleton). Any MPI failure ends the whole job with one line naming the rank and
- * the cause, never a hang: MPI calls return errors (MPI_ERRORS_RETURN) and go
- * through DT_CHECK_MPI, and waits on peers give up after a timeout. */
+/* A world: a group of ranks with its own MPI communicator. The process world holds
+ * every process started by mpirun (or one alone, as an MPI singleton); a mode splits
+ * it into smaller worlds (dt_world_split), e.g. the workers of a parameter-server job,
+ * and every collective or message of dtrain goes through a world's communicator.
+ * Any MPI failure ends the whole job with one line naming the rank and the cause,
+ * never a hang: MPI calls return errors (MPI_ERRORS_RETURN) and go through
+ * DT_CHECK_MPI, and waits on peers give up after a timeout. */
 #ifndef DTRAIN_WORLD_H
 #define DTRAIN_WORLD_H
 
@@ -10,15 +13,24 @@
 #include "dtrain/error.h"
 
 typedef struct dt_world {
-    int rank, size;
+    MPI_Comm comm;    /* owned by a split world; the process world's is MPI's own */
+    int rank, size;   /* in comm */
+    int job_rank;     /* in the process world: what error messages name */
     int thread_level; /* what MPI_Init_thread granted */
     double timeout_s; /* longest wait on a peer before the job is aborted */
+    int owns_comm;
 } dt_world;
 
-/* Initialises MPI with at least MPI_THREAD_SERIALIZED (a communication thread and
- * the trainer take turns; they never call MPI at the same time). */
+/* The process world. Initialises MPI with at least MPI_THREAD_SERIALIZED (a
+ * communication thread and the trainer take turns; they never call MPI at the same
+ * time). */
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err);
 void dt_world_finalize(dt_world *w);
+
+/* Collective over parent: the ranks passing the same color form one world, ordered
+ * by (key, parent rank). Free with dt_world_free. */
+void dt_world_split(const dt_world *parent, int color, int key, dt_world *out);
+void dt_world_free(dt_world *w);
 
 /* Prints "dtrain: rank R: <message>" and aborts every rank. */
 _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
@@ -31,6 +43,15 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
 /* Collectives for the trainer's bookkeeping, with the same timeout. In place. */
 void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op);
 void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n);
+/* Waits until every rank of w has arrived. */
+void dt_world_barrier(const dt_world *w, const char *what);
+
+/* Point-to-point bytes within w (small records such as statistics), with the
+ * world's timeout. */
+void dt_world_send_bytes(const dt_world *w, const void *data, size_t n, int to, int tag,
+                         const char *what);
+void dt_world_recv_bytes(const dt_world *w, void *data, size_t n, int from, int tag,
+                         const char *what);
 
 /* Checks an MPI return code: on failure aborts the job naming the call, the place
  * and MPI's own explanation. */

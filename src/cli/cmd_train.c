@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "dtrain/trainer.h"
-#include "dtrain/ps.h"
+#include "dtrain/train_mode.h"
 #include "dtrain/world.h"
 #include "dtrain/zoo.h"
 
@@ -115,16 +115,7 @@ int cmd_train(int argc, char **argv) {
                                          {"test-delay", required_argument, 0, 'Y'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    dt_train_config cfg = {.model = "lenet5",
-                           .epochs = 1,
-                           .batch_size = 128,
-                           .lr = 0.1f,
-                           .momentum = 0.9f,
-                           .weight_decay = 5e-4f,
-                           .threads = cli_default_threads(),
-                           .loader_workers = 1,
-                           .augment = -1,
-                           .ps = {.servers = 1, .staleness = 3}};
+    dt_train_config cfg = dt_train_config_default();
     console con = {isatty(STDERR_FILENO), 0};
     const char *cmd = "train";
     long v;
@@ -212,7 +203,7 @@ int cmd_train(int argc, char **argv) {
             break;
         case 'D':
             if (cli_check_mode(cmd, optarg)) return 2;
-            if (strcmp(optarg, "allreduce")) dt_ps_parse_mode(optarg, &cfg.ps.mode);
+            cfg.mode = optarg;
             break;
         case 'G':
             if (dt_allreduce_parse(optarg, &cfg.allreduce)) {
@@ -277,7 +268,8 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     /* rank 0 reports; in parameter-server mode the first worker, after the servers */
-    if (world.rank != (cfg.ps.mode != DT_PS_NONE ? cfg.ps.servers : 0)) con.quiet = 1;
+    const dt_train_mode *mode = dt_train_mode_find(cfg.mode);
+    if (world.rank != (mode->has_servers ? cfg.ps.servers : 0)) con.quiet = 1;
     if (dt_train(&cfg, &world, show_progress, &con, &res, &err)) {
         if (con.tty && !con.quiet) fputc('\n', stderr);
         if (world.size > 1) dt_world_abort(&world, "%s", err.msg); /* ends every rank */

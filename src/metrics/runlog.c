@@ -42,6 +42,28 @@ void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {
     fflush(log->file);
 }
 
+void dt_runlog_ps_server(dt_runlog *log, int server, const dt_ps_server_stats *st, int epochs) {
+    if (!log->file) return;
+    fprintf(log->file,
+            "{\"event\":\"ps_server\",\"server\":%d,\"updates\":%ld,\"applied\":%ld,"
+            "\"dropped\":%ld,\"busy_s\":%.6g,\"bytes_in\":%lld,\"bytes_out\":%lld,"
+            "\"max_clock_gap\":%ld,\"staleness_hist\":[",
+            server, st->updates, st->applied, st->dropped, st->busy_s, st->bytes_in, st->bytes_out,
+            st->max_clock_gap);
+    for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
+        fprintf(log->file, b ? ",%ld" : "%ld", st->staleness_hist[b]);
+    fputs("]}\n", log->file);
+    for (int e = 0; e < epochs && e < DT_PS_MAX_EPOCHS; e++) {
+        fprintf(log->file,
+                "{\"event\":\"ps_epoch\",\"server\":%d,\"epoch\":%d,\"dropped\":%ld,"
+                "\"staleness_hist\":[",
+                server, e, st->epoch_dropped[e]);
+        for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
+            fprintf(log->file, b ? ",%ld" : "%ld", st->epoch_hist[e][b]);
+        fputs("]}\n", log->file);
+    }
+}
+
 int dt_runlog_close(dt_runlog *log, dt_error *err) {
     if (!log->file) return 0;
     int rc = fclose(log->file);

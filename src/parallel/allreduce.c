@@ -55,11 +55,11 @@ static void post_step(dt_allreduce *ar, float *recv, size_t rc, const float *sen
     for (int k = 0; k < *nr; k++) {
         size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
         DT_CHECK_MPI(
-            MPI_Irecv(recv + off, (int)len, MPI_FLOAT, left, RING_TAG, MPI_COMM_WORLD, &reqs[k]));
+            MPI_Irecv(recv + off, (int)len, MPI_FLOAT, left, RING_TAG, ar->world->comm, &reqs[k]));
     }
     for (int k = 0; k < *ns; k++) {
         size_t off = (size_t)k * chunk, len = sc - off < chunk ? sc - off : chunk;
-        DT_CHECK_MPI(MPI_Isend(send + off, (int)len, MPI_FLOAT, right, RING_TAG, MPI_COMM_WORLD,
+        DT_CHECK_MPI(MPI_Isend(send + off, (int)len, MPI_FLOAT, right, RING_TAG, ar->world->comm,
                                &reqs[*nr + k]));
         ar->bytes_sent += (long long)(len * sizeof(float));
     }
@@ -111,7 +111,7 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     }
     MPI_Request req;
     DT_CHECK_MPI(
-        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, ar->world->comm, &req));
     dt_world_wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
     ar->bytes_sent += (long long)(2.0 * (w->size - 1) / w->size * (double)n * sizeof(float));
 }

@@ -1,11 +1,30 @@
 #include "dtrain/world.h"
 
+#include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "dtrain/timer.h"
+
+/* DTRAIN_PEER_TIMEOUT in seconds (default 25): a positive number, else the default. */
+static double peer_timeout_s(void) {
+    const char *text = getenv("DTRAIN_PEER_TIMEOUT");
+    if (!text) return 25.0;
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    return errno || end == text || *end || !isfinite(v) || v <= 0 ? 25.0 : v;
+}
+
+/* The only place dtrain names MPI's process world: the process world is created from
+ * it and a failure anywhere aborts the whole job through it. Every other call goes
+ * through a dt_world's communicator. */
+static MPI_Comm job_comm(void) {
+    return MPI_COMM_WORLD;
+}
 
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     int initialized = 0;
@@ -19,12 +38,13 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
                             "this MPI grants thread level %d; dtrain's communication thread needs "
                             "MPI_THREAD_SERIALIZED",
                             w->thread_level);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &w->size);
-    const char *timeout = getenv("DTRAIN_PEER_TIMEOUT");
-    w->timeout_s = timeout ? atof(timeout) : 25.0;
-    if (w->timeout_s <= 0) w->timeout_s = 25.0;
+    w->comm = job_comm();
+    w->owns_comm = 0;
+    MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(w->comm, &w->rank);
+    MPI_Comm_size(w->comm, &w->size);
+    w->job_rank = w->rank;
+    w->timeout_s = peer_timeout_s();
     return 0;
 }
 
@@ -35,29 +55,45 @@ void dt_world_finalize(dt_world *w) {
     if (!finalized) MPI_Finalize();
 }
 
+void dt_world_split(const dt_world *parent, int color, int key, dt_world *out) {
+    *out = *parent;
+    DT_CHECK_MPI(MPI_Comm_split(parent->comm, color, key, &out->comm));
+    DT_CHECK_MPI(MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN));
+    DT_CHECK_MPI(MPI_Comm_rank(out->comm, &out->rank));
+    DT_CHECK_MPI(MPI_Comm_size(out->comm, &out->size));
+    out->owns_comm = 1;
+}
+
+void dt_world_free(dt_world *w) {
+    if (w->owns_comm) MPI_Comm_free(&w->comm);
+    w->owns_comm = 0;
+}
+
+/* Ends the whole job, naming the rank in the process world. */
+static _Noreturn void abort_job(int job_rank, const char *msg) {
+    fprintf(stderr, "dtrain: rank %d: %s\n", job_rank, msg);
+    fflush(stderr);
+    MPI_Abort(job_comm(), 1);
+    exit(1);
+}
+
 void dt_world_abort(const dt_world *w, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "dtrain: rank %d: %s\n", w ? w->rank : -1, msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    abort_job(w ? w->job_rank : -1, msg);
 }
 
 void dt_check_mpi(int code, const char *call, const char *file, int line) {
     if (code == MPI_SUCCESS) return;
-    char why[MPI_MAX_ERROR_STRING];
+    char why[MPI_MAX_ERROR_STRING], msg[MPI_MAX_ERROR_STRING + 256];
     int len = 0, rank = -1;
     MPI_Error_string(code, why, &len);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "dtrain: rank %d: %s failed at %s:%d: %s (a peer rank died?)\n", rank, call,
-            file, line, why);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    MPI_Comm_rank(job_comm(), &rank);
+    snprintf(msg, sizeof msg, "%s failed at %s:%d: %s (a peer rank died?)", call, file, line, why);
+    abort_job(rank, msg);
 }
 
 void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
@@ -82,7 +118,7 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
 
 void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op) {
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, w->comm, &req));
     dt_world_wait_all(w, 1, &req, -1, "epoch statistics");
 }
 
@@ -91,7 +127,27 @@ void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n) {
     for (size_t off = 0; off < n; off += piece) {
         MPI_Request req;
         int count = (int)(n - off < piece ? n - off : piece);
-        DT_CHECK_MPI(MPI_Ibcast(v + off, count, MPI_FLOAT, 0, MPI_COMM_WORLD, &req));
+        DT_CHECK_MPI(MPI_Ibcast(v + off, count, MPI_FLOAT, 0, w->comm, &req));
         dt_world_wait_all(w, 1, &req, 0, "broadcast of the initial weights");
     }
+}
+
+void dt_world_barrier(const dt_world *w, const char *what) {
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibarrier(w->comm, &req));
+    dt_world_wait_all(w, 1, &req, -1, what);
+}
+
+void dt_world_send_bytes(const dt_world *w, const void *data, size_t n, int to, int tag,
+                         const char *what) {
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Isend(data, (int)n, MPI_BYTE, to, tag, w->comm, &req));
+    dt_world_wait_all(w, 1, &req, to, what);
+}
+
+void dt_world_recv_bytes(const dt_world *w, void *data, size_t n, int from, int tag,
+                         const char *what) {
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Irecv(data, (int)n, MPI_BYTE, from, tag, w->comm, &req));
+    dt_world_wait_all(w, 1, &req, from, what);
 }

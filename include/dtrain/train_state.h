@@ -1,0 +1,37 @@
+/* Training state: everything a run changes as it goes, in one object — what a
+ * checkpoint must save and a resume restore. The RNGs are counter-based: weights
+ * come from (seed, tensor), the sampler's order from (seed, epoch) and augmentation
+ * from (seed, epoch, sample index), so (seed, epoch, step) is the whole random state
+ * and the data position within an epoch is step - epoch * steps_per_epoch. */
+#ifndef DTRAIN_TRAIN_STATE_H
+#define DTRAIN_TRAIN_STATE_H
+
+#include <stdint.h>
+
+#include "dtrain/error.h"
+#include "dtrain/lr_schedule.h"
+#include "dtrain/model.h"
+#include "dtrain/sgd.h"
+
+typedef struct dt_train_state {
+    dt_model model;       /* parameters, gradients, BatchNorm running statistics */
+    dt_sgd opt;           /* momentum buffers and the optimizer's step count */
+    dt_lr_schedule sched; /* the rate at global step `step` */
+    int epoch;            /* the epoch being trained, 0-based */
+    long step;            /* global steps done */
+    uint64_t seed;        /* all randomness derives from it (see above) */
+} dt_train_state;
+
+/* A zoo model (width 0: the model's default) allocated for batches of up to
+ * max_batch, initialised from seed, then from the weights in init_path if given. */
+int dt_train_build_model(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
+                         const char *init_path, dt_error *err);
+
+/* The model as above plus an SGD optimizer (lr, momentum, weight decay) at step 0.
+ * sched is left for the caller, who knows the steps per epoch. */
+int dt_train_state_init(dt_train_state *s, const char *model, int width, int max_batch,
+                        uint64_t seed, const char *init_path, float lr, float momentum,
+                        float weight_decay, dt_error *err);
+void dt_train_state_free(dt_train_state *s);
+
+#endif

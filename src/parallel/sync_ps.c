@@ -1,0 +1,66 @@
+/* A parameter-server worker (ps.h): each step pulls the servers' parameters,
+ * computes gradients on its shard of the data and pushes them; the servers apply the
+ * update. At the end every worker pulls the servers' final state, and the first
+ * worker collects the servers' statistics into the run log. */
+#include <stdlib.h>
+
+#include "dtrain/sync.h"
+#include "dtrain/timer.h"
+
+static int ps_create(dt_sync *s, dt_error *err) {
+    dt_ps_client *c = calloc(1, sizeof *c);
+    if (!c) return dt_error_set(err, "out of memory for the parameter-server client");
+    dt_ps_client_init(c, s->setup.job, &s->setup.ps, s->setup.model);
+    s->impl = c;
+    return 0;
+}
+
+static void ps_destroy(dt_sync *s) {
+    free(s->impl);
+}
+
+static void ps_step_begin(dt_sync *s, int epoch, dt_step_comm *c) {
+    dt_ps_client *client = s->impl;
+    const double t0 = dt_now();
+    client->epoch = epoch;
+    dt_ps_pull(client);
+    c->t_pull = dt_now() - t0;
+    c->t_wait = client->last_wait_s;
+    c->bytes_received = (long long)(sizeof(float) * s->setup.model->n_params);
+}
+
+static void ps_after_backward(dt_sync *s, dt_step_comm *c) {
+    dt_ps_client *client = s->impl;
+    const double t0 = dt_now();
+    const long long before = client->bytes_sent;
+    dt_ps_push(client);
+    c->t_push = dt_now() - t0;
+    c->t_comm = c->t_comm_exposed = c->t_pull + c->t_push; /* nothing overlaps */
+    c->bytes_sent = client->bytes_sent - before;
+}
+
+static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err) {
+    (void)err;
+    dt_ps_client *client = s->impl;
+    const dt_world *job = s->setup.job;
+    /* every worker's last push has reached the servers before anyone takes the final
+     * parameters, so all workers end with (and save, evaluate) the same model */
+    dt_world_barrier(s->setup.workers, "waiting for every worker's last push");
+    dt_ps_pull(client);
+    *params_replaced = 1;
+    dt_ps_done(client);
+    if (s->setup.workers->rank != 0) return 0;
+    for (int server = 0; server < s->setup.ps.servers; server++) {
+        dt_ps_server_stats st;
+        dt_ps_recv_stats(job, &st, server);
+        dt_runlog_ps_server(log, server, &st, s->setup.epochs);
+    }
+    return 0;
+}
+
+const dt_sync_kind dt_sync_ps_worker = {.name = "ps-worker",
+                                        .create = ps_create,
+                                        .destroy = ps_destroy,
+                                        .step_begin = ps_step_begin,
+                                        .after_backward = ps_after_backward,
+                                        .finish = ps_finish};

@@ -1,0 +1,49 @@
+#include "dtrain/train_state.h"
+
+#include <string.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/zoo.h"
+
+/* Builds, allocates and initialises; the weights in init_path (if any) come last so
+ * that they replace the seeded ones. */
+static int build(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
+                 dt_error *err) {
+    dt_model_spec spec;
+    if (dt_zoo_default_spec(&spec, model))
+        return dt_error_set(err, "unknown model '%s' (known: %s)", model, dt_zoo_names());
+    if (width > 0) spec.width = width;
+    if (dt_zoo_build(m, &spec, err) || dt_model_alloc(m, max_batch, err)) return -1;
+    dt_model_init_params(m, seed);
+    return 0;
+}
+
+int dt_train_build_model(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
+                         const char *init_path, dt_error *err) {
+    memset(m, 0, sizeof *m);
+    if (build(m, model, width, max_batch, seed, err) ||
+        (init_path && dt_checkpoint_load(m, NULL, init_path, err))) {
+        dt_model_free(m);
+        return -1;
+    }
+    return 0;
+}
+
+int dt_train_state_init(dt_train_state *s, const char *model, int width, int max_batch,
+                        uint64_t seed, const char *init_path, float lr, float momentum,
+                        float weight_decay, dt_error *err) {
+    memset(s, 0, sizeof *s);
+    s->seed = seed;
+    if (build(&s->model, model, width, max_batch, seed, err) ||
+        dt_sgd_init(&s->opt, s->model.n_params, lr, momentum, weight_decay, err) ||
+        (init_path && dt_checkpoint_load(&s->model, NULL, init_path, err))) {
+        dt_train_state_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void dt_train_state_free(dt_train_state *s) {
+    dt_model_free(&s->model);
+    dt_sgd_free(&s->opt);
+}
