@@ -88,6 +88,20 @@ static void test_kernel_larger_than_input_is_rejected(void **state) {
     dt_model_free(&m);
 }
 
+/* dt_zoo_names (help texts, errors) lists exactly the table's models, in order. */
+static void test_zoo_names_list_every_model(void **state) {
+    (void)state;
+    char joined[256] = "";
+    for (int i = 0; i < dt_zoo_count(); i++) {
+        dt_model_spec spec;
+        assert_int_equal(dt_zoo_default_spec(&spec, dt_zoo_name(i)), 0);
+        if (i) strcat(joined, ", ");
+        strcat(joined, dt_zoo_name(i));
+    }
+    assert_string_equal(joined, dt_zoo_names());
+    assert_null(dt_zoo_name(dt_zoo_count()));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parameter_counts_match_pytorch),
@@ -95,6 +109,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_model_is_rejected),
         cmocka_unit_test(test_batch_too_large_for_memory_is_refused),
         cmocka_unit_test(test_kernel_larger_than_input_is_rejected),
+        cmocka_unit_test(test_zoo_names_list_every_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
-/* The model zoo: architectures of the common PyTorch references, with their
- * state_dict names. resnet18 takes a width (64 for the real network; smaller widths
- * give the same architecture narrower, for fast tests). */
+/* The model zoo, a table of models (src/nn/zoo.c): architectures of the common PyTorch references,
+ * with their state_dict names. resnet18 takes a width (64 for the real network; smaller widths give
+ * the same architecture narrower, for fast tests). */
 #ifndef DTRAIN_ZOO_H
 #define DTRAIN_ZOO_H
 
@@ -24,5 +24,8 @@ int dt_zoo_default_spec(dt_model_spec *spec, const char *name);
 
 /* Comma-separated list of model names, for help and errors. */
 const char *dt_zoo_names(void);
+/* The models one by one: dt_zoo_name(i) for i < dt_zoo_count() (NULL outside). */
+int dt_zoo_count(void);
+const char *dt_zoo_name(int i);
 
 #endif

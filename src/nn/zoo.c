@@ -3,40 +3,21 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *dt_zoo_names(void) {
-    return "logreg, mlp, lenet5, resnet18";
-}
-
-int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
-    memset(spec, 0, sizeof *spec);
-    spec->name = name;
-    spec->classes = 10;
-    if (!strcmp(name, "logreg") || !strcmp(name, "mlp") || !strcmp(name, "lenet5")) {
-        spec->in_c = 1;
-        spec->in_h = spec->in_w = 28;
-        return 0;
-    }
-    if (!strcmp(name, "resnet18")) {
-        spec->in_c = 3;
-        spec->in_h = spec->in_w = 32;
-        spec->width = 64;
-        return 0;
-    }
-    return -1;
-}
-
-static void build_logreg(dt_model *m, int x, int classes) {
+static void build_logreg(dt_model *m, int x, int classes, int width) {
+    (void)width;
     dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
 }
 
-static void build_mlp(dt_model *m, int x, int classes) {
+static void build_mlp(dt_model *m, int x, int classes, int width) {
+    (void)width;
     x = dt_model_relu(m, dt_model_linear(m, "fc1", dt_model_flatten(m, x), 256));
     x = dt_model_relu(m, dt_model_linear(m, "fc2", x, 256));
     dt_model_linear(m, "fc3", x, classes);
 }
 
 /* LeNet-5 for 28x28 inputs: conv1 pads by 2 so that conv2's output is 16x5x5. */
-static void build_lenet5(dt_model *m, int x, int classes) {
+static void build_lenet5(dt_model *m, int x, int classes, int width) {
+    (void)width;
     x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv1", x, 6, 5, 1, 2, 1)), 2,
                            2);
     x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv2", x, 16, 5, 1, 0, 1)), 2,
@@ -85,21 +66,62 @@ static void build_resnet18(dt_model *m, int x, int classes, int width) {
     dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
 }
 
+/* One row per model: its default input shape and width, and how to build it. */
+typedef struct zoo_entry {
+    const char *name;
+    int in_c, in_h, in_w;
+    int width; /* default width (0: the model has none) */
+    void (*build)(dt_model *m, int input, int classes, int width);
+} zoo_entry;
+
+static const zoo_entry zoo[] = {
+    {"logreg", 1, 28, 28, 0, build_logreg},
+    {"mlp", 1, 28, 28, 0, build_mlp},
+    {"lenet5", 1, 28, 28, 0, build_lenet5},
+    {"resnet18", 3, 32, 32, 64, build_resnet18},
+};
+enum { ZOO_SIZE = sizeof zoo / sizeof *zoo };
+
+const char *dt_zoo_names(void) {
+    return "logreg, mlp, lenet5, resnet18"; /* the rows above, in order (test_zoo checks) */
+}
+
+int dt_zoo_count(void) {
+    return ZOO_SIZE;
+}
+
+const char *dt_zoo_name(int i) {
+    return i >= 0 && i < ZOO_SIZE ? zoo[i].name : NULL;
+}
+
+static const zoo_entry *find(const char *name) {
+    for (int i = 0; i < ZOO_SIZE; i++)
+        if (!strcmp(zoo[i].name, name)) return &zoo[i];
+    return NULL;
+}
+
+int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
+    memset(spec, 0, sizeof *spec);
+    spec->name = name;
+    spec->classes = 10;
+    const zoo_entry *e = find(name);
+    if (!e) return -1;
+    spec->in_c = e->in_c;
+    spec->in_h = e->in_h;
+    spec->in_w = e->in_w;
+    spec->width = e->width;
+    return 0;
+}
+
 int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
-    dt_model_init_empty(m, spec->name, spec->classes);
-    int x = dt_model_input(m, spec->in_c, spec->in_h, spec->in_w);
-    if (!strcmp(spec->name, "logreg"))
-        build_logreg(m, x, spec->classes);
-    else if (!strcmp(spec->name, "mlp"))
-        build_mlp(m, x, spec->classes);
-    else if (!strcmp(spec->name, "lenet5"))
-        build_lenet5(m, x, spec->classes);
-    else if (!strcmp(spec->name, "resnet18"))
-        build_resnet18(m, x, spec->classes, spec->width > 0 ? spec->width : 64);
-    else {
-        dt_model_free(m);
+    const zoo_entry *e = find(spec->name);
+    if (!e) {
+        memset(m, 0, sizeof *m); /* as after dt_model_free: safe to free again */
         return dt_error_set(err, "unknown model '%s' (known: %s)", spec->name, dt_zoo_names());
     }
+    dt_model_init_empty(m, spec->name, spec->classes);
+    const int x = dt_model_input(m, spec->in_c, spec->in_h, spec->in_w);
+    e->build(m, x, spec->classes, spec->width > 0 ? spec->width : e->width);
     if (m->build_failed) {
         dt_error_set(err, "%s", m->build_error.msg);
         dt_model_free(m);
