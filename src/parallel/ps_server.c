@@ -8,132 +8,169 @@
 
 #include "dtrain/timer.h"
 
-static void send_shard(const dt_world *w, int to, long version, const float *data, size_t n,
-                       dt_ps_server_stats *st) {
-    int64_t v = version;
-    MPI_Request r[2];
-    DT_CHECK_MPI(MPI_Isend(&v, 1, MPI_INT64_T, to, DT_PS_TAG_VERSION, w->comm, &r[0]));
-    DT_CHECK_MPI(MPI_Isend(data, (int)n, MPI_FLOAT, to, DT_PS_TAG_PARAMS, w->comm, &r[1]));
-    dt_world_wait_all(w, 2, r, to, "parameter server: answering a pull");
-    st->bytes_out += (long long)(n * sizeof(float) + sizeof v);
-}
-
-int dt_ps_serve(const dt_world *w, const dt_ps_config *cfg, dt_model *m, dt_sgd *opt,
-                const dt_lr_schedule *sched, dt_ps_server_stats *st, dt_error *err) {
-    const int workers = w->size - cfg->servers, s = w->rank;
-    const int replicas = cfg->replicas > 0 && cfg->replicas <= workers ? cfg->replicas : workers;
-    size_t off, n;
-    dt_ps_shard(m->n_params, cfg->servers, s, &off, &n);
-    memset(st, 0, sizeof *st);
+/* One server's state while it serves. */
+typedef struct server {
+    const dt_world *job;
+    const dt_ps_config *cfg;
+    dt_model *model;
+    dt_sgd *opt;
+    const dt_lr_schedule *sched;
+    dt_ps_server_stats *st;
+    int workers, replicas;
+    size_t off, n; /* the shard: params[off .. off + n) */
     /* full-size buffers used at [off, off + n), so that SGD sees the same offsets as
      * the parameters and its momentum */
-    float *grad = dt_alloc(sizeof(float) * m->n_params, "server gradient buffer", err);
-    float *acc = dt_alloc(sizeof(float) * m->n_params, "server accumulator", err);
-    long *last_pushed = calloc((size_t)workers, sizeof(long));
-    long *clock = calloc((size_t)workers, sizeof(long));
-    int *pending = calloc((size_t)workers, sizeof(int)),
-        *done = calloc((size_t)workers, sizeof(int));
-    if (!grad || !acc || !last_pushed || !clock || !pending || !done) {
-        dt_free(grad), dt_free(acc), free(last_pushed), free(clock), free(pending), free(done);
-        return dt_error_set(err, "parameter server %d: out of memory", s);
+    float *grad, *acc;
+    long *last_pushed; /* [workers] version of each worker's last push */
+    long *clock;       /* [workers] steps pushed; LONG_MAX once done */
+    int *pending;      /* [workers] a pull waits for an answer */
+    long version;      /* updates applied to the shard */
+    long count;        /* ps-sync: gradients accumulated for the current version */
+} server;
+
+static void server_free(server *sv) {
+    dt_free(sv->grad), dt_free(sv->acc);
+    free(sv->last_pushed), free(sv->clock), free(sv->pending);
+}
+
+/* Waits for the next message header from any worker; not forever: a dead worker must
+ * not hang the server. Yields the core now and then, which oversubscribed runs share. */
+static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *status) {
+    const dt_world *w = sv->job;
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &req));
+    int flag = 0;
+    long polls = 0;
+    const double start = dt_now();
+    while (!flag) {
+        DT_CHECK_MPI(MPI_Test(&req, &flag, status));
+        if (flag || (++polls & 1023)) continue;
+        if (dt_now() - start > w->timeout_s)
+            dt_world_abort(w,
+                           "parameter server %d: no message from any worker for %.0f s "
+                           "(a worker died or hangs)",
+                           w->rank, w->timeout_s);
+        sched_yield();
     }
-    for (int i = 0; i < workers; i++) last_pushed[i] = -1;
-    long version = 0, count = 0;
-    int finished = 0;
-    while (finished < workers) {
-        int64_t header[3];
-        MPI_Request req;
-        MPI_Status status;
-        DT_CHECK_MPI(MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &req));
-        /* not forever: a dead worker must not hang the server; and yield the core now
-         * and then, which oversubscribed runs share */
-        int flag = 0;
-        long polls = 0;
-        const double start = dt_now();
-        while (!flag) {
-            DT_CHECK_MPI(MPI_Test(&req, &flag, &status));
-            if (flag || (++polls & 1023)) continue;
-            if (dt_now() - start > w->timeout_s)
-                dt_world_abort(w,
-                               "parameter server %d: no message from any worker for %.0f s "
-                               "(a worker died or hangs)",
-                               s, w->timeout_s);
-            sched_yield();
+}
+
+static void apply(server *sv, float *gradient) {
+    sv->opt->lr = (float)dt_lr_at(sv->sched, sv->version);
+    dt_sgd_update_range(sv->opt, sv->model->params, gradient, sv->off, sv->n);
+    sv->opt->steps++;
+    sv->version++;
+    sv->st->updates++;
+}
+
+/* A push: the gradient of worker wi computed on version header[0], its clock
+ * header[1] and epoch header[2]. ps-sync averages `replicas` gradients of the current
+ * version and drops older ones; the other modes apply each on arrival. */
+static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
+    const size_t off = sv->off, n = sv->n;
+    dt_ps_server_stats *st = sv->st;
+    MPI_Request req;
+    DT_CHECK_MPI(
+        MPI_Irecv(sv->grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS, sv->job->comm, &req));
+    dt_world_wait_all(sv->job, 1, &req, from, "parameter server: receiving gradients");
+    st->bytes_in += (long long)(n * sizeof(float) + 3 * sizeof(int64_t));
+    const long gv = (long)header[0];
+    const int ep = header[2] < 0                   ? 0
+                   : header[2] >= DT_PS_MAX_EPOCHS ? DT_PS_MAX_EPOCHS - 1
+                                                   : (int)header[2];
+    sv->last_pushed[wi] = gv;
+    sv->clock[wi] = (long)header[1];
+    const long stale = sv->version - gv;
+    if (sv->cfg->mode == DT_PS_SYNC) {
+        if (gv != sv->version) {
+            st->dropped++;
+            st->epoch_dropped[ep]++;
+            return; /* sync: only applied gradients enter the histogram */
         }
-        double t0 = dt_now();
-        int from = status.MPI_SOURCE, wi = from - cfg->servers;
+        for (size_t i = off; i < off + n; i++) sv->acc[i] += sv->grad[i];
+        if (++sv->count == sv->replicas) {
+            const float inv = 1.0f / (float)sv->replicas;
+            for (size_t i = off; i < off + n; i++) sv->acc[i] *= inv;
+            apply(sv, sv->acc);
+            memset(sv->acc + off, 0, sizeof(float) * n);
+            sv->count = 0;
+        }
+    } else {
+        apply(sv, sv->grad);
+    }
+    st->applied++;
+    const int bin =
+        stale < DT_PS_STALENESS_BINS - 1 ? (stale < 0 ? 0 : (int)stale) : DT_PS_STALENESS_BINS - 1;
+    st->staleness_hist[bin]++;
+    st->epoch_hist[ep][bin]++;
+}
+
+static void send_shard(server *sv, int to) {
+    const int64_t v = sv->version;
+    MPI_Request r[2];
+    DT_CHECK_MPI(MPI_Isend(&v, 1, MPI_INT64_T, to, DT_PS_TAG_VERSION, sv->job->comm, &r[0]));
+    DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to, DT_PS_TAG_PARAMS,
+                           sv->job->comm, &r[1]));
+    dt_world_wait_all(sv->job, 2, r, to, "parameter server: answering a pull");
+    sv->st->bytes_out += (long long)(sv->n * sizeof(float) + sizeof v);
+}
+
+/* Answers the pending pulls that may go now: ps-sync once the version moved past the
+ * worker's last push, ssp while the worker is at most `staleness` steps ahead of the
+ * slowest live worker, ps-async at once. */
+static void answer_pulls(server *sv) {
+    const dt_ps_config *cfg = sv->cfg;
+    long slowest = LONG_MAX;
+    for (int i = 0; i < sv->workers; i++)
+        if (sv->clock[i] < slowest) slowest = sv->clock[i];
+    for (int i = 0; i < sv->workers; i++) {
+        if (!sv->pending[i]) continue;
+        int ok = 1;
+        if (cfg->mode == DT_PS_SYNC) ok = sv->version > sv->last_pushed[i];
+        if (cfg->mode == DT_PS_SSP)
+            ok = slowest == LONG_MAX || sv->clock[i] - slowest <= cfg->staleness;
+        if (!ok) continue;
+        if (cfg->mode == DT_PS_SSP && slowest != LONG_MAX &&
+            sv->clock[i] - slowest > sv->st->max_clock_gap)
+            sv->st->max_clock_gap = sv->clock[i] - slowest;
+        send_shard(sv, cfg->servers + i);
+        sv->pending[i] = 0;
+    }
+}
+
+int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sgd *opt,
+                const dt_lr_schedule *sched, dt_ps_server_stats *st, dt_error *err) {
+    server sv = {.job = job, .cfg = cfg, .model = m, .opt = opt, .sched = sched, .st = st};
+    sv.workers = job->size - cfg->servers;
+    sv.replicas = cfg->replicas > 0 && cfg->replicas <= sv.workers ? cfg->replicas : sv.workers;
+    dt_ps_shard(m->n_params, cfg->servers, job->rank, &sv.off, &sv.n);
+    memset(st, 0, sizeof *st);
+    sv.grad = dt_alloc(sizeof(float) * m->n_params, "server gradient buffer", err);
+    sv.acc = dt_alloc(sizeof(float) * m->n_params, "server accumulator", err);
+    sv.last_pushed = calloc((size_t)sv.workers, sizeof(long));
+    sv.clock = calloc((size_t)sv.workers, sizeof(long));
+    sv.pending = calloc((size_t)sv.workers, sizeof(int));
+    if (!sv.grad || !sv.acc || !sv.last_pushed || !sv.clock || !sv.pending) {
+        server_free(&sv);
+        return dt_error_set(err, "parameter server %d: out of memory", job->rank);
+    }
+    for (int i = 0; i < sv.workers; i++) sv.last_pushed[i] = -1;
+    for (int finished = 0; finished < sv.workers;) {
+        int64_t header[3];
+        MPI_Status status;
+        wait_for_message(&sv, header, &status);
+        const double t0 = dt_now();
+        const int from = status.MPI_SOURCE, wi = from - cfg->servers;
         if (status.MPI_TAG == DT_PS_TAG_DONE) {
-            done[wi] = 1;
-            clock[wi] = LONG_MAX; /* no longer holds the others back */
+            sv.clock[wi] = LONG_MAX; /* no longer holds the others back */
             finished++;
         } else if (status.MPI_TAG == DT_PS_TAG_PULL) {
-            pending[wi] = 1;
+            sv.pending[wi] = 1;
         } else if (status.MPI_TAG == DT_PS_TAG_PUSH) {
-            MPI_Request gr;
-            DT_CHECK_MPI(
-                MPI_Irecv(grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS, w->comm, &gr));
-            dt_world_wait_all(w, 1, &gr, from, "parameter server: receiving gradients");
-            st->bytes_in += (long long)(n * sizeof(float) + sizeof header);
-            long gv = (long)header[0];
-            int ep = header[2] < 0                   ? 0
-                     : header[2] >= DT_PS_MAX_EPOCHS ? DT_PS_MAX_EPOCHS - 1
-                                                     : (int)header[2];
-            last_pushed[wi] = gv;
-            clock[wi] = (long)header[1];
-            long stale = version - gv;
-            if (cfg->mode == DT_PS_SYNC) {
-                if (gv == version) {
-                    for (size_t i = off; i < off + n; i++) acc[i] += grad[i];
-                    if (++count == replicas) {
-                        const float inv = 1.0f / (float)replicas;
-                        for (size_t i = off; i < off + n; i++) acc[i] *= inv;
-                        opt->lr = (float)dt_lr_at(sched, version);
-                        dt_sgd_update_range(opt, m->params, acc, off, n);
-                        opt->steps++;
-                        memset(acc + off, 0, sizeof(float) * n);
-                        count = 0;
-                        version++;
-                        st->updates++;
-                    }
-                    st->applied++;
-                } else {
-                    st->dropped++;
-                    st->epoch_dropped[ep]++;
-                }
-            } else {
-                opt->lr = (float)dt_lr_at(sched, version);
-                dt_sgd_update_range(opt, m->params, grad, off, n);
-                opt->steps++;
-                version++;
-                st->updates++;
-                st->applied++;
-            }
-            if (cfg->mode != DT_PS_SYNC || stale == 0) { /* sync: only applied ones */
-                int bin = stale < DT_PS_STALENESS_BINS - 1 ? (stale < 0 ? 0 : (int)stale)
-                                                           : DT_PS_STALENESS_BINS - 1;
-                st->staleness_hist[bin]++;
-                st->epoch_hist[ep][bin]++;
-            }
+            handle_push(&sv, from, wi, header);
         }
-        /* answer the pulls that may go now */
-        long slowest = LONG_MAX;
-        for (int i = 0; i < workers; i++)
-            if (!done[i] && clock[i] < slowest) slowest = clock[i];
-        for (int i = 0; i < workers; i++) {
-            if (!pending[i]) continue;
-            int ok = 1;
-            if (cfg->mode == DT_PS_SYNC) ok = version > last_pushed[i];
-            if (cfg->mode == DT_PS_SSP)
-                ok = slowest == LONG_MAX || clock[i] - slowest <= cfg->staleness;
-            if (!ok) continue;
-            if (cfg->mode == DT_PS_SSP && slowest != LONG_MAX &&
-                clock[i] - slowest > st->max_clock_gap)
-                st->max_clock_gap = clock[i] - slowest;
-            send_shard(w, cfg->servers + i, version, m->params + off, n, st);
-            pending[i] = 0;
-        }
+        answer_pulls(&sv);
         st->busy_s += dt_now() - t0;
     }
-    dt_free(grad), dt_free(acc), free(last_pushed), free(clock), free(pending), free(done);
+    server_free(&sv);
     return 0;
 }
