@@ -1,6 +1,7 @@
 #include "dtrain/op.h"
 
-/* One row per kind; the assertion catches a kind added without its row at the end. */
+/* One row per kind, matched by designator. A kind appended before DT_OP_COUNT
+ * without its row fails the assertion; a missing row elsewhere would be NULL. */
 static const dt_op_class *const op_table[] = {
     [DT_OP_CONV2D] = &dt_conv2d_op,
     [DT_OP_LINEAR] = &dt_linear_op,
