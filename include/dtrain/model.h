@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtrain/conv2d.h"
-#include "dtrain/conv2d_dnnl.h"
 #include "dtrain/error.h"
+#include "dtrain/exec.h"
+#include "dtrain/op.h"
 
 typedef enum dt_init {
     DT_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for
@@ -36,23 +36,6 @@ typedef struct dt_tensor_entry {
     int fan_in;
 } dt_tensor_entry;
 
-/* How conv2d layers compute: oneDNN (default, fastest here) or im2col + OpenBLAS
- * sgemm (the plain reference implementation; also used to cross-check oneDNN). */
-typedef enum dt_conv_backend {
-    DT_CONV_DNNL,
-    DT_CONV_IM2COL,
-} dt_conv_backend;
-
-typedef enum dt_op_kind {
-    DT_OP_CONV2D,
-    DT_OP_LINEAR,
-    DT_OP_BATCHNORM2D,
-    DT_OP_RELU,
-    DT_OP_MAXPOOL2D,
-    DT_OP_AVGPOOL2D,
-    DT_OP_ADD,
-} dt_op_kind;
-
 typedef struct dt_value {
     int storage;
     int c, h, w; /* per-sample shape; flattened values have h = w = 1 */
@@ -67,16 +50,15 @@ typedef struct dt_storage {
     float *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
+/* One op of the graph; what it does is its kind's row of the op table (op.h). */
 typedef struct dt_op {
     dt_op_kind kind;
     char name[80]; /* state-dict prefix, e.g. "layer1.0.conv1" */
     int in, in2, out;
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
     int kernel, stride, pad;
-    float *save_mean, *save_invstd; /* batchnorm [c] */
-    int32_t *argmax;                /* maxpool [max_batch, out] */
-    dt_conv2d_plan *conv_plan;      /* conv2d on oneDNN */
-    int64_t num_batches_tracked;    /* batchnorm */
+    int64_t num_batches_tracked; /* batchnorm */
+    void *state; /* owned by the op's row: e.g. maxpool's argmax, conv2d's exec plan */
 } dt_op;
 
 typedef struct dt_model {
@@ -84,7 +66,7 @@ typedef struct dt_model {
     int classes;
     int max_batch;
     int training;                 /* 1: BatchNorm uses batch statistics and updates running stats */
-    dt_conv_backend conv_backend; /* set before dt_model_alloc */
+    dt_conv_backend conv_backend; /* set before dt_model_alloc; picks the exec context */
 
     dt_tensor_entry *tensors;
     int n_tensors, cap_tensors;
@@ -103,11 +85,8 @@ typedef struct dt_model {
     float **grad_slots;
     size_t *grad_slot_floats;
     int n_grad_slots;
-    float *workspace; /* im2col backend */
-    size_t workspace_floats;
-    dt_dnnl *dnnl; /* oneDNN backend */
-    dt_dnnl_scratch dnnl_scratch;
     float *probs;
+    dt_exec *exec; /* how ops compute (backend state, plans, scratch): made by dt_model_alloc */
 
     /* Called during backward each time an op has finished writing the gradients of
      * its parameters, params[offset .. offset+count) (e.g. to start all-reducing a
@@ -160,7 +139,6 @@ void dt_model_zero_grad(dt_model *m);
 
 /* Starts accumulating the time of each op's forward and backward. */
 int dt_model_enable_profile(dt_model *m, dt_error *err);
-const char *dt_op_kind_name(dt_op_kind kind);
 
 /* Floating-point operations of one training step (forward + backward) on n samples,
  * counting multiply-adds of conv and linear layers as 2 flops. */
@@ -168,5 +146,32 @@ double dt_model_train_flops(const dt_model *m, int n);
 
 float *dt_model_tensor_data(dt_model *m, int tensor);
 int dt_model_find_tensor(const dt_model *m, const char *name);
+
+/* Graph access for the ops' rows (op.h): a value's activations [n, per-sample] and
+ * its gradient (NULL if it needs none), a tensor's data and gradient (NULL for -1). */
+static inline float *dt_model_value_data(dt_model *m, int v) {
+    return m->storages[m->values[v].storage].data;
+}
+
+static inline int dt_model_value_needs_grad(const dt_model *m, int v) {
+    return m->storages[m->values[v].storage].needs_grad;
+}
+
+static inline float *dt_model_value_grad(dt_model *m, int v) {
+    dt_storage *s = &m->storages[m->values[v].storage];
+    return s->needs_grad ? s->grad : NULL;
+}
+
+static inline size_t dt_model_value_floats(const dt_model *m, int v, int n) {
+    return m->storages[m->values[v].storage].per_sample * (size_t)n;
+}
+
+static inline float *dt_model_param(dt_model *m, int tensor) {
+    return tensor >= 0 ? dt_model_tensor_data(m, tensor) : NULL;
+}
+
+static inline float *dt_model_param_grad(dt_model *m, int tensor) {
+    return tensor >= 0 ? m->grads + m->tensors[tensor].offset : NULL;
+}
 
 #endif

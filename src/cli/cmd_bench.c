@@ -146,14 +146,14 @@ int cmd_bench(int argc, char **argv) {
            model_name, backend == DT_CONV_DNNL ? "dnnl" : "im2col", spec.width, m.n_params, batch,
            threads, steps, batch * steps / total, 1e3 * median, flops / median * 1e-9);
     if (profile && m.op_forward_s) {
-        double fwd[8] = {0}, bwd[8] = {0};
+        double fwd[DT_OP_COUNT] = {0}, bwd[DT_OP_COUNT] = {0};
         for (int i = 0; i < m.n_ops; i++) {
             fwd[m.ops[i].kind] += m.op_forward_s[i];
             bwd[m.ops[i].kind] += m.op_backward_s[i];
         }
         fprintf(stderr, "%-12s %12s %12s   (ms per step, mean of %ld)\n", "layer", "forward",
                 "backward", steps);
-        for (int k = 0; k <= DT_OP_ADD; k++)
+        for (int k = 0; k < DT_OP_COUNT; k++)
             if (fwd[k] + bwd[k] > 0)
                 fprintf(stderr, "%-12s %12.2f %12.2f\n", dt_op_kind_name((dt_op_kind)k),
                         1e3 * fwd[k] / steps, 1e3 * bwd[k] / steps);

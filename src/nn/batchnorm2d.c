@@ -2,6 +2,9 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
+
+#include "dtrain/model.h"
 
 /* Each channel is reduced by one thread in a fixed order (double accumulators), so
  * results do not depend on the thread count's scheduling. */
@@ -93,3 +96,76 @@ void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const flo
         }
     }
 }
+
+/* The op in the model graph, with PyTorch's default momentum and eps. Its state is
+ * the batch statistics that forward saves for backward. */
+
+typedef struct batchnorm2d_saved {
+    float *mean, *invstd; /* [c] */
+} batchnorm2d_saved;
+
+static int batchnorm2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes,
+                               dt_error *err) {
+    (void)max_batch, (void)err;
+    *bytes += 2 * sizeof(float) * (size_t)m->values[op->in].c;
+    return 0;
+}
+
+static int batchnorm2d_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
+    (void)max_batch;
+    size_t c = (size_t)m->values[op->in].c;
+    batchnorm2d_saved *saved = calloc(1, sizeof *saved);
+    if (!saved) return dt_error_set(err, "out of memory for batchnorm statistics");
+    op->state = saved;
+    if (!(saved->mean = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)) ||
+        !(saved->invstd = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)))
+        return -1;
+    return 0;
+}
+
+static void batchnorm2d_op_free(dt_model *m, dt_op *op) {
+    (void)m;
+    batchnorm2d_saved *saved = op->state;
+    if (saved) {
+        dt_free(saved->mean);
+        dt_free(saved->invstd);
+        free(saved);
+    }
+    op->state = NULL;
+}
+
+static void batchnorm2d_op_forward(dt_model *m, dt_op *op, int n) {
+    const float momentum = 0.1f, eps = 1e-5f;
+    const dt_value *x = &m->values[op->in];
+    float *in = dt_model_value_data(m, op->in), *out = dt_model_value_data(m, op->out);
+    if (m->training) {
+        batchnorm2d_saved *saved = op->state;
+        dt_batchnorm2d_forward_train(
+            out, saved->mean, saved->invstd, dt_model_param(m, op->running_mean),
+            dt_model_param(m, op->running_var), in, dt_model_param(m, op->weight),
+            dt_model_param(m, op->bias), n, x->c, x->h * x->w, momentum, eps);
+        op->num_batches_tracked++;
+    } else {
+        dt_batchnorm2d_forward_eval(
+            out, in, dt_model_param(m, op->running_mean), dt_model_param(m, op->running_var),
+            dt_model_param(m, op->weight), dt_model_param(m, op->bias), n, x->c, x->h * x->w, eps);
+    }
+}
+
+static void batchnorm2d_op_backward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    const batchnorm2d_saved *saved = op->state;
+    dt_batchnorm2d_backward(dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
+                            dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
+                            dt_model_value_data(m, op->in), saved->mean, saved->invstd,
+                            dt_model_param(m, op->weight), n, x->c, x->h * x->w);
+}
+
+const dt_op_class dt_batchnorm2d_op = {
+    .name = "batchnorm2d",
+    .plan = batchnorm2d_op_plan,
+    .alloc = batchnorm2d_op_alloc,
+    .free = batchnorm2d_op_free,
+    .forward = batchnorm2d_op_forward,
+    .backward = batchnorm2d_op_backward,
+};

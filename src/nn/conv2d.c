@@ -3,6 +3,9 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "dtrain/exec.h"
+#include "dtrain/model.h"
+
 /* GEMM width (output pixels of a chunk of samples) we aim for: narrower GEMMs waste
  * the sgemm kernel, wider ones only grow the im2col buffer. */
 enum { TARGET_GEMM_COLS = 1024 };
@@ -189,3 +192,51 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
         }
     }
 }
+
+/* The op in the model graph: how it computes (oneDNN or the im2col above) is the
+ * model's exec context's business; the op only holds the plan it was given. */
+
+static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
+    (void)bytes; /* its scratch is the exec context's, shared by all layers */
+    const dt_value *x = &m->values[op->in];
+    const dt_tensor_entry *w = &m->tensors[op->weight];
+    dt_conv2d_shape s;
+    dt_conv2d_shape_make(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel,
+                         op->stride, op->pad);
+    return dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, (dt_exec_conv2d **)&op->state, err);
+}
+
+static void conv2d_op_free(dt_model *m, dt_op *op) {
+    (void)m;
+    dt_exec_conv2d_destroy(op->state);
+    op->state = NULL;
+}
+
+static void conv2d_op_forward(dt_model *m, dt_op *op, int n) {
+    dt_exec_conv2d_forward(m->exec, op->state, n, dt_model_value_data(m, op->out),
+                           dt_model_value_data(m, op->in), dt_model_param(m, op->weight),
+                           dt_model_param(m, op->bias));
+}
+
+static void conv2d_op_backward(dt_model *m, dt_op *op, int n) {
+    dt_exec_conv2d_backward(m->exec, op->state, n, dt_model_value_grad(m, op->in),
+                            dt_model_param_grad(m, op->weight), dt_model_param_grad(m, op->bias),
+                            dt_model_value_grad(m, op->out), dt_model_value_data(m, op->in),
+                            dt_model_param(m, op->weight));
+}
+
+static double conv2d_op_flops(const dt_model *m, const dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    double macs = (double)y->c * y->h * y->w * x->c * op->kernel * op->kernel * n;
+    int passes = dt_model_value_needs_grad(m, op->in) ? 3 : 2; /* fwd, dweight, dinput */
+    return 2.0 * macs * passes;
+}
+
+const dt_op_class dt_conv2d_op = {
+    .name = "conv2d",
+    .plan = conv2d_op_plan,
+    .free = conv2d_op_free,
+    .forward = conv2d_op_forward,
+    .backward = conv2d_op_backward,
+    .flops = conv2d_op_flops,
+};

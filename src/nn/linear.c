@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <stddef.h>
 
+#include "dtrain/model.h"
+
 /* A classifier head (few outputs) makes a GEMM too thin for sgemm to pay for its
  * packing and threading; plain loops that the compiler vectorises are faster there
  * (logreg's whole step: 0.17 ms with sgemm). */
@@ -120,3 +122,34 @@ void dt_linear_backward(float *din, float *dweight, float *dbias, const float *d
                     weight, in_f, 1.0f, din, in_f);
     }
 }
+
+/* The op in the model graph: the input is read flat, [n, c*h*w]. */
+
+static void linear_op_forward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    dt_linear_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
+                      dt_model_param(m, op->weight), dt_model_param(m, op->bias), n,
+                      x->c * x->h * x->w, y->c);
+}
+
+static void linear_op_backward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    dt_linear_backward(dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
+                       dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
+                       dt_model_value_data(m, op->in), dt_model_param(m, op->weight), n,
+                       x->c * x->h * x->w, y->c);
+}
+
+static double linear_op_flops(const dt_model *m, const dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    double macs = (double)y->c * x->c * x->h * x->w * n;
+    int passes = dt_model_value_needs_grad(m, op->in) ? 3 : 2; /* fwd, dweight, dinput */
+    return 2.0 * macs * passes;
+}
+
+const dt_op_class dt_linear_op = {
+    .name = "linear",
+    .forward = linear_op_forward,
+    .backward = linear_op_backward,
+    .flops = linear_op_flops,
+};

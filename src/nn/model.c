@@ -5,12 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/batchnorm2d.h"
+#include "dtrain/conv2d.h"
 #include "dtrain/cross_entropy.h"
-#include "dtrain/linear.h"
 #include "dtrain/pool2d.h"
-#include "dtrain/relu.h"
-#include "dtrain/residual.h"
 #include "dtrain/rng.h"
 #include "dtrain/timer.h"
 
@@ -220,15 +217,6 @@ int dt_model_add(dt_model *m, int a, int b) {
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 
-static dt_conv2d_shape conv_shape(const dt_model *m, const dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in];
-    const dt_tensor_entry *w = &m->tensors[op->weight];
-    dt_conv2d_shape s;
-    dt_conv2d_shape_make(&s, n, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel, op->stride,
-                         op->pad);
-    return s;
-}
-
 /* Assigns each storage's gradient to a pooled slot. Backward time t runs from 0 (the
  * loss) to n_ops (the first op); a storage's gradient lives from the backward of its
  * last user to the backward of its first writer. Slots are reused greedily. */
@@ -280,38 +268,18 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
     m->storages[m->values[m->n_values - 1].storage].last_user = m->n_ops; /* the loss */
     if (plan_grad_slots(m, max_batch, err)) return -1;
 
-    /* Everything this model will hold, summed before touching any of it. */
+    /* Everything this model will hold, summed before touching any of it: the graph's
+     * buffers, each op's own state and the exec context's scratch. */
     size_t floats = 2 * m->n_params + m->n_buffers + (size_t)max_batch * m->classes;
-    size_t ws = 0;
     for (int i = 0; i < m->n_storages; i++) floats += m->storages[i].per_sample * max_batch;
     for (int k = 0; k < m->n_grad_slots; k++) floats += m->grad_slot_floats[k];
+    size_t op_bytes = 0;
+    if (dt_exec_create(&m->exec, m->conv_backend, err)) return -1;
     for (int i = 0; i < m->n_ops; i++) {
-        const dt_op *op = &m->ops[i];
-        if (op->kind == DT_OP_CONV2D) {
-            dt_conv2d_shape s = conv_shape(m, op, max_batch);
-            size_t need = dt_conv2d_workspace_floats(&s);
-            if (need > ws) ws = need;
-        } else if (op->kind == DT_OP_MAXPOOL2D) {
-            floats += m->storages[m->values[op->out].storage].per_sample * max_batch;
-        }
+        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
+        if (cls->plan && cls->plan(m, &m->ops[i], max_batch, &op_bytes, err)) return -1;
     }
-    if (m->conv_backend == DT_CONV_DNNL) {
-        ws = 0;
-        if (dt_dnnl_create(&m->dnnl, err)) return -1;
-        for (int i = 0; i < m->n_ops; i++) {
-            dt_op *op = &m->ops[i];
-            if (op->kind != DT_OP_CONV2D) continue;
-            dt_conv2d_shape s = conv_shape(m, op, max_batch);
-            if (dt_conv2d_plan_create(&op->conv_plan, m->dnnl, &s, op->bias >= 0, &m->dnnl_scratch,
-                                      err))
-                return -1;
-        }
-        for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) floats += m->dnnl_scratch.act_bytes[k] / 4;
-        for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++)
-            floats += m->dnnl_scratch.weight_bytes[k] / 4;
-    }
-    floats += ws;
-    double bytes = 4.0 * (double)floats;
+    double bytes = 4.0 * (double)floats + (double)op_bytes + (double)dt_exec_scratch_bytes(m->exec);
     double phys = (double)dt_physical_memory_bytes();
     if (bytes > 0.85 * phys)
         return dt_error_set(err,
@@ -324,17 +292,7 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
     if (!(m->buffers = dt_alloc(sizeof(float) * (m->n_buffers + 1), "buffers", err))) return -1;
     if (!(m->probs = dt_alloc(sizeof(float) * max_batch * m->classes, "probabilities", err)))
         return -1;
-    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++)
-        if (m->dnnl_scratch.act_bytes[k] &&
-            !(m->dnnl_scratch.act[k] = dt_alloc(m->dnnl_scratch.act_bytes[k], "conv scratch", err)))
-            return -1;
-    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++)
-        if (m->dnnl_scratch.weight_bytes[k] &&
-            !(m->dnnl_scratch.weight[k] =
-                  dt_alloc(m->dnnl_scratch.weight_bytes[k], "conv scratch", err)))
-            return -1;
-    m->workspace_floats = ws;
-    if (!(m->workspace = dt_alloc(sizeof(float) * (ws + 1), "conv workspace", err))) return -1;
+    if (dt_exec_alloc_scratch(m->exec, err)) return -1;
     for (int i = 0; i < m->n_storages; i++) {
         dt_storage *s = &m->storages[i];
         if (!(s->data = dt_alloc(sizeof(float) * s->per_sample * max_batch, "activations", err)))
@@ -348,17 +306,8 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
         if (m->storages[i].grad_slot >= 0)
             m->storages[i].grad = m->grad_slots[m->storages[i].grad_slot];
     for (int i = 0; i < m->n_ops; i++) {
-        dt_op *op = &m->ops[i];
-        if (op->kind == DT_OP_BATCHNORM2D) {
-            size_t c = (size_t)m->values[op->in].c;
-            if (!(op->save_mean = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)) ||
-                !(op->save_invstd = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)))
-                return -1;
-        } else if (op->kind == DT_OP_MAXPOOL2D) {
-            size_t count = m->storages[m->values[op->out].storage].per_sample * max_batch;
-            if (!(op->argmax = dt_alloc(sizeof(int32_t) * count, "maxpool indices", err)))
-                return -1;
-        }
+        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
+        if (cls->alloc && cls->alloc(m, &m->ops[i], max_batch, err)) return -1;
     }
     return 0;
 }
@@ -366,24 +315,20 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
 void dt_model_free(dt_model *m) {
     for (int i = 0; i < m->n_storages; i++) dt_free(m->storages[i].data);
     for (int k = 0; k < m->n_grad_slots; k++) dt_free(m->grad_slots[k]);
-    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) dt_free(m->dnnl_scratch.act[k]);
-    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++) dt_free(m->dnnl_scratch.weight[k]);
+    /* The ops' state first: it may hold plans of the exec context. */
     for (int i = 0; i < m->n_ops; i++) {
-        dt_conv2d_plan_destroy(m->ops[i].conv_plan);
-        dt_free(m->ops[i].save_mean);
-        dt_free(m->ops[i].save_invstd);
-        dt_free(m->ops[i].argmax);
+        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
+        if (cls->free) cls->free(m, &m->ops[i]);
     }
+    dt_exec_destroy(m->exec);
     free(m->grad_slots);
     free(m->grad_slot_floats);
     free(m->op_forward_s);
     free(m->op_backward_s);
-    dt_dnnl_destroy(m->dnnl);
     dt_free(m->params);
     dt_free(m->grads);
     dt_free(m->buffers);
     dt_free(m->probs);
-    dt_free(m->workspace);
     free(m->tensors);
     free(m->values);
     free(m->storages);
@@ -437,27 +382,6 @@ const float *dt_model_logits(const dt_model *m) {
     return m->storages[m->values[m->n_values - 1].storage].data;
 }
 
-static float *value_data(dt_model *m, int v) {
-    return m->storages[m->values[v].storage].data;
-}
-
-static float *value_grad(dt_model *m, int v) {
-    dt_storage *s = &m->storages[m->values[v].storage];
-    return s->needs_grad ? s->grad : NULL;
-}
-
-static size_t value_count(const dt_model *m, int v, int n) {
-    return m->storages[m->values[v].storage].per_sample * (size_t)n;
-}
-
-static float *param(dt_model *m, int tensor) {
-    return tensor >= 0 ? dt_model_tensor_data(m, tensor) : NULL;
-}
-
-static float *param_grad(dt_model *m, int tensor) {
-    return tensor >= 0 ? m->grads + m->tensors[tensor].offset : NULL;
-}
-
 int dt_model_enable_profile(dt_model *m, dt_error *err) {
     if (m->op_forward_s) return 0;
     m->op_forward_s = calloc((size_t)m->n_ops, sizeof(double));
@@ -471,60 +395,11 @@ int dt_model_enable_profile(dt_model *m, dt_error *err) {
     return 0;
 }
 
-const char *dt_op_kind_name(dt_op_kind kind) {
-    static const char *names[] = {"conv2d",    "linear",    "batchnorm2d", "relu",
-                                  "maxpool2d", "avgpool2d", "add"};
-    return names[kind];
-}
-
 void dt_model_forward(dt_model *m, int n) {
-    const float bn_momentum = 0.1f, bn_eps = 1e-5f;
     for (int i = 0; i < m->n_ops; i++) {
         double t0 = m->op_forward_s ? dt_now() : 0.0;
         dt_op *op = &m->ops[i];
-        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-        float *in = value_data(m, op->in), *out = value_data(m, op->out);
-        switch (op->kind) {
-        case DT_OP_CONV2D: {
-            if (op->conv_plan) {
-                dt_conv2d_plan_forward(op->conv_plan, &m->dnnl_scratch, n, out, in,
-                                       param(m, op->weight), param(m, op->bias));
-                break;
-            }
-            dt_conv2d_shape s = conv_shape(m, op, n);
-            dt_conv2d_forward(out, in, param(m, op->weight), param(m, op->bias), m->workspace, &s);
-            break;
-        }
-        case DT_OP_LINEAR:
-            dt_linear_forward(out, in, param(m, op->weight), param(m, op->bias), n,
-                              x->c * x->h * x->w, y->c);
-            break;
-        case DT_OP_BATCHNORM2D:
-            if (m->training) {
-                dt_batchnorm2d_forward_train(out, op->save_mean, op->save_invstd,
-                                             param(m, op->running_mean), param(m, op->running_var),
-                                             in, param(m, op->weight), param(m, op->bias), n, x->c,
-                                             x->h * x->w, bn_momentum, bn_eps);
-                op->num_batches_tracked++;
-            } else {
-                dt_batchnorm2d_forward_eval(out, in, param(m, op->running_mean),
-                                            param(m, op->running_var), param(m, op->weight),
-                                            param(m, op->bias), n, x->c, x->h * x->w, bn_eps);
-            }
-            break;
-        case DT_OP_RELU:
-            dt_relu_forward(out, in, value_count(m, op->in, n));
-            break;
-        case DT_OP_MAXPOOL2D:
-            dt_maxpool2d_forward(out, op->argmax, in, n, x->c, x->h, x->w, op->kernel, op->stride);
-            break;
-        case DT_OP_AVGPOOL2D:
-            dt_avgpool2d_forward(out, in, n, x->c, x->h, x->w, op->kernel, op->stride);
-            break;
-        case DT_OP_ADD:
-            dt_residual_add_forward(out, in, value_data(m, op->in2), value_count(m, op->out, n));
-            break;
-        }
+        dt_op_class_of(op->kind)->forward(m, op, n);
         if (m->op_forward_s) m->op_forward_s[i] += dt_now() - t0;
     }
 }
@@ -548,52 +423,13 @@ static void start_live_grads(dt_model *m, int t, int n) {
 
 void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
     start_live_grads(m, 0, n);
-    dt_cross_entropy_backward(value_grad(m, m->n_values - 1), m->probs, labels, n, m->classes);
+    dt_cross_entropy_backward(dt_model_value_grad(m, m->n_values - 1), m->probs, labels, n,
+                              m->classes);
     for (int i = m->n_ops - 1; i >= 0; i--) {
         double t0 = m->op_backward_s ? dt_now() : 0.0;
         start_live_grads(m, m->n_ops - i, n);
         dt_op *op = &m->ops[i];
-        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-        float *in = value_data(m, op->in), *din = value_grad(m, op->in);
-        float *dout = value_grad(m, op->out);
-        switch (op->kind) {
-        case DT_OP_CONV2D: {
-            if (op->conv_plan) {
-                dt_conv2d_plan_backward(op->conv_plan, &m->dnnl_scratch, n, din,
-                                        param_grad(m, op->weight), param_grad(m, op->bias), dout,
-                                        in, param(m, op->weight));
-                break;
-            }
-            dt_conv2d_shape s = conv_shape(m, op, n);
-            dt_conv2d_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout, in,
-                               param(m, op->weight), m->workspace, &s);
-            break;
-        }
-        case DT_OP_LINEAR:
-            dt_linear_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout, in,
-                               param(m, op->weight), n, x->c * x->h * x->w, y->c);
-            break;
-        case DT_OP_BATCHNORM2D:
-            dt_batchnorm2d_backward(din, param_grad(m, op->weight), param_grad(m, op->bias), dout,
-                                    in, op->save_mean, op->save_invstd, param(m, op->weight), n,
-                                    x->c, x->h * x->w);
-            break;
-        case DT_OP_RELU:
-            if (din)
-                dt_relu_backward(din, dout, value_data(m, op->out), value_count(m, op->out, n));
-            break;
-        case DT_OP_MAXPOOL2D:
-            if (din)
-                dt_maxpool2d_backward(din, dout, op->argmax, n, x->c, x->h, x->w, op->kernel,
-                                      op->stride);
-            break;
-        case DT_OP_AVGPOOL2D:
-            if (din) dt_avgpool2d_backward(din, dout, n, x->c, x->h, x->w, op->kernel, op->stride);
-            break;
-        case DT_OP_ADD:
-            dt_residual_add_backward(din, value_grad(m, op->in2), dout, value_count(m, op->out, n));
-            break;
-        }
+        dt_op_class_of(op->kind)->backward(m, op, n);
         if (m->op_backward_s) m->op_backward_s[i] += dt_now() - t0;
         if (m->on_grads_ready && op->weight >= 0) {
             /* weight and bias are adjacent in the parameter buffer (built so) */
@@ -607,17 +443,8 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
 double dt_model_train_flops(const dt_model *m, int n) {
     double flops = 0.0;
     for (int i = 0; i < m->n_ops; i++) {
-        const dt_op *op = &m->ops[i];
-        const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-        double macs;
-        if (op->kind == DT_OP_CONV2D)
-            macs = (double)y->c * y->h * y->w * x->c * op->kernel * op->kernel * n;
-        else if (op->kind == DT_OP_LINEAR)
-            macs = (double)y->c * x->c * x->h * x->w * n;
-        else
-            continue;
-        int passes = m->storages[x->storage].needs_grad ? 3 : 2; /* fwd, dweight, dinput */
-        flops += 2.0 * macs * passes;
+        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
+        if (cls->flops) flops += cls->flops(m, &m->ops[i], n);
     }
     return flops;
 }

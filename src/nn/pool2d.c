@@ -2,6 +2,8 @@
 
 #include <stddef.h>
 
+#include "dtrain/model.h"
+
 /* Whether x replaces the running maximum v: the first maximum wins, and a NaN
  * wins and stays, as in PyTorch. */
 static inline int takes_over(float x, float v) {
@@ -105,3 +107,67 @@ void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, i
             }
     }
 }
+
+/* The ops in the model graph. Max pooling's state is the argmax of every output
+ * element for the largest batch. */
+
+static int maxpool2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
+    (void)err;
+    *bytes += sizeof(int32_t) * dt_model_value_floats(m, op->out, max_batch);
+    return 0;
+}
+
+static int maxpool2d_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
+    size_t count = dt_model_value_floats(m, op->out, max_batch);
+    op->state = dt_alloc(sizeof(int32_t) * count, "maxpool indices", err);
+    return op->state ? 0 : -1;
+}
+
+static void maxpool2d_op_free(dt_model *m, dt_op *op) {
+    (void)m;
+    dt_free(op->state);
+    op->state = NULL;
+}
+
+static void maxpool2d_op_forward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    dt_maxpool2d_forward(dt_model_value_data(m, op->out), op->state, dt_model_value_data(m, op->in),
+                         n, x->c, x->h, x->w, op->kernel, op->stride);
+}
+
+static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    float *din = dt_model_value_grad(m, op->in);
+    if (din)
+        dt_maxpool2d_backward(din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h, x->w,
+                              op->kernel, op->stride);
+}
+
+const dt_op_class dt_maxpool2d_op = {
+    .name = "maxpool2d",
+    .plan = maxpool2d_op_plan,
+    .alloc = maxpool2d_op_alloc,
+    .free = maxpool2d_op_free,
+    .forward = maxpool2d_op_forward,
+    .backward = maxpool2d_op_backward,
+};
+
+static void avgpool2d_op_forward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    dt_avgpool2d_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in), n, x->c,
+                         x->h, x->w, op->kernel, op->stride);
+}
+
+static void avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in];
+    float *din = dt_model_value_grad(m, op->in);
+    if (din)
+        dt_avgpool2d_backward(din, dt_model_value_grad(m, op->out), n, x->c, x->h, x->w, op->kernel,
+                              op->stride);
+}
+
+const dt_op_class dt_avgpool2d_op = {
+    .name = "avgpool2d",
+    .forward = avgpool2d_op_forward,
+    .backward = avgpool2d_op_backward,
+};

@@ -1,0 +1,50 @@
+/* The execution context of a model: the backend state that computes its ops, kept
+ * apart from the graph (model.h), which only holds an opaque pointer to it. This
+ * module is the fp32 backend: conv2d on oneDNN (engine + stream, one plan per layer,
+ * blocked scratch shared by all layers) or on the im2col reference (one shared
+ * workspace). Ops ask the model's context for their plans; a number format (int8,
+ * bf16) would be a sibling module in src/exec/, chosen per model at build time.
+ *
+ * Life cycle: create, plan every layer (each plan reports its scratch), size and
+ * allocate the shared scratch, then run; hot calls allocate nothing. */
+#ifndef DTRAIN_EXEC_H
+#define DTRAIN_EXEC_H
+
+#include <stddef.h>
+
+#include "dtrain/conv2d.h"
+#include "dtrain/error.h"
+
+/* How conv2d layers compute: oneDNN (default, fastest here) or im2col + OpenBLAS
+ * sgemm (the plain reference implementation; also used to cross-check oneDNN). */
+typedef enum dt_conv_backend {
+    DT_CONV_DNNL,
+    DT_CONV_IM2COL,
+} dt_conv_backend;
+
+typedef struct dt_exec dt_exec;               /* one per model */
+typedef struct dt_exec_conv2d dt_exec_conv2d; /* one per conv2d layer */
+
+int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_error *err);
+/* Destroy every plan first: oneDNN plans hold the context's engine. */
+void dt_exec_destroy(dt_exec *exec);
+
+/* Plans a conv2d layer for batches of up to s->n and grows the shared scratch to
+ * what it needs. */
+int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
+                        dt_exec_conv2d **conv, dt_error *err);
+void dt_exec_conv2d_destroy(dt_exec_conv2d *conv);
+
+/* Bytes of the shared scratch the planned layers need; then allocates it (once,
+ * after the last plan). */
+size_t dt_exec_scratch_bytes(const dt_exec *exec);
+int dt_exec_alloc_scratch(dt_exec *exec, dt_error *err);
+
+/* n <= the planned batch. Same buffers and semantics as dt_conv2d_forward. */
+void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *out, const float *in,
+                            const float *weight, const float *bias);
+/* Accumulates (+=) into din, dweight, dbias; din or dbias may be NULL. */
+void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *din, float *dweight,
+                             float *dbias, const float *dout, const float *in, const float *weight);
+
+#endif

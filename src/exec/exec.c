@@ -1,0 +1,105 @@
+#include "dtrain/exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/conv2d_dnnl.h"
+
+struct dt_exec {
+    dt_conv_backend conv_backend;
+    dt_dnnl *dnnl; /* DT_CONV_DNNL: engine + stream */
+    dt_dnnl_scratch dnnl_scratch;
+    float *workspace; /* DT_CONV_IM2COL: shared by all layers */
+    size_t workspace_floats;
+};
+
+struct dt_exec_conv2d {
+    dt_conv2d_shape s;         /* for the planned (largest) batch */
+    dt_conv2d_plan *dnnl_plan; /* NULL on im2col */
+};
+
+int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_error *err) {
+    dt_exec *e = calloc(1, sizeof *e);
+    if (!e) return dt_error_set(err, "out of memory creating the execution context");
+    e->conv_backend = conv_backend;
+    *exec = e;
+    if (conv_backend == DT_CONV_DNNL && dt_dnnl_create(&e->dnnl, err)) return -1;
+    return 0;
+}
+
+void dt_exec_destroy(dt_exec *exec) {
+    if (!exec) return;
+    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) dt_free(exec->dnnl_scratch.act[k]);
+    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++) dt_free(exec->dnnl_scratch.weight[k]);
+    dt_dnnl_destroy(exec->dnnl);
+    dt_free(exec->workspace);
+    free(exec);
+}
+
+int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
+                        dt_exec_conv2d **conv, dt_error *err) {
+    dt_exec_conv2d *c = calloc(1, sizeof *c);
+    if (!c) return dt_error_set(err, "out of memory for a conv plan");
+    c->s = *s;
+    *conv = c;
+    if (exec->conv_backend == DT_CONV_DNNL)
+        return dt_conv2d_plan_create(&c->dnnl_plan, exec->dnnl, s, has_bias, &exec->dnnl_scratch,
+                                     err);
+    size_t need = dt_conv2d_workspace_floats(s);
+    if (need > exec->workspace_floats) exec->workspace_floats = need;
+    return 0;
+}
+
+void dt_exec_conv2d_destroy(dt_exec_conv2d *conv) {
+    if (!conv) return;
+    dt_conv2d_plan_destroy(conv->dnnl_plan);
+    free(conv);
+}
+
+size_t dt_exec_scratch_bytes(const dt_exec *exec) {
+    size_t bytes = sizeof(float) * exec->workspace_floats;
+    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) bytes += exec->dnnl_scratch.act_bytes[k];
+    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++) bytes += exec->dnnl_scratch.weight_bytes[k];
+    return bytes;
+}
+
+int dt_exec_alloc_scratch(dt_exec *exec, dt_error *err) {
+    dt_dnnl_scratch *scratch = &exec->dnnl_scratch;
+    for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++)
+        if (scratch->act_bytes[k] &&
+            !(scratch->act[k] = dt_alloc(scratch->act_bytes[k], "conv scratch", err)))
+            return -1;
+    for (int k = 0; k < DT_DNNL_WEIGHT_SLOTS; k++)
+        if (scratch->weight_bytes[k] &&
+            !(scratch->weight[k] = dt_alloc(scratch->weight_bytes[k], "conv scratch", err)))
+            return -1;
+    if (exec->workspace_floats &&
+        !(exec->workspace =
+              dt_alloc(sizeof(float) * exec->workspace_floats, "conv workspace", err)))
+        return -1;
+    return 0;
+}
+
+void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *out, const float *in,
+                            const float *weight, const float *bias) {
+    if (conv->dnnl_plan) {
+        dt_conv2d_plan_forward(conv->dnnl_plan, &exec->dnnl_scratch, n, out, in, weight, bias);
+        return;
+    }
+    dt_conv2d_shape s = conv->s;
+    s.n = n;
+    dt_conv2d_forward(out, in, weight, bias, exec->workspace, &s);
+}
+
+void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *din, float *dweight,
+                             float *dbias, const float *dout, const float *in,
+                             const float *weight) {
+    if (conv->dnnl_plan) {
+        dt_conv2d_plan_backward(conv->dnnl_plan, &exec->dnnl_scratch, n, din, dweight, dbias, dout,
+                                in, weight);
+        return;
+    }
+    dt_conv2d_shape s = conv->s;
+    s.n = n;
+    dt_conv2d_backward(din, dweight, dbias, dout, in, weight, exec->workspace, &s);
+}
