@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/op.h"
 #include "dtrain/zoo.h"
 
 static size_t count_params(const char *name, int width) {
@@ -102,6 +103,20 @@ static void test_zoo_names_list_every_model(void **state) {
     assert_null(dt_zoo_name(dt_zoo_count()));
 }
 
+/* The op table has a complete row for every kind (a missing one would be NULL). */
+static void test_every_op_kind_has_a_row(void **state) {
+    (void)state;
+    for (int k = 0; k < DT_OP_COUNT; k++) {
+        const dt_op_class *row = dt_op_class_of((dt_op_kind)k);
+        assert_non_null(row);
+        assert_non_null(row->name);
+        assert_non_null(row->forward);
+        assert_non_null(row->backward);
+        for (int j = 0; j < k; j++)
+            assert_string_not_equal(row->name, dt_op_kind_name((dt_op_kind)j));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parameter_counts_match_pytorch),
@@ -110,6 +125,7 @@ int main(void) {
         cmocka_unit_test(test_batch_too_large_for_memory_is_refused),
         cmocka_unit_test(test_kernel_larger_than_input_is_rejected),
         cmocka_unit_test(test_zoo_names_list_every_model),
+        cmocka_unit_test(test_every_op_kind_has_a_row),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
