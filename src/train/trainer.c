@@ -136,26 +136,34 @@ static int setup(trainer *t, const dt_train_config *cfg, dt_error *err) {
 enum { E_T_LOOP, E_T_TRAIN, E_T_DATA, E_T_COMPUTE, E_T_COMM, E_T_EXPOSED, E_COUNT };
 
 static void log_run(trainer *t, const dt_train_config *cfg, long steps_per_epoch) {
-    char fields[1024];
-    snprintf(fields, sizeof fields,
-             "\"model\":\"%s\",\"params\":%zu,\"procs\":%d,\"mode\":\"%s\",\"batch_size\":%d,"
-             "\"global_batch\":%d,\"data\":\"%s\",\"dataset_size\":%d,\"steps_per_epoch\":%ld,"
-             "\"epochs\":%d,\"lr\":%g,\"lr_scaling\":\"%s\",\"warmup_epochs\":%g,"
-             "\"momentum\":%g,\"weight_decay\":%g,\"threads\":%d,\"loader_workers\":%d,"
-             "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu,"
-             "\"workers\":%d,\"servers\":%d",
-             cfg->model, t->model.n_params, t->ps ? t->world->size : t->size,
+    dt_run_record r = {.params = (long long)t->model.n_params,
+                       .procs = t->ps ? t->world->size : t->size,
+                       .batch_size = cfg->batch_size,
+                       .global_batch = cfg->batch_size * t->size,
+                       .dataset_size = t->train.size,
+                       .steps_per_epoch = steps_per_epoch,
+                       .epochs = cfg->epochs,
+                       .lr = cfg->lr,
+                       .warmup_epochs = cfg->warmup_epochs,
+                       .momentum = cfg->momentum,
+                       .weight_decay = cfg->weight_decay,
+                       .threads = cfg->threads,
+                       .loader_workers = cfg->loader_workers,
+                       .bucket_mb = cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
+                       .buckets = t->ddp ? dt_ddp_bucket_count(t->ddp) : 0,
+                       .overlap = t->ddp && !cfg->no_overlap,
+                       .seed = (unsigned long long)cfg->seed,
+                       .workers = t->size,
+                       .servers = t->ps ? cfg->ps.servers : 0};
+    snprintf(r.model, sizeof r.model, "%s", cfg->model);
+    snprintf(r.mode, sizeof r.mode, "%s",
              t->ps         ? dt_ps_mode_name(cfg->ps.mode)
              : t->size > 1 ? "allreduce"
-                           : "single",
-             cfg->batch_size, cfg->batch_size * t->size, cfg->data, t->train.size, steps_per_epoch,
-             cfg->epochs, cfg->lr, cfg->lr_scaling_linear ? "linear" : "none", cfg->warmup_epochs,
-             cfg->momentum, cfg->weight_decay, cfg->threads, cfg->loader_workers,
-             dt_allreduce_name(cfg->allreduce), cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
-             t->ddp ? dt_ddp_bucket_count(t->ddp) : 0,
-             t->ddp && !cfg->no_overlap ? "true" : "false", (unsigned long long)cfg->seed, t->size,
-             t->ps ? cfg->ps.servers : 0);
-    dt_runlog_run(&t->log, fields);
+                           : "single");
+    snprintf(r.data, sizeof r.data, "%s", cfg->data);
+    snprintf(r.lr_scaling, sizeof r.lr_scaling, "%s", cfg->lr_scaling_linear ? "linear" : "none");
+    snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
+    dt_runlog_run(&t->log, &r);
 }
 
 /* A parameter-server rank: the model's parameters (same seed, so the same initial
@@ -200,29 +208,21 @@ static int serve(const dt_train_config *cfg, const dt_world *world, dt_error *er
 }
 
 static void log_server_stats(trainer *t, const dt_train_config *cfg) {
+    _Static_assert((int)DT_PS_STALENESS_BINS == (int)DT_RUNLOG_STALENESS_BINS,
+                   "histogram sizes differ");
     for (int s = 0; s < cfg->ps.servers; s++) {
         dt_ps_server_stats st;
         MPI_Request req;
         DT_CHECK_MPI(MPI_Irecv(&st, (int)sizeof st, MPI_BYTE, s, 99, MPI_COMM_WORLD, &req));
         dt_world_wait_all(t->world, 1, &req, s, "collecting server statistics");
-        if (!t->log.file) continue;
-        fprintf(t->log.file,
-                "{\"event\":\"ps_server\",\"server\":%d,\"updates\":%ld,\"applied\":%ld,"
-                "\"dropped\":%ld,\"busy_s\":%.6g,\"bytes_in\":%lld,\"bytes_out\":%lld,"
-                "\"max_clock_gap\":%ld,\"staleness_hist\":[",
-                s, st.updates, st.applied, st.dropped, st.busy_s, st.bytes_in, st.bytes_out,
-                st.max_clock_gap);
-        for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
-            fprintf(t->log.file, b ? ",%ld" : "%ld", st.staleness_hist[b]);
-        fputs("]}\n", t->log.file);
+        dt_ps_server_record r = {s,           st.updates,   st.applied,       st.dropped, st.busy_s,
+                                 st.bytes_in, st.bytes_out, st.max_clock_gap, {0}};
+        memcpy(r.staleness_hist, st.staleness_hist, sizeof r.staleness_hist);
+        dt_runlog_ps_server(&t->log, &r);
         for (int e = 0; e < cfg->epochs && e < DT_PS_MAX_EPOCHS; e++) {
-            fprintf(t->log.file,
-                    "{\"event\":\"ps_epoch\",\"server\":%d,\"epoch\":%d,\"dropped\":%ld,"
-                    "\"staleness_hist\":[",
-                    s, e, st.epoch_dropped[e]);
-            for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
-                fprintf(t->log.file, b ? ",%ld" : "%ld", st.epoch_hist[e][b]);
-            fputs("]}\n", t->log.file);
+            dt_ps_epoch_record pe = {s, e, st.epoch_dropped[e], {0}};
+            memcpy(pe.staleness_hist, st.epoch_hist[e], sizeof pe.staleness_hist);
+            dt_runlog_ps_epoch(&t->log, &pe);
         }
     }
 }
