@@ -22,6 +22,12 @@ int dt_ridge_fit(const double *x, const double *y, int n, int f, double lambda, 
                  dt_error *err);
 double dt_ridge_predict(const dt_ridge *model, const double *features);
 
+/* Leave-one-out: for each row i, the model fitted without it predicts y[i]: pred[i]
+ * with relative error rel_err[i] (|pred - y| / |y|, or |pred| when y is 0); ok[i] = 0
+ * when the other rows cannot be fitted. */
+int dt_ridge_leave_one_out(const double *x, const double *y, int n, int f, double lambda,
+                           double *pred, double *rel_err, int *ok, dt_error *err);
+
 typedef struct dt_job {
     char name[64];
     double remaining_steps;

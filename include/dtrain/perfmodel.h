@@ -50,4 +50,14 @@ int dt_speed_fit_points(dt_speed_kind kind, const dt_speed_point *pts, int n, dt
                         dt_error *err);
 double dt_speed_step_time(const dt_speed_fit *fit, double w, double p, double batch);
 
+/* Leave-one-out check of a speed fit: for each point i, the fit of the other points
+ * predicts its step time, pred[i], with relative error rel_err[i] (both -1 when the
+ * other points cannot be fitted); summary: over the points that could be. */
+typedef struct dt_loo_summary {
+    int n;                /* points predicted */
+    double median, worst; /* relative errors; -1 if n == 0 */
+} dt_loo_summary;
+int dt_speed_leave_one_out(dt_speed_kind kind, const dt_speed_point *pts, int n, double *pred,
+                           double *rel_err, dt_loo_summary *summary, dt_error *err);
+
 #endif

@@ -7,6 +7,7 @@
 #define DTRAIN_PLOTS_H
 
 #include "dtrain/error.h"
+#include "dtrain/perfmodel.h"
 #include "dtrain/scaling.h"
 
 enum { DT_MAX_PLOTS = 8 };
@@ -15,5 +16,22 @@ enum { DT_MAX_PLOTS = 8 };
  * names[0..*n). Returns -1 if gnuplot is missing or fails (err says which). */
 int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n,
                    dt_error *err);
+
+/* Runs `gnuplot script` in dir (no shell), its stderr going to stderr_path (relative
+ * to dir). 0 if gnuplot ran and succeeded. */
+int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path);
+
+/* Predicted time to convergence (remaining steps x step time of the speed fit) for
+ * every allocation of up to procs_max processes: one row per server count (1 ..
+ * procs_max-1 for a parameter-server fit, a single row with servers 0 for all-reduce)
+ * with its best worker count. Writes dir/predict_p<servers>.dat (hours vs workers)
+ * and dir/predict.gp (the first few server counts), then draws predict.png and .svg.
+ * rows must hold procs_max entries; *drawn says whether gnuplot succeeded. */
+typedef struct dt_predict_row {
+    int servers, best_workers;
+    double best_seconds;
+} dt_predict_row;
+int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double batch, int procs_max,
+                     const char *dir, dt_predict_row *rows, int *n_rows, int *drawn, dt_error *err);
 
 #endif

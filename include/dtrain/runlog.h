@@ -1,16 +1,55 @@
-/* The run log: JSON Lines, one object per event ("run", "step", "epoch"), written
- * by rank 0. Field names are fixed by docs (DESIGN.md, "Run log"). */
+/* The run log: JSON Lines, one object per event, written by rank 0. This module owns
+ * the format: one field list per event drives both the writer and the reader, so no
+ * other code knows a field name. Events: "run" (once, first), "step", "epoch",
+ * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch).
+ *
+ * Writing keeps the historical bytes: compact, fields in the documented order,
+ * %.9g for step/epoch reals, %g for the run's, %.6g for busy_s; strings are
+ * JSON-escaped; a non-finite real is written as null (printf's "nan" is not JSON).
+ *
+ * Reading parses every line with cJSON, so any valid JSON reads the same: whitespace,
+ * key order, extra fields, unknown events, 1e-3 or 0.001, 5.0 for an integer field.
+ * The tokens nan/inf (old logs) and NaN/Infinity (Python's json.dumps) read as
+ * non-finite reals, as does null. A field absent from a line reads as -1 (integers),
+ * NAN (reals), "" (strings); a few fields are required (step: rank, step, loss;
+ * epoch: epoch; ps_server/ps_epoch: server). A line that is not JSON, or holds a
+ * known field of the wrong type, is an error naming file:line - except a last line
+ * without its newline that does not parse (a run killed while writing), which is
+ * skipped and counted in dt_runlog_contents.truncated_lines. */
 #ifndef DTRAIN_RUNLOG_H
 #define DTRAIN_RUNLOG_H
 
 #include <stdio.h>
 
 #include "dtrain/error.h"
-#include "dtrain/ps.h"
 
 typedef struct dt_runlog {
-    FILE *file; /* NULL: logging off */
+    FILE *file;       /* NULL: logging off */
+    int write_failed; /* errno of the first failed write (reported at close), or 0 */
 } dt_runlog;
+
+/* How the run was set up; the "run" event. */
+typedef struct dt_run_record {
+    char model[64];
+    long long params;
+    int procs; /* all ranks (servers included in the parameter-server modes) */
+    char mode[32];
+    int batch_size, global_batch;
+    char data[1024];
+    int dataset_size;
+    long steps_per_epoch;
+    int epochs;
+    double lr;
+    char lr_scaling[16];
+    double warmup_epochs, momentum, weight_decay;
+    int threads, loader_workers;
+    char allreduce[16];
+    double bucket_mb;
+    int buckets;
+    int overlap;             /* boolean in the file */
+    unsigned long long seed; /* read exactly up to 2^53 (JSON numbers are doubles) */
+    int workers, servers;
+} dt_run_record;
 
 typedef struct dt_step_record {
     int rank, epoch;
@@ -37,15 +76,82 @@ typedef struct dt_epoch_record {
     long long images;     /* all ranks */
 } dt_epoch_record;
 
+/* Staleness histogram bins (the last holds >= bins-1); the parameter server's count. */
+enum { DT_RUNLOG_STALENESS_BINS = 16 };
+
+/* One parameter server's statistics over the whole run. */
+typedef struct dt_ps_server_record {
+    int server;
+    long updates, applied, dropped;
+    double busy_s;
+    long long bytes_in, bytes_out;
+    long max_clock_gap; /* ssp: largest (fastest - slowest) worker clock at a served pull */
+    long staleness_hist[DT_RUNLOG_STALENESS_BINS];
+} dt_ps_server_record;
+
+/* The same per epoch of the pushing worker. */
+typedef struct dt_ps_epoch_record {
+    int server, epoch;
+    long dropped;
+    long staleness_hist[DT_RUNLOG_STALENESS_BINS];
+} dt_ps_epoch_record;
+
+/* ---- writing ---- */
+
 /* path NULL or "" turns logging off. */
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err);
-/* Writes a complete "run" line from a JSON fragment of key/values (no braces). */
-void dt_runlog_run(dt_runlog *log, const char *fields_json);
+void dt_runlog_run(dt_runlog *log, const dt_run_record *r);
 void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
-/* A parameter server's "ps_server" record and its "ps_epoch" records for epochs
- * 0..epochs-1. */
-void dt_runlog_ps_server(dt_runlog *log, int server, const dt_ps_server_stats *st, int epochs);
+void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r);
+void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r);
+/* Reports any write that failed since open. */
 int dt_runlog_close(dt_runlog *log, dt_error *err);
+
+/* ---- reading ---- */
+
+typedef enum dt_runlog_event {
+    DT_EVENT_OTHER, /* an event this reader does not know: ignored */
+    DT_EVENT_RUN,
+    DT_EVENT_STEP,
+    DT_EVENT_EPOCH,
+    DT_EVENT_PS_SERVER,
+    DT_EVENT_PS_EPOCH
+} dt_runlog_event;
+
+typedef struct dt_runlog_entry {
+    dt_runlog_event event;
+    union {
+        dt_run_record run;
+        dt_step_record step;
+        dt_epoch_record epoch;
+        dt_ps_server_record ps_server;
+        dt_ps_epoch_record ps_epoch;
+    };
+} dt_runlog_entry;
+
+/* Parses one line (one JSON object, trailing whitespace allowed). On error, err says
+ * what is wrong with the line; the caller adds where it is. */
+int dt_runlog_parse_line(const char *line, dt_runlog_entry *entry, dt_error *err);
+
+/* A whole run log, records in file order. */
+typedef struct dt_runlog_contents {
+    int has_run;       /* a "run" record was seen */
+    dt_run_record run; /* the last one seen */
+    dt_step_record *steps;
+    long n_steps;
+    dt_epoch_record *epochs;
+    long n_epochs;
+    dt_ps_server_record *ps_servers;
+    long n_ps_servers;
+    dt_ps_epoch_record *ps_epochs;
+    long n_ps_epochs;
+    long unknown_events;  /* lines of other events, ignored */
+    long truncated_lines; /* 0 or 1: a cut-short last line, skipped */
+} dt_runlog_contents;
+
+/* Reads path; errors name the file and line. Free with dt_runlog_contents_free. */
+int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err);
+void dt_runlog_contents_free(dt_runlog_contents *c);
 
 #endif

@@ -10,67 +10,14 @@
 
 #include "cli.h"
 #include "dtrain/jobs.h"
+#include "dtrain/perfinput.h"
 
-enum { MAX_JOBS = 256, MAX_COLS = 32 };
+enum { MAX_JOBS = DT_JOBS_MAX_ROWS, MAX_COLS = DT_JOBS_MAX_COLS };
 
-typedef struct table {
-    char header[MAX_COLS][64];
-    int n_cols;
-    char names[MAX_JOBS][64]; /* the "name" column, if any */
-    double v[MAX_JOBS][MAX_COLS];
-    int n_rows;
-} table;
-
-/* Reads a CSV with a header; the column "name" may hold text, every other must be a
- * number. */
-static int read_table(const char *cmd, const char *path, table *t) {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-    char line[4096];
-    memset(t, 0, sizeof *t);
-    if (!fgets(line, sizeof line, f)) {
-        fclose(f);
-        return cli_fail(cmd, "%s is empty", path);
-    }
-    for (char *tok = strtok(line, ",\n\r"); tok && t->n_cols < MAX_COLS;
-         tok = strtok(NULL, ",\n\r"))
-        snprintf(t->header[t->n_cols++], 64, "%s", tok);
-    int lineno = 1;
-    while (fgets(line, sizeof line, f) && t->n_rows < MAX_JOBS) {
-        lineno++;
-        if (line[0] == '\n' || line[0] == 0) continue;
-        int c = 0;
-        char *save = NULL;
-        for (char *tok = strtok_r(line, ",\n\r", &save); tok && c < t->n_cols;
-             tok = strtok_r(NULL, ",\n\r", &save), c++) {
-            if (!strcmp(t->header[c], "name")) {
-                snprintf(t->names[t->n_rows], 64, "%s", tok);
-                continue;
-            }
-            char *end;
-            t->v[t->n_rows][c] = strtod(tok, &end);
-            if (end == tok || *end || !isfinite(t->v[t->n_rows][c])) {
-                fclose(f);
-                return cli_fail(cmd, "%s line %d: %s is not a number: '%s'", path, lineno,
-                                t->header[c], tok);
-            }
-        }
-        if (c != t->n_cols) {
-            fclose(f);
-            return cli_fail(cmd, "%s line %d: %d fields, the header has %d", path, lineno, c,
-                            t->n_cols);
-        }
-        if (!t->names[t->n_rows][0]) snprintf(t->names[t->n_rows], 64, "job%d", t->n_rows + 1);
-        t->n_rows++;
-    }
-    fclose(f);
-    return 0;
-}
-
-static int column(const table *t, const char *name) {
-    for (int c = 0; c < t->n_cols; c++)
-        if (!strcmp(t->header[c], name)) return c;
-    return -1;
+/* Reads the jobs CSV; 0, or -1 after printing why. */
+static int read_table(const char *cmd, const char *path, dt_job_table *t) {
+    dt_error err;
+    return dt_job_table_read(path, t, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 }
 
 int cmd_fit_jobs(int argc, char **argv) {
@@ -106,9 +53,11 @@ int cmd_fit_jobs(int argc, char **argv) {
         cli_fail(cmd, "give one CSV file (dtrain fit-jobs FILE.csv)");
         return 2;
     }
-    static table t;
+    static dt_job_table t;
     if (read_table(cmd, argv[optind], &t)) return 1;
-    int target[3] = {column(&t, "b0"), column(&t, "b1"), column(&t, "b2")}, feat[MAX_COLS], nf = 0;
+    int target[3] = {dt_job_table_column(&t, "b0"), dt_job_table_column(&t, "b1"),
+                     dt_job_table_column(&t, "b2")},
+        feat[MAX_COLS], nf = 0;
     for (int k = 0; k < 3; k++)
         if (target[k] < 0) {
             cli_fail(cmd, "%s: missing column 'b%d'", argv[optind], k);
@@ -122,16 +71,21 @@ int cmd_fit_jobs(int argc, char **argv) {
                  DT_RIDGE_MAX_FEATURES);
         return 1;
     }
-    static double x[MAX_JOBS * MAX_COLS], y[MAX_JOBS], xs[MAX_JOBS * MAX_COLS], ys[MAX_JOBS];
+    static double x[MAX_JOBS * MAX_COLS], y[MAX_JOBS];
     for (int i = 0; i < t.n_rows; i++)
         for (int j = 0; j < nf; j++) x[i * nf + j] = t.v[i][feat[j]];
     dt_error err;
     double unseen[MAX_COLS];
     int n_unseen = 0;
-    if (predict)
-        for (char *tok = strtok((char *)predict, ","); tok && n_unseen < MAX_COLS;
-             tok = strtok(NULL, ","))
-            unseen[n_unseen++] = strtod(tok, NULL);
+    for (const char *p = predict; p && n_unseen < MAX_COLS;) { /* strict: f1,f2,... */
+        char *end;
+        unseen[n_unseen++] = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !isfinite(unseen[n_unseen - 1])) {
+            cli_fail(cmd, "--predict expects numbers separated by commas, got '%s'", predict);
+            return 2;
+        }
+        p = *end ? end + 1 : NULL;
+    }
     if (predict && n_unseen != nf) {
         cli_fail(cmd, "--predict needs %d feature values, got %d", nf, n_unseen);
         return 2;
@@ -146,22 +100,19 @@ int cmd_fit_jobs(int argc, char **argv) {
         printf("b%d = %.6g", k, m.intercept);
         for (int j = 0; j < nf; j++) printf(" %+.6g * z(%s)", m.weight[j], t.header[feat[j]]);
         printf("   (z: standardised feature, lambda %g)\n", lambda);
+        static double pred[MAX_JOBS], rel_err[MAX_JOBS];
+        static int ok[MAX_JOBS];
+        if (dt_ridge_leave_one_out(x, y, t.n_rows, nf, lambda, pred, rel_err, ok, &err)) {
+            cli_fail(cmd, "%s", err.msg);
+            return 1;
+        }
         double sum_err = 0.0;
         int counted = 0;
-        for (int i = 0; i < t.n_rows; i++) { /* leave job i out */
-            int r = 0;
-            for (int o = 0; o < t.n_rows; o++) {
-                if (o == i) continue;
-                memcpy(xs + r * nf, x + o * nf, sizeof(double) * nf);
-                ys[r++] = y[o];
-            }
-            dt_ridge part;
-            if (dt_ridge_fit(xs, ys, r, nf, lambda, &part, &err)) continue;
-            double p = dt_ridge_predict(&part, x + i * nf);
-            double e = y[i] != 0 ? fabs(p - y[i]) / fabs(y[i]) : fabs(p);
-            printf("    leave out %-12s b%d %.6g predicted %.6g (%.1f%%)\n", t.names[i], k, y[i], p,
-                   100.0 * e);
-            sum_err += e;
+        for (int i = 0; i < t.n_rows; i++) {
+            if (!ok[i]) continue;
+            printf("    leave out %-12s b%d %.6g predicted %.6g (%.1f%%)\n", t.names[i], k, y[i],
+                   pred[i], 100.0 * rel_err[i]);
+            sum_err += rel_err[i];
             counted++;
         }
         if (counted) printf("    mean leave-one-out error %.1f%%\n", 100.0 * sum_err / counted);
@@ -198,13 +149,13 @@ int cmd_allocate(int argc, char **argv) {
         cli_fail(cmd, "give a jobs CSV and --budget N (see dtrain allocate --help)");
         return 2;
     }
-    static table t;
+    static dt_job_table t;
     if (read_table(cmd, argv[optind], &t)) return 1;
     const char *need[8] = {"remaining_steps", "batch",  "theta0", "theta1",
                            "theta2",          "theta3", "theta4", NULL};
     int col[7];
     for (int k = 0; k < 7; k++)
-        if ((col[k] = column(&t, need[k])) < 0) {
+        if ((col[k] = dt_job_table_column(&t, need[k])) < 0) {
             cli_fail(cmd, "%s: missing column '%s'", argv[optind], need[k]);
             return 1;
         }

@@ -1,5 +1,6 @@
 /* The performance-model commands: fit-loss, fit-speed, predict. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -7,93 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
+#include "dtrain/fitfile.h"
+#include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
+#include "dtrain/plots.h"
 #include "dtrain/sweep.h"
-
-/* Fits are saved as small JSON files that dtrain predict reads back. */
-static int save_json(const char *cmd, const char *path, cJSON *root) {
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    FILE *f = text ? fopen(path, "w") : NULL;
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0) ok = 0;
-    free(text);
-    if (!ok) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno));
-    fprintf(stderr, "fit saved to %s\n", path);
-    return 0;
-}
-
-static cJSON *load_json(const char *cmd, const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    cJSON *root = cJSON_Parse(buf);
-    if (!root) cli_fail(cmd, "%s is not a fit file (JSON)", path);
-    return root;
-}
-
-/* Rank 0's step losses of a run log, smoothed: the mean of each window of `every`
- * steps, placed at the window's last step. */
-static int read_loss_points(const char *cmd, const char *path, long every, double **k, double **l,
-                            int *n, long *steps_per_epoch) {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0, count = 0, room = 1024;
-    double sum = 0.0;
-    long in_window = 0, last_step = 0, bad_line = 0;
-    *k = malloc(sizeof(double) * room);
-    *l = malloc(sizeof(double) * room);
-    *steps_per_epoch = 0;
-    int rc = (*k && *l) ? 0 : cli_fail(cmd, "out of memory");
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        const char *spe = strstr(line, "\"steps_per_epoch\":");
-        if (spe && strstr(line, "\"event\":\"run\"")) *steps_per_epoch = atol(spe + 18);
-        if (!strstr(line, "\"event\":\"step\"") || !strstr(line, "\"rank\":0,")) continue;
-        const char *s = strstr(line, "\"step\":"), *lo = strstr(line, "\"loss\":");
-        if (!s || !lo) continue;
-        char *end;
-        double loss = strtod(lo + 7, &end);
-        if (end == lo + 7 || !isfinite(loss)) {
-            bad_line = atol(s + 7);
-            rc = cli_fail(cmd, "%s: the loss at step %ld is not a finite number", path, bad_line);
-            break;
-        }
-        last_step = atol(s + 7);
-        sum += loss;
-        if (++in_window == every) {
-            if (count == room) {
-                room *= 2;
-                double *nk = realloc(*k, sizeof(double) * room),
-                       *nl = realloc(*l, sizeof(double) * room);
-                if (nk) *k = nk;
-                if (nl) *l = nl;
-                if (!nk || !nl) {
-                    rc = cli_fail(cmd, "out of memory");
-                    break;
-                }
-            }
-            (*k)[count] = (double)last_step;
-            (*l)[count] = sum / every;
-            count++;
-            sum = 0.0;
-            in_window = 0;
-        }
-    }
-    free(line);
-    fclose(f);
-    *n = (int)count;
-    return rc;
-}
 
 static void fit_usage(FILE *out) {
     fprintf(out, "usage: dtrain fit-loss RUN.jsonl [--target-loss X | --converge-delta D]\n"
@@ -151,19 +71,22 @@ int cmd_fit_loss(int argc, char **argv) {
         return 2;
     }
     const char *path = argv[optind];
-    double *k = NULL, *l = NULL;
-    int n = 0;
-    long spe = 0;
-    /* first pass for steps_per_epoch, then the real windows */
-    if (read_loss_points(cmd, path, 1, &k, &l, &n, &spe)) return free(k), free(l), 1;
-    if (every == 0) every = spe >= 10 ? spe / 10 : 1;
-    free(k), free(l);
-    if (read_loss_points(cmd, path, every, &k, &l, &n, &spe)) return free(k), free(l), 1;
-    dt_loss_fit fit;
+    dt_loss_points pts;
     dt_error err;
+    if (dt_loss_points_from_log(path, every, &pts, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    if (pts.truncated_lines)
+        fprintf(stderr,
+                "note: the last line of %s is cut short (a run stopped while writing); "
+                "left out\n",
+                path);
+    const double *k = pts.step, *l = pts.loss;
+    const int n = pts.n;
+    const long spe = pts.steps_per_epoch;
+    every = pts.every;
+    dt_loss_fit fit;
     if (dt_loss_fit_points(k, l, n, &fit, &err)) {
         cli_fail(cmd, "%s: %s", path, err.msg);
-        return free(k), free(l), 1;
+        return dt_loss_points_free(&pts), 1;
     }
     printf("loss curve of %s (%d points, windows of %ld steps):\n", path, n, every);
     printf("  l(k) = 1 / (%.6g k + %.6g) + %.6g   RMSE %.4g\n", fit.b0, fit.b1, fit.b2, fit.rmse);
@@ -176,14 +99,9 @@ int cmd_fit_loss(int argc, char **argv) {
     else
         printf("  converges (|dl/dk| < %.3g) at step %.0f\n", delta, pred);
     if (save) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "fit", "loss");
-        cJSON_AddNumberToObject(root, "b0", fit.b0);
-        cJSON_AddNumberToObject(root, "b1", fit.b1);
-        cJSON_AddNumberToObject(root, "b2", fit.b2);
-        cJSON_AddNumberToObject(root, "last_step", k[n - 1]);
-        cJSON_AddNumberToObject(root, "converge_step", pred);
-        if (save_json(cmd, save, root)) return free(k), free(l), 1;
+        if (dt_loss_fit_save(save, &fit, k[n - 1], pred, &err))
+            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&pts), 1;
+        fprintf(stderr, "fit saved to %s\n", save);
     }
     if (online && spe > 0) {
         /* the step observed: where the smoothed loss first reaches the target, else the
@@ -213,8 +131,7 @@ int cmd_fit_loss(int argc, char **argv) {
                 printf("  %6ld %10d %14.0f %9.1f%%\n", e, m, p, 100.0 * (p - observed) / observed);
         }
     }
-    free(k);
-    free(l);
+    dt_loss_points_free(&pts);
     return 0;
 }
 
@@ -264,55 +181,11 @@ int cmd_fit_speed(int argc, char **argv) {
         return 2;
     }
     const char *path = argv[optind];
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
-        return 1;
-    }
-    char line[1024];
-    int col[4] = {-1, -1, -1, -1}, n_cols = 0; /* workers, servers, batch, step_time */
-    const char *names[4] = {"workers", "servers", "batch", "step_time"};
-    /* dtrain scale's runs.csv: procs, batch_size (per process), t_train, iterations */
-    int sweep[4] = {-1, -1, -1, -1};
-    const char *sweep_names[4] = {"procs", "batch_size", "t_train", "iterations"};
-    if (fgets(line, sizeof line, f))
-        for (char *t = strtok(line, ",\n\r"); t; t = strtok(NULL, ",\n\r"), n_cols++)
-            for (int c = 0; c < 4; c++) {
-                if (!strcmp(t, names[c])) col[c] = n_cols;
-                if (!strcmp(t, sweep_names[c])) sweep[c] = n_cols;
-            }
-    int from_sweep = kind == DT_SPEED_ALLREDUCE && col[0] < 0 && sweep[0] >= 0 && sweep[1] >= 0 &&
-                     sweep[2] >= 0 && sweep[3] >= 0;
-    for (int c = 0; c < 4 && !from_sweep; c++)
-        if (col[c] < 0 && !(c == 1 && kind == DT_SPEED_ALLREDUCE)) {
-            fclose(f);
-            cli_fail(cmd, "%s: missing column '%s'", path, names[c]);
-            return 1;
-        }
-    dt_speed_point pts[512];
-    int n = 0, lineno = 1;
-    while (fgets(line, sizeof line, f) && n < 512) {
-        lineno++;
-        double v[64];
-        int k = 0;
-        for (char *t = strtok(line, ",\n\r"); t && k < 64; t = strtok(NULL, ",\n\r"))
-            v[k++] = strtod(t, NULL);
-        if (k == 0) continue;
-        if (k < n_cols) {
-            fclose(f);
-            cli_fail(cmd, "%s line %d: %d fields, the header has %d", path, lineno, k, n_cols);
-            return 1;
-        }
-        if (from_sweep) /* global batch, time per iteration */
-            pts[n++] = (dt_speed_point){v[sweep[0]], 0, v[sweep[0]] * v[sweep[1]],
-                                        v[sweep[3]] > 0 ? v[sweep[2]] / v[sweep[3]] : -1};
-        else
-            pts[n++] =
-                (dt_speed_point){v[col[0]], col[1] >= 0 ? v[col[1]] : 0, v[col[2]], v[col[3]]};
-    }
-    fclose(f);
-    dt_speed_fit fit;
+    static dt_speed_point pts[DT_SPEED_MAX_POINTS];
+    int n = 0;
     dt_error err;
+    if (dt_speed_points_read_csv(path, kind, pts, &n, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    dt_speed_fit fit;
     if (dt_speed_fit_points(kind, pts, n, &fit, &err)) {
         cli_fail(cmd, "%s: %s", path, err.msg);
         return 1;
@@ -322,43 +195,25 @@ int cmd_fit_speed(int argc, char **argv) {
     for (int i = 0; i < fit.n_theta; i++) printf("  theta%d = %.6g\n", i, fit.theta[i]);
     printf("  RMSE %.4g s\n\n  %8s %8s %8s %12s %12s %9s\n", fit.rmse, "workers", "servers",
            "batch", "measured s", "LOO pred s", "error");
-    double errs[512], sorted[512];
-    int n_err = 0;
-    for (int i = 0; i < n; i++) { /* leave-one-out: fit without row i, predict it */
-        dt_speed_point rest[512];
-        int m = 0;
-        for (int j = 0; j < n; j++)
-            if (j != i) rest[m++] = pts[j];
-        dt_speed_fit part;
-        errs[i] = -1;
-        if (dt_speed_fit_points(kind, rest, m, &part, &err) == 0) {
-            double p = dt_speed_step_time(&part, pts[i].w, pts[i].p, pts[i].batch);
-            errs[i] = fabs(p - pts[i].step_time) / pts[i].step_time;
+    static double pred[DT_SPEED_MAX_POINTS], rel_err[DT_SPEED_MAX_POINTS];
+    dt_loo_summary loo;
+    if (dt_speed_leave_one_out(kind, pts, n, pred, rel_err, &loo, &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
+    for (int i = 0; i < n; i++) {
+        if (rel_err[i] >= 0)
             printf("  %8g %8g %8g %12.4f %12.4f %8.1f%%\n", pts[i].w, pts[i].p, pts[i].batch,
-                   pts[i].step_time, p, 100.0 * errs[i]);
-            sorted[n_err++] = errs[i];
-        } else {
+                   pts[i].step_time, pred[i], 100.0 * rel_err[i]);
+        else
             printf("  %8g %8g %8g %12.4f %12s\n", pts[i].w, pts[i].p, pts[i].batch,
                    pts[i].step_time, "(too few)");
-        }
     }
     if (save) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "fit", kind == DT_SPEED_PS ? "speed-ps" : "speed-allreduce");
-        cJSON_AddItemToObject(root, "theta", cJSON_CreateDoubleArray(fit.theta, fit.n_theta));
-        if (save_json(cmd, save, root)) return 1;
+        if (dt_speed_fit_save(save, &fit, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+        fprintf(stderr, "fit saved to %s\n", save);
     }
-    for (int i = 1; i < n_err; i++) /* insertion sort for the median */
-        for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
-            double t = sorted[j];
-            sorted[j] = sorted[j - 1];
-            sorted[j - 1] = t;
-        }
-    if (n_err > 0)
+    if (loo.n > 0)
         printf("\n  leave-one-out error: median %.1f%%, worst %.1f%% (%d rows)\n",
-               100.0 * (n_err % 2 ? sorted[n_err / 2]
-                                  : 0.5 * (sorted[n_err / 2 - 1] + sorted[n_err / 2])),
-               100.0 * sorted[n_err - 1], n_err);
+               100.0 * loo.median, 100.0 * loo.worst, loo.n);
     return 0;
 }
 
@@ -380,88 +235,70 @@ static int predict_from_fits(const char *cmd, const char *loss_path, const char 
         cli_fail(cmd, "--loss-fit, --speed-fit, --batch and --procs-max go together");
         return 2;
     }
-    cJSON *lf = load_json(cmd, loss_path);
-    if (!lf) return 1;
-    cJSON *sf = load_json(cmd, speed_path);
-    if (!sf) return cJSON_Delete(lf), 1;
-    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(lf, "converge_step");
-    const cJSON *last = cJSON_GetObjectItemCaseSensitive(lf, "last_step");
-    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(sf, "fit");
-    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(sf, "theta");
-    dt_speed_fit fit = {DT_SPEED_PS, 0, {0}, 0};
-    int rc = 0;
-    if (!cJSON_IsNumber(conv) || !cJSON_IsNumber(last))
-        rc = cli_fail(cmd, "%s is not a loss fit (dtrain fit-loss --save)", loss_path);
-    else if (!cJSON_IsString(kind) || !cJSON_IsArray(theta))
-        rc = cli_fail(cmd, "%s is not a speed fit (dtrain fit-speed --save)", speed_path);
-    if (rc == 0) {
-        fit.kind = strcmp(kind->valuestring, "speed-ps") ? DT_SPEED_ALLREDUCE : DT_SPEED_PS;
-        fit.n_theta = cJSON_GetArraySize(theta);
-        for (int i = 0; i < fit.n_theta && i < DT_SPEED_MAX_THETA; i++)
-            fit.theta[i] = cJSON_GetArrayItem(theta, i)->valuedouble;
-    }
-    double remaining = rc == 0 ? conv->valuedouble - last->valuedouble : 0;
-    cJSON_Delete(lf);
-    cJSON_Delete(sf);
-    if (rc) return 1;
-    if (remaining < 0) remaining = 0;
+    dt_loss_fit loss;
+    dt_speed_fit fit;
+    double last_step, converge_step;
     dt_error err;
-    if (dt_make_dirs(out_dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    if (dt_loss_fit_load(loss_path, &loss, &last_step, &converge_step, &err) ||
+        dt_speed_fit_load(speed_path, &fit, &err) || dt_make_dirs(out_dir, &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
+    double remaining = converge_step - last_step;
+    if (remaining < 0) remaining = 0;
     printf("remaining steps to convergence: %.0f; global batch %g; up to %d processes\n", remaining,
            batch, procs_max);
-    int ps = fit.kind == DT_SPEED_PS, best_w = 1, best_p = ps ? 1 : 0;
-    double best_t = INFINITY;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/predict.gp", out_dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
-    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\n"
-          "set ylabel 'time to convergence (hours)'\nset style data linespoints\n",
-          gp);
-    char plot[4096] = "";
-    size_t used = 0;
-    for (int p = ps ? 1 : 0; p <= (ps ? procs_max - 1 : 0); p++) {
-        char dat[64];
-        snprintf(dat, sizeof dat, "predict_p%d.dat", p);
-        snprintf(path, sizeof path, "%s/%s", out_dir, dat);
-        FILE *d = fopen(path, "w");
-        if (!d) return fclose(gp), cli_fail(cmd, "cannot write %s", path), 1;
-        int row_best = 1;
-        double row_t = INFINITY;
-        for (int w = 1; w + p <= procs_max; w++) {
-            double t = remaining * dt_speed_step_time(&fit, w, p, batch);
-            fprintf(d, "%d %.6g\n", w, t / 3600.0);
-            if (t < row_t) row_t = t, row_best = w;
-        }
-        fclose(d);
-        if (ps) printf("  %2d servers: best %3d workers, %.3f h\n", p, row_best, row_t / 3600.0);
-        if (row_t < best_t) best_t = row_t, best_w = row_best, best_p = p;
-        if (p <= 4 || !ps) { /* the first few server counts */
-            char title[32];
-            if (ps)
-                snprintf(title, sizeof title, "%d server%s", p, p > 1 ? "s" : "");
-            else
-                snprintf(title, sizeof title, "all-reduce");
-            used += (size_t)snprintf(plot + used, sizeof plot - used, "%s'%s' title '%s'",
-                                     used ? ", " : "", dat, title);
-        }
+    dt_predict_row *rows = malloc(sizeof *rows * (size_t)procs_max);
+    int n_rows = 0, drawn = 0;
+    if (!rows) return cli_fail(cmd, "out of memory"), 1;
+    if (dt_plots_predict(&fit, remaining, batch, procs_max, out_dir, rows, &n_rows, &drawn, &err))
+        return free(rows), cli_fail(cmd, "%s", err.msg), 1;
+    const int ps = fit.kind == DT_SPEED_PS;
+    dt_predict_row best = {ps ? 1 : 0, 1, INFINITY};
+    for (int i = 0; i < n_rows; i++) {
+        if (ps)
+            printf("  %2d servers: best %3d workers, %.3f h\n", rows[i].servers,
+                   rows[i].best_workers, rows[i].best_seconds / 3600.0);
+        if (rows[i].best_seconds < best.best_seconds) best = rows[i];
     }
+    free(rows);
     if (ps)
-        printf("best allocation: %d workers + %d servers, %.3f hours to convergence\n", best_w,
-               best_p, best_t / 3600.0);
+        printf("best allocation: %d workers + %d servers, %.3f hours to convergence\n",
+               best.best_workers, best.servers, best.best_seconds / 3600.0);
     else
-        printf("best: %d processes, %.3f hours to convergence\n", best_w, best_t / 3600.0);
-    for (int t = 0; t < 2; t++)
-        fprintf(gp,
-                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
-                "convergence'\nplot %s\n",
-                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png", plot);
-    fclose(gp);
-    snprintf(path, sizeof path, "cd '%s' && gnuplot predict.gp 2>/dev/null", out_dir);
-    if (system(path) == 0)
+        printf("best: %d processes, %.3f hours to convergence\n", best.best_workers,
+               best.best_seconds / 3600.0);
+    if (drawn)
         printf("plot: %s/predict.png (and .svg)\n", out_dir);
     else
         printf("plot not drawn: gnuplot failed or is missing (data in %s)\n", out_dir);
+    return 0;
+}
+
+/* A whole positive int starting at text; *end after it. -1 if there is none. */
+static int positive_int(const char *text, char **end, int *out) {
+    errno = 0;
+    long v = strtol(text, end, 10);
+    if (*end == text || errno || v < 1 || v > 1 << 24 || !isdigit((unsigned char)*text)) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "2,4,8" -> counts (at most max); -1 on anything else. */
+static int parse_counts(const char *text, int *out, int max) {
+    int n = 0;
+    for (const char *p = text;; p++) {
+        char *end;
+        if (n == max || positive_int(p, &end, &out[n++])) return -1;
+        if (!*end) return n;
+        if (*end != ',') return -1;
+        p = end;
+    }
+}
+
+/* "LO..HI" with 1 <= LO <= HI. */
+static int parse_range(const char *text, int *lo, int *hi) {
+    char *end;
+    if (positive_int(text, &end, lo) || strncmp(end, "..", 2)) return -1;
+    if (positive_int(end + 2, &end, hi) || *end || *hi < *lo) return -1;
     return 0;
 }
 
@@ -513,14 +350,13 @@ int cmd_predict(int argc, char **argv) {
             if (cli_parse_float(cmd, "--epochs", optarg, 1e-6, 1e9, &epochs)) return 2;
             break;
         case 'p':
-            for (char *t = strtok(optarg, ","); t && n_servers < 32; t = strtok(NULL, ","))
-                if ((servers[n_servers++] = atoi(t)) < 1) {
-                    cli_fail(cmd, "--servers expects positive integers");
-                    return 2;
-                }
+            if ((n_servers = parse_counts(optarg, servers, 32)) < 0) {
+                cli_fail(cmd, "--servers expects positive integers");
+                return 2;
+            }
             break;
         case 'w':
-            if (sscanf(optarg, "%d..%d", &w_lo, &w_hi) != 2 || w_lo < 1 || w_hi < w_lo) {
+            if (parse_range(optarg, &w_lo, &w_hi)) {
                 cli_fail(cmd, "--workers expects a range LO..HI like 1..99, got '%s'", optarg);
                 return 2;
             }

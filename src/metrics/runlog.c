@@ -1,73 +1,536 @@
+#define _GNU_SOURCE /* getline */
 #include "dtrain/runlog.h"
 
+#include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ---- the format: one field list per event, used to write and to read ---- */
+
+typedef enum field_kind {
+    F_INT,    /* int, %d */
+    F_LONG,   /* long, %ld */
+    F_LLONG,  /* long long, %lld */
+    F_ULLONG, /* unsigned long long, %llu */
+    F_REAL,   /* double, printed with the field's format */
+    F_STRING, /* char[size] */
+    F_BOOL,   /* int 0/1, true/false */
+    F_HIST    /* long[DT_RUNLOG_STALENESS_BINS], an array of counts */
+} field_kind;
+
+typedef struct field {
+    const char *name;
+    field_kind kind;
+    size_t offset, size;
+    const char *real_format; /* F_REAL only */
+    int required;            /* reading: a record without it is an error */
+} field;
+
+#define FIELD(type, member, kind, format, required)                                                \
+    { #member, kind, offsetof(type, member), sizeof(((type *)0)->member), format, required }
+
+/* The historical order and formats (docs/architecture.md, "Run log fields"). */
+static const field RUN_FIELDS[] = {
+    FIELD(dt_run_record, model, F_STRING, NULL, 0),
+    FIELD(dt_run_record, params, F_LLONG, NULL, 0),
+    FIELD(dt_run_record, procs, F_INT, NULL, 0),
+    FIELD(dt_run_record, mode, F_STRING, NULL, 0),
+    FIELD(dt_run_record, batch_size, F_INT, NULL, 0),
+    FIELD(dt_run_record, global_batch, F_INT, NULL, 0),
+    FIELD(dt_run_record, data, F_STRING, NULL, 0),
+    FIELD(dt_run_record, dataset_size, F_INT, NULL, 0),
+    FIELD(dt_run_record, steps_per_epoch, F_LONG, NULL, 0),
+    FIELD(dt_run_record, epochs, F_INT, NULL, 0),
+    FIELD(dt_run_record, lr, F_REAL, "%g", 0),
+    FIELD(dt_run_record, lr_scaling, F_STRING, NULL, 0),
+    FIELD(dt_run_record, warmup_epochs, F_REAL, "%g", 0),
+    FIELD(dt_run_record, momentum, F_REAL, "%g", 0),
+    FIELD(dt_run_record, weight_decay, F_REAL, "%g", 0),
+    FIELD(dt_run_record, threads, F_INT, NULL, 0),
+    FIELD(dt_run_record, loader_workers, F_INT, NULL, 0),
+    FIELD(dt_run_record, allreduce, F_STRING, NULL, 0),
+    FIELD(dt_run_record, bucket_mb, F_REAL, "%g", 0),
+    FIELD(dt_run_record, buckets, F_INT, NULL, 0),
+    FIELD(dt_run_record, overlap, F_BOOL, NULL, 0),
+    FIELD(dt_run_record, seed, F_ULLONG, NULL, 0),
+    FIELD(dt_run_record, workers, F_INT, NULL, 0),
+    FIELD(dt_run_record, servers, F_INT, NULL, 0),
+};
+
+static const field STEP_FIELDS[] = {
+    FIELD(dt_step_record, rank, F_INT, NULL, 1),
+    FIELD(dt_step_record, epoch, F_INT, NULL, 0),
+    FIELD(dt_step_record, step, F_LONG, NULL, 1),
+    FIELD(dt_step_record, loss, F_REAL, "%.9g", 1),
+    FIELD(dt_step_record, lr, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_data, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_compute, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_comm, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_comm_exposed, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, bytes_sent, F_LLONG, NULL, 0),
+    FIELD(dt_step_record, t_pull, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_push, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, t_wait, F_REAL, "%.9g", 0),
+    FIELD(dt_step_record, bytes_received, F_LLONG, NULL, 0),
+};
+
+static const field EPOCH_FIELDS[] = {
+    FIELD(dt_epoch_record, epoch, F_INT, NULL, 1),
+    FIELD(dt_epoch_record, train_loss, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, train_acc, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, test_loss, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, test_acc, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_epoch, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_train, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_data, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_compute, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_comm, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_comm_exposed, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_epoch_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_train_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_data_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_compute_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_comm_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_comm_exposed_mean, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, t_eval, F_REAL, "%.9g", 0),
+    FIELD(dt_epoch_record, bytes_sent, F_LLONG, NULL, 0),
+    FIELD(dt_epoch_record, images, F_LLONG, NULL, 0),
+};
+
+static const field PS_SERVER_FIELDS[] = {
+    FIELD(dt_ps_server_record, server, F_INT, NULL, 1),
+    FIELD(dt_ps_server_record, updates, F_LONG, NULL, 0),
+    FIELD(dt_ps_server_record, applied, F_LONG, NULL, 0),
+    FIELD(dt_ps_server_record, dropped, F_LONG, NULL, 0),
+    FIELD(dt_ps_server_record, busy_s, F_REAL, "%.6g", 0),
+    FIELD(dt_ps_server_record, bytes_in, F_LLONG, NULL, 0),
+    FIELD(dt_ps_server_record, bytes_out, F_LLONG, NULL, 0),
+    FIELD(dt_ps_server_record, max_clock_gap, F_LONG, NULL, 0),
+    FIELD(dt_ps_server_record, staleness_hist, F_HIST, NULL, 0),
+};
+
+static const field PS_EPOCH_FIELDS[] = {
+    FIELD(dt_ps_epoch_record, server, F_INT, NULL, 1),
+    FIELD(dt_ps_epoch_record, epoch, F_INT, NULL, 1),
+    FIELD(dt_ps_epoch_record, dropped, F_LONG, NULL, 0),
+    FIELD(dt_ps_epoch_record, staleness_hist, F_HIST, NULL, 0),
+};
+
+typedef struct event_format {
+    const char *name;
+    dt_runlog_event event;
+    const field *fields;
+    int n_fields;
+    int flush; /* make the record visible at once (sweep progress, crash) */
+} event_format;
+
+#define EVENT(name, id, fields, flush)                                                             \
+    { name, id, fields, sizeof fields / sizeof fields[0], flush }
+
+static const event_format EVENTS[] = {
+    EVENT("run", DT_EVENT_RUN, RUN_FIELDS, 0),
+    EVENT("step", DT_EVENT_STEP, STEP_FIELDS, 0),
+    EVENT("epoch", DT_EVENT_EPOCH, EPOCH_FIELDS, 1),
+    EVENT("ps_server", DT_EVENT_PS_SERVER, PS_SERVER_FIELDS, 0),
+    EVENT("ps_epoch", DT_EVENT_PS_EPOCH, PS_EPOCH_FIELDS, 0),
+};
+enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
+
+static const event_format *event_format_of(dt_runlog_event id) {
+    for (int i = 0; i < N_EVENTS; i++)
+        if (EVENTS[i].event == id) return &EVENTS[i];
+    return NULL;
+}
+
+/* ---- writing ---- */
 
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->file = NULL;
+    log->write_failed = 0;
     if (!path || !*path) return 0;
     log->file = fopen(path, "w");
     if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
     return 0;
 }
 
-void dt_runlog_run(dt_runlog *log, const char *fields_json) {
-    if (log->file) fprintf(log->file, "{\"event\":\"run\",%s}\n", fields_json);
+/* JSON string: quotes, backslashes and control characters escaped; other bytes
+ * (UTF-8 included) as they are. */
+static int write_string(FILE *f, const char *s) {
+    int rc = putc('"', f) == EOF;
+    for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
+        switch (*p) {
+        case '"':
+            rc = fputs("\\\"", f) < 0;
+            break;
+        case '\\':
+            rc = fputs("\\\\", f) < 0;
+            break;
+        case '\n':
+            rc = fputs("\\n", f) < 0;
+            break;
+        case '\r':
+            rc = fputs("\\r", f) < 0;
+            break;
+        case '\t':
+            rc = fputs("\\t", f) < 0;
+            break;
+        default:
+            rc = *p < 0x20 ? fprintf(f, "\\u%04x", *p) < 0 : putc(*p, f) == EOF;
+        }
+    }
+    return rc || putc('"', f) == EOF ? -1 : 0;
+}
+
+static int write_value(FILE *f, const field *fd, const char *base) {
+    const void *at = base + fd->offset;
+    switch (fd->kind) {
+    case F_INT:
+        return fprintf(f, "%d", *(const int *)at) < 0 ? -1 : 0;
+    case F_LONG:
+        return fprintf(f, "%ld", *(const long *)at) < 0 ? -1 : 0;
+    case F_LLONG:
+        return fprintf(f, "%lld", *(const long long *)at) < 0 ? -1 : 0;
+    case F_ULLONG:
+        return fprintf(f, "%llu", *(const unsigned long long *)at) < 0 ? -1 : 0;
+    case F_REAL: {
+        double v = *(const double *)at;
+        if (!isfinite(v)) return fputs("null", f) < 0 ? -1 : 0;
+        return fprintf(f, fd->real_format, v) < 0 ? -1 : 0;
+    }
+    case F_STRING:
+        return write_string(f, (const char *)at);
+    case F_BOOL:
+        return fputs(*(const int *)at ? "true" : "false", f) < 0 ? -1 : 0;
+    case F_HIST: {
+        const long *h = at;
+        int rc = putc('[', f) == EOF;
+        for (int b = 0; b < DT_RUNLOG_STALENESS_BINS && !rc; b++)
+            rc = fprintf(f, b ? ",%ld" : "%ld", h[b]) < 0;
+        return rc || putc(']', f) == EOF ? -1 : 0;
+    }
+    }
+    return -1;
+}
+
+static void write_record(dt_runlog *log, dt_runlog_event id, const void *record) {
+    if (!log->file) return;
+    const event_format *ev = event_format_of(id);
+    FILE *f = log->file;
+    int rc = fprintf(f, "{\"event\":\"%s\"", ev->name) < 0;
+    for (int i = 0; i < ev->n_fields && !rc; i++)
+        rc = fprintf(f, ",\"%s\":", ev->fields[i].name) < 0 ||
+             write_value(f, &ev->fields[i], record) != 0;
+    if (!rc) rc = fputs("}\n", f) < 0;
+    if (!rc && ev->flush) rc = fflush(f) != 0;
+    if (rc && !log->write_failed) log->write_failed = errno ? errno : EIO;
+}
+
+void dt_runlog_run(dt_runlog *log, const dt_run_record *r) {
+    write_record(log, DT_EVENT_RUN, r);
 }
 
 void dt_runlog_step(dt_runlog *log, const dt_step_record *r) {
-    if (!log->file) return;
-    fprintf(log->file,
-            "{\"event\":\"step\",\"rank\":%d,\"epoch\":%d,\"step\":%ld,\"loss\":%.9g,\"lr\":%.9g,"
-            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_comm_exposed\":%.9g,"
-            "\"bytes_sent\":%lld,\"t_pull\":%.9g,\"t_push\":%.9g,\"t_wait\":%.9g,"
-            "\"bytes_received\":%lld}\n",
-            r->rank, r->epoch, r->step, r->loss, r->lr, r->t_data, r->t_compute, r->t_comm,
-            r->t_comm_exposed, r->bytes_sent, r->t_pull, r->t_push, r->t_wait, r->bytes_received);
+    write_record(log, DT_EVENT_STEP, r);
 }
 
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r) {
-    if (!log->file) return;
-    fprintf(log->file,
-            "{\"event\":\"epoch\",\"epoch\":%d,\"train_loss\":%.9g,\"train_acc\":%.9g,"
-            "\"test_loss\":%.9g,\"test_acc\":%.9g,\"t_epoch\":%.9g,\"t_train\":%.9g,"
-            "\"t_data\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_comm_exposed\":%.9g,"
-            "\"t_epoch_mean\":%.9g,\"t_train_mean\":%.9g,\"t_data_mean\":%.9g,"
-            "\"t_compute_mean\":%.9g,\"t_comm_mean\":%.9g,\"t_comm_exposed_mean\":%.9g,"
-            "\"t_eval\":%.9g,\"bytes_sent\":%lld,\"images\":%lld}\n",
-            r->epoch, r->train_loss, r->train_acc, r->test_loss, r->test_acc, r->t_epoch,
-            r->t_train, r->t_data, r->t_compute, r->t_comm, r->t_comm_exposed, r->t_epoch_mean,
-            r->t_train_mean, r->t_data_mean, r->t_compute_mean, r->t_comm_mean,
-            r->t_comm_exposed_mean, r->t_eval, r->bytes_sent, r->images);
-    fflush(log->file);
+    write_record(log, DT_EVENT_EPOCH, r);
 }
 
-void dt_runlog_ps_server(dt_runlog *log, int server, const dt_ps_server_stats *st, int epochs) {
-    if (!log->file) return;
-    fprintf(log->file,
-            "{\"event\":\"ps_server\",\"server\":%d,\"updates\":%ld,\"applied\":%ld,"
-            "\"dropped\":%ld,\"busy_s\":%.6g,\"bytes_in\":%lld,\"bytes_out\":%lld,"
-            "\"max_clock_gap\":%ld,\"staleness_hist\":[",
-            server, st->updates, st->applied, st->dropped, st->busy_s, st->bytes_in, st->bytes_out,
-            st->max_clock_gap);
-    for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
-        fprintf(log->file, b ? ",%ld" : "%ld", st->staleness_hist[b]);
-    fputs("]}\n", log->file);
-    for (int e = 0; e < epochs && e < DT_PS_MAX_EPOCHS; e++) {
-        fprintf(log->file,
-                "{\"event\":\"ps_epoch\",\"server\":%d,\"epoch\":%d,\"dropped\":%ld,"
-                "\"staleness_hist\":[",
-                server, e, st->epoch_dropped[e]);
-        for (int b = 0; b < DT_PS_STALENESS_BINS; b++)
-            fprintf(log->file, b ? ",%ld" : "%ld", st->epoch_hist[e][b]);
-        fputs("]}\n", log->file);
-    }
+void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r) {
+    write_record(log, DT_EVENT_PS_SERVER, r);
+}
+
+void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
+    write_record(log, DT_EVENT_PS_EPOCH, r);
 }
 
 int dt_runlog_close(dt_runlog *log, dt_error *err) {
     if (!log->file) return 0;
+    int failed = log->write_failed;
+    if (!failed && ferror(log->file)) failed = EIO;
     int rc = fclose(log->file);
+    if (rc != 0 && !failed) failed = errno;
     log->file = NULL;
-    if (rc != 0) return dt_error_set(err, "cannot finish run log: %s", strerror(errno));
+    log->write_failed = 0;
+    if (failed) return dt_error_set(err, "cannot finish run log: %s", strerror(failed));
     return 0;
+}
+
+/* ---- reading ---- */
+
+/* Sets an absent field to "unknown": -1, NAN, "", or zeros for a histogram. */
+static void set_absent(const field *fd, char *base) {
+    void *at = base + fd->offset;
+    switch (fd->kind) {
+    case F_INT:
+    case F_BOOL:
+        *(int *)at = -1;
+        break;
+    case F_LONG:
+        *(long *)at = -1;
+        break;
+    case F_LLONG:
+        *(long long *)at = -1;
+        break;
+    case F_ULLONG:
+        *(unsigned long long *)at = 0;
+        break;
+    case F_REAL:
+        *(double *)at = NAN;
+        break;
+    case F_STRING:
+        *(char *)at = 0;
+        break;
+    case F_HIST:
+        memset(at, 0, fd->size);
+        break;
+    }
+}
+
+/* An integer-valued JSON number within [lo, hi] (5.0 and 5e0 are integers). */
+static int integer_of(const cJSON *item, double lo, double hi, double *out) {
+    if (!cJSON_IsNumber(item)) return -1;
+    double v = item->valuedouble;
+    if (!isfinite(v) || v != floor(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int read_value(const field *fd, const cJSON *item, char *base, dt_error *err) {
+    void *at = base + fd->offset;
+    double v = 0;
+    switch (fd->kind) {
+    case F_INT:
+        if (integer_of(item, INT_MIN, INT_MAX, &v)) break;
+        *(int *)at = (int)v;
+        return 0;
+    case F_LONG: /* 2^63 is not a long; the largest double below it is */
+        if (integer_of(item, -0x1p63, 0x1.fffffffffffffp62, &v)) break;
+        *(long *)at = (long)v;
+        return 0;
+    case F_LLONG:
+        if (integer_of(item, -0x1p63, 0x1.fffffffffffffp62, &v)) break;
+        *(long long *)at = (long long)v;
+        return 0;
+    case F_ULLONG:
+        if (integer_of(item, 0, 0x1.fffffffffffffp63, &v)) break;
+        *(unsigned long long *)at = (unsigned long long)v;
+        return 0;
+    case F_REAL:
+        if (cJSON_IsNull(item)) { /* a non-finite number (see rewrite_non_finite) */
+            *(double *)at = NAN;
+            return 0;
+        }
+        if (!cJSON_IsNumber(item)) return dt_error_set(err, "\"%s\" is not a number", fd->name);
+        *(double *)at = item->valuedouble;
+        return 0;
+    case F_STRING:
+        if (!cJSON_IsString(item)) return dt_error_set(err, "\"%s\" is not a string", fd->name);
+        if (strlen(item->valuestring) >= fd->size)
+            return dt_error_set(err, "\"%s\" is longer than %zu characters", fd->name,
+                                fd->size - 1);
+        memcpy(at, item->valuestring, strlen(item->valuestring) + 1);
+        return 0;
+    case F_BOOL:
+        if (!cJSON_IsBool(item)) return dt_error_set(err, "\"%s\" is not true or false", fd->name);
+        *(int *)at = cJSON_IsTrue(item) ? 1 : 0;
+        return 0;
+    case F_HIST: {
+        long *h = at;
+        int n = cJSON_IsArray(item) ? cJSON_GetArraySize(item) : -1;
+        if (n < 0 || n > DT_RUNLOG_STALENESS_BINS)
+            return dt_error_set(err, "\"%s\" is not an array of at most %d counts", fd->name,
+                                DT_RUNLOG_STALENESS_BINS);
+        memset(h, 0, fd->size);
+        for (int b = 0; b < n; b++) {
+            if (integer_of(cJSON_GetArrayItem(item, b), 0, LONG_MAX / 2, &v))
+                return dt_error_set(err, "\"%s\"[%d] is not a count", fd->name, b);
+            h[b] = (long)v;
+        }
+        return 0;
+    }
+    }
+    return dt_error_set(err, "\"%s\" is not an integer", fd->name);
+}
+
+/* Non-standard numbers some writers emit - printf's nan/inf (dtrain before it wrote
+ * null for them), Python's NaN/Infinity - become null outside strings, so cJSON
+ * parses the line and the reader sees a non-finite real. NULL if out of memory. */
+static char *rewrite_non_finite(const char *line) {
+    static const char *const TOKENS[] = {"-Infinity", "Infinity", "-NaN", "NaN",
+                                         "-nan",      "nan",      "-inf", "inf"};
+    size_t n = strlen(line);
+    char *out = malloc(2 * n + 1); /* "null" replaces tokens of 3 letters or more */
+    if (!out) return NULL;
+    size_t o = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < n;) {
+        char c = line[i];
+        if (in_string) {
+            out[o++] = line[i++];
+            if (c == '\\' && i < n)
+                out[o++] = line[i++];
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        size_t matched = 0;
+        for (size_t t = 0; t < sizeof TOKENS / sizeof TOKENS[0] && !matched; t++) {
+            size_t len = strlen(TOKENS[t]);
+            char next = line[i + len < n ? i + len : n];
+            if (!strncmp(line + i, TOKENS[t], len) && !isalnum((unsigned char)next)) matched = len;
+        }
+        if (matched) {
+            memcpy(out + o, "null", 4);
+            o += 4;
+            i += matched;
+        } else {
+            in_string = c == '"';
+            out[o++] = line[i++];
+        }
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* 0, -1 with err on a bad record, -2 with err if the line is not JSON at all. */
+static int parse_line(const char *line, dt_runlog_entry *entry, dt_error *err) {
+    cJSON *o = cJSON_ParseWithOpts(line, NULL, 1);
+    if (!o) {
+        char *fixed = rewrite_non_finite(line);
+        if (!fixed) return dt_error_set(err, "out of memory");
+        o = cJSON_ParseWithOpts(fixed, NULL, 1);
+        free(fixed);
+        if (!o) {
+            dt_error_set(err, "not valid JSON");
+            return -2;
+        }
+    }
+    int rc = 0;
+    const cJSON *ev = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "event") : NULL;
+    if (!cJSON_IsObject(o))
+        rc = dt_error_set(err, "not a JSON object");
+    else if (!cJSON_IsString(ev))
+        rc = dt_error_set(err, "no \"event\" name");
+    memset(entry, 0, sizeof *entry);
+    entry->event = DT_EVENT_OTHER;
+    const event_format *format = NULL;
+    for (int i = 0; rc == 0 && i < N_EVENTS && !format; i++)
+        if (!strcmp(ev->valuestring, EVENTS[i].name)) format = &EVENTS[i];
+    if (format) {
+        entry->event = format->event;
+        char *base = (char *)&entry->run; /* every member of the union starts here */
+        for (int i = 0; i < format->n_fields && rc == 0; i++) {
+            const field *fd = &format->fields[i];
+            const cJSON *item = cJSON_GetObjectItemCaseSensitive(o, fd->name);
+            if (item)
+                rc = read_value(fd, item, base, err);
+            else if (fd->required)
+                rc = dt_error_set(err, "a \"%s\" record without \"%s\"", format->name, fd->name);
+            else
+                set_absent(fd, base);
+        }
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+int dt_runlog_parse_line(const char *line, dt_runlog_entry *entry, dt_error *err) {
+    return parse_line(line, entry, err) ? -1 : 0;
+}
+
+/* Appends one record to a growing array. */
+static int append(void **items, long *n, long *cap, size_t size, const void *item) {
+    if (*n == *cap) {
+        long grown = *cap ? *cap * 2 : 256;
+        void *p = realloc(*items, (size_t)grown * size);
+        if (!p) return -1;
+        *items = p;
+        *cap = grown;
+    }
+    memcpy((char *)*items + (size_t)*n * size, item, size);
+    (*n)++;
+    return 0;
+}
+
+static int blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r') return 0;
+    return 1;
+}
+
+int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "r");
+    if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t line_cap = 0;
+    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0;
+    ssize_t len;
+    int rc = 0;
+    dt_runlog_entry e;
+    dt_error why;
+    while (rc == 0 && (len = getline(&line, &line_cap, f)) > 0) {
+        lineno++;
+        if (blank(line)) continue;
+        int status = parse_line(line, &e, &why);
+        if (status == -2 && line[len - 1] != '\n') { /* the last line, cut short */
+            c->truncated_lines++;
+            continue;
+        }
+        if (status) {
+            rc = dt_error_set(err, "%s:%ld: %s", path, lineno, why.msg);
+            break;
+        }
+        int grown = 0;
+        switch (e.event) {
+        case DT_EVENT_RUN:
+            c->has_run = 1;
+            c->run = e.run;
+            break;
+        case DT_EVENT_STEP:
+            grown = append((void **)&c->steps, &c->n_steps, &cap_steps, sizeof e.step, &e.step);
+            break;
+        case DT_EVENT_EPOCH:
+            grown =
+                append((void **)&c->epochs, &c->n_epochs, &cap_epochs, sizeof e.epoch, &e.epoch);
+            break;
+        case DT_EVENT_PS_SERVER:
+            grown = append((void **)&c->ps_servers, &c->n_ps_servers, &cap_servers,
+                           sizeof e.ps_server, &e.ps_server);
+            break;
+        case DT_EVENT_PS_EPOCH:
+            grown = append((void **)&c->ps_epochs, &c->n_ps_epochs, &cap_ps_epochs,
+                           sizeof e.ps_epoch, &e.ps_epoch);
+            break;
+        case DT_EVENT_OTHER:
+            c->unknown_events++;
+            break;
+        }
+        if (grown) rc = dt_error_set(err, "out of memory reading %s", path);
+    }
+    if (rc == 0 && ferror(f))
+        rc = dt_error_set(err, "cannot read run log %s: %s", path, strerror(errno));
+    free(line);
+    fclose(f);
+    if (rc) dt_runlog_contents_free(c);
+    return rc;
+}
+
+void dt_runlog_contents_free(dt_runlog_contents *c) {
+    free(c->steps);
+    free(c->epochs);
+    free(c->ps_servers);
+    free(c->ps_epochs);
+    c->steps = NULL;
+    c->epochs = NULL;
+    c->ps_servers = NULL;
+    c->ps_epochs = NULL;
+    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = 0;
 }

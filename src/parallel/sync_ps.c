@@ -3,6 +3,7 @@
  * update. At the end every worker pulls the servers' final state, and the first
  * worker collects the servers' statistics into the run log. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtrain/sync.h"
 #include "dtrain/timer.h"
@@ -39,6 +40,23 @@ static void ps_after_backward(dt_sync *s, dt_step_comm *c) {
     c->bytes_sent = client->bytes_sent - before;
 }
 
+_Static_assert((int)DT_PS_STALENESS_BINS == (int)DT_RUNLOG_STALENESS_BINS,
+               "histogram sizes differ");
+
+/* A server's "ps_server" record and its "ps_epoch" records of epochs 0..epochs-1. */
+static void log_server(dt_runlog *log, int server, const dt_ps_server_stats *st, int epochs) {
+    dt_ps_server_record r = {server,        st->updates,       st->applied,
+                             st->dropped,   st->busy_s,        st->bytes_in,
+                             st->bytes_out, st->max_clock_gap, {0}};
+    memcpy(r.staleness_hist, st->staleness_hist, sizeof r.staleness_hist);
+    dt_runlog_ps_server(log, &r);
+    for (int e = 0; e < epochs && e < DT_PS_MAX_EPOCHS; e++) {
+        dt_ps_epoch_record pe = {server, e, st->epoch_dropped[e], {0}};
+        memcpy(pe.staleness_hist, st->epoch_hist[e], sizeof pe.staleness_hist);
+        dt_runlog_ps_epoch(log, &pe);
+    }
+}
+
 static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err) {
     (void)err;
     dt_ps_client *client = s->impl;
@@ -53,7 +71,7 @@ static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error 
     for (int server = 0; server < s->setup.ps.servers; server++) {
         dt_ps_server_stats st;
         dt_ps_recv_stats(job, &st, server);
-        dt_runlog_ps_server(log, server, &st, s->setup.epochs);
+        log_server(log, server, &st, s->setup.epochs);
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "dtrain/jobs.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Solves the f x f system a w = b by Gaussian elimination with partial pivoting. */
@@ -101,5 +102,31 @@ int dt_allocate_greedy(dt_job *jobs, int n, int budget, dt_error *err) {
         else
             jobs[best].servers++;
     }
+    return 0;
+}
+
+int dt_ridge_leave_one_out(const double *x, const double *y, int n, int f, double lambda,
+                           double *pred, double *rel_err, int *ok, dt_error *err) {
+    double *xs = malloc(sizeof(double) * (size_t)(n > 1 ? n - 1 : 1) * (size_t)f);
+    double *ys = malloc(sizeof(double) * (size_t)(n > 1 ? n - 1 : 1));
+    if (!xs || !ys) {
+        free(xs);
+        free(ys);
+        return dt_error_set(err, "out of memory for the leave-one-out fits");
+    }
+    for (int i = 0; i < n; i++) { /* leave row i out */
+        int r = 0;
+        for (int o = 0; o < n; o++) {
+            if (o == i) continue;
+            memcpy(xs + (size_t)r * f, x + (size_t)o * f, sizeof(double) * (size_t)f);
+            ys[r++] = y[o];
+        }
+        dt_ridge part;
+        ok[i] = dt_ridge_fit(xs, ys, r, f, lambda, &part, NULL) == 0;
+        pred[i] = ok[i] ? dt_ridge_predict(&part, x + (size_t)i * f) : 0;
+        rel_err[i] = !ok[i] ? -1 : y[i] != 0 ? fabs(pred[i] - y[i]) / fabs(y[i]) : fabs(pred[i]);
+    }
+    free(xs);
+    free(ys);
     return 0;
 }

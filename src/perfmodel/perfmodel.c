@@ -151,3 +151,41 @@ double dt_speed_step_time(const dt_speed_fit *fit, double w, double p, double ba
     for (int i = 0; i < nt; i++) t += fit->theta[i] * f[i];
     return t;
 }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int dt_speed_leave_one_out(dt_speed_kind kind, const dt_speed_point *pts, int n, double *pred,
+                           double *rel_err, dt_loo_summary *summary, dt_error *err) {
+    dt_speed_point *rest = malloc(sizeof *rest * (size_t)(n > 1 ? n - 1 : 1));
+    double *sorted = malloc(sizeof *sorted * (size_t)(n > 0 ? n : 1));
+    if (!rest || !sorted) {
+        free(rest);
+        free(sorted);
+        return dt_error_set(err, "out of memory for the leave-one-out fits");
+    }
+    int n_ok = 0;
+    for (int i = 0; i < n; i++) { /* fit without row i, predict it */
+        int m = 0;
+        for (int j = 0; j < n; j++)
+            if (j != i) rest[m++] = pts[j];
+        dt_speed_fit part;
+        pred[i] = rel_err[i] = -1;
+        if (dt_speed_fit_points(kind, rest, m, &part, NULL) == 0) {
+            pred[i] = dt_speed_step_time(&part, pts[i].w, pts[i].p, pts[i].batch);
+            rel_err[i] = fabs(pred[i] - pts[i].step_time) / pts[i].step_time;
+            sorted[n_ok++] = rel_err[i];
+        }
+    }
+    qsort(sorted, (size_t)n_ok, sizeof *sorted, cmp_double);
+    summary->n = n_ok;
+    summary->median = n_ok == 0       ? -1
+                      : n_ok % 2 == 1 ? sorted[n_ok / 2]
+                                      : 0.5 * (sorted[n_ok / 2 - 1] + sorted[n_ok / 2]);
+    summary->worst = n_ok > 0 ? sorted[n_ok - 1] : -1;
+    free(rest);
+    free(sorted);
+    return 0;
+}

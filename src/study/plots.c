@@ -1,10 +1,16 @@
 #include "dtrain/plots.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dtrain/runlog.h"
 
 static int cmp_int(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
@@ -30,21 +36,20 @@ static FILE *open_in(const char *dir, const char *name, dt_error *err) {
     return f;
 }
 
-/* Smoothed training loss of one run log: the mean of each 1/40 of the steps. */
-static int loss_curve(const char *log, FILE *out) {
-    FILE *f = fopen(log, "r");
-    if (!f) return 0;
-    char line[1024];
+/* Smoothed training loss of one run log (rank 0's steps): the mean of each 1/40 of
+ * the steps. 1 if a curve was written, 0 if there is no log or no step, -1 on error. */
+static int loss_curve(const char *log, FILE *out, dt_error *err) {
+    if (access(log, F_OK) != 0) return 0; /* configs without a log (--times, memory stop) */
+    dt_runlog_contents c;
+    if (dt_runlog_load(log, &c, err)) return -1;
+    long steps = 0;
+    for (long i = 0; i < c.n_steps; i++) steps += c.steps[i].rank == 0;
+    const long window = steps / 40 > 0 ? steps / 40 : 1;
     double sum = 0.0;
-    long n = 0, total = 0, steps = 0;
-    while (fgets(line, sizeof line, f)) /* count first, to size the windows */
-        steps += strstr(line, "\"event\":\"step\"") && strstr(line, "\"rank\":0") ? 1 : 0;
-    rewind(f);
-    long window = steps / 40 > 0 ? steps / 40 : 1;
-    while (fgets(line, sizeof line, f)) {
-        const char *l = strstr(line, "\"loss\":");
-        if (!strstr(line, "\"event\":\"step\"") || !l) continue;
-        sum += atof(l + 7);
+    long n = 0, total = 0;
+    for (long i = 0; i < c.n_steps; i++) {
+        if (c.steps[i].rank != 0) continue;
+        sum += c.steps[i].loss;
         n++;
         total++;
         if (n == window) {
@@ -53,8 +58,30 @@ static int loss_curve(const char *log, FILE *out) {
             n = 0;
         }
     }
-    fclose(f);
+    dt_runlog_contents_free(&c);
     return total > 0;
+}
+
+/* gnuplot SCRIPT run in DIR, its stderr to STDERR_PATH (relative to DIR); no shell,
+ * so no quoting of the folder's name. 0 if it ran and succeeded. */
+int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path) {
+    fflush(NULL); /* or the child's copy of our buffers could be written twice */
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) { /* plain descriptors here: no stdio buffers are flushed again */
+        int err_fd = chdir(dir) == 0 ? open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        int null_fd = open("/dev/null", O_RDWR);
+        if (err_fd < 0 || null_fd < 0 || dup2(err_fd, STDERR_FILENO) < 0 ||
+            dup2(null_fd, STDOUT_FILENO) < 0 || dup2(null_fd, STDIN_FILENO) < 0)
+            _exit(127);
+        char *const argv[] = {"gnuplot", (char *)script, NULL};
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n_names,
@@ -170,8 +197,10 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
             snprintf(name, sizeof name, "loss_p%d_b%d.dat", procs[p], batch[b]);
             FILE *c = open_in(dir, name, err);
             if (!c) return fclose(gp), -1;
-            int ok = loss_curve(log, c);
-            fclose(c);
+            int ok = loss_curve(log, c, err);
+            if (fclose(c) != 0 && ok >= 0)
+                ok = dt_error_set(err, "cannot write %s/%s: %s", dir, name, strerror(errno));
+            if (ok < 0) return fclose(gp), -1;
             if (!ok) continue;
             used += (size_t)snprintf(plot_cmd + used, sizeof plot_cmd - used,
                                      "%s'%s' using 1:2 with lines lw 2 title 'N=%d, B=%d'",
@@ -189,12 +218,10 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
         }
         snprintf(files[n_files++], 64, "loss.png");
     }
-    fclose(gp);
+    if (fclose(gp) != 0)
+        return dt_error_set(err, "cannot write %s/plots.gp: %s", dir, strerror(errno));
 
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp 2>gnuplot.err", dir);
-    int rc = system(cmd);
-    if (rc != 0)
+    if (dt_gnuplot_run(dir, "plots.gp", "gnuplot.err") != 0)
         return dt_error_set(
             err, "gnuplot failed or is missing (install gnuplot-nox); see %s/gnuplot.err", dir);
     char errf[4200];
@@ -202,5 +229,55 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
     remove(errf);
     for (int i = 0; i < n_files; i++) memcpy(names[i], files[i], 64);
     *n_names = n_files;
+    return 0;
+}
+
+int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double batch, int procs_max,
+                     const char *dir, dt_predict_row *rows, int *n_rows, int *drawn,
+                     dt_error *err) {
+    *n_rows = 0;
+    *drawn = 0;
+    const int ps = fit->kind == DT_SPEED_PS;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/predict.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\n"
+          "set ylabel 'time to convergence (hours)'\nset style data linespoints\n",
+          gp);
+    char plot[4096] = "";
+    size_t used = 0;
+    for (int p = ps ? 1 : 0; p <= (ps ? procs_max - 1 : 0); p++) {
+        char dat[64];
+        snprintf(dat, sizeof dat, "predict_p%d.dat", p);
+        snprintf(path, sizeof path, "%s/%s", dir, dat);
+        FILE *d = fopen(path, "w");
+        if (!d) return fclose(gp), dt_error_set(err, "cannot write %s", path);
+        dt_predict_row row = {p, 1, INFINITY};
+        for (int w = 1; w + p <= procs_max; w++) {
+            double t = remaining_steps * dt_speed_step_time(fit, w, p, batch);
+            fprintf(d, "%d %.6g\n", w, t / 3600.0);
+            if (t < row.best_seconds) row.best_seconds = t, row.best_workers = w;
+        }
+        if (fclose(d) != 0) return fclose(gp), dt_error_set(err, "cannot write %s", path);
+        rows[(*n_rows)++] = row;
+        if (p <= 4 || !ps) { /* the first few server counts */
+            char title[32];
+            if (ps)
+                snprintf(title, sizeof title, "%d server%s", p, p > 1 ? "s" : "");
+            else
+                snprintf(title, sizeof title, "all-reduce");
+            used += (size_t)snprintf(plot + used, sizeof plot - used, "%s'%s' title '%s'",
+                                     used ? ", " : "", dat, title);
+        }
+    }
+    for (int t = 0; t < 2; t++)
+        fprintf(gp,
+                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
+                "convergence'\nplot %s\n",
+                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png", plot);
+    if (fclose(gp) != 0)
+        return dt_error_set(err, "cannot write %s/predict.gp: %s", dir, strerror(errno));
+    *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
     return 0;
 }

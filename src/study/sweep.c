@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "dtrain/sweep.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -14,70 +13,64 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dtrain/runlog.h"
 #include "dtrain/timer.h"
 
-static double num(const cJSON *o, const char *key, double fallback) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+/* A real read from a log, or `unknown` when the field was absent or not finite. */
+static double known(double v, double unknown) {
+    return isfinite(v) ? v : unknown;
+}
+
+/* Copies src into dst[size], cut to fit (a study's names are for display). */
+static void copy_text(char *dst, size_t size, const char *src) {
+    size_t n = strnlen(src, size - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
 }
 
 int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
                           dt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
+    dt_runlog_contents log;
+    if (dt_runlog_load(path, &log, err)) return -1;
+    if (!log.has_run) {
+        dt_runlog_contents_free(&log);
+        return dt_error_set(err, "%s: no \"run\" record (not a dtrain run log?)", path);
+    }
     memset(row, 0, sizeof *row);
+    const dt_run_record *run = &log.run;
+    /* workers scale the study; parameter servers come on top */
+    row->procs = run->workers >= 0 ? run->workers : run->procs >= 0 ? run->procs : 1;
+    row->batch = run->batch_size >= 0 ? run->batch_size : 0;
+    row->iterations = run->steps_per_epoch >= 0 ? run->steps_per_epoch : 0;
+    row->lr_scaled = !strcmp(run->lr_scaling, "linear");
+    if (run->params >= 0) study->params = (double)run->params;
+    if (run->dataset_size >= 0) study->dataset_size = run->dataset_size;
+    if (run->mode[0] && strcmp(run->mode, "single"))
+        copy_text(study->mode, sizeof study->mode, run->mode);
+    if (run->servers > 0) study->servers = run->servers;
+    if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
+    if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
     row->t_data = row->t_compute = row->t_comm = row->t_comm_exposed = -1;
     row->bytes_sent = row->final_loss = row->test_acc = -1;
-    char *line = NULL;
-    size_t cap = 0;
-    int epochs_wanted = -1, epochs_seen = 0, have_run = 0;
-    while (getline(&line, &cap, f) > 0) {
-        if (!strstr(line, "\"event\":\"run\"") && !strstr(line, "\"event\":\"epoch\"")) continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!o) continue; /* a line cut by an interrupted run */
-        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
-        if (cJSON_IsString(ev) && !strcmp(ev->valuestring, "run")) {
-            have_run = 1;
-            /* workers scale the study; parameter servers come on top */
-            row->procs = (int)num(o, "workers", num(o, "procs", 1));
-            row->batch = (int)num(o, "batch_size", 0);
-            row->iterations = (long)num(o, "steps_per_epoch", 0);
-            epochs_wanted = (int)num(o, "epochs", -1);
-            const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "lr_scaling");
-            row->lr_scaled = cJSON_IsString(sc) && !strcmp(sc->valuestring, "linear");
-            study->params = num(o, "params", study->params);
-            study->dataset_size = num(o, "dataset_size", study->dataset_size);
-            const cJSON *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
-            if (cJSON_IsString(mode) && strcmp(mode->valuestring, "single"))
-                snprintf(study->mode, sizeof study->mode, "%s", mode->valuestring);
-            if (num(o, "servers", 0) > 0) study->servers = (int)num(o, "servers", 0);
-            const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
-            const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "data");
-            if (cJSON_IsString(m))
-                snprintf(study->model, sizeof study->model, "%s", m->valuestring);
-            if (cJSON_IsString(d)) snprintf(study->data, sizeof study->data, "%s", d->valuestring);
-        } else {
-            epochs_seen++;
-            /* times of the 2nd epoch (the 1st warms caches), or of the only one */
-            if (epochs_seen <= 2) {
-                row->t_train = num(o, "t_train", 0);
-                row->t_epoch = num(o, "t_epoch", 0);
-                row->t_data = num(o, "t_data_mean", -1);
-                row->t_compute = num(o, "t_compute_mean", -1);
-                row->t_comm = num(o, "t_comm_mean", -1);
-                row->t_comm_exposed = num(o, "t_comm_exposed_mean", -1);
-                double bytes = num(o, "bytes_sent", -1);
-                row->bytes_sent = bytes >= 0 && row->procs > 0 ? bytes / row->procs : -1;
-            }
-            row->final_loss = num(o, "train_loss", -1);
-            row->test_acc = num(o, "test_acc", -1);
-        }
-        cJSON_Delete(o);
+    if (log.n_epochs > 0) {
+        /* times of the 2nd epoch (the 1st warms caches), or of the only one */
+        const dt_epoch_record *m = &log.epochs[log.n_epochs >= 2 ? 1 : 0];
+        row->t_train = known(m->t_train, 0);
+        row->t_epoch = known(m->t_epoch, 0);
+        row->t_data = known(m->t_data_mean, -1);
+        row->t_compute = known(m->t_compute_mean, -1);
+        row->t_comm = known(m->t_comm_mean, -1);
+        row->t_comm_exposed = known(m->t_comm_exposed_mean, -1);
+        row->bytes_sent =
+            m->bytes_sent >= 0 && row->procs > 0 ? (double)m->bytes_sent / row->procs : -1;
+        const dt_epoch_record *last = &log.epochs[log.n_epochs - 1];
+        row->final_loss = known(last->train_loss, -1);
+        row->test_acc = known(last->test_acc, -1);
     }
-    free(line);
-    fclose(f);
-    if (!have_run) return dt_error_set(err, "%s: no \"run\" record (not a dtrain run log?)", path);
-    *complete = epochs_wanted > 0 && epochs_seen >= epochs_wanted;
+    *complete = run->epochs > 0 && log.n_epochs >= run->epochs;
+    if (log.truncated_lines && *complete)
+        dt_scale_add_note(study, "%s: its last line is cut short (skipped)", path);
+    dt_runlog_contents_free(&log);
     return 0;
 }
 
@@ -110,37 +103,42 @@ int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
     return rc;
 }
 
-/* Progress from the run log the child is writing: its last step record. */
+/* Progress from the run log the child is writing: its run record (steps per epoch)
+ * and last step record. Best effort: a line that does not parse is passed over, as
+ * the log is read in full (and its errors reported) once the run ends. */
 static void show_progress(FILE *log, long *offset, int index, int total, int procs, int batch,
-                          int epochs, long steps_per_epoch, double started) {
-    if (!log) return;
-    fseek(log, *offset, SEEK_SET);
-    char line[1024];
+                          int epochs, long *steps_per_epoch, double started) {
+    if (!log || fseek(log, *offset, SEEK_SET) != 0) return;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     long step = -1, got = 0;
     int epoch = 0;
-    while (fgets(line, sizeof line, log)) {
-        size_t n = strlen(line);
-        if (n == 0 || line[n - 1] != '\n') break; /* half-written: read it next time */
+    dt_runlog_entry entry;
+    while ((len = getline(&line, &cap, log)) > 0) {
+        if (line[len - 1] != '\n') break; /* half-written: read it next time */
         *offset = ftell(log);
-        const char *s = strstr(line, "\"event\":\"step\"");
-        if (!s) continue;
-        const char *e = strstr(line, "\"epoch\":"), *k = strstr(line, "\"step\":");
-        if (e && k) {
-            epoch = atoi(e + 8);
-            step = atol(k + 7);
+        if (dt_runlog_parse_line(line, &entry, NULL)) continue;
+        if (entry.event == DT_EVENT_RUN && entry.run.steps_per_epoch > 0)
+            *steps_per_epoch = entry.run.steps_per_epoch;
+        if (entry.event == DT_EVENT_STEP) {
+            epoch = entry.step.epoch >= 0 ? entry.step.epoch : 0;
+            step = entry.step.step;
             got = 1;
         }
     }
+    free(line);
+    clearerr(log); /* at the end for now: the child writes more */
     if (!got) return;
     double elapsed = dt_now() - started;
-    long done = step + 1, all = steps_per_epoch * epochs;
+    long done = step + 1, all = *steps_per_epoch * epochs;
     double rate = done * (double)batch * procs / elapsed;
     double eta = done > 0 ? elapsed / done * (all - done) : 0;
     fprintf(stderr,
             "\r\033[K[config %d/%d] %d proc%s, batch %d: epoch %d/%d, step %ld/%ld, "
             "%.0f img/s, ETA %.0f s",
             index, total, procs, procs > 1 ? "s" : "", batch, epoch + 1, epochs,
-            done - epoch * steps_per_epoch, steps_per_epoch, rate, eta);
+            done - epoch * *steps_per_epoch, *steps_per_epoch, rate, eta);
 }
 
 /* Runs one configuration; returns 0, 1 if it does not fit in memory, -1 on error. */
@@ -216,18 +214,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         struct timespec ts = {0, 300 * 1000 * 1000};
         nanosleep(&ts, NULL);
         if (!live) continue;
-        if (!logf && (logf = fopen(log, "r"))) {
-            char line[2048];
-            if (fgets(line, sizeof line, logf)) {
-                const char *s = strstr(line, "\"steps_per_epoch\":");
-                if (s) steps_per_epoch = atol(s + 18);
-                offset = ftell(logf);
-            } else {
-                fclose(logf);
-                logf = NULL;
-            }
-        }
-        show_progress(logf, &offset, index, total, procs, batch, cfg->epochs, steps_per_epoch,
+        if (!logf) logf = fopen(log, "r"); /* once the child has created it */
+        show_progress(logf, &offset, index, total, procs, batch, cfg->epochs, &steps_per_epoch,
                       started);
     }
     if (logf) fclose(logf);

@@ -134,23 +134,32 @@ static int setup(trainer *t, dt_error *err) {
 static void log_run(trainer *t) {
     const dt_train_config *cfg = t->cfg;
     const int procs = t->job ? t->job->size : 1;
-    char fields[1024];
-    snprintf(fields, sizeof fields,
-             "\"model\":\"%s\",\"params\":%zu,\"procs\":%d,\"mode\":\"%s\",\"batch_size\":%d,"
-             "\"global_batch\":%d,\"data\":\"%s\",\"dataset_size\":%d,\"steps_per_epoch\":%ld,"
-             "\"epochs\":%d,\"lr\":%g,\"lr_scaling\":\"%s\",\"warmup_epochs\":%g,"
-             "\"momentum\":%g,\"weight_decay\":%g,\"threads\":%d,\"loader_workers\":%d,"
-             "\"allreduce\":\"%s\",\"bucket_mb\":%g,\"buckets\":%d,\"overlap\":%s,\"seed\":%llu,"
-             "\"workers\":%d,\"servers\":%d",
-             cfg->model, t->state.model.n_params, procs,
-             t->sync.kind == t->mode->alone ? t->sync.kind->name : t->mode->name, cfg->batch_size,
-             cfg->batch_size * t->workers.size, cfg->data, t->train.size, t->steps_per_epoch,
-             cfg->epochs, cfg->lr, cfg->lr_scaling_linear ? "linear" : "none", cfg->warmup_epochs,
-             cfg->momentum, cfg->weight_decay, cfg->threads, cfg->loader_workers,
-             dt_allreduce_name(cfg->allreduce), cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
-             t->sync.buckets, t->sync.overlap ? "true" : "false", (unsigned long long)cfg->seed,
-             t->workers.size, procs - t->workers.size);
-    dt_runlog_run(&t->log, fields);
+    dt_run_record r = {.params = (long long)t->state.model.n_params,
+                       .procs = procs,
+                       .batch_size = cfg->batch_size,
+                       .global_batch = cfg->batch_size * t->workers.size,
+                       .dataset_size = t->train.size,
+                       .steps_per_epoch = t->steps_per_epoch,
+                       .epochs = cfg->epochs,
+                       .lr = cfg->lr,
+                       .warmup_epochs = cfg->warmup_epochs,
+                       .momentum = cfg->momentum,
+                       .weight_decay = cfg->weight_decay,
+                       .threads = cfg->threads,
+                       .loader_workers = cfg->loader_workers,
+                       .bucket_mb = cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
+                       .buckets = t->sync.buckets,
+                       .overlap = t->sync.overlap,
+                       .seed = (unsigned long long)cfg->seed,
+                       .workers = t->workers.size,
+                       .servers = procs - t->workers.size};
+    snprintf(r.model, sizeof r.model, "%s", cfg->model);
+    snprintf(r.mode, sizeof r.mode, "%s",
+             t->sync.kind == t->mode->alone ? t->sync.kind->name : t->mode->name);
+    snprintf(r.data, sizeof r.data, "%s", cfg->data);
+    snprintf(r.lr_scaling, sizeof r.lr_scaling, "%s", cfg->lr_scaling_linear ? "linear" : "none");
+    snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
+    dt_runlog_run(&t->log, &r);
 }
 
 /* One step: batch in, forward, loss, backward, exchange, update, step record.

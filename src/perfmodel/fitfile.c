@@ -1,0 +1,130 @@
+#include "dtrain/fitfile.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Writes root (and frees it). */
+static int save(const char *path, cJSON *root, dt_error *err) {
+    char *text = root ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return dt_error_set(err, "cannot write %s: out of memory", path);
+    errno = 0;
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) ok = 0;
+    free(text);
+    if (!ok) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
+    return 0;
+}
+
+/* The whole file parsed, or NULL with err set. */
+static cJSON *load(const char *path, dt_error *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t used = 0, cap = 4096;
+    char *text = malloc(cap);
+    while (text) {
+        used += fread(text + used, 1, cap - 1 - used, f);
+        if (used < cap - 1) break;
+        char *grown = realloc(text, cap * 2);
+        if (!grown) free(text);
+        text = grown;
+        cap *= 2;
+    }
+    int read_failed = ferror(f);
+    fclose(f);
+    if (!text || read_failed) {
+        free(text);
+        dt_error_set(err, "cannot read %s: %s", path, text ? "read error" : "out of memory");
+        return NULL;
+    }
+    text[used] = 0;
+    cJSON *root = cJSON_ParseWithOpts(text, NULL, 1);
+    free(text);
+    if (!root) dt_error_set(err, "%s is not a fit file (JSON)", path);
+    return root;
+}
+
+int dt_loss_fit_save(const char *path, const dt_loss_fit *fit, double last_step,
+                     double converge_step, dt_error *err) {
+    cJSON *root = cJSON_CreateObject();
+    if (root && !(cJSON_AddStringToObject(root, "fit", "loss") &&
+                  cJSON_AddNumberToObject(root, "b0", fit->b0) &&
+                  cJSON_AddNumberToObject(root, "b1", fit->b1) &&
+                  cJSON_AddNumberToObject(root, "b2", fit->b2) &&
+                  cJSON_AddNumberToObject(root, "last_step", last_step) &&
+                  cJSON_AddNumberToObject(root, "converge_step", converge_step))) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    return save(path, root, err);
+}
+
+static double number_or(const cJSON *root, const char *key, double fallback) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+int dt_loss_fit_load(const char *path, dt_loss_fit *fit, double *last_step, double *converge_step,
+                     dt_error *err) {
+    cJSON *root = load(path, err);
+    if (!root) return -1;
+    const cJSON *conv = cJSON_GetObjectItemCaseSensitive(root, "converge_step");
+    const cJSON *last = cJSON_GetObjectItemCaseSensitive(root, "last_step");
+    int rc = 0;
+    if (!cJSON_IsNumber(conv) || !cJSON_IsNumber(last)) {
+        rc = dt_error_set(err, "%s is not a loss fit (dtrain fit-loss --save)", path);
+    } else {
+        *converge_step = conv->valuedouble;
+        *last_step = last->valuedouble;
+        *fit = (dt_loss_fit){number_or(root, "b0", 0), number_or(root, "b1", 0),
+                             number_or(root, "b2", 0), 0};
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static const char *speed_kind_name(dt_speed_kind kind) {
+    return kind == DT_SPEED_PS ? "speed-ps" : "speed-allreduce";
+}
+
+int dt_speed_fit_save(const char *path, const dt_speed_fit *fit, dt_error *err) {
+    cJSON *root = cJSON_CreateObject();
+    if (root && !(cJSON_AddStringToObject(root, "fit", speed_kind_name(fit->kind)) &&
+                  cJSON_AddItemToObject(root, "theta",
+                                        cJSON_CreateDoubleArray(fit->theta, fit->n_theta)))) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    return save(path, root, err);
+}
+
+int dt_speed_fit_load(const char *path, dt_speed_fit *fit, dt_error *err) {
+    cJSON *root = load(path, err);
+    if (!root) return -1;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(root, "fit");
+    const cJSON *theta = cJSON_GetObjectItemCaseSensitive(root, "theta");
+    memset(fit, 0, sizeof *fit);
+    int ok = cJSON_IsString(kind) && cJSON_IsArray(theta);
+    if (ok) {
+        fit->kind = strcmp(kind->valuestring, "speed-ps") ? DT_SPEED_ALLREDUCE : DT_SPEED_PS;
+        double features[DT_SPEED_MAX_THETA];
+        fit->n_theta = cJSON_GetArraySize(theta);
+        ok = !strcmp(kind->valuestring, speed_kind_name(fit->kind)) &&
+             fit->n_theta == dt_speed_features(fit->kind, 1, 1, 1, features);
+        for (int i = 0; ok && i < fit->n_theta; i++) {
+            const cJSON *t = cJSON_GetArrayItem(theta, i);
+            ok = cJSON_IsNumber(t);
+            if (ok) fit->theta[i] = t->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    if (!ok) return dt_error_set(err, "%s is not a speed fit (dtrain fit-speed --save)", path);
+    return 0;
+}
