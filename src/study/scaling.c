@@ -309,17 +309,25 @@ static double v_weak_eff(const dt_scale_study *s, const dt_scale_row *r) {
     return x < 0 ? -1 : 100.0 * x / r->procs;
 }
 
-void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
-                           int n_plots) {
+/* What every section of the report needs: the study, where to write, and the
+ * distinct process counts and batch sizes in ascending order. */
+typedef struct report {
+    const dt_scale_study *s;
+    FILE *out;
     int procs[64], batch[64];
-    int np = distinct(s, 0, procs), nb = distinct(s, 1, batch);
+    int np, nb;
+} report;
+
+static void report_header(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
     fprintf(out, "# Scaling study: %s on %s\n\n", s->model[0] ? s->model : "(model not given)",
             s->data[0] ? s->data : "(data not given)");
     fprintf(out, "%.0f parameters, %.0f training samples; process counts", s->params,
             s->dataset_size);
-    for (int p = 0; p < np; p++) fprintf(out, " %d", procs[p]);
+    for (int p = 0; p < rp->np; p++) fprintf(out, " %d", rp->procs[p]);
     fputs("; batch sizes per process", out);
-    for (int b = 0; b < nb; b++) fprintf(out, " %d", batch[b]);
+    for (int b = 0; b < rp->nb; b++) fprintf(out, " %d", rp->batch[b]);
     fputs(".\n\n", out);
     if (s->servers > 0)
         fprintf(out,
@@ -336,25 +344,42 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
           "t(1)/t(N). When each process runs 1/N of the dataset, as here, the two coincide up "
           "to the rounding of iteration counts. T = t_epoch where measured, else t_train.\n\n",
           out);
+}
 
+static void report_grid(const report *rp, const char *fmt,
+                        double (*value)(const dt_scale_study *, const dt_scale_row *)) {
+    grid(rp->out, rp->s, rp->procs, rp->np, rp->batch, rp->nb, fmt, value);
+}
+
+/* Sections 1 and 2: times, speed-ups and efficiencies as grids. */
+static void report_times_and_speedups(const report *rp) {
+    FILE *out = rp->out;
     fputs("## 1. Training time and running time per epoch (s)\n\nTraining time t_train:\n\n", out);
-    grid(out, s, procs, np, batch, nb, "%.2f", v_train);
+    report_grid(rp, "%.2f", v_train);
     fputs("Running time t_epoch:\n\n", out);
-    grid(out, s, procs, np, batch, nb, "%.2f", v_epoch);
-
+    report_grid(rp, "%.2f", v_epoch);
     fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N):\n\n", out);
-    if (np < 2 || procs[0] != 1)
+    if (rp->np < 2 || rp->procs[0] != 1)
         fputs("Cannot compute: the study needs a 1-process run and at least one more process "
               "count.\n\n",
               out);
-    grid(out, s, procs, np, batch, nb, "%.2f", v_strong);
+    report_grid(rp, "%.2f", v_strong);
     fputs("Strong scaling efficiency (%):\n\n", out);
-    grid(out, s, procs, np, batch, nb, "%.0f", v_strong_eff);
+    report_grid(rp, "%.0f", v_strong_eff);
     fputs("Weak scaling speed-up N t(1)/t(N):\n\n", out);
-    grid(out, s, procs, np, batch, nb, "%.2f", v_weak);
+    report_grid(rp, "%.2f", v_weak);
     fputs("Weak scaling efficiency (%):\n\n", out);
-    grid(out, s, procs, np, batch, nb, "%.0f", v_weak_eff);
+    report_grid(rp, "%.0f", v_weak_eff);
+}
 
+/* The unscaled row of (batch b, procs p) by index, or NULL. */
+static const dt_scale_row *report_row(const report *rp, int b, int p) {
+    return dt_scale_find(rp->s, rp->procs[p], rp->batch[b], 0);
+}
+
+static void report_compute_vs_comm(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
     fputs("## 3. Compute vs communication (s per epoch)\n\nMeasured per step and summed "
           "(means over ranks): compute (forward, backward, update), communication exposed "
           "(the step waited for it) and hidden (overlapped with backward); derived as in the "
@@ -362,11 +387,11 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
           "| procs | batch | measured compute | measured comm exposed | measured comm hidden | "
           "derived T_comp | derived T_comm |\n|---|---|---|---|---|---|---|\n",
           out);
-    for (int b = 0; b < nb; b++)
-        for (int p = 0; p < np; p++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+    for (int b = 0; b < rp->nb; b++)
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
             if (!r) continue;
-            const dt_scale_row *base = dt_scale_find(s, 1, batch[b], 0);
+            const dt_scale_row *base = dt_scale_find(s, 1, rp->batch[b], 0);
             fprintf(out, "| %d | %d |", r->procs, r->batch);
             cell(out, r->t_compute, "%.2f");
             cell(out, r->t_comm_exposed, "%.2f");
@@ -381,16 +406,20 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
             fputc('\n', out);
         }
     fputc('\n', out);
+}
 
+static void report_bandwidth(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
     fputs("## 4. All-reduce bandwidth utilisation\n\nBy the formula iterations x 2(P-1)/P x "
           "4 x params / T_comm with the derived T_comm, per process and aggregate (P times); "
           "beside it the measured bytes sent per process / measured all-reduce time.\n\n"
           "| procs | batch | iterations | formula per process (MB/s) | formula aggregate (MB/s) "
           "| measured bytes/time per process (MB/s) |\n|---|---|---|---|---|---|\n",
           out);
-    for (int b = 0; b < nb; b++)
-        for (int p = 0; p < np; p++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+    for (int b = 0; b < rp->nb; b++)
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
             if (!r || r->procs < 2) continue;
             double dc = dt_scale_derived_comm(s, r);
             double bw = dc > 0 ? dt_scale_bandwidth(s, r, dc) : -1;
@@ -405,7 +434,11 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     fputs("\n(n/a: no multi-process run, no derived communication time because the run was "
           "at or below the ideal T(1)/N, or no measured split in the input.)\n\n",
           out);
+}
 
+static void report_accuracy(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
     fputs("## 5. Accuracy and loss vs batch size (large-batch effect)\n\n| procs | batch per "
           "process | global batch | linear LR scaling | final train loss | test accuracy "
           "|\n|---|---|---|---|---|---|\n",
@@ -419,12 +452,16 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
         fputc('\n', out);
     }
     fputc('\n', out);
+}
 
-    fputs("## 6. Reading\n\n", out);
+/* One line per multi-process config: speed-up, efficiency, exposed share, regime.
+ * Returns whether it said anything. */
+static int reading_per_config(const report *rp) {
+    const dt_scale_study *s = rp->s;
     int said = 0;
-    for (int b = 0; b < nb; b++) {
-        for (int p = 0; p < np; p++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+    for (int b = 0; b < rp->nb; b++) {
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
             if (!r || r->procs < 2) continue;
             double sp = dt_scale_strong_speedup(s, r);
             if (sp < 0) continue;
@@ -437,27 +474,33 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
                                  : exposed_share > 0.3 ? "communication-bound"
                                  : sp < 1.0            ? "slower than one process"
                                                        : "scales partly";
-            fprintf(out,
+            fprintf(rp->out,
                     "- Batch %d per process, %d processes: speed-up %.2f (efficiency %.0f%%); "
                     "%.0f%% of the training time waits for communication: %s.\n",
                     r->batch, r->procs, sp, 100.0 * sp / r->procs, 100.0 * exposed_share, regime);
             said = 1;
         }
     }
-    /* Where scaling stops paying: the largest speed-up per added process, per batch. */
-    for (int b = 0; b < nb; b++) {
+    return said;
+}
+
+/* Where scaling stops paying: the first added process count gaining under 5%, per
+ * batch. Returns whether it said anything. */
+static int reading_where_scaling_stops(const report *rp) {
+    int said = 0;
+    for (int b = 0; b < rp->nb; b++) {
         double prev = 1.0;
         int prev_p = 1;
-        for (int p = 0; p < np; p++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
             if (!r || r->procs < 2) continue;
-            double sp = dt_scale_strong_speedup(s, r);
+            double sp = dt_scale_strong_speedup(rp->s, r);
             if (sp < 0) continue;
             if (sp < prev * 1.05) {
-                fprintf(out,
+                fprintf(rp->out,
                         "- At batch %d, going from %d to %d processes gains less than 5%% "
                         "(speed-up %.2f -> %.2f): scaling stops paying there.\n",
-                        batch[b], prev_p, r->procs, prev, sp);
+                        rp->batch[b], prev_p, r->procs, prev, sp);
                 said = 1;
                 break;
             }
@@ -465,81 +508,105 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
             prev_p = r->procs;
         }
     }
-    if (nb > 1) {
-        const dt_scale_row *lo = dt_scale_find(s, procs[np - 1], batch[0], 0);
-        const dt_scale_row *hi = dt_scale_find(s, procs[np - 1], batch[nb - 1], 0);
-        if (lo && hi && procs[np - 1] > 1) {
-            double a = dt_scale_strong_speedup(s, lo), c = dt_scale_strong_speedup(s, hi);
-            if (a > 0 && c > 0) {
-                fprintf(out,
-                        "- With %d processes, the speed-up goes from %.2f at batch %d to %.2f at "
-                        "batch %d: larger batches mean fewer all-reduces per epoch, so the "
-                        "%s.\n",
-                        procs[np - 1], a, batch[0], c, batch[nb - 1],
-                        c > a ? "communication share falls and scaling improves"
-                              : "gain is eaten by other costs (compute no longer dominates)");
-                said = 1;
-            }
-        }
-    }
+    return said;
+}
+
+/* The speed-up at the largest process count, smallest vs largest batch. */
+static int reading_batch_effect(const report *rp) {
+    const int np = rp->np, nb = rp->nb;
+    if (nb < 2) return 0;
+    const dt_scale_row *lo = report_row(rp, 0, np - 1), *hi = report_row(rp, nb - 1, np - 1);
+    if (!lo || !hi || rp->procs[np - 1] < 2) return 0;
+    double a = dt_scale_strong_speedup(rp->s, lo), c = dt_scale_strong_speedup(rp->s, hi);
+    if (a <= 0 || c <= 0) return 0;
+    fprintf(rp->out,
+            "- With %d processes, the speed-up goes from %.2f at batch %d to %.2f at "
+            "batch %d: larger batches mean fewer all-reduces per epoch, so the "
+            "%s.\n",
+            rp->procs[np - 1], a, rp->batch[0], c, rp->batch[nb - 1],
+            c > a ? "communication share falls and scaling improves"
+                  : "gain is eaten by other costs (compute no longer dominates)");
+    return 1;
+}
+
+static void report_reading(const report *rp) {
+    fputs("## 6. Reading\n\n", rp->out);
+    int said = reading_per_config(rp);
+    said |= reading_where_scaling_stops(rp);
+    said |= reading_batch_effect(rp);
     if (!said)
         fputs("Nothing to read: speed-ups need a 1-process run and at least one multi-process "
               "run of the same batch size.\n",
-              out);
+              rp->out);
+}
+
+/* The all-reduce speed model fitted to every measured config (time per iteration
+ * against global batch and process count), each config's epoch time predicted from
+ * it, and the process count the model would pick. */
+static void report_model(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
     fputs("\n## 7. Model vs measurement\n\n", out);
-    {
-        /* The all-reduce speed model fitted to every measured config (time per
-         * iteration against global batch and process count), then each config's epoch
-         * time predicted from it, and the process count the model would pick. */
-        dt_speed_point pts[256];
-        int n = 0;
-        for (int i = 0; i < s->n_rows && n < 256; i++) {
-            const dt_scale_row *r = &s->rows[i];
-            double it = iterations(s, r);
-            if (r->lr_scaled || it <= 0) continue;
-            pts[n++] =
-                (dt_speed_point){r->procs, 0, (double)r->procs * r->batch, epoch_time(r) / it};
-        }
-        dt_speed_fit fit;
-        dt_error err;
-        if (dt_speed_fit_points(DT_SPEED_ALLREDUCE, pts, n, &fit, &err)) {
-            fprintf(out, "No model: %s.\n", err.msg);
-        } else {
-            fprintf(out,
-                    "All-reduce speed model fitted by NNLS (relative residuals) to the %d "
-                    "configs: time per iteration = %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
-                    "seconds (M global batch, N processes).\n\n| procs | batch | measured "
-                    "epoch (s) | model (s) | error |\n|---|---|---|---|---|\n",
-                    n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
-            for (int b = 0; b < nb; b++)
-                for (int p = 0; p < np; p++) {
-                    const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
-                    if (!r || iterations(s, r) <= 0) continue;
-                    double pred =
-                        iterations(s, r) *
-                        dt_speed_step_time(&fit, r->procs, 0, (double)r->procs * r->batch);
-                    fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |\n", r->procs, r->batch,
-                            epoch_time(r), pred, 100.0 * (pred - epoch_time(r)) / epoch_time(r));
-                }
-            fputs("\nPredicted best process count per batch size (1 to 16 processes, epoch "
-                  "time = iterations x modelled time per iteration; beyond the measured counts "
-                  "this is extrapolation):\n\n",
-                  out);
-            for (int b = 0; b < nb; b++) {
-                int best = 1;
-                double best_t = INFINITY;
-                for (int N = 1; N <= 16; N++) {
-                    double it = split_iterations(s->dataset_size, N, batch[b]);
-                    if (it <= 0) break;
-                    double t = it * dt_speed_step_time(&fit, N, 0, (double)N * batch[b]);
-                    if (t < best_t) best_t = t, best = N;
-                }
-                if (isfinite(best_t))
-                    fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)\n",
-                            batch[b], best, best_t);
-            }
-        }
+    dt_speed_point pts[256];
+    int n = 0;
+    for (int i = 0; i < s->n_rows && n < 256; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        double it = iterations(s, r);
+        if (r->lr_scaled || it <= 0) continue;
+        pts[n++] = (dt_speed_point){r->procs, 0, (double)r->procs * r->batch, epoch_time(r) / it};
     }
+    dt_speed_fit fit;
+    dt_error err;
+    if (dt_speed_fit_points(DT_SPEED_ALLREDUCE, pts, n, &fit, &err)) {
+        fprintf(out, "No model: %s.\n", err.msg);
+        return;
+    }
+    fprintf(out,
+            "All-reduce speed model fitted by NNLS (relative residuals) to the %d "
+            "configs: time per iteration = %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
+            "seconds (M global batch, N processes).\n\n| procs | batch | measured "
+            "epoch (s) | model (s) | error |\n|---|---|---|---|---|\n",
+            n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+    for (int b = 0; b < rp->nb; b++)
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
+            if (!r || iterations(s, r) <= 0) continue;
+            double pred = iterations(s, r) *
+                          dt_speed_step_time(&fit, r->procs, 0, (double)r->procs * r->batch);
+            fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |\n", r->procs, r->batch, epoch_time(r),
+                    pred, 100.0 * (pred - epoch_time(r)) / epoch_time(r));
+        }
+    fputs("\nPredicted best process count per batch size (1 to 16 processes, epoch "
+          "time = iterations x modelled time per iteration; beyond the measured counts "
+          "this is extrapolation):\n\n",
+          out);
+    for (int b = 0; b < rp->nb; b++) {
+        int best = 1;
+        double best_t = INFINITY;
+        for (int N = 1; N <= 16; N++) {
+            double it = split_iterations(s->dataset_size, N, rp->batch[b]);
+            if (it <= 0) break;
+            double t = it * dt_speed_step_time(&fit, N, 0, (double)N * rp->batch[b]);
+            if (t < best_t) best_t = t, best = N;
+        }
+        if (isfinite(best_t))
+            fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)\n", rp->batch[b],
+                    best, best_t);
+    }
+}
+
+void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
+                           int n_plots) {
+    report rp = {.s = s, .out = out};
+    rp.np = distinct(s, 0, rp.procs);
+    rp.nb = distinct(s, 1, rp.batch);
+    report_header(&rp);
+    report_times_and_speedups(&rp);
+    report_compute_vs_comm(&rp);
+    report_bandwidth(&rp);
+    report_accuracy(&rp);
+    report_reading(&rp);
+    report_model(&rp);
     if (n_plots > 0) {
         fputs("\n## Plots\n\n", out);
         for (int i = 0; i < n_plots; i++) fprintf(out, "![%s](%s)\n\n", plots[i], plots[i]);
