@@ -45,6 +45,9 @@ void dt_scale_free(dt_scale_study *s);
 
 /* The row for (procs, batch, lr_scaled), or NULL. */
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
+/* The distinct process counts (batch = 0) or batch sizes (batch = 1) of the rows
+ * without LR scaling, ascending, at most 64; returns how many. */
+int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 
 /* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
  * figure cannot be computed). */

@@ -12,28 +12,19 @@
 
 #include "dtrain/runlog.h"
 
-static int cmp_int(const void *a, const void *b) {
-    return *(const int *)a - *(const int *)b;
-}
-
-static int values(const dt_scale_study *s, int batch, int *out) {
-    int n = 0;
-    for (int i = 0; i < s->n_rows; i++) {
-        if (s->rows[i].lr_scaled) continue;
-        int v = batch ? s->rows[i].batch : s->rows[i].procs, seen = 0;
-        for (int k = 0; k < n; k++) seen |= out[k] == v;
-        if (!seen && n < 64) out[n++] = v;
-    }
-    qsort(out, (size_t)n, sizeof(int), cmp_int);
-    return n;
-}
-
 static FILE *open_in(const char *dir, const char *name, dt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
     return f;
+}
+
+/* Closes a file written by open_in; -1 with the error if any write failed. */
+static int close_in(FILE *f, const char *dir, const char *name, dt_error *err) {
+    if (fclose(f) != 0)
+        return dt_error_set(err, "cannot write %s/%s: %s", dir, name, strerror(errno));
+    return 0;
 }
 
 /* Smoothed training loss of one run log (rank 0's steps): the mean of each 1/40 of
@@ -84,151 +75,175 @@ int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n_names,
-                   dt_error *err) {
+/* What every plot needs: the study, the output folder, the gnuplot script being
+ * written, and the distinct process counts and batch sizes. */
+typedef struct plotter {
+    const dt_scale_study *s;
+    const char *dir;
+    FILE *gp;
     int procs[64], batch[64];
-    int np = values(s, 0, procs), nb = values(s, 1, batch);
-    *n_names = 0;
-    FILE *gp = open_in(dir, "plots.gp", err);
-    if (!gp) return -1;
-    fputs("# Made by dtrain; redraw with: gnuplot plots.gp\n"
-          "set grid\nset key outside right top box\nset style data linespoints\n"
-          "set pointsize 1.2\n",
-          gp);
-    const char *terms[2][2] = {{"pngcairo size 960,600 font 'Sans,11'", "png"},
-                               {"svg size 960,600 dynamic font 'Sans,11'", "svg"}};
-    char files[DT_MAX_PLOTS][64];
-    int n_files = 0;
+    int np, nb;
+} plotter;
 
-    /* 1. strong speed-up vs processes */
-    if (np >= 2) {
-        for (int b = 0; b < nb; b++) {
-            char name[64];
-            snprintf(name, sizeof name, "speedup_b%d.dat", batch[b]);
-            FILE *d = open_in(dir, name, err);
-            if (!d) return fclose(gp), -1;
-            for (int p = 0; p < np; p++) {
-                const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
-                double sp = r ? dt_scale_strong_speedup(s, r) : -1;
-                if (sp > 0) fprintf(d, "%d %.6g\n", procs[p], sp);
-            }
-            fclose(d);
-        }
-        for (int t = 0; t < 2; t++) {
-            fprintf(gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
-            fprintf(gp,
-                    "set title 'Strong scaling: speed-up T(1)/T(N) of the epoch time'\n"
-                    "set xlabel 'processes N (log2 scale)'\nset ylabel 'speed-up'\n"
-                    "set logscale x 2\nset xrange [%g:%g]\nset yrange [0:*]\nunset logscale y\n",
-                    procs[0] / 1.2, procs[np - 1] * 1.2);
-            fputs("plot x with lines dashtype 2 lc rgb 'gray40' title 'ideal (S = N)'", gp);
-            for (int b = 0; b < nb; b++)
-                fprintf(gp, ", 'speedup_b%d.dat' using 1:2 title 'batch %d per process'", batch[b],
-                        batch[b]);
-            fputs("\nunset logscale x\nset xrange [*:*]\n", gp);
-        }
-        snprintf(files[n_files++], 64, "speedup.png");
-    }
+/* PNG and SVG of each plot: the script draws it once per terminal. */
+static const char *const terms[2][2] = {{"pngcairo size 960,600 font 'Sans,11'", "png"},
+                                        {"svg size 960,600 dynamic font 'Sans,11'", "svg"}};
 
-    /* 2. epoch time vs batch size, one line per process count */
-    for (int p = 0; p < np; p++) {
+/* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
+ * study has a single process count, -1 on error. */
+static int plot_speedup(const plotter *pl, dt_error *err) {
+    if (pl->np < 2) return 0;
+    for (int b = 0; b < pl->nb; b++) {
         char name[64];
-        snprintf(name, sizeof name, "epoch_p%d.dat", procs[p]);
-        FILE *d = open_in(dir, name, err);
-        if (!d) return fclose(gp), -1;
-        for (int b = 0; b < nb; b++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
-            if (r) fprintf(d, "%d %.6g\n", batch[b], r->t_epoch > 0 ? r->t_epoch : r->t_train);
+        snprintf(name, sizeof name, "speedup_b%d.dat", pl->batch[b]);
+        FILE *d = open_in(pl->dir, name, err);
+        if (!d) return -1;
+        for (int p = 0; p < pl->np; p++) {
+            const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
+            double sp = r ? dt_scale_strong_speedup(pl->s, r) : -1;
+            if (sp > 0) fprintf(d, "%d %.6g\n", pl->procs[p], sp);
         }
-        fclose(d);
+        if (close_in(d, pl->dir, name, err)) return -1;
     }
     for (int t = 0; t < 2; t++) {
-        fprintf(gp, "set terminal %s\nset output 'epoch_time.%s'\n", terms[t][0], terms[t][1]);
+        fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
+        fprintf(pl->gp,
+                "set title 'Strong scaling: speed-up T(1)/T(N) of the epoch time'\n"
+                "set xlabel 'processes N (log2 scale)'\nset ylabel 'speed-up'\n"
+                "set logscale x 2\nset xrange [%g:%g]\nset yrange [0:*]\nunset logscale y\n",
+                pl->procs[0] / 1.2, pl->procs[pl->np - 1] * 1.2);
+        fputs("plot x with lines dashtype 2 lc rgb 'gray40' title 'ideal (S = N)'", pl->gp);
+        for (int b = 0; b < pl->nb; b++)
+            fprintf(pl->gp, ", 'speedup_b%d.dat' using 1:2 title 'batch %d per process'",
+                    pl->batch[b], pl->batch[b]);
+        fputs("\nunset logscale x\nset xrange [*:*]\n", pl->gp);
+    }
+    return 1;
+}
+
+/* 2. Epoch time vs batch size, one line per process count. */
+static int plot_epoch_time(const plotter *pl, dt_error *err) {
+    for (int p = 0; p < pl->np; p++) {
+        char name[64];
+        snprintf(name, sizeof name, "epoch_p%d.dat", pl->procs[p]);
+        FILE *d = open_in(pl->dir, name, err);
+        if (!d) return -1;
+        for (int b = 0; b < pl->nb; b++) {
+            const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
+            if (r) fprintf(d, "%d %.6g\n", pl->batch[b], r->t_epoch > 0 ? r->t_epoch : r->t_train);
+        }
+        if (close_in(d, pl->dir, name, err)) return -1;
+    }
+    for (int t = 0; t < 2; t++) {
+        fprintf(pl->gp, "set terminal %s\nset output 'epoch_time.%s'\n", terms[t][0], terms[t][1]);
         fputs("set title 'Epoch time vs batch size per process'\n"
               "set xlabel 'batch size per process (log2 scale)'\nset ylabel 'epoch time (s)'\n"
               "set logscale x 2\nset xrange [*:*]\nset yrange [0:*]\nplot ",
-              gp);
-        for (int p = 0; p < np; p++)
-            fprintf(gp, "%s'epoch_p%d.dat' using 1:2 title '%d process%s'", p ? ", " : "", procs[p],
-                    procs[p], procs[p] > 1 ? "es" : "");
-        fputs("\nunset logscale x\n", gp);
+              pl->gp);
+        for (int p = 0; p < pl->np; p++)
+            fprintf(pl->gp, "%s'epoch_p%d.dat' using 1:2 title '%d process%s'", p ? ", " : "",
+                    pl->procs[p], pl->procs[p], pl->procs[p] > 1 ? "es" : "");
+        fputs("\nunset logscale x\n", pl->gp);
     }
-    snprintf(files[n_files++], 64, "epoch_time.png");
+    return 1;
+}
 
-    /* 3. compute / communication / data wait, stacked per config */
+/* 3. Compute / exposed communication / data wait, stacked per config; 0 without a
+ * measured split (a --times CSV of totals). */
+static int plot_split(const plotter *pl, dt_error *err) {
     int have_split = 0;
-    FILE *d = open_in(dir, "split.dat", err);
-    if (!d) return fclose(gp), -1;
+    FILE *d = open_in(pl->dir, "split.dat", err);
+    if (!d) return -1;
     /* no header line: gnuplot would read it as a row for all but the first column */
-    for (int b = 0; b < nb; b++)
-        for (int p = 0; p < np; p++) {
-            const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np; p++) {
+            const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
             if (!r || r->t_compute < 0) continue;
-            fprintf(d, "\"N=%d B=%d\" %.6g %.6g %.6g\n", procs[p], batch[b], r->t_compute,
+            fprintf(d, "\"N=%d B=%d\" %.6g %.6g %.6g\n", pl->procs[p], pl->batch[b], r->t_compute,
                     r->t_comm_exposed > 0 ? r->t_comm_exposed : 0, r->t_data > 0 ? r->t_data : 0);
             have_split = 1;
         }
-    fclose(d);
-    if (have_split) {
-        for (int t = 0; t < 2; t++) {
-            fprintf(gp, "set terminal %s\nset output 'compute_comm.%s'\n", terms[t][0],
-                    terms[t][1]);
-            fputs("set title 'Where an epoch goes (means over ranks; N processes, batch B per "
-                  "process)'\nset xlabel ''\nset ylabel 'seconds per epoch'\nset yrange [0:*]\n"
-                  "set style histogram rowstacked\nset style data histograms\n"
-                  "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n"
-                  "plot 'split.dat' using 2:xtic(1) title 'compute' lc rgb '#4477aa', '' "
-                  "using 3 title 'communication (exposed)' lc rgb '#ee6677', '' using 4 title "
-                  "'data wait' lc rgb '#ccbb44'\n"
-                  "set style data linespoints\nset xtics norotate\n",
-                  gp);
-        }
-        snprintf(files[n_files++], 64, "compute_comm.png");
+    if (close_in(d, pl->dir, "split.dat", err)) return -1;
+    if (!have_split) return 0;
+    for (int t = 0; t < 2; t++) {
+        fprintf(pl->gp, "set terminal %s\nset output 'compute_comm.%s'\n", terms[t][0],
+                terms[t][1]);
+        fputs("set title 'Where an epoch goes (means over ranks; N processes, batch B per "
+              "process)'\nset xlabel ''\nset ylabel 'seconds per epoch'\nset yrange [0:*]\n"
+              "set style histogram rowstacked\nset style data histograms\n"
+              "set style fill solid 0.8 border -1\nset boxwidth 0.7\nset xtics rotate by -30\n"
+              "plot 'split.dat' using 2:xtic(1) title 'compute' lc rgb '#4477aa', '' "
+              "using 3 title 'communication (exposed)' lc rgb '#ee6677', '' using 4 title "
+              "'data wait' lc rgb '#ccbb44'\n"
+              "set style data linespoints\nset xtics norotate\n",
+              pl->gp);
     }
+    return 1;
+}
 
-    /* 4. loss curves from the run logs, when the study has them */
+/* 4. Loss curves from the run logs, when the study has them. */
+static int plot_loss(const plotter *pl, dt_error *err) {
     int curves = 0;
     char plot_cmd[8192] = "";
     size_t used = 0;
-    for (int b = 0; b < nb; b++)
-        for (int p = 0; p < np; p++) {
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np; p++) {
             char log[4200], name[64];
-            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs[p], batch[b]);
-            snprintf(name, sizeof name, "loss_p%d_b%d.dat", procs[p], batch[b]);
-            FILE *c = open_in(dir, name, err);
-            if (!c) return fclose(gp), -1;
+            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
+            snprintf(name, sizeof name, "loss_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
+            FILE *c = open_in(pl->dir, name, err);
+            if (!c) return -1;
             int ok = loss_curve(log, c, err);
-            if (fclose(c) != 0 && ok >= 0)
-                ok = dt_error_set(err, "cannot write %s/%s: %s", dir, name, strerror(errno));
-            if (ok < 0) return fclose(gp), -1;
-            if (!ok) continue;
+            if (close_in(c, pl->dir, name, ok < 0 ? NULL : err) || ok < 0) return -1;
+            if (!ok || used >= sizeof plot_cmd) continue;
             used += (size_t)snprintf(plot_cmd + used, sizeof plot_cmd - used,
                                      "%s'%s' using 1:2 with lines lw 2 title 'N=%d, B=%d'",
-                                     curves ? ", " : "", name, procs[p], batch[b]);
+                                     curves ? ", " : "", name, pl->procs[p], pl->batch[b]);
             curves++;
         }
-    if (curves) {
-        for (int t = 0; t < 2; t++) {
-            fprintf(gp, "set terminal %s\nset output 'loss.%s'\n", terms[t][0], terms[t][1]);
-            fprintf(gp,
-                    "set title 'Training loss (rank 0, mean over windows of steps)'\n"
-                    "set xlabel 'step'\nset ylabel 'cross-entropy loss'\nset logscale y\n"
-                    "set xrange [0:*]\nset yrange [*:*]\nplot %s\nunset logscale y\n",
-                    plot_cmd);
-        }
-        snprintf(files[n_files++], 64, "loss.png");
+    if (!curves) return 0;
+    for (int t = 0; t < 2; t++) {
+        fprintf(pl->gp, "set terminal %s\nset output 'loss.%s'\n", terms[t][0], terms[t][1]);
+        fprintf(pl->gp,
+                "set title 'Training loss (rank 0, mean over windows of steps)'\n"
+                "set xlabel 'step'\nset ylabel 'cross-entropy loss'\nset logscale y\n"
+                "set xrange [0:*]\nset yrange [*:*]\nplot %s\nunset logscale y\n",
+                plot_cmd);
     }
-    if (fclose(gp) != 0)
-        return dt_error_set(err, "cannot write %s/plots.gp: %s", dir, strerror(errno));
+    return 1;
+}
 
+int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n_names,
+                   dt_error *err) {
+    static const struct {
+        int (*draw)(const plotter *pl, dt_error *err);
+        const char *png;
+    } plots[] = {{plot_speedup, "speedup.png"},
+                 {plot_epoch_time, "epoch_time.png"},
+                 {plot_split, "compute_comm.png"},
+                 {plot_loss, "loss.png"}};
+    _Static_assert(sizeof plots / sizeof *plots <= DT_MAX_PLOTS, "DT_MAX_PLOTS too small");
+    plotter pl = {.s = s, .dir = dir};
+    pl.np = dt_scale_distinct(s, 0, pl.procs);
+    pl.nb = dt_scale_distinct(s, 1, pl.batch);
+    *n_names = 0;
+    if (!(pl.gp = open_in(dir, "plots.gp", err))) return -1;
+    fputs("# Made by dtrain; redraw with: gnuplot plots.gp\n"
+          "set grid\nset key outside right top box\nset style data linespoints\n"
+          "set pointsize 1.2\n",
+          pl.gp);
+    int drawn[sizeof plots / sizeof *plots];
+    for (size_t i = 0; i < sizeof plots / sizeof *plots; i++)
+        if ((drawn[i] = plots[i].draw(&pl, err)) < 0) return fclose(pl.gp), -1;
+    if (close_in(pl.gp, dir, "plots.gp", err)) return -1;
     if (dt_gnuplot_run(dir, "plots.gp", "gnuplot.err") != 0)
         return dt_error_set(
             err, "gnuplot failed or is missing (install gnuplot-nox); see %s/gnuplot.err", dir);
     char errf[4200];
     snprintf(errf, sizeof errf, "%s/gnuplot.err", dir);
     remove(errf);
-    for (int i = 0; i < n_files; i++) memcpy(names[i], files[i], 64);
-    *n_names = n_files;
+    for (size_t i = 0; i < sizeof plots / sizeof *plots; i++)
+        if (drawn[i]) snprintf(names[(*n_names)++], 64, "%s", plots[i].png);
     return 0;
 }
 

@@ -244,11 +244,11 @@ static int cmp_int(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
-/* The distinct values of procs (which = 0) or batch (which = 1) among unscaled rows. */
-static int distinct(const dt_scale_study *s, int which, int *out) {
+int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]) {
     int n = 0;
     for (int i = 0; i < s->n_rows; i++) {
-        int v = which ? s->rows[i].batch : s->rows[i].procs, seen = 0;
+        if (s->rows[i].lr_scaled) continue;
+        int v = batch ? s->rows[i].batch : s->rows[i].procs, seen = 0;
         for (int k = 0; k < n; k++) seen |= out[k] == v;
         if (!seen && n < 64) out[n++] = v;
     }
@@ -598,8 +598,8 @@ static void report_model(const report *rp) {
 void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
                            int n_plots) {
     report rp = {.s = s, .out = out};
-    rp.np = distinct(s, 0, rp.procs);
-    rp.nb = distinct(s, 1, rp.batch);
+    rp.np = dt_scale_distinct(s, 0, rp.procs);
+    rp.nb = dt_scale_distinct(s, 1, rp.batch);
     report_header(&rp);
     report_times_and_speedups(&rp);
     report_compute_vs_comm(&rp);
