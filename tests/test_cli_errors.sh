@@ -45,6 +45,25 @@ expect "missing init file" "cannot open $tmp/none.safetensors" "$DTRAIN" train -
 expect "bench unknown model" "unknown model 'x'" "$DTRAIN" bench --model x
 expect "unknown command" "unknown command 'fly'" "$DTRAIN" fly
 
+# train, scale and bench share one flag table: the same flag fails the same way.
+expect "train threads out of range" "dtrain train: --threads must be between 1 and 1024, got 2000" "$DTRAIN" train --threads 2000
+expect "scale threads out of range" "dtrain scale: --threads must be between 1 and 1024, got 2000" "$DTRAIN" scale --threads 2000
+expect "bench threads out of range" "dtrain bench: --threads must be between 1 and 1024, got 2000" "$DTRAIN" bench --threads 2000
+expect "scale epochs out of range" "dtrain scale: --epochs must be between 1 and 100000, got 0" "$DTRAIN" scale --epochs 0
+expect "scale bad mode" "dtrain scale: --mode must be allreduce, ps-sync, ps-async or ssp, got 'gossip'" "$DTRAIN" scale --mode gossip
+expect "scale bad schedule" "dtrain scale: --lr-schedule must be constant, cosine or step, got 'fast'" "$DTRAIN" scale --lr-schedule fast
+expect "test delay with trailing junk" "--test-delay expects WORKER:MS, got '2x'" "$DTRAIN" train --test-delay 2x
+expect "test delay with a bad MS" "--test-delay expects WORKER:MS, got '2:5x'" "$DTRAIN" train --test-delay 2:5x
+for cmd in train scale; do
+    "$DTRAIN" $cmd --threads 0 2>"$tmp/threads_$cmd" >/dev/null
+done
+if [ "$(sed 's/^dtrain [a-z]*: //' "$tmp/threads_train")" = "$(sed 's/^dtrain [a-z]*: //' "$tmp/threads_scale")" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: train and scale word --threads 0 differently"
+fi
+
 # A file with the wrong tensors: lenet5 weights given to mlp.
 "$DTRAIN" train --model lenet5 --max-steps 1 --max-samples 64 --test-samples 64 --save "$tmp/lenet.safetensors" --quiet >/dev/null 2>&1
 expect "wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" \
