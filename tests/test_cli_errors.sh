@@ -70,6 +70,16 @@ expect "wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 7
     "$DTRAIN" train --model mlp --init "$tmp/lenet.safetensors" --quiet
 head -c 100 "$tmp/lenet.safetensors" >"$tmp/trunc.safetensors"
 expect "truncated weights" "truncated" "$DTRAIN" train --model lenet5 --init "$tmp/trunc.safetensors" --quiet
+expect "eval without --init" "dtrain eval: --init FILE is required" "$DTRAIN" eval --model lenet5
+expect "eval missing weights" "dtrain eval: cannot open $tmp/none.safetensors" "$DTRAIN" eval --init "$tmp/none.safetensors"
+expect "eval truncated weights" "truncated" "$DTRAIN" eval --init "$tmp/trunc.safetensors"
+expect "eval wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" "$DTRAIN" eval --model mlp --init "$tmp/lenet.safetensors"
+expect "eval unknown model" "dtrain eval: unknown model 'vgg'" "$DTRAIN" eval --model vgg --init "$tmp/lenet.safetensors"
+expect "eval shape mismatch" "takes 1x28x28 inputs" "$DTRAIN" eval --data synthetic:cifar10 --init "$tmp/lenet.safetensors"
+expect "eval bad batch size" "dtrain eval: --batch-size must be between 1" "$DTRAIN" eval --batch-size 0 --init "$tmp/lenet.safetensors"
+expect "eval bad test samples" "dtrain eval: --test-samples expects an integer, got '5k'" "$DTRAIN" eval --test-samples 5k --init "$tmp/lenet.safetensors"
+expect "eval takes no training flag" "unknown or incomplete option '--lr'" "$DTRAIN" eval --lr 0.1 --init "$tmp/lenet.safetensors"
+expect "eval stray argument" "unexpected argument 'extra'" "$DTRAIN" eval --init "$tmp/lenet.safetensors" extra
 expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --test-samples 64 --quiet
 
 # And the good path of the same flags: --save then --init round-trips and trains on.
