@@ -62,7 +62,8 @@ int dt_train_flag_selected(const dt_train_flag *flag, const char *const *only,
                            const char *const *except);
 
 /* Parses text (ignored for a switch) into cfg; on bad input a one-line error
- * ("--threads must be between 1 and 1024, got 300") and -1. */
+ * ("--threads must be between 1 and 1024, got 2000") and -1. A string row keeps the
+ * text pointer itself, so text must outlive cfg (argv does). */
 int dt_train_flag_parse(const dt_train_flag *flag, dt_train_config *cfg, const char *text,
                         dt_error *err);
 

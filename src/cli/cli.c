@@ -51,15 +51,20 @@ void cli_flags_init(cli_flags *flags, const char *cmd, const char *const *only,
     flags->except = except;
     int count, n = 0;
     const dt_train_flag *rows = dt_train_flags(&count);
-    for (int i = 0; i < count; i++)
-        if (dt_train_flag_selected(&rows[i], only, except))
-            flags->options[n++] = (struct option){
-                rows[i].name, rows[i].kind == DT_FLAG_SWITCH ? no_argument : required_argument,
-                NULL, CLI_SHARED_BASE + i};
-    for (; own && own->name; own++) flags->options[n++] = *own;
-    /* the table and a command's own flags are fixed at build time: more than fit is
-     * a programming error, caught by any test that runs the command */
-    if (n >= CLI_MAX_OPTIONS) abort();
+    /* the table and a command's own flags are fixed at build time: more than fit (one
+     * slot stays for the closing zero row) is a programming error that any test
+     * running the command catches */
+    for (int i = 0; i < count; i++) {
+        if (!dt_train_flag_selected(&rows[i], only, except)) continue;
+        if (n == CLI_MAX_OPTIONS - 1) abort();
+        flags->options[n++] = (struct option){
+            rows[i].name, rows[i].kind == DT_FLAG_SWITCH ? no_argument : required_argument, NULL,
+            CLI_SHARED_BASE + i};
+    }
+    for (; own && own->name; own++) {
+        if (n == CLI_MAX_OPTIONS - 1) abort();
+        flags->options[n++] = *own;
+    }
     optind = 1;
     opterr = 0;
 }
