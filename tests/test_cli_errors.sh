@@ -45,12 +45,41 @@ expect "missing init file" "cannot open $tmp/none.safetensors" "$DTRAIN" train -
 expect "bench unknown model" "unknown model 'x'" "$DTRAIN" bench --model x
 expect "unknown command" "unknown command 'fly'" "$DTRAIN" fly
 
+# train, scale and bench share one flag table: the same flag fails the same way.
+expect "train threads out of range" "dtrain train: --threads must be between 1 and 1024, got 2000" "$DTRAIN" train --threads 2000
+expect "scale threads out of range" "dtrain scale: --threads must be between 1 and 1024, got 2000" "$DTRAIN" scale --threads 2000
+expect "bench threads out of range" "dtrain bench: --threads must be between 1 and 1024, got 2000" "$DTRAIN" bench --threads 2000
+expect "scale epochs out of range" "dtrain scale: --epochs must be between 1 and 100000, got 0" "$DTRAIN" scale --epochs 0
+expect "scale bad mode" "dtrain scale: --mode must be allreduce, ps-sync, ps-async or ssp, got 'gossip'" "$DTRAIN" scale --mode gossip
+expect "scale bad schedule" "dtrain scale: --lr-schedule must be constant, cosine or step, got 'fast'" "$DTRAIN" scale --lr-schedule fast
+expect "test delay with trailing junk" "--test-delay expects WORKER:MS, got '2x'" "$DTRAIN" train --test-delay 2x
+expect "test delay with a bad MS" "--test-delay expects WORKER:MS, got '2:5x'" "$DTRAIN" train --test-delay 2:5x
+for cmd in train scale; do
+    "$DTRAIN" $cmd --threads 0 2>"$tmp/threads_$cmd" >/dev/null
+done
+if [ "$(sed 's/^dtrain [a-z]*: //' "$tmp/threads_train")" = "$(sed 's/^dtrain [a-z]*: //' "$tmp/threads_scale")" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    echo "FAIL: train and scale word --threads 0 differently"
+fi
+
 # A file with the wrong tensors: lenet5 weights given to mlp.
 "$DTRAIN" train --model lenet5 --max-steps 1 --max-samples 64 --test-samples 64 --save "$tmp/lenet.safetensors" --quiet >/dev/null 2>&1
 expect "wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" \
     "$DTRAIN" train --model mlp --init "$tmp/lenet.safetensors" --quiet
 head -c 100 "$tmp/lenet.safetensors" >"$tmp/trunc.safetensors"
 expect "truncated weights" "truncated" "$DTRAIN" train --model lenet5 --init "$tmp/trunc.safetensors" --quiet
+expect "eval without --init" "dtrain eval: --init FILE is required" "$DTRAIN" eval --model lenet5
+expect "eval missing weights" "dtrain eval: cannot open $tmp/none.safetensors" "$DTRAIN" eval --init "$tmp/none.safetensors"
+expect "eval truncated weights" "truncated" "$DTRAIN" eval --init "$tmp/trunc.safetensors"
+expect "eval wrong tensors" "tensor fc1.weight has shape [120, 400], expected [256, 784]" "$DTRAIN" eval --model mlp --init "$tmp/lenet.safetensors"
+expect "eval unknown model" "dtrain eval: unknown model 'vgg'" "$DTRAIN" eval --model vgg --init "$tmp/lenet.safetensors"
+expect "eval shape mismatch" "takes 1x28x28 inputs" "$DTRAIN" eval --data synthetic:cifar10 --init "$tmp/lenet.safetensors"
+expect "eval bad batch size" "dtrain eval: --batch-size must be between 1" "$DTRAIN" eval --batch-size 0 --init "$tmp/lenet.safetensors"
+expect "eval bad test samples" "dtrain eval: --test-samples expects an integer, got '5k'" "$DTRAIN" eval --test-samples 5k --init "$tmp/lenet.safetensors"
+expect "eval takes no training flag" "unknown or incomplete option '--lr'" "$DTRAIN" eval --lr 0.1 --init "$tmp/lenet.safetensors"
+expect "eval stray argument" "unexpected argument 'extra'" "$DTRAIN" eval --init "$tmp/lenet.safetensors" extra
 expect "diverging loss" "loss is" "$DTRAIN" train --model mlp --lr 1e5 --max-samples 2048 --test-samples 64 --quiet
 
 # And the good path of the same flags: --save then --init round-trips and trains on.

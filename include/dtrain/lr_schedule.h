@@ -22,5 +22,7 @@ double dt_lr_at(const dt_lr_schedule *s, long step);
 
 /* Parses "constant", "cosine" or "step"; -1 if unknown. */
 int dt_lr_kind_parse(const char *name, dt_lr_kind *kind);
+/* The name dt_lr_kind_parse reads back. */
+const char *dt_lr_kind_name(dt_lr_kind kind);
 
 #endif

@@ -8,23 +8,20 @@
 
 #include "dtrain/error.h"
 #include "dtrain/scaling.h"
+#include "dtrain/trainer.h"
 
 typedef struct dt_sweep_config {
     const char *dtrain; /* path of the dtrain binary to run */
     const char *out_dir;
-    const char *model, *data;
+    /* The training config of every run; each run sets its batch size, log path and
+     * LR scaling on a copy and passes it as `dtrain train` flags (train_flags.h).
+     * A parameter-server mode makes procs count workers (servers come on top). */
+    dt_train_config train;
     const int *batches; /* ascending */
     int n_batches;
     const int *procs; /* ascending */
     int n_procs;
-    int epochs, threads, loader_workers;
-    double lr;
-    const char *lr_schedule; /* NULL: trainer default */
-    int lr_scaling;          /* also run each multi-process config with linear LR scaling */
-    double warmup_epochs;
-    long max_samples, test_samples; /* 0 = all (passed to dtrain train) */
-    const char *mode; /* NULL/"allreduce", or a parameter-server mode: procs = workers */
-    int servers;
+    int lr_scaling; /* also run each multi-process config with linear LR scaling */
     int force, quiet;
 } dt_sweep_config;
 

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "dtrain/dataset.h"
 #include "dtrain/error.h"
 #include "dtrain/lr_schedule.h"
 #include "dtrain/model.h"
@@ -26,6 +27,12 @@ typedef struct dt_train_state {
  * max_batch, initialised from seed, then from the weights in init_path if given. */
 int dt_train_build_model(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
                          const char *init_path, dt_error *err);
+
+/* Opens the train (train = 1) or test split of the data spec for a zoo model: checks
+ * that its images have the model's input shape and keeps only the first max_samples
+ * (0 = all). Training and evaluating saved weights open their data the same way. */
+int dt_train_open_data(dt_dataset *ds, const char *model, const char *data, int train,
+                       long max_samples, dt_error *err);
 
 /* The model as above plus an SGD optimizer (lr, momentum, weight decay) at step 0.
  * sched is left for the caller, who knows the steps per epoch. */

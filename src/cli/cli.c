@@ -1,12 +1,11 @@
 #include "cli.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "dtrain/train_flags.h"
 
 int cli_fail(const char *cmd, const char *fmt, ...) {
     va_list ap;
@@ -20,33 +19,16 @@ int cli_fail(const char *cmd, const char *fmt, ...) {
 
 int cli_parse_int(const char *cmd, const char *flag, const char *text, long min, long max,
                   long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end)
-        return cli_fail(cmd, "%s expects an integer, got '%s'", flag, text);
-    if (v < min || v > max)
-        return cli_fail(cmd, "%s must be between %ld and %ld, got %ld", flag, min, max, v);
-    *out = v;
-    return 0;
+    dt_error err;
+    if (dt_parse_long(flag, text, min, max, out, &err) == 0) return 0;
+    return cli_fail(cmd, "%s", err.msg);
 }
 
 int cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
                     double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v))
-        return cli_fail(cmd, "%s expects a number, got '%s'", flag, text);
-    if (v < min || v > max)
-        return cli_fail(cmd, "%s must be between %g and %g, got %g", flag, min, max, v);
-    *out = v;
-    return 0;
-}
-
-int cli_default_threads(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    dt_error err;
+    if (dt_parse_double(flag, text, min, max, out, &err) == 0) return 0;
+    return cli_fail(cmd, "%s", err.msg);
 }
 
 int cli_bad_option(const char *cmd, char **argv, int optind_now) {
@@ -61,25 +43,64 @@ int cli_no_extra_args(const char *cmd, int argc, char **argv, int optind_now) {
     return 2;
 }
 
-int cli_model_spec(const char *cmd, const char *model, dt_model_spec *spec) {
-    if (dt_zoo_default_spec(spec, model) == 0) return 0;
-    cli_fail(cmd, "unknown model '%s' (known: %s)", model, dt_zoo_names());
-    return 2;
-}
-
-int cli_check_mode(const char *cmd, const char *mode) {
-    if (!strcmp(mode, "allreduce") || !strcmp(mode, "ps-sync") || !strcmp(mode, "ps-async") ||
-        !strcmp(mode, "ssp"))
-        return 0;
-    cli_fail(cmd, "--mode must be allreduce, ps-sync, ps-async or ssp, got '%s'", mode);
-    return 2;
-}
-
-int cli_parse_lr_scaling(const char *cmd, const char *text, int *linear) {
-    if (!strcmp(text, "linear") || !strcmp(text, "none")) {
-        *linear = !strcmp(text, "linear");
-        return 0;
+void cli_flags_init(cli_flags *flags, const char *cmd, const char *const *only,
+                    const char *const *except, const struct option *own) {
+    memset(flags, 0, sizeof *flags);
+    flags->cmd = cmd;
+    flags->only = only;
+    flags->except = except;
+    int count, n = 0;
+    const dt_train_flag *rows = dt_train_flags(&count);
+    /* the table and a command's own flags are fixed at build time: more than fit (one
+     * slot stays for the closing zero row) is a programming error that any test
+     * running the command catches */
+    for (int i = 0; i < count; i++) {
+        if (!dt_train_flag_selected(&rows[i], only, except)) continue;
+        if (n == CLI_MAX_OPTIONS - 1) abort();
+        flags->options[n++] = (struct option){
+            rows[i].name, rows[i].kind == DT_FLAG_SWITCH ? no_argument : required_argument, NULL,
+            CLI_SHARED_BASE + i};
     }
-    cli_fail(cmd, "--lr-scaling must be linear or none, got '%s'", text);
-    return 2;
+    for (; own && own->name; own++) {
+        if (n == CLI_MAX_OPTIONS - 1) abort();
+        flags->options[n++] = *own;
+    }
+    optind = 1;
+    opterr = 0;
+}
+
+int cli_flags_next(cli_flags *flags, int argc, char **argv, dt_train_config *cfg) {
+    const int opt = getopt_long(argc, argv, "", flags->options, NULL);
+    if (opt == -1)
+        return cli_no_extra_args(flags->cmd, argc, argv, optind) ? CLI_FLAGS_ERROR : CLI_FLAGS_DONE;
+    if (opt == '?' || opt == ':') {
+        cli_bad_option(flags->cmd, argv, optind);
+        return CLI_FLAGS_ERROR;
+    }
+    if (opt < CLI_SHARED_BASE) return opt;
+    int count;
+    const dt_train_flag *rows = dt_train_flags(&count);
+    dt_error err;
+    if (dt_train_flag_parse(&rows[opt - CLI_SHARED_BASE], cfg, optarg, &err)) {
+        cli_fail(flags->cmd, "%s", err.msg);
+        return CLI_FLAGS_ERROR;
+    }
+    return CLI_FLAGS_SHARED;
+}
+
+void cli_flags_help(const cli_flags *flags, FILE *out, const char *overrides) {
+    dt_train_flags_help(out, flags->only, flags->except);
+    if (overrides) fprintf(out, "\n  Defaults that differ from dtrain train: %s\n", overrides);
+}
+
+int cli_model_and_data(const char *cmd, dt_train_config *cfg, dt_model_spec *spec) {
+    if (dt_zoo_default_spec(spec, cfg->model)) {
+        cli_fail(cmd, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
+        return 2;
+    }
+    /* CIFAR-10 itself is not on this machine (no download here): 3-channel models
+     * default to synthetic data of their shape, the MNIST-shaped ones to real
+     * Fashion-MNIST. */
+    if (!cfg->data) cfg->data = spec->in_c == 3 ? "synthetic:cifar10" : "fashion-mnist";
+    return 0;
 }

@@ -1,5 +1,4 @@
 #define _GNU_SOURCE
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,21 +11,23 @@
 #include "dtrain/timer.h"
 #include "dtrain/zoo.h"
 
-static void bench_usage(FILE *out) {
+/* The training flags bench takes from the shared table; its default model differs. */
+static const char *const bench_shared[] = {"model", "width", "batch-size", "threads", NULL};
+
+static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain bench [options]\n"
                  "\n"
                  "Times full training steps (forward, backward, SGD update) on random data and\n"
                  "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
                  "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
-                 "\n"
-                 "  --model M        logreg | mlp | lenet5 | resnet18 (default resnet18)\n"
-                 "  --width W        resnet18 stem channels (default 64)\n"
-                 "  --batch-size B   samples per step (default 128)\n"
-                 "  --threads T      compute threads (default: all cores)\n"
-                 "  --steps N        timed steps (default 20, after 3 warm-up steps)\n"
-                 "  --conv B         conv2d backend: dnnl (oneDNN, default) | im2col (OpenBLAS)\n"
-                 "  --profile        also print time per layer kind (forward, backward) to stderr\n"
-                 "  --help           this text\n");
+                 "\n");
+    cli_flags_help(flags, out, "--model resnet18");
+    fprintf(out,
+            "\n"
+            "  --steps N            timed steps (default 20, after 3 warm-up steps)\n"
+            "  --conv B             conv2d backend: dnnl (oneDNN, default) | im2col (OpenBLAS)\n"
+            "  --profile            also print time per layer kind (forward, backward) to stderr\n"
+            "  --help               this text\n");
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -35,39 +36,25 @@ static int compare_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"width", required_argument, 0, 'W'},
-                                         {"batch-size", required_argument, 0, 'b'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"steps", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"profile", no_argument, 0, 'p'},
-                                         {"conv", required_argument, 0, 'c'},
-                                         {0, 0, 0, 0}};
-    const char *cmd = "bench", *model_name = "resnet18";
-    long width = 0, batch = 128, threads = cli_default_threads(), steps = 20, v;
+    static const struct option own[] = {{"steps", required_argument, 0, 'n'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {"profile", no_argument, 0, 'p'},
+                                        {"conv", required_argument, 0, 'c'},
+                                        {0, 0, 0, 0}};
+    const char *cmd = "bench";
+    dt_train_config cfg = dt_train_config_default();
+    cfg.model = "resnet18";
+    long steps = 20;
     int profile = 0;
     dt_conv_backend backend = DT_CONV_DNNL;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    cli_flags flags;
+    cli_flags_init(&flags, cmd, bench_shared, NULL, own);
+    for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
         switch (opt) {
-        case 'm':
-            model_name = optarg;
-            break;
-        case 'W':
-            if (cli_parse_int(cmd, "--width", optarg, 1, 1024, &width)) return 2;
-            break;
-        case 'b':
-            if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 24, &batch)) return 2;
-            break;
-        case 't':
-            if (cli_parse_int(cmd, "--threads", optarg, 1, 1024, &threads)) return 2;
-            break;
+        case CLI_FLAGS_ERROR:
+            return 2;
         case 'n':
-            if (cli_parse_int(cmd, "--steps", optarg, 1, 1000000, &v)) return 2;
-            steps = v;
+            if (cli_parse_int(cmd, "--steps", optarg, 1, 1000000, &steps)) return 2;
             break;
         case 'p':
             profile = 1;
@@ -83,16 +70,15 @@ int cmd_bench(int argc, char **argv) {
             }
             break;
         case 'h':
-            bench_usage(stdout);
+            bench_usage(&flags, stdout);
             return 0;
-        default:
-            return cli_bad_option(cmd, argv, optind);
         }
     }
-    if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
+    const char *model_name = cfg.model;
+    const long batch = cfg.batch_size, threads = cfg.threads;
     dt_model_spec spec;
-    if (cli_model_spec(cmd, model_name, &spec)) return 2;
-    if (width > 0) spec.width = (int)width;
+    if (cli_model_and_data(cmd, &cfg, &spec)) return 2;
+    if (cfg.width > 0) spec.width = cfg.width;
     dt_threads_set((int)threads);
 
     dt_error err;

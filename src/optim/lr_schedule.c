@@ -35,3 +35,7 @@ int dt_lr_kind_parse(const char *name, dt_lr_kind *kind) {
         return -1;
     return 0;
 }
+
+const char *dt_lr_kind_name(dt_lr_kind kind) {
+    return kind == DT_LR_COSINE ? "cosine" : kind == DT_LR_STEP ? "step" : "constant";
+}

@@ -15,6 +15,8 @@
 
 #include "dtrain/runlog.h"
 #include "dtrain/timer.h"
+#include "dtrain/train_flags.h"
+#include "dtrain/train_mode.h"
 
 /* A real read from a log, or `unknown` when the field was absent or not finite. */
 static double known(double v, double unknown) {
@@ -144,46 +146,33 @@ static void show_progress(FILE *log, long *offset, int index, int total, int pro
 /* Runs one configuration; returns 0, 1 if it does not fit in memory, -1 on error. */
 static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, const char *log,
                       int index, int total, dt_error *err) {
-    char errpath[4200], num_b[16], num_e[16], num_t[16], num_w[16], num_lr[32], num_wu[32];
+    char errpath[4200];
     snprintf(errpath, sizeof errpath, "%s.stderr", log);
-    snprintf(num_b, sizeof num_b, "%d", batch);
-    snprintf(num_e, sizeof num_e, "%d", cfg->epochs);
-    snprintf(num_t, sizeof num_t, "%d", cfg->threads);
-    snprintf(num_w, sizeof num_w, "%d", cfg->loader_workers);
-    snprintf(num_lr, sizeof num_lr, "%g", cfg->lr);
-    snprintf(num_wu, sizeof num_wu, "%g", cfg->warmup_epochs);
-    char np[16], num_ms[24], num_ts[24], num_sv[16];
-    const int ps = cfg->mode && strcmp(cfg->mode, "allreduce");
-    snprintf(np, sizeof np, "%d", procs + (ps ? cfg->servers : 0));
-    snprintf(num_sv, sizeof num_sv, "%d", cfg->servers);
-    snprintf(num_ms, sizeof num_ms, "%ld", cfg->max_samples);
-    snprintf(num_ts, sizeof num_ts, "%ld", cfg->test_samples);
-    const char *argv[48];
+    /* The child's flags: the sweep's training config with this run's settings. */
+    dt_train_config run = cfg->train;
+    run.batch_size = batch;
+    run.lr_scaling_linear = scaled;
+    run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0; /* warm-up goes with scaling */
+    run.log_path = log;
+    const dt_train_mode *mode;
+    if (dt_train_mode_of(&run, &mode, err)) return -1;
+    char np[16], flag_text[2048];
+    snprintf(np, sizeof np, "%d", procs + (mode->has_servers ? run.ps.servers : 0));
+    const char *argv[96];
+    const int argv_size = (int)(sizeof argv / sizeof *argv);
     int a = 0;
-    if (procs > 1 || ps) {
+    if (procs > 1 || mode->has_servers) {
         argv[a++] = "mpirun";
         argv[a++] = "-np";
         argv[a++] = np;
     }
     argv[a++] = cfg->dtrain;
     argv[a++] = "train";
-    argv[a++] = "--model", argv[a++] = cfg->model;
-    argv[a++] = "--data", argv[a++] = cfg->data;
-    argv[a++] = "--batch-size", argv[a++] = num_b;
-    argv[a++] = "--epochs", argv[a++] = num_e;
-    argv[a++] = "--threads", argv[a++] = num_t;
-    argv[a++] = "--loader-workers", argv[a++] = num_w;
-    argv[a++] = "--lr", argv[a++] = num_lr;
-    if (cfg->lr_schedule) argv[a++] = "--lr-schedule", argv[a++] = cfg->lr_schedule;
-    if (scaled) {
-        argv[a++] = "--lr-scaling", argv[a++] = "linear";
-        argv[a++] = "--warmup-epochs", argv[a++] = num_wu;
-    }
-    if (ps)
-        argv[a++] = "--mode", argv[a++] = cfg->mode, argv[a++] = "--servers", argv[a++] = num_sv;
-    if (cfg->max_samples > 0) argv[a++] = "--max-samples", argv[a++] = num_ms;
-    if (cfg->test_samples > 0) argv[a++] = "--test-samples", argv[a++] = num_ts;
-    argv[a++] = "--log", argv[a++] = log;
+    /* room left for --quiet and the closing NULL */
+    const int flags =
+        dt_train_flags_to_argv(&run, argv + a, argv_size - a - 2, flag_text, sizeof flag_text, err);
+    if (flags < 0) return -1;
+    a += flags;
     argv[a++] = "--quiet";
     argv[a] = NULL;
     unlink(log);
@@ -215,7 +204,7 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         nanosleep(&ts, NULL);
         if (!live) continue;
         if (!logf) logf = fopen(log, "r"); /* once the child has created it */
-        show_progress(logf, &offset, index, total, procs, batch, cfg->epochs, &steps_per_epoch,
+        show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs, &steps_per_epoch,
                       started);
     }
     if (logf) fclose(logf);
@@ -263,8 +252,8 @@ int dt_make_dirs(const char *path, dt_error *err) {
 
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
     if (dt_make_dirs(cfg->out_dir, err)) return -1;
-    snprintf(study->model, sizeof study->model, "%s", cfg->model);
-    snprintf(study->data, sizeof study->data, "%s", cfg->data);
+    snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
+    snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
     int total = 0, index = 0;
     for (int b = 0; b < cfg->n_batches; b++)
         for (int p = 0; p < cfg->n_procs; p++) total += 1 + (cfg->lr_scaling && cfg->procs[p] > 1);

@@ -29,6 +29,22 @@ int dt_train_build_model(dt_model *m, const char *model, int width, int max_batc
     return 0;
 }
 
+int dt_train_open_data(dt_dataset *ds, const char *model, const char *data, int train,
+                       long max_samples, dt_error *err) {
+    dt_model_spec spec;
+    if (dt_zoo_default_spec(&spec, model))
+        return dt_error_set(err, "unknown model '%s' (known: %s)", model, dt_zoo_names());
+    if (dt_dataset_open(ds, data, train, err)) return -1;
+    if (ds->c != spec.in_c || ds->h != spec.in_h || ds->w != spec.in_w) {
+        dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images", model,
+                     spec.in_c, spec.in_h, spec.in_w, data, ds->c, ds->h, ds->w);
+        dt_dataset_close(ds);
+        return -1;
+    }
+    if (max_samples > 0 && max_samples < ds->size) ds->size = (int)max_samples;
+    return 0;
+}
+
 int dt_train_state_init(dt_train_state *s, const char *model, int width, int max_batch,
                         uint64_t seed, const char *init_path, float lr, float momentum,
                         float weight_decay, dt_error *err) {

@@ -22,7 +22,6 @@
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
-#include "dtrain/zoo.h"
 
 dt_train_config dt_train_config_default(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -78,21 +77,8 @@ static void trainer_free(trainer *t) {
 
 static int open_data(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
-    dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, cfg->model))
-        return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
-    if (dt_dataset_open(&t->train, cfg->data, 1, err) ||
-        dt_dataset_open(&t->test, cfg->data, 0, err))
-        return -1;
-    if (t->train.c != spec.in_c || t->train.h != spec.in_h || t->train.w != spec.in_w)
-        return dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images",
-                            cfg->model, spec.in_c, spec.in_h, spec.in_w, cfg->data, t->train.c,
-                            t->train.h, t->train.w);
-    if (cfg->max_samples > 0 && cfg->max_samples < t->train.size)
-        t->train.size = (int)cfg->max_samples;
-    if (cfg->max_test_samples > 0 && cfg->max_test_samples < t->test.size)
-        t->test.size = (int)cfg->max_test_samples;
-    return 0;
+    if (dt_train_open_data(&t->train, cfg->model, cfg->data, 1, cfg->max_samples, err)) return -1;
+    return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
 static int setup(trainer *t, dt_error *err) {
