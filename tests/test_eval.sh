@@ -4,15 +4,7 @@
 # confusion matrix over every test sample, and the text output.
 set -u
 DTRAIN=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() { # description, then a command that must succeed
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+. "$(dirname "$0")/checks.sh"
 
 "$DTRAIN" train --model lenet5 --data fashion-mnist --max-samples 2000 --test-samples 500 \
     --epochs 1 --threads 2 --save "$tmp/w.safetensors" --log "$tmp/run.jsonl" --quiet
@@ -55,5 +47,4 @@ check "eval matches the log's last test accuracy, confusion sums to 500" [ $? -e
 check "eval prints the accuracy as text" grep -q "500 samples, loss [0-9.]*, accuracy [0-9.]*%" "$tmp/eval.txt"
 check "eval prints the confusion matrix" grep -q "^confusion matrix (rows: true class" "$tmp/eval.txt"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -9,15 +9,7 @@ set -u
 DTRAIN=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() {
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+. "$(dirname "$0")/checks.sh"
 field() { grep '"event":"ps_server"' "$1" | sed "s/.*\"$2\":\([0-9]*\).*/\1/" | sort -n | tail -1; }
 
 mpirun -np 4 "$DTRAIN" train --mode ssp --staleness 2 --servers 1 --model logreg \
@@ -53,5 +45,4 @@ check "a killed worker ends the job within 30 s" sh -c "! kill -0 $job 2>/dev/nu
 pkill -9 -f "^$DTRAIN train --mode ps-async" 2>/dev/null
 wait "$job" 2>/dev/null
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -7,15 +7,7 @@
 set -u
 DTRAIN=$1
 PYTHON=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() { # description, then a command that must succeed
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+. "$(dirname "$0")/checks.sh"
 # Every copy lives in $tmp/<copy>/s and commands run from $tmp/<copy> with the same
 # relative paths, so their output text can be compared byte for byte.
 scale="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --batch-sizes 32 --epochs 2 --max-samples 320 --test-samples 64 --out s"
@@ -86,5 +78,4 @@ for copy in spaced compact; do
 done
 check "plot data files were compared" [ "$(ls "$tmp/orig"/report.loss_p*.dat | wc -l)" -eq 2 ]
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -5,15 +5,7 @@
 # dtrain report --times on a CSV.
 set -u
 DTRAIN=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-check() { # description, then a command that must succeed
-    what=$1
-    shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
-}
+. "$(dirname "$0")/checks.sh"
 sweep="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --epochs 2 --max-samples 640 --test-samples 64 --out $tmp/s"
 
 $sweep --batch-sizes 32,64,16000000 >"$tmp/out1" 2>&1
@@ -63,5 +55,4 @@ check "report --times: a missing column fails" [ "$status" -ne 0 ]
 check "report --times: with one line naming it" [ "$(wc -l <"$tmp/err5")" -eq 1 ]
 check "dtrain report DIR rebuilds" "$DTRAIN" report "$tmp/s"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

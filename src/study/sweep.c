@@ -204,8 +204,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         nanosleep(&ts, NULL);
         if (!live) continue;
         if (!logf) logf = fopen(log, "r"); /* once the child has created it */
-        show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs, &steps_per_epoch,
-                      started);
+        show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs,
+                      &steps_per_epoch, started);
     }
     if (logf) fclose(logf);
     if (live) fputs("\r\033[K", stderr);
