@@ -12,8 +12,8 @@ one float32 rounding of it (oneDNN's and OpenBLAS's roundings differ).
 
     scripts/make_fixtures.py                  # writes tests/fixtures/*.safetensors
     scripts/make_fixtures.py --full BUILD/tests/test_parity
-        # also makes a full-width resnet18 fixture in a temporary folder and runs the
-        # C parity test on it (too big to commit; run by hand, outside CI)
+        # also makes full-width resnet18 and resnet20 fixtures in a temporary folder and
+        # runs the C parity test on them (too big to commit; run by hand, outside CI)
 """
 import argparse
 import copy
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from torch_models import LeNet5, ResNet18
+from torch_models import CifarResNet, LeNet5, LeNetCifar, ResNet18
 
 
 def save_safetensors(path, tensors, metadata):
@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                   "fixtures"))
     ap.add_argument("--full", metavar="TEST_PARITY",
-                    help="also check full-width resnet18 with this test_parity binary")
+                    help="also check full-width resnet18 and resnet20 with this test_parity binary")
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
@@ -132,6 +132,14 @@ def main():
     torch.manual_seed(3)
     make_fixture(os.path.join(args.out, "resnet18_w4.safetensors"), ResNet18(4), "resnet18", 4,
                  (3, 32, 32), 4, 4)
+    torch.manual_seed(7)
+    make_fixture(os.path.join(args.out, "lenet_cifar.safetensors"), LeNetCifar(), "lenet_cifar",
+                 0, (3, 32, 32), 4, 8)
+    # resnet20 at width 4 (4/8/16 channels): the whole graph, option-A shortcuts
+    # included, in a small file; --full checks width 16.
+    torch.manual_seed(9)
+    make_fixture(os.path.join(args.out, "resnet20_w4.safetensors"), CifarResNet(3, 4), "resnet20",
+                 4, (3, 32, 32), 4, 10)
     if args.full:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "resnet18_w64.safetensors")
@@ -140,7 +148,12 @@ def main():
             # which amplifies rounding; 0.02 keeps the check about correctness.
             make_fixture(path, ResNet18(64), "resnet18", 64, (3, 32, 32), 8, 6, lr=0.02,
                          f32_errors=True)
-            sys.exit(subprocess.call([args.full, path]))
+            rc = subprocess.call([args.full, path])
+            path = os.path.join(tmp, "resnet20_w16.safetensors")
+            torch.manual_seed(11)
+            make_fixture(path, CifarResNet(3, 16), "resnet20", 16, (3, 32, 32), 8, 12,
+                         f32_errors=True)
+            sys.exit(rc or subprocess.call([args.full, path]))
 
 
 if __name__ == "__main__":

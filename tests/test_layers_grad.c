@@ -17,6 +17,7 @@
 #include "dtrain/pool2d.h"
 #include "dtrain/relu.h"
 #include "dtrain/residual.h"
+#include "dtrain/shortcut_pad.h"
 #include "testutil.h"
 
 typedef struct checked {
@@ -319,6 +320,61 @@ static void test_residual_add_grad_matches_fd(void **state) {
     check_simple(3, 0, 0);
 }
 
+/* ---- shortcut_pad (ResNet option A) ---- */
+typedef struct {
+    int n, c_in, h, w, c_out, pad_lo, stride;
+    float *x, *dx, *out, *r;
+    size_t nx, no;
+} pad_ctx;
+
+static double pad_fwd(void *p) {
+    pad_ctx *c = p;
+    dt_shortcut_pad_forward(c->out, c->x, c->n, c->c_in, c->h, c->w, c->c_out, c->pad_lo,
+                            c->stride);
+    return dot(c->out, c->r, c->no);
+}
+
+static void pad_bwd(void *p) {
+    pad_ctx *c = p;
+    dt_shortcut_pad_backward(c->dx, c->r, c->n, c->c_in, c->h, c->w, c->c_out, c->pad_lo,
+                             c->stride);
+}
+
+static void check_shortcut_pad(int h, int w, int c_in, int c_out, int stride) {
+    pad_ctx c = {.n = 2, .c_in = c_in, .h = h, .w = w, .c_out = c_out, .stride = stride};
+    c.pad_lo = (c_out - c_in) / 2;
+    const int ho = dt_shortcut_pad_out_size(h, stride), wo = dt_shortcut_pad_out_size(w, stride);
+    c.nx = (size_t)c.n * c_in * h * w;
+    c.no = (size_t)c.n * c_out * ho * wo;
+    c.x = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx);
+    c.out = test_alloc(4 * c.no), c.r = test_alloc(4 * c.no);
+    fill_uniform(c.x, c.nx, 41, -1, 1);
+    fill_uniform(c.r, c.no, 42, -1, 1);
+    /* The padded channels are zero and the kept pixels are the input's, exactly. */
+    pad_fwd(&c);
+    for (int s = 0; s < c.n; s++)
+        for (int ch = 0; ch < c_out; ch++)
+            for (int y = 0; y < ho; y++)
+                for (int x = 0; x < wo; x++) {
+                    const int src = ch - c.pad_lo;
+                    float want =
+                        src >= 0 && src < c_in
+                            ? c.x[(((size_t)s * c_in + src) * h + y * stride) * w + x * stride]
+                            : 0.0f;
+                    assert_true(c.out[(((size_t)s * c_out + ch) * ho + y) * wo + x] == want);
+                }
+    layer_case lc = {&c, pad_fwd, pad_bwd, {{"input", c.x, c.dx, c.nx}}, 1, 1e-2f};
+    check_case(&lc, 1000, 1e-3);
+    free(c.x), free(c.dx), free(c.out), free(c.r);
+}
+
+static void test_shortcut_pad_grad_matches_fd(void **state) {
+    (void)state;
+    check_shortcut_pad(8, 8, 4, 8, 2); /* the CIFAR ResNet case: channels double, 2x down */
+    check_shortcut_pad(7, 5, 3, 6, 2); /* odd sides keep row and column 0, as x[::2] */
+    check_shortcut_pad(4, 4, 2, 5, 1); /* uneven padding, no subsampling */
+}
+
 /* ---- softmax cross-entropy ---- */
 typedef struct {
     int n, classes;
@@ -361,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
         cmocka_unit_test(test_residual_add_grad_matches_fd),
+        cmocka_unit_test(test_shortcut_pad_grad_matches_fd),
         cmocka_unit_test(test_cross_entropy_grad_matches_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

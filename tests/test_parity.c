@@ -168,6 +168,17 @@ static void test_resnet18_narrow_matches_pytorch(void **state) {
     run_committed("resnet18_w4.safetensors");
 }
 
+static void test_lenet_cifar_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("lenet_cifar.safetensors");
+}
+
+/* Width 4 keeps the file small; the option-A shortcuts and global pooling are all there. */
+static void test_resnet20_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("resnet20_w4.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -182,6 +193,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lenet5_matches_pytorch),
         cmocka_unit_test(test_resnet18_narrow_matches_pytorch),
+        cmocka_unit_test(test_lenet_cifar_matches_pytorch),
+        cmocka_unit_test(test_resnet20_narrow_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,14 @@ static void test_parameter_counts_match_pytorch(void **state) {
     assert_int_equal(count_params("lenet5", 0), 61706);
     assert_int_equal(count_params("resnet18", 0), 11173962);
     assert_int_equal(count_params("resnet18", 4), 44622); /* torch, width 4 */
+    assert_int_equal(count_params("lenet_cifar", 0), 62006);
+    /* He et al.'s 0.27 M ... 0.85 M with the parameter-free option-A shortcut, as
+     * akamaster's resnet_cifar (scripts/torch_models.py) counts them. Projection
+     * shortcuts (option B) would add 2,752: 272,474 ... 855,770. */
+    assert_int_equal(count_params("resnet20", 0), 269722);
+    assert_int_equal(count_params("resnet32", 0), 464154);
+    assert_int_equal(count_params("resnet44", 0), 658586);
+    assert_int_equal(count_params("resnet56", 0), 853018);
 }
 
 static void test_resnet18_state_dict_names(void **state) {
@@ -50,6 +58,26 @@ static void test_resnet18_state_dict_names(void **state) {
         assert_true(dt_model_find_tensor(&m, names[i]) >= 0);
     assert_int_equal(dt_model_find_tensor(&m, "layer1.0.shortcut.0.weight"), -1);
     /* The parameter buffer follows state_dict order: linear.bias is last. */
+    const dt_tensor_entry *last = &m.tensors[dt_model_find_tensor(&m, "linear.bias")];
+    assert_int_equal(last->offset + last->numel, m.n_params);
+    dt_model_free(&m);
+}
+
+/* akamaster's resnet_cifar names; the option-A shortcut adds no tensors. */
+static void test_cifar_resnet_state_dict_names(void **state) {
+    (void)state;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, "resnet20"), 0);
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
+    const char *names[] = {"conv1.weight",          "bn1.running_var",
+                           "layer1.0.conv1.weight", "layer2.0.bn2.running_mean",
+                           "layer3.2.conv2.weight", "linear.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        assert_true(dt_model_find_tensor(&m, names[i]) >= 0);
+    assert_int_equal(dt_model_find_tensor(&m, "layer2.0.shortcut.0.weight"), -1);
+    assert_int_equal(dt_model_find_tensor(&m, "layer3.3.conv1.weight"), -1); /* n = 3 */
     const dt_tensor_entry *last = &m.tensors[dt_model_find_tensor(&m, "linear.bias")];
     assert_int_equal(last->offset + last->numel, m.n_params);
     dt_model_free(&m);
@@ -121,6 +149,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parameter_counts_match_pytorch),
         cmocka_unit_test(test_resnet18_state_dict_names),
+        cmocka_unit_test(test_cifar_resnet_state_dict_names),
         cmocka_unit_test(test_unknown_model_is_rejected),
         cmocka_unit_test(test_batch_too_large_for_memory_is_refused),
         cmocka_unit_test(test_kernel_larger_than_input_is_rejected),

@@ -115,6 +115,9 @@ int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
 int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
 int dt_model_add(dt_model *m, int a, int b);
+/* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
+ * up to c_out, split evenly before and after the input's. */
+int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);
 
 /* Allocates every buffer for batches of up to max_batch samples; refuses (with the
  * size it would need) a batch that cannot fit in physical memory. */

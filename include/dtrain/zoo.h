@@ -1,6 +1,7 @@
 /* The model zoo, a table of models (src/nn/zoo.c): architectures of the common PyTorch references,
- * with their state_dict names. resnet18 takes a width (64 for the real network; smaller widths give
- * the same architecture narrower, for fast tests). */
+ * with their state_dict names. The ResNets take a width, their stem's channels (64 for resnet18,
+ * 16 for the CIFAR resnet20..56 of He et al.; smaller widths give the same architecture
+ * narrower, for fast tests). */
 #ifndef DTRAIN_ZOO_H
 #define DTRAIN_ZOO_H
 
@@ -8,10 +9,10 @@
 #include "dtrain/model.h"
 
 typedef struct dt_model_spec {
-    const char *name; /* logreg, mlp, lenet5, resnet18 */
+    const char *name; /* a row of the zoo: dt_zoo_names() */
     int in_c, in_h, in_w;
     int classes;
-    int width; /* resnet18 stem channels; 0 = default 64 */
+    int width; /* a ResNet's stem channels; 0 = the model's default */
 } dt_model_spec;
 
 /* Builds the graph of a named model (not yet allocated). Returns 0, or -1 with an

@@ -9,6 +9,7 @@
 #include "dtrain/cross_entropy.h"
 #include "dtrain/pool2d.h"
 #include "dtrain/rng.h"
+#include "dtrain/shortcut_pad.h"
 #include "dtrain/timer.h"
 
 static int build_fail(dt_model *m, const char *fmt, const char *what) {
@@ -215,6 +216,20 @@ int dt_model_add(dt_model *m, int a, int b) {
         return build_fail(m, "model %s: residual add of different shapes", m->name);
     int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
+}
+
+int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    if (c_out < x.c || stride < 1)
+        return build_fail(m, "model %s: a padding shortcut cannot drop channels", m->name);
+    int ho = dt_shortcut_pad_out_size(x.h, stride), wo = dt_shortcut_pad_out_size(x.w, stride);
+    int out = new_value(m, new_storage(m, (size_t)c_out * ho * wo), c_out, ho, wo);
+    dt_op *op = new_op(m, DT_OP_SHORTCUT_PAD, NULL, in, -1, out);
+    if (!op) return -1;
+    op->stride = stride;
+    op->pad = (c_out - x.c) / 2; /* planes // 4 each side when channels double, as the reference */
+    return out;
 }
 
 /* Assigns each storage's gradient to a pooled slot. Backward time t runs from 0 (the

@@ -10,6 +10,7 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_MAXPOOL2D] = &dt_maxpool2d_op,
     [DT_OP_AVGPOOL2D] = &dt_avgpool2d_op,
     [DT_OP_ADD] = &dt_add_op,
+    [DT_OP_SHORTCUT_PAD] = &dt_shortcut_pad_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 

@@ -66,6 +66,84 @@ static void build_resnet18(dt_model *m, int x, int classes, int width) {
     dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
 }
 
+/* LeNet-5 as in the classic CIFAR-10 course model (3x32x32, no padding): conv2's
+ * output is 16x5x5 = 400 features for fc1. */
+static void build_lenet_cifar(dt_model *m, int x, int classes, int width) {
+    (void)width;
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv1", x, 6, 5, 1, 0, 1)), 2,
+                           2);
+    x = dt_model_maxpool2d(m, dt_model_relu(m, dt_model_conv2d(m, "conv2", x, 16, 5, 1, 0, 1)), 2,
+                           2);
+    x = dt_model_relu(m, dt_model_linear(m, "fc1", dt_model_flatten(m, x), 120));
+    x = dt_model_relu(m, dt_model_linear(m, "fc2", x, 84));
+    dt_model_linear(m, "fc3", x, classes);
+}
+
+/* Records a builder's own error the way the dt_model_* builders do (the first wins). */
+static void zoo_fail(dt_model *m, const char *why) {
+    if (m->build_failed) return;
+    m->build_failed = 1;
+    dt_error_set(&m->build_error, "model %s: %s", m->name, why);
+}
+
+/* BasicBlock of the CIFAR ResNets of He et al. (akamaster/pytorch_resnet_cifar10):
+ * as resnet18's, but a shape change goes through the parameter-free option-A
+ * shortcut (subsample, zero channels), so the state dict has no shortcut tensors. */
+static int cifar_block(dt_model *m, const char *prefix, int x, int planes, int stride) {
+    char name[80];
+    int in_planes = x >= 0 ? m->values[x].c : 0;
+    snprintf(name, sizeof name, "%s.conv1", prefix);
+    int y = dt_model_conv2d(m, name, x, planes, 3, stride, 1, 0);
+    snprintf(name, sizeof name, "%s.bn1", prefix);
+    y = dt_model_relu(m, dt_model_batchnorm2d(m, name, y));
+    snprintf(name, sizeof name, "%s.conv2", prefix);
+    y = dt_model_conv2d(m, name, y, planes, 3, 1, 1, 0);
+    snprintf(name, sizeof name, "%s.bn2", prefix);
+    y = dt_model_batchnorm2d(m, name, y);
+    int shortcut = x;
+    if (stride != 1 || in_planes != planes) shortcut = dt_model_shortcut_pad(m, x, planes, stride);
+    return dt_model_relu(m, dt_model_add(m, y, shortcut));
+}
+
+/* The CIFAR ResNet of depth 6n+2: a 3x3 stem, three stages of n blocks (width, 2x,
+ * 4x channels; 16 in the paper), global average pooling and one linear layer. The
+ * pooling makes the network take any square input of at least 1x1. */
+static void build_cifar_resnet(dt_model *m, int x, int classes, int width, int n) {
+    x = dt_model_relu(
+        m, dt_model_batchnorm2d(m, "bn1", dt_model_conv2d(m, "conv1", x, width, 3, 1, 1, 0)));
+    for (int layer = 0; layer < 3; layer++) {
+        for (int b = 0; b < n; b++) {
+            char prefix[32];
+            snprintf(prefix, sizeof prefix, "layer%d.%d", layer + 1, b);
+            x = cifar_block(m, prefix, x, width << layer, (layer > 0 && b == 0) ? 2 : 1);
+        }
+    }
+    if (x < 0) return;
+    /* The reference pools with avg_pool2d(out, out.size()[3]): global only if square. */
+    if (m->values[x].h != m->values[x].w) {
+        zoo_fail(m, "global average pooling needs square inputs");
+        return;
+    }
+    x = dt_model_avgpool2d(m, x, m->values[x].w, m->values[x].w);
+    dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
+}
+
+static void build_resnet20(dt_model *m, int x, int classes, int width) {
+    build_cifar_resnet(m, x, classes, width, 3);
+}
+
+static void build_resnet32(dt_model *m, int x, int classes, int width) {
+    build_cifar_resnet(m, x, classes, width, 5);
+}
+
+static void build_resnet44(dt_model *m, int x, int classes, int width) {
+    build_cifar_resnet(m, x, classes, width, 7);
+}
+
+static void build_resnet56(dt_model *m, int x, int classes, int width) {
+    build_cifar_resnet(m, x, classes, width, 9);
+}
+
 /* One row per model: its default input shape and width, and how to build it. */
 typedef struct zoo_entry {
     const char *name;
@@ -75,15 +153,17 @@ typedef struct zoo_entry {
 } zoo_entry;
 
 static const zoo_entry zoo[] = {
-    {"logreg", 1, 28, 28, 0, build_logreg},
-    {"mlp", 1, 28, 28, 0, build_mlp},
-    {"lenet5", 1, 28, 28, 0, build_lenet5},
-    {"resnet18", 3, 32, 32, 64, build_resnet18},
+    {"logreg", 1, 28, 28, 0, build_logreg},           {"mlp", 1, 28, 28, 0, build_mlp},
+    {"lenet5", 1, 28, 28, 0, build_lenet5},           {"resnet18", 3, 32, 32, 64, build_resnet18},
+    {"lenet_cifar", 3, 32, 32, 0, build_lenet_cifar}, {"resnet20", 3, 32, 32, 16, build_resnet20},
+    {"resnet32", 3, 32, 32, 16, build_resnet32},      {"resnet44", 3, 32, 32, 16, build_resnet44},
+    {"resnet56", 3, 32, 32, 16, build_resnet56},
 };
 enum { ZOO_SIZE = sizeof zoo / sizeof *zoo };
 
 const char *dt_zoo_names(void) {
-    return "logreg, mlp, lenet5, resnet18"; /* the rows above, in order (test_zoo checks) */
+    return "logreg, mlp, lenet5, resnet18, lenet_cifar, resnet20, resnet32, resnet44, "
+           "resnet56"; /* the rows above, in order (test_zoo checks) */
 }
 
 int dt_zoo_count(void) {
