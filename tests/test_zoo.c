@@ -83,6 +83,36 @@ static void test_cifar_resnet_state_dict_names(void **state) {
     dt_model_free(&m);
 }
 
+/* Input shape from the data: global pooling lets a CIFAR ResNet take Fashion-MNIST;
+ * a linear layer sized for one input does not, and the error says why. */
+static void test_models_take_the_data_shape_where_they_can(void **state) {
+    (void)state;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_spec_for_data(&spec, "resnet20", 1, 28, 28, 10, "d", &err), 0);
+    assert_int_equal(spec.in_c * 10000 + spec.in_h * 100 + spec.in_w, 12828);
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
+    const dt_tensor_entry *conv1 = &m.tensors[dt_model_find_tensor(&m, "conv1.weight")];
+    assert_int_equal(conv1->shape[1], 1); /* one input channel */
+    assert_int_equal(m.n_params, 269722 - 16 * 2 * 9);
+    dt_model_free(&m);
+    assert_null(dt_zoo_fixed_input("resnet56"));
+
+    assert_int_equal(dt_zoo_spec_for_data(&spec, "lenet_cifar", 1, 28, 28, 10, "d", &err), -1);
+    assert_non_null(strstr(err.msg, "model lenet_cifar takes 3x32x32 inputs but d has 1x28x28"));
+    assert_non_null(strstr(err.msg, "fc1 is sized"));
+    assert_int_equal(dt_zoo_spec_for_data(&spec, "lenet5", 3, 32, 32, 10, "d", &err), -1);
+    assert_non_null(strstr(err.msg, "model lenet5 takes 1x28x28 inputs"));
+    /* The builder decides what fits: non-square maps do not pool globally. */
+    assert_int_equal(dt_zoo_spec_for_data(&spec, "resnet20", 3, 32, 16, 10, "d", &err), -1);
+    assert_non_null(strstr(err.msg, "cannot take the 3x32x16 images of d"));
+    assert_non_null(strstr(err.msg, "square"));
+    /* The default shape always passes; the classes follow the data. */
+    assert_int_equal(dt_zoo_spec_for_data(&spec, "lenet5", 1, 28, 28, 1000, "d", &err), 0);
+    assert_int_equal(spec.classes, 1000);
+}
+
 static void test_unknown_model_is_rejected(void **state) {
     (void)state;
     dt_model_spec spec = {.name = "vgg16", .in_c = 3, .in_h = 32, .in_w = 32, .classes = 10};
@@ -150,6 +180,7 @@ int main(void) {
         cmocka_unit_test(test_parameter_counts_match_pytorch),
         cmocka_unit_test(test_resnet18_state_dict_names),
         cmocka_unit_test(test_cifar_resnet_state_dict_names),
+        cmocka_unit_test(test_models_take_the_data_shape_where_they_can),
         cmocka_unit_test(test_unknown_model_is_rejected),
         cmocka_unit_test(test_batch_too_large_for_memory_is_refused),
         cmocka_unit_test(test_kernel_larger_than_input_is_rejected),

@@ -23,6 +23,23 @@ int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err);
  * 3x32x32 for resnet18); -1 if unknown. */
 int dt_zoo_default_spec(dt_model_spec *spec, const char *name);
 
+/* Input shapes. A model whose layers all follow the input (convolutions, then global
+ * average pooling) takes the data's shape: a CIFAR ResNet trains on 1x28x28
+ * Fashion-MNIST, its conv1 then having one input channel. A model with a linear
+ * layer sized for one input (lenet5, lenet_cifar, mlp, logreg; resnet18, whose last
+ * pool has a fixed window) takes only its default shape.
+ *
+ * dt_zoo_fixed_input: NULL if the model takes the data's shape, else why it does not. */
+const char *dt_zoo_fixed_input(const char *name);
+
+/* The spec for data of c x h x w images in `classes` classes (0: keep 10): the data's
+ * shape if the model takes it and its graph builds at that shape, its default shape if
+ * that equals the data's. Otherwise -1 with the error "model M takes CxHxW inputs but
+ * DATA has CxHxW images (why)" or "model M cannot take the CxHxW images of DATA: ...".
+ * width is left 0 (the model's default). */
+int dt_zoo_spec_for_data(dt_model_spec *spec, const char *name, int c, int h, int w, int classes,
+                         const char *data, dt_error *err);
+
 /* Comma-separated list of model names, for help and errors. */
 const char *dt_zoo_names(void);
 /* The models one by one: dt_zoo_name(i) for i < dt_zoo_count() (NULL outside). */

@@ -9,10 +9,11 @@
 #include "dtrain/sgd.h"
 #include "dtrain/threads.h"
 #include "dtrain/timer.h"
+#include "dtrain/train_state.h"
 #include "dtrain/zoo.h"
 
 /* The training flags bench takes from the shared table; its default model differs. */
-static const char *const bench_shared[] = {"model", "width", "batch-size", "threads", NULL};
+static const char *const bench_shared[] = {"model", "data", "width", "batch-size", "threads", NULL};
 
 static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain bench [options]\n"
@@ -20,6 +21,8 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
                  "Times full training steps (forward, backward, SGD update) on random data and\n"
                  "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
                  "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
+                 "With --data, the model takes that data's input shape and classes where it\n"
+                 "can (the data is only opened for its shape; the samples stay random).\n"
                  "\n");
     cli_flags_help(flags, out, "--model resnet18");
     fprintf(out,
@@ -76,6 +79,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const char *model_name = cfg.model;
     const long batch = cfg.batch_size, threads = cfg.threads;
+    const int data_given = cfg.data != NULL;
     dt_model_spec spec;
     if (cli_model_and_data(cmd, &cfg, &spec)) return 2;
     if (cfg.width > 0) spec.width = cfg.width;
@@ -84,6 +88,19 @@ int cmd_bench(int argc, char **argv) {
     dt_error err;
     dt_model m;
     dt_sgd opt_state = {0};
+    if (data_given) {
+        dt_dataset ds;
+        if (dt_dataset_open(&ds, cfg.data, 1, &err)) {
+            cli_fail(cmd, "%s", err.msg);
+            return 1;
+        }
+        int rc = dt_train_model_spec(&spec, cfg.model, cfg.width, &ds, &err);
+        dt_dataset_close(&ds);
+        if (rc) {
+            cli_fail(cmd, "%s", err.msg);
+            return 1;
+        }
+    }
     if (dt_zoo_build(&m, &spec, &err)) {
         cli_fail(cmd, "%s", err.msg);
         return 1;

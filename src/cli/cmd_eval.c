@@ -116,8 +116,8 @@ int cmd_eval(int argc, char **argv) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
-    if (dt_train_build_model(&model, cfg.model, cfg.width, cfg.batch_size, cfg.seed, cfg.init_path,
-                             &err)) {
+    if (dt_train_model_spec(&spec, cfg.model, cfg.width, &test, &err) ||
+        dt_train_build_model(&model, &spec, cfg.batch_size, cfg.seed, cfg.init_path, &err)) {
         cli_fail(cmd, "%s", err.msg);
         dt_dataset_close(&test);
         return 1;

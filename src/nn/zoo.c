@@ -144,20 +144,35 @@ static void build_resnet56(dt_model *m, int x, int classes, int width) {
     build_cifar_resnet(m, x, classes, width, 9);
 }
 
-/* One row per model: its default input shape and width, and how to build it. */
+/* One row per model: its default input shape and width, how to build it, and
+ * whether it takes other input shapes. */
 typedef struct zoo_entry {
     const char *name;
     int in_c, in_h, in_w;
     int width; /* default width (0: the model has none) */
     void (*build)(dt_model *m, int input, int classes, int width);
+    /* NULL: the model takes the data's shape (its builder refuses what does not fit);
+     * else why it takes only its default one, for the error. */
+    const char *fixed_input;
 } zoo_entry;
 
+/* Why the fixed-input models are fixed: a linear layer sized for one input. */
+static const char FC_784[] = "its first linear layer takes exactly 784 = 1x28x28 inputs";
+static const char FC_LENET[] = "its fc1 is sized for the 16x5x5 features of that input";
+static const char POOL_RESNET18[] =
+    "its final average pool has a fixed 4x4 window, as the reference's avg_pool2d(out, 4), "
+    "so its linear layer's size follows the input's";
+
 static const zoo_entry zoo[] = {
-    {"logreg", 1, 28, 28, 0, build_logreg},           {"mlp", 1, 28, 28, 0, build_mlp},
-    {"lenet5", 1, 28, 28, 0, build_lenet5},           {"resnet18", 3, 32, 32, 64, build_resnet18},
-    {"lenet_cifar", 3, 32, 32, 0, build_lenet_cifar}, {"resnet20", 3, 32, 32, 16, build_resnet20},
-    {"resnet32", 3, 32, 32, 16, build_resnet32},      {"resnet44", 3, 32, 32, 16, build_resnet44},
-    {"resnet56", 3, 32, 32, 16, build_resnet56},
+    {"logreg", 1, 28, 28, 0, build_logreg, FC_784},
+    {"mlp", 1, 28, 28, 0, build_mlp, FC_784},
+    {"lenet5", 1, 28, 28, 0, build_lenet5, FC_LENET},
+    {"resnet18", 3, 32, 32, 64, build_resnet18, POOL_RESNET18},
+    {"lenet_cifar", 3, 32, 32, 0, build_lenet_cifar, FC_LENET},
+    {"resnet20", 3, 32, 32, 16, build_resnet20, NULL},
+    {"resnet32", 3, 32, 32, 16, build_resnet32, NULL},
+    {"resnet44", 3, 32, 32, 16, build_resnet44, NULL},
+    {"resnet56", 3, 32, 32, 16, build_resnet56, NULL},
 };
 enum { ZOO_SIZE = sizeof zoo / sizeof *zoo };
 
@@ -207,5 +222,35 @@ int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
         dt_model_free(m);
         return -1;
     }
+    return 0;
+}
+
+const char *dt_zoo_fixed_input(const char *name) {
+    const zoo_entry *e = find(name);
+    return e ? e->fixed_input : NULL;
+}
+
+int dt_zoo_spec_for_data(dt_model_spec *spec, const char *name, int c, int h, int w, int classes,
+                         const char *data, dt_error *err) {
+    const zoo_entry *e = find(name);
+    if (dt_zoo_default_spec(spec, name) || !e)
+        return dt_error_set(err, "unknown model '%s' (known: %s)", name, dt_zoo_names());
+    if (classes > 0) spec->classes = classes;
+    if (c == spec->in_c && h == spec->in_h && w == spec->in_w) return 0;
+    if (e->fixed_input)
+        return dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images (%s)",
+                            name, spec->in_c, spec->in_h, spec->in_w, data, c, h, w,
+                            e->fixed_input);
+    spec->in_c = c;
+    spec->in_h = h;
+    spec->in_w = w;
+    /* The builder's own checks decide what fits (a kernel larger than its feature
+     * map, non-square pooling): building the graph allocates no tensors. */
+    dt_model m;
+    dt_error why;
+    if (dt_zoo_build(&m, spec, &why))
+        return dt_error_set(err, "model %s cannot take the %dx%dx%d images of %s: %s", name, c, h,
+                            w, data, why.msg);
+    dt_model_free(&m);
     return 0;
 }

@@ -6,19 +6,33 @@
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 
-/* Steps per epoch of each worker: the sampler gives it ceil(size / workers) samples. */
-static long worker_steps_per_epoch(const dt_train_config *cfg, int workers) {
+/* The model spec and the steps per epoch of each worker (the sampler gives it
+ * ceil(size / workers) samples), from the training data. If the data cannot be
+ * opened or the model does not take it, the workers report it: the server then
+ * serves the model at its default shape until they end the job. */
+static long model_and_steps(const dt_train_config *cfg, int workers, dt_model_spec *spec,
+                            dt_error *err) {
     dt_dataset ds;
-    if (dt_dataset_open(&ds, cfg->data, 1, NULL)) return 1; /* the workers report it */
-    long size = cfg->max_samples > 0 && cfg->max_samples < ds.size ? cfg->max_samples : ds.size;
-    dt_dataset_close(&ds);
-    return ((size + workers - 1) / workers + cfg->batch_size - 1) / cfg->batch_size;
+    long steps = 1;
+    if (dt_dataset_open(&ds, cfg->data, 1, NULL) == 0) {
+        long size = cfg->max_samples > 0 && cfg->max_samples < ds.size ? cfg->max_samples : ds.size;
+        steps = ((size + workers - 1) / workers + cfg->batch_size - 1) / cfg->batch_size;
+        int rc = dt_train_model_spec(spec, cfg->model, cfg->width, &ds, NULL);
+        dt_dataset_close(&ds);
+        if (rc == 0) return steps;
+    }
+    if (dt_zoo_default_spec(spec, cfg->model))
+        return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
+    if (cfg->width > 0) spec->width = cfg->width;
+    return steps;
 }
 
 int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error *err) {
     dt_train_state s;
-    if (dt_train_state_init(&s, cfg->model, cfg->width, 1, cfg->seed, cfg->init_path, cfg->lr,
-                            cfg->momentum, cfg->weight_decay, err))
+    dt_model_spec spec;
+    const long steps = model_and_steps(cfg, job->size - cfg->ps.servers, &spec, err);
+    if (steps < 0 || dt_train_state_init(&s, &spec, 1, cfg->seed, cfg->init_path, cfg->lr,
+                                         cfg->momentum, cfg->weight_decay, err))
         return -1;
     dt_ps_config ps = cfg->ps;
     const dt_train_mode *mode;
@@ -26,7 +40,6 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
     if (rc == 0) {
         ps.mode = mode->ps_mode;
         /* the server's version counts updates; ps-sync makes one per step */
-        const long steps = worker_steps_per_epoch(cfg, job->size - ps.servers);
         s.sched = (dt_lr_schedule){cfg->lr_schedule,   cfg->lr, 1.0,
                                    cfg->warmup_epochs, steps,   cfg->epochs};
         dt_ps_server_stats st;

@@ -7,25 +7,29 @@
 
 /* Builds, allocates and initialises; the weights in init_path (if any) come last so
  * that they replace the seeded ones. */
-static int build(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
+static int build(dt_model *m, const dt_model_spec *spec, int max_batch, uint64_t seed,
                  dt_error *err) {
-    dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, model))
-        return dt_error_set(err, "unknown model '%s' (known: %s)", model, dt_zoo_names());
-    if (width > 0) spec.width = width;
-    if (dt_zoo_build(m, &spec, err) || dt_model_alloc(m, max_batch, err)) return -1;
+    if (dt_zoo_build(m, spec, err) || dt_model_alloc(m, max_batch, err)) return -1;
     dt_model_init_params(m, seed);
     return 0;
 }
 
-int dt_train_build_model(dt_model *m, const char *model, int width, int max_batch, uint64_t seed,
+int dt_train_build_model(dt_model *m, const dt_model_spec *spec, int max_batch, uint64_t seed,
                          const char *init_path, dt_error *err) {
     memset(m, 0, sizeof *m);
-    if (build(m, model, width, max_batch, seed, err) ||
+    if (build(m, spec, max_batch, seed, err) ||
         (init_path && dt_checkpoint_load(m, NULL, init_path, err))) {
         dt_model_free(m);
         return -1;
     }
+    return 0;
+}
+
+int dt_train_model_spec(dt_model_spec *spec, const char *model, int width, const dt_dataset *ds,
+                        dt_error *err) {
+    if (dt_zoo_spec_for_data(spec, model, ds->c, ds->h, ds->w, ds->classes, ds->name, err))
+        return -1;
+    if (width > 0) spec->width = width;
     return 0;
 }
 
@@ -35,9 +39,7 @@ int dt_train_open_data(dt_dataset *ds, const char *model, const char *data, int 
     if (dt_zoo_default_spec(&spec, model))
         return dt_error_set(err, "unknown model '%s' (known: %s)", model, dt_zoo_names());
     if (dt_dataset_open(ds, data, train, err)) return -1;
-    if (ds->c != spec.in_c || ds->h != spec.in_h || ds->w != spec.in_w) {
-        dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images", model,
-                     spec.in_c, spec.in_h, spec.in_w, data, ds->c, ds->h, ds->w);
+    if (dt_train_model_spec(&spec, model, 0, ds, err)) {
         dt_dataset_close(ds);
         return -1;
     }
@@ -45,12 +47,12 @@ int dt_train_open_data(dt_dataset *ds, const char *model, const char *data, int 
     return 0;
 }
 
-int dt_train_state_init(dt_train_state *s, const char *model, int width, int max_batch,
-                        uint64_t seed, const char *init_path, float lr, float momentum,
-                        float weight_decay, dt_error *err) {
+int dt_train_state_init(dt_train_state *s, const dt_model_spec *spec, int max_batch, uint64_t seed,
+                        const char *init_path, float lr, float momentum, float weight_decay,
+                        dt_error *err) {
     memset(s, 0, sizeof *s);
     s->seed = seed;
-    if (build(&s->model, model, width, max_batch, seed, err) ||
+    if (build(&s->model, spec, max_batch, seed, err) ||
         dt_sgd_init(&s->opt, s->model.n_params, lr, momentum, weight_decay, err) ||
         (init_path && dt_checkpoint_load(&s->model, NULL, init_path, err))) {
         dt_train_state_free(s);

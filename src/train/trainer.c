@@ -84,9 +84,10 @@ static int open_data(trainer *t, dt_error *err) {
 static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
-    if (open_data(t, err) ||
-        dt_train_state_init(&t->state, cfg->model, cfg->width, cfg->batch_size, cfg->seed,
-                            cfg->init_path, cfg->lr, cfg->momentum, cfg->weight_decay, err))
+    dt_model_spec spec; /* the model at the data's shape, where it takes it */
+    if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err) ||
+        dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
+                            cfg->momentum, cfg->weight_decay, err))
         return -1;
     t->labels = malloc(sizeof(int32_t) * (size_t)cfg->batch_size);
     if (!t->labels) return dt_error_set(err, "out of memory for the labels");
