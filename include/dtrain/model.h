@@ -146,6 +146,10 @@ int dt_model_enable_profile(dt_model *m, dt_error *err);
 /* Floating-point operations of one training step (forward + backward) on n samples,
  * counting multiply-adds of conv and linear layers as 2 flops. */
 double dt_model_train_flops(const dt_model *m, int n);
+/* Those of the forward pass alone on n samples, same counting. Like the training
+ * count, it needs only the built graph: dt_model_alloc need not have run, so a big
+ * model's cost is known without its memory. */
+double dt_model_forward_flops(const dt_model *m, int n);
 
 float *dt_model_tensor_data(dt_model *m, int tensor);
 int dt_model_find_tensor(const dt_model *m, const char *name);

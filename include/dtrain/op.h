@@ -46,6 +46,9 @@ typedef struct dt_op_class {
     void (*backward)(dt_model *m, dt_op *op, int n);
     /* Floating-point operations of one training step on n samples. */
     double (*flops)(const dt_model *m, const dt_op *op, int n);
+    /* Those of the forward pass alone (inference cost, `dtrain models`). Both read only
+     * the graph's shapes, so they work on a model built but not allocated. */
+    double (*forward_flops)(const dt_model *m, const dt_op *op, int n);
 } dt_op_class;
 
 const dt_op_class *dt_op_class_of(dt_op_kind kind);

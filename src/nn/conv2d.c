@@ -225,11 +225,15 @@ static void conv2d_op_backward(dt_model *m, dt_op *op, int n) {
                             dt_model_param(m, op->weight));
 }
 
-static double conv2d_op_flops(const dt_model *m, const dt_op *op, int n) {
+static double conv2d_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
     double macs = (double)y->c * y->h * y->w * x->c * op->kernel * op->kernel * n;
+    return 2.0 * macs;
+}
+
+static double conv2d_op_flops(const dt_model *m, const dt_op *op, int n) {
     int passes = dt_model_value_needs_grad(m, op->in) ? 3 : 2; /* fwd, dweight, dinput */
-    return 2.0 * macs * passes;
+    return conv2d_op_forward_flops(m, op, n) * passes;
 }
 
 const dt_op_class dt_conv2d_op = {
@@ -239,4 +243,5 @@ const dt_op_class dt_conv2d_op = {
     .forward = conv2d_op_forward,
     .backward = conv2d_op_backward,
     .flops = conv2d_op_flops,
+    .forward_flops = conv2d_op_forward_flops,
 };

@@ -140,11 +140,15 @@ static void linear_op_backward(dt_model *m, dt_op *op, int n) {
                        x->c * x->h * x->w, y->c);
 }
 
-static double linear_op_flops(const dt_model *m, const dt_op *op, int n) {
+static double linear_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
     double macs = (double)y->c * x->c * x->h * x->w * n;
+    return 2.0 * macs;
+}
+
+static double linear_op_flops(const dt_model *m, const dt_op *op, int n) {
     int passes = dt_model_value_needs_grad(m, op->in) ? 3 : 2; /* fwd, dweight, dinput */
-    return 2.0 * macs * passes;
+    return linear_op_forward_flops(m, op, n) * passes;
 }
 
 const dt_op_class dt_linear_op = {
@@ -152,4 +156,5 @@ const dt_op_class dt_linear_op = {
     .forward = linear_op_forward,
     .backward = linear_op_backward,
     .flops = linear_op_flops,
+    .forward_flops = linear_op_forward_flops,
 };

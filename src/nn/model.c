@@ -463,3 +463,12 @@ double dt_model_train_flops(const dt_model *m, int n) {
     }
     return flops;
 }
+
+double dt_model_forward_flops(const dt_model *m, int n) {
+    double flops = 0.0;
+    for (int i = 0; i < m->n_ops; i++) {
+        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
+        if (cls->forward_flops) flops += cls->forward_flops(m, &m->ops[i], n);
+    }
+    return flops;
+}

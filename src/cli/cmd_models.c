@@ -1,0 +1,144 @@
+/* dtrain models: every model of the zoo with its parameters, forward FLOPs per sample
+ * and default input shape, as a table or one JSON line per model. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dtrain/model.h"
+#include "dtrain/zoo.h"
+
+/* What the command prints of one model. */
+typedef struct model_row {
+    const char *name;
+    dt_model_spec spec;
+    size_t params;
+    double flops; /* forward, one sample */
+    int takes_data_shape;
+} model_row;
+
+static void models_usage(FILE *out) {
+    fprintf(out, "usage: dtrain models [--json]\n"
+                 "\n"
+                 "Lists every model of the zoo: parameters, forward FLOPs per sample (conv and\n"
+                 "linear multiply-adds x2, at the default input), the default input shape and\n"
+                 "whether the model also takes other input shapes (then train, eval and bench\n"
+                 "use the data's shape). Only the graph is built: no memory for weights or\n"
+                 "activations, so the biggest models list as fast as the smallest.\n"
+                 "\n"
+                 "  --json               one JSON line per model: model, params, flops,\n"
+                 "                       input [c, h, w], classes, width, any_input\n"
+                 "  --help               this text\n");
+}
+
+/* Builds the graph only (dt_model_alloc is never called): the parameter count is the
+ * graph's tensor sizes, and the FLOPs follow from its shapes. */
+static int measure(model_row *row, const char *name, dt_error *err) {
+    memset(row, 0, sizeof *row);
+    row->name = name;
+    if (dt_zoo_default_spec(&row->spec, name))
+        return dt_error_set(err, "unknown model '%s' (known: %s)", name, dt_zoo_names());
+    dt_model m;
+    if (dt_zoo_build(&m, &row->spec, err)) return -1;
+    row->params = m.n_params;
+    row->flops = dt_model_forward_flops(&m, 1);
+    row->takes_data_shape = dt_zoo_fixed_input(name) == NULL;
+    dt_model_free(&m);
+    return 0;
+}
+
+/* 11173962 -> "11,173,962" */
+static void with_commas(char *out, size_t size, size_t n) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%zu", n), k = 0;
+    for (int i = 0; i < len && (size_t)k + 2 < size; i++) {
+        if (i > 0 && (len - i) % 3 == 0) out[k++] = ',';
+        out[k++] = digits[i];
+    }
+    out[k] = '\0';
+}
+
+/* 81199104 -> "81.2 M" */
+static void si(char *out, size_t size, double x) {
+    const char *units = " KMGT";
+    int u = 0;
+    while (x >= 1000.0 && u < 4) {
+        x /= 1000.0;
+        u++;
+    }
+    snprintf(out, size, "%.3g %c", x, units[u]);
+}
+
+static int print_text(const model_row *r) {
+    char params[32], flops[32], shape[48];
+    with_commas(params, sizeof params, r->params);
+    si(flops, sizeof flops, r->flops);
+    snprintf(shape, sizeof shape, "%dx%dx%d", r->spec.in_c, r->spec.in_h, r->spec.in_w);
+    return printf("%-14s %12s %14s  %-10s %s\n", r->name, params, flops, shape,
+                  r->takes_data_shape ? "yes" : "no") > 0;
+}
+
+static int print_json(const model_row *r) {
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && cJSON_AddStringToObject(o, "model", r->name) &&
+             cJSON_AddNumberToObject(o, "params", (double)r->params) &&
+             cJSON_AddNumberToObject(o, "flops", r->flops);
+    cJSON *input = ok ? cJSON_AddArrayToObject(o, "input") : NULL;
+    const int dims[3] = {r->spec.in_c, r->spec.in_h, r->spec.in_w};
+    ok = input != NULL;
+    for (int i = 0; ok && i < 3; i++) {
+        cJSON *d = cJSON_CreateNumber(dims[i]);
+        ok = d && cJSON_AddItemToArray(input, d);
+        if (!ok) cJSON_Delete(d);
+    }
+    ok = ok && cJSON_AddNumberToObject(o, "classes", r->spec.classes) &&
+         cJSON_AddNumberToObject(o, "width", r->spec.width) &&
+         cJSON_AddBoolToObject(o, "any_input", r->takes_data_shape);
+    char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
+    ok = text && printf("%s\n", text) > 0;
+    cJSON_free(text);
+    cJSON_Delete(o);
+    return ok;
+}
+
+int cmd_models(int argc, char **argv) {
+    static const struct option own[] = {
+        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const char *const no_shared[] = {NULL}; /* no training flag applies */
+    const char *cmd = "models";
+    dt_train_config cfg = dt_train_config_default();
+    int json = 0;
+    cli_flags flags;
+    cli_flags_init(&flags, cmd, no_shared, NULL, own);
+    for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
+        if (opt == CLI_FLAGS_ERROR) return 2;
+        if (opt == 'j') json = 1;
+        if (opt == 'h') {
+            models_usage(stdout);
+            return 0;
+        }
+    }
+    if (!json && printf("%-14s %12s %14s  %-10s %s\n", "model", "parameters", "FLOPs/sample",
+                        "input", "other inputs") < 0) {
+        cli_fail(cmd, "cannot write the list");
+        return 1;
+    }
+    for (int i = 0; i < dt_zoo_count(); i++) {
+        model_row row;
+        dt_error err;
+        if (measure(&row, dt_zoo_name(i), &err)) {
+            cli_fail(cmd, "%s", err.msg);
+            return 1;
+        }
+        if (!(json ? print_json(&row) : print_text(&row))) {
+            cli_fail(cmd, "cannot write the list");
+            return 1;
+        }
+    }
+    if (fflush(stdout)) {
+        cli_fail(cmd, "cannot write the list");
+        return 1;
+    }
+    return 0;
+}
