@@ -236,6 +236,44 @@ static void test_transform_without_augmentation_normalises(void **state) {
     }
 }
 
+/* synthetic:imagenet: ImageNet's shape, classes, sizes and normalisation; samples
+ * are a function of (split, index) alone, so any reader sees the same data. */
+static void test_synthetic_imagenet_is_deterministic(void **state) {
+    (void)state;
+    enum { PX = 3 * 224 * 224 };
+    dt_dataset train, test;
+    dt_error err;
+    assert_int_equal(dt_dataset_open(&train, "synthetic:imagenet", 1, &err), 0);
+    assert_int_equal(dt_dataset_open(&test, "synthetic:imagenet", 0, &err), 0);
+    assert_int_equal(train.c * 1000000 + train.h * 1000 + train.w, 3224224);
+    assert_int_equal(train.classes, 1000);
+    assert_int_equal(train.size, 1281167);
+    assert_int_equal(test.size, 50000);
+    assert_int_equal(train.augment, 0);
+    assert_float_equal(train.mean[0], 0.485f, 1e-7);
+    assert_float_equal(test.std[2], 0.225f, 1e-7);
+    assert_non_null(strstr(dt_dataset_specs(), "synthetic:imagenet"));
+    uint8_t *a = test_alloc(PX), *b = test_alloc(PX);
+    int labels_seen = 0, last = -1;
+    for (int i = 0; i < 50; i++) {
+        const int index = i * 25621; /* spread over the whole split */
+        int32_t la = dt_dataset_sample(&train, index, a), lb = dt_dataset_sample(&train, index, b);
+        assert_int_equal(la, lb);
+        assert_memory_equal(a, b, PX);
+        assert_true(la >= 0 && la < 1000);
+        labels_seen += la != last;
+        last = la;
+    }
+    assert_true(labels_seen > 40); /* labels vary over 1000 classes */
+    dt_dataset_sample(&train, 7, a);
+    dt_dataset_sample(&test, 7, b);
+    assert_memory_not_equal(a, b, PX); /* the splits are different samples */
+    free(a);
+    free(b);
+    dt_dataset_close(&train);
+    dt_dataset_close(&test);
+}
+
 /* Every augmented output must equal one of the 9 x 9 crops of the zero-padded image,
  * flipped or not; over many samples all offsets and both flips occur. */
 static void test_transform_crop_and_flip_semantics(void **state) {
@@ -374,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_cifar_bad_files_are_named),
         cmocka_unit_test(test_transform_without_augmentation_normalises),
         cmocka_unit_test(test_transform_crop_and_flip_semantics),
+        cmocka_unit_test(test_synthetic_imagenet_is_deterministic),
         cmocka_unit_test(test_sampler_has_distributed_sampler_semantics),
         cmocka_unit_test(test_loader_workers_give_identical_batches),
     };

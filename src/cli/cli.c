@@ -98,9 +98,12 @@ int cli_model_and_data(const char *cmd, dt_train_config *cfg, dt_model_spec *spe
         cli_fail(cmd, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
         return 2;
     }
-    /* CIFAR-10 itself is not on this machine (no download here): 3-channel models
-     * default to synthetic data of their shape, the MNIST-shaped ones to real
-     * Fashion-MNIST. */
-    if (!cfg->data) cfg->data = spec->in_c == 3 ? "synthetic:cifar10" : "fashion-mnist";
+    /* CIFAR-10 and ImageNet are not on this machine (no download here): 3-channel
+     * models default to synthetic data of their shape (ImageNet's beyond 32x32), the
+     * MNIST-shaped ones to real Fashion-MNIST. */
+    if (!cfg->data)
+        cfg->data = spec->in_c != 3   ? "fashion-mnist"
+                    : spec->in_h > 32 ? "synthetic:imagenet"
+                                      : "synthetic:cifar10";
     return 0;
 }

@@ -13,10 +13,15 @@ static const uint64_t SYNTHETIC_SEED = 20261122;
 static const float MNIST_MEAN = 0.1307f, MNIST_STD = 0.3081f;
 static const float CIFAR_MEAN[3] = {0.4914f, 0.4822f, 0.4465f};
 static const float CIFAR_STD[3] = {0.2023f, 0.1994f, 0.2010f};
+static const float IMAGENET_MEAN[3] = {0.485f, 0.456f, 0.406f}; /* torchvision's */
+static const float IMAGENET_STD[3] = {0.229f, 0.224f, 0.225f};
+/* ILSVRC-2012's train and validation sizes: an epoch costs what ImageNet's would
+ * (use --max-samples for less); samples are made on demand, so size costs no memory. */
+enum { IMAGENET_TRAIN = 1281167, IMAGENET_TEST = 50000 };
 
 const char *dt_dataset_specs(void) {
     return "fashion-mnist, fashion-mnist:DIR, mnist:DIR, cifar10:DIR, synthetic:mnist, "
-           "synthetic:cifar10";
+           "synthetic:cifar10, synthetic:imagenet";
 }
 
 static void set_mnist_shape(dt_dataset *ds) {
@@ -83,6 +88,17 @@ int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err) 
         ds->size = cifar ? (train ? 50000 : 10000) : (train ? 60000 : 10000);
         ds->augment = cifar && train;
         ds->seed = SYNTHETIC_SEED + (train ? 0 : 1);
+        return 0;
+    } else if (!strcmp(spec, "synthetic:imagenet")) {
+        /* No augmentation by default: the transform's pad-and-crop is CIFAR's, not
+         * ImageNet's random-resized crop, and generated samples need none. */
+        ds->c = 3;
+        ds->h = ds->w = 224;
+        ds->classes = 1000;
+        memcpy(ds->mean, IMAGENET_MEAN, sizeof IMAGENET_MEAN);
+        memcpy(ds->std, IMAGENET_STD, sizeof IMAGENET_STD);
+        ds->size = train ? IMAGENET_TRAIN : IMAGENET_TEST;
+        ds->seed = SYNTHETIC_SEED + (train ? 2 : 3);
         return 0;
     } else if (!strcmp(spec, "fashion-mnist")) {
         set_mnist_shape(ds);

@@ -79,13 +79,15 @@ static const dt_train_flag flags[] = {
     {.name = "width",
      .value = "W",
      INT_ROW(width, 1, 1024),
-     .help = "resnet18 stem channels (default 64; smaller = narrower)"},
+     .help = "a ResNet's stem channels (default 64 for resnet18, 16 for\n"
+             "resnet20..56; smaller = narrower)"},
     {.name = "data",
      .value = "SPEC",
      STRING_ROW(data),
      .help = "fashion-mnist | fashion-mnist:DIR | mnist:DIR | cifar10:DIR |\n"
-             "synthetic:mnist | synthetic:cifar10 (default: synthetic:cifar10 for\n"
-             "3-channel models, else fashion-mnist)"},
+             "synthetic:mnist | synthetic:cifar10 | synthetic:imagenet (default:\n"
+             "synthetic data of a 3-channel model's shape, else fashion-mnist).\n"
+             "Models that can take the data's input shape do (dtrain models)"},
     {.name = "epochs",
      .value = "E",
      INT_ROW(epochs, 1, 100000),
