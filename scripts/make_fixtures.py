@@ -151,7 +151,8 @@ def main():
             rc = subprocess.call([args.full, path])
             path = os.path.join(tmp, "resnet20_w16.safetensors")
             torch.manual_seed(11)
-            make_fixture(path, CifarResNet(3, 16), "resnet20", 16, (3, 32, 32), 8, 12,
+            # lr 0.02 as above (0.1 takes the loss from 2.6 to 4.3 in two steps).
+            make_fixture(path, CifarResNet(3, 16), "resnet20", 16, (3, 32, 32), 8, 12, lr=0.02,
                          f32_errors=True)
             sys.exit(rc or subprocess.call([args.full, path]))
 
