@@ -2,7 +2,9 @@
 # Parameter-server modes end to end (mpirun, oversubscribed on 2 cores):
 #   ssp never lets a worker run more than S steps ahead (one worker slowed by
 #   --test-delay): the servers' largest clock gap at a served pull equals S, not more;
-#   ps-async still learns: logreg on Fashion-MNIST >= 80% test accuracy;
+#   ps-async still learns: logreg on Fashion-MNIST >= 80% test accuracy after 4 epochs
+#     (one process reaches 81% after 2; async under CI load once gave 77.6% after 2, so
+#     the run is long enough that staleness noise cannot decide the outcome);
 #   ps-sync with fewer replicas than workers drops the late gradients and counts them;
 #   a killed worker ends the job within 30 s.
 set -u
@@ -20,9 +22,9 @@ echo "ssp, staleness 2, worker 2 slowed by 20 ms a step: largest clock gap serve
 check "ssp bound held and was reached" [ "$gap" = 2 ]
 
 mpirun -np 3 "$DTRAIN" train --mode ps-async --servers 1 --model logreg --data fashion-mnist \
-    --epochs 2 --lr 0.01 --threads 1 >"$tmp/async.out" 2>&1
+    --epochs 4 --lr 0.01 --threads 1 >"$tmp/async.out" 2>&1
 acc=$(sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$tmp/async.out")
-echo "ps-async logreg, Fashion-MNIST, 2 epochs: test accuracy $acc%"
+echo "ps-async logreg, Fashion-MNIST, 4 epochs: test accuracy $acc%"
 check "ps-async reaches 80%" awk -v a="$acc" 'BEGIN { exit !(a >= 80) }'
 
 mpirun -np 4 "$DTRAIN" train --mode ps-sync --replicas-to-aggregate 1 --servers 2 --model mlp \
