@@ -169,8 +169,9 @@ CIFAR_RESNET_BLOCKS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 
 # ---- torchvision's ImageNet models, written out (torchvision is not packaged here) ----
 # Module names and state_dict order as torchvision.models 0.14; width = the first conv's
 # channels (64), every layer scaled by width / 64 (rounded down, at least 1) as in dtrain.
-# Initialisation is PyTorch's default per layer (torchvision's per-model schemes left
-# out): the fixtures carry their initial weights, so only the names and maths matter.
+# Initialisation is PyTorch's default per layer (dtrain's models use torchvision's
+# per-model schemes; the fixtures carry their initial weights, so only the names and
+# the maths matter here).
 
 def scaled(c, width):
     return max(1, c * width // 64)

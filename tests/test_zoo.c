@@ -1,5 +1,6 @@
 /* The zoo's architectures: parameter counts and state_dict names of the PyTorch
  * references, and bad model requests rejected with a clear error. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,6 +188,58 @@ static void test_models_take_the_data_shape_where_they_can(void **state) {
     assert_int_equal(spec.classes, 1000);
 }
 
+/* torchvision's initialisation: vgg's convs kaiming-normal (fan out) with zero biases
+ * and its linears N(0, 0.01); resnet50's convs kaiming-normal, its fc PyTorch's
+ * default; googlenet's convs and fc N(0, 0.01); BatchNorm ones and zeros. */
+static double std_of(dt_model *m, const char *name, double *mean) {
+    const int i = dt_model_find_tensor(m, name);
+    assert_true(i >= 0);
+    const float *x = dt_model_tensor_data(m, i);
+    const size_t n = m->tensors[i].numel;
+    double s = 0.0, s2 = 0.0;
+    for (size_t k = 0; k < n; k++) s += x[k], s2 += (double)x[k] * x[k];
+    *mean = s / n;
+    return sqrt(s2 / n - *mean * *mean);
+}
+
+static void test_imagenet_models_initialise_as_torchvision(void **state) {
+    (void)state;
+    static const struct {
+        const char *model, *tensor;
+        double std; /* 0: all zero; < 0: uniform(+-1/sqrt(-std)), PyTorch's default */
+    } rows[] = {
+        {"vgg16", "features.28.weight", 0.02946}, /* sqrt(2 / (256 * 9)) at width 32 */
+        {"vgg16", "features.28.bias", 0.0},
+        {"vgg16", "classifier.3.weight", 0.01},
+        {"vgg16", "classifier.6.bias", 0.0},
+        {"resnet50", "layer1.0.conv3.weight", 0.125}, /* sqrt(2 / 128) */
+        {"resnet50", "fc.weight", -1024.0},
+        {"googlenet", "inception4a.branch2.1.conv.weight", 0.01},
+        {"googlenet", "fc.weight", 0.01},
+        {"alexnet", "features.3.weight", -800.0}, /* torchvision leaves alexnet default */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        dt_model_spec spec;
+        dt_model m;
+        dt_error err;
+        assert_int_equal(dt_zoo_default_spec(&spec, rows[i].model), 0);
+        spec.width = 32;
+        spec.in_h = spec.in_w = 64;
+        spec.classes = 10;
+        if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, 1, &err)) fail_msg("%s", err.msg);
+        dt_model_init_params(&m, 3);
+        double mean, sd = std_of(&m, rows[i].tensor, &mean);
+        double want = rows[i].std < 0 ? 1.0 / sqrt(-rows[i].std) / sqrt(3.0) : rows[i].std;
+        print_message("%s %s: mean %.4f std %.4f (want %.4f)\n", rows[i].model, rows[i].tensor,
+                      mean, sd, want);
+        if (want == 0.0)
+            assert_true(sd == 0.0 && mean == 0.0);
+        else
+            assert_true(fabs(sd / want - 1.0) < 0.05 && fabs(mean) < 0.1 * want);
+        dt_model_free(&m);
+    }
+}
+
 /* The ImageNet models take 1000 classes by default and, through adaptive pooling, any
  * input down to their minimum, which is refused below with the reason. */
 static void test_imagenet_models_take_smaller_inputs_down_to_their_minimum(void **state) {
@@ -289,6 +342,7 @@ int main(void) {
         cmocka_unit_test(test_cifar_resnet_state_dict_names),
         cmocka_unit_test(test_imagenet_state_dict_names),
         cmocka_unit_test(test_googlenet_follows_torchvision),
+        cmocka_unit_test(test_imagenet_models_initialise_as_torchvision),
         cmocka_unit_test(test_models_take_the_data_shape_where_they_can),
         cmocka_unit_test(test_imagenet_models_take_smaller_inputs_down_to_their_minimum),
         cmocka_unit_test(test_unknown_model_is_rejected),

@@ -22,6 +22,7 @@ typedef enum dt_init {
                                conv/linear weights (kaiming-uniform, a = sqrt(5)) and biases */
     DT_INIT_ONES,
     DT_INIT_ZEROS,
+    DT_INIT_NORMAL, /* N(0, std^2): torchvision's schemes (kaiming-normal, N(0, 0.01)) */
 } dt_init;
 
 /* A named tensor of the state dict: a parameter (in params/grads) or a buffer. */
@@ -34,6 +35,7 @@ typedef struct dt_tensor_entry {
     int is_param;
     dt_init init;
     int fan_in;
+    float std; /* DT_INIT_NORMAL */
 } dt_tensor_entry;
 
 typedef struct dt_value {

@@ -461,6 +461,9 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
             case DT_INIT_ZEROS:
                 data[k] = 0.0f;
                 break;
+            case DT_INIT_NORMAL:
+                data[k] = t->std * dt_rng_normal(&rng);
+                break;
             }
         }
     }

@@ -1,5 +1,6 @@
 #include "dtrain/zoo.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -175,6 +176,31 @@ static float dropout_p(const dt_model_spec *spec, float p) {
     return spec->no_dropout ? 0.0f : p;
 }
 
+/* torchvision's weight initialisation, applied to the tensors PyTorch's layers would
+ * initialise by fan-in (conv and linear weights and biases; BatchNorm's ones and zeros
+ * stay): conv weights (4-D) N(0, 2 / fan_out) (kaiming_normal_, mode fan_out) or
+ * N(0, conv_std^2); linear weights (2-D) N(0, linear_std^2); their biases (1-D) zero.
+ * A std of 0 leaves that kind at PyTorch's default, as torchvision does (resnet50's
+ * fc, alexnet). Deep plain nets need it: vgg16 from PyTorch's default does not learn. */
+enum { KAIMING_FAN_OUT = -1 };
+
+static void init_like_torchvision(dt_model *m, float conv_std, float linear_std, int zero_biases) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        dt_tensor_entry *t = &m->tensors[i];
+        if (t->init != DT_INIT_UNIFORM_FAN_IN) continue;
+        if (t->ndim == 4 && conv_std != 0.0f) {
+            const int fan_out = t->shape[0] * t->shape[2] * t->shape[3];
+            t->init = DT_INIT_NORMAL;
+            t->std = conv_std == KAIMING_FAN_OUT ? sqrtf(2.0f / (float)fan_out) : conv_std;
+        } else if (t->ndim == 2 && linear_std != 0.0f) {
+            t->init = DT_INIT_NORMAL;
+            t->std = linear_std;
+        } else if (t->ndim == 1 && zero_biases) {
+            t->init = DT_INIT_ZEROS;
+        }
+    }
+}
+
 static int conv_relu(dt_model *m, const char *name, int x, int c_out, int k, int stride, int pad) {
     return dt_model_relu(m, dt_model_conv2d(m, name, x, c_out, k, stride, pad, 1));
 }
@@ -238,6 +264,7 @@ static void build_vgg16_any(dt_model *m, int x, const dt_model_spec *spec, int b
     }
     x = dt_model_adaptive_avgpool2d(m, x, 7, 7);
     classifier(m, x, spec, scaled(4096, spec->width), 0);
+    init_like_torchvision(m, KAIMING_FAN_OUT, 0.01f, 1);
 }
 
 static void build_vgg16(dt_model *m, int x, const dt_model_spec *spec) {
@@ -292,6 +319,7 @@ static void build_resnet50(dt_model *m, int x, const dt_model_spec *spec) {
     }
     x = dt_model_adaptive_avgpool2d(m, x, 1, 1);
     dt_model_linear(m, "fc", dt_model_flatten(m, x), spec->classes);
+    init_like_torchvision(m, KAIMING_FAN_OUT, 0.0f, 0);
 }
 
 /* GoogLeNet's BasicConv2d: conv without bias, BatchNorm with eps 0.001, ReLU. */
@@ -359,6 +387,8 @@ static void build_googlenet(dt_model *m, int x, const dt_model_spec *spec) {
     x = dt_model_adaptive_avgpool2d(m, x, 1, 1);
     x = dt_model_dropout(m, dt_model_flatten(m, x), dropout_p(spec, 0.2f));
     dt_model_linear(m, "fc", x, spec->classes);
+    /* trunc_normal_(std 0.01, a -2, b 2): the cut is 200 sigma away, a plain normal */
+    init_like_torchvision(m, 0.01f, 0.01f, 0);
 }
 
 /* One row per model: its default input shape and width, how to build it, and
