@@ -166,6 +166,211 @@ class CifarResNet(nn.Module):
 CIFAR_RESNET_BLOCKS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}
 
 
+# ---- torchvision's ImageNet models, written out (torchvision is not packaged here) ----
+# Module names and state_dict order as torchvision.models 0.14; width = the first conv's
+# channels (64), every layer scaled by width / 64 (rounded down, at least 1) as in dtrain.
+# Initialisation is PyTorch's default per layer (dtrain's models use torchvision's
+# per-model schemes; the fixtures carry their initial weights, so only the names and
+# the maths matter here).
+
+def scaled(c, width):
+    return max(1, c * width // 64)
+
+
+class AlexNet(nn.Module):
+    def __init__(self, width=64, classes=1000, dropout=0.5):
+        super().__init__()
+        c = [width, scaled(192, width), scaled(384, width), scaled(256, width),
+             scaled(256, width)]
+        self.features = nn.Sequential(
+            nn.Conv2d(3, c[0], 11, 4, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.Conv2d(c[0], c[1], 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2),
+            nn.Conv2d(c[1], c[2], 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(c[2], c[3], 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(c[3], c[4], 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2))
+        self.avgpool = nn.AdaptiveAvgPool2d((6, 6))
+        hidden = scaled(4096, width)
+        self.classifier = nn.Sequential(
+            nn.Dropout(dropout), nn.Linear(c[4] * 36, hidden), nn.ReLU(inplace=True),
+            nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(inplace=True),
+            nn.Linear(hidden, classes))
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+VGG16_CFG = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+             512, 512, 512, "M"]
+
+
+class VGG(nn.Module):
+    """torchvision's VGG with cfg D (vgg16, vgg16_bn)."""
+
+    def __init__(self, width=64, classes=1000, batch_norm=False, dropout=0.5):
+        super().__init__()
+        layers, c_in = [], 3
+        for v in VGG16_CFG:
+            if v == "M":
+                layers.append(nn.MaxPool2d(2, 2))
+                continue
+            c = scaled(v, width)
+            layers.append(nn.Conv2d(c_in, c, 3, padding=1))
+            if batch_norm:
+                layers.append(nn.BatchNorm2d(c))
+            layers.append(nn.ReLU(inplace=True))
+            c_in = c
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+        hidden = scaled(4096, width)
+        self.classifier = nn.Sequential(
+            nn.Linear(c_in * 49, hidden), nn.ReLU(True), nn.Dropout(dropout),
+            nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(dropout),
+            nn.Linear(hidden, classes))
+
+    def forward(self, x):
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (v1.5: the stride on the 3x3 conv)."""
+    expansion = 4
+
+    def __init__(self, in_planes, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = None
+        if stride != 1 or in_planes != planes * 4:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_planes, planes * 4, 1, stride, bias=False),
+                nn.BatchNorm2d(planes * 4))
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(out + identity)
+
+
+class ResNet50(nn.Module):
+    def __init__(self, width=64, classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        in_planes = width
+        for i, n in enumerate([3, 4, 6, 3]):
+            planes = width << i
+            blocks = []
+            for b in range(n):
+                blocks.append(Bottleneck(in_planes, planes, 2 if i > 0 and b == 0 else 1))
+                in_planes = planes * 4
+            setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(in_planes, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class BasicConv2d(nn.Module):
+    def __init__(self, c_in, c_out, **kw):
+        super().__init__()
+        self.conv = nn.Conv2d(c_in, c_out, bias=False, **kw)
+        self.bn = nn.BatchNorm2d(c_out, eps=0.001)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)), inplace=True)
+
+
+class Inception(nn.Module):
+    """torchvision's Inception block: its "5x5" branch (branch3) is a 3x3 conv."""
+
+    def __init__(self, c_in, ch1x1, ch3x3red, ch3x3, ch5x5red, ch5x5, pool_proj):
+        super().__init__()
+        self.branch1 = BasicConv2d(c_in, ch1x1, kernel_size=1)
+        self.branch2 = nn.Sequential(BasicConv2d(c_in, ch3x3red, kernel_size=1),
+                                     BasicConv2d(ch3x3red, ch3x3, kernel_size=3, padding=1))
+        self.branch3 = nn.Sequential(BasicConv2d(c_in, ch5x5red, kernel_size=1),
+                                     BasicConv2d(ch5x5red, ch5x5, kernel_size=3, padding=1))
+        self.branch4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True),
+                                     BasicConv2d(c_in, pool_proj, kernel_size=1))
+
+    def forward(self, x):
+        return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
+
+
+GOOGLENET_BLOCKS = [("inception3a", (64, 96, 128, 16, 32, 32)),
+                    ("inception3b", (128, 128, 192, 32, 96, 64)),
+                    ("inception4a", (192, 96, 208, 16, 48, 64)),
+                    ("inception4b", (160, 112, 224, 24, 64, 64)),
+                    ("inception4c", (128, 128, 256, 24, 64, 64)),
+                    ("inception4d", (112, 144, 288, 32, 64, 64)),
+                    ("inception4e", (256, 160, 320, 32, 128, 128)),
+                    ("inception5a", (256, 160, 320, 32, 128, 128)),
+                    ("inception5b", (384, 192, 384, 48, 128, 128))]
+
+
+class GoogLeNet(nn.Module):
+    """torchvision's googlenet(aux_logits=False, transform_input=False)."""
+
+    def __init__(self, width=64, classes=1000, dropout=0.2):
+        super().__init__()
+        s = lambda c: scaled(c, width)  # noqa: E731
+        self.conv1 = BasicConv2d(3, width, kernel_size=7, stride=2, padding=3)
+        self.maxpool1 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.conv2 = BasicConv2d(width, width, kernel_size=1)
+        self.conv3 = BasicConv2d(width, s(192), kernel_size=3, padding=1)
+        self.maxpool2 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        c_in = s(192)
+        for name, ch in GOOGLENET_BLOCKS:
+            ch = [s(c) for c in ch]
+            setattr(self, name, Inception(c_in, *ch))
+            c_in = ch[0] + ch[2] + ch[4] + ch[5]
+            if name == "inception3b":
+                self.maxpool3 = nn.MaxPool2d(3, 2, ceil_mode=True)
+            if name == "inception4e":
+                self.maxpool4 = nn.MaxPool2d(2, 2, ceil_mode=True)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.dropout = nn.Dropout(dropout)
+        self.fc = nn.Linear(c_in, classes)
+
+    def forward(self, x):
+        x = self.maxpool1(self.conv1(x))
+        x = self.maxpool2(self.conv3(self.conv2(x)))
+        for name, _ in GOOGLENET_BLOCKS:
+            x = getattr(self, name)(x)
+            if name == "inception3b":
+                x = self.maxpool3(x)
+            if name == "inception4e":
+                x = self.maxpool4(x)
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(self.dropout(x))
+
+
+IMAGENET_MODELS = {"alexnet": AlexNet, "vgg16": VGG, "vgg16_bn": VGG, "resnet50": ResNet50,
+                   "googlenet": GoogLeNet}
+
+
+def build_imagenet(name, width=64, classes=1000, no_dropout=False):
+    """An ImageNet model by dtrain's name; no_dropout builds its dropout layers with p = 0."""
+    kw = {"dropout": 0.0} if no_dropout and name != "resnet50" else {}
+    if name == "vgg16_bn":
+        kw["batch_norm"] = True
+    return IMAGENET_MODELS[name](width, classes, **kw)
+
+
 def build(name, width=None):
     """Model and input shape (C, H, W) by dtrain's model name (width: the ResNets' stem
     channels, None for the model's default)."""
@@ -181,4 +386,6 @@ def build(name, width=None):
         return LeNetCifar(), (3, 32, 32)
     if name in CIFAR_RESNET_BLOCKS:
         return CifarResNet(CIFAR_RESNET_BLOCKS[name], width or 16), (3, 32, 32)
+    if name in IMAGENET_MODELS:
+        return build_imagenet(name, width or 64), (3, 224, 224)
     raise ValueError(f"unknown model {name}")

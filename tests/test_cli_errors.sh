@@ -40,6 +40,7 @@ expect "bad all-reduce" "--allreduce must be auto, ring or mpi" "$DTRAIN" train 
 expect "bad bucket size" "--bucket-mb must be between" "$DTRAIN" train --bucket-mb 0
 expect "bad lr scaling" "--lr-scaling must be linear or none" "$DTRAIN" train --lr-scaling sqrt
 expect "shape mismatch" "takes 3x32x32 inputs" "$DTRAIN" train --model resnet18 --data synthetic:mnist --quiet
+expect "input below the minimum" "needs inputs of at least 63x63" "$DTRAIN" train --model alexnet --data synthetic:cifar10 --quiet
 expect "fixed input says why" "model lenet_cifar takes 3x32x32 inputs but synthetic:mnist has 1x28x28 images (its fc1 is sized" "$DTRAIN" train --model lenet_cifar --data synthetic:mnist --quiet
 expect "bench fixed input" "dtrain bench: model lenet5 takes 1x28x28 inputs" "$DTRAIN" bench --model lenet5 --data synthetic:cifar10
 expect "batch too large" "does not fit in memory" "$DTRAIN" train --model resnet18 --batch-size 1000000 --quiet

@@ -87,6 +87,12 @@ static void test_dnnl_conv2d_matches_im2col(void **state) {
     check_shape(ctx, 5, 6, 14, 14, 16, 5, 1, 0, 1); /* lenet5 conv2 */
     check_shape(ctx, 2, 3, 9, 7, 5, 3, 2, 0, 1);    /* odd sizes, floor on both axes */
     check_shape(ctx, 1, 3, 32, 32, 8, 3, 1, 1, 0);  /* batch of one */
+    /* ImageNet sizes, few channels (the im2col reference stays cheap under ASan) */
+    check_shape(ctx, 2, 3, 224, 224, 4, 7, 2, 3, 0);  /* resnet50 / googlenet conv1 */
+    check_shape(ctx, 2, 3, 224, 224, 4, 11, 4, 2, 1); /* alexnet features.0 */
+    check_shape(ctx, 2, 16, 56, 56, 8, 1, 1, 0, 0);   /* bottleneck 1x1 */
+    check_shape(ctx, 2, 16, 56, 56, 32, 1, 2, 0, 0);  /* downsample.0: 1x1 stride 2 */
+    check_shape(ctx, 2, 8, 56, 56, 8, 3, 2, 1, 0);    /* v1.5's strided 3x3 */
     dt_dnnl_destroy(ctx);
 }
 

@@ -10,10 +10,14 @@
 
 #include <cmocka.h>
 
+#include "dtrain/adaptive_avgpool2d.h"
 #include "dtrain/batchnorm2d.h"
+#include "dtrain/concat.h"
 #include "dtrain/conv2d.h"
 #include "dtrain/cross_entropy.h"
+#include "dtrain/dropout.h"
 #include "dtrain/linear.h"
+#include "dtrain/model.h"
 #include "dtrain/pool2d.h"
 #include "dtrain/relu.h"
 #include "dtrain/residual.h"
@@ -167,13 +171,14 @@ static void test_conv2d_grad_matches_fd(void **state) {
 /* ---- batchnorm2d (training mode) ---- */
 typedef struct {
     int n, c, hw;
+    float eps;
     float *x, *g, *b, *out, *r, *dx, *dg, *db, *mean, *invstd, *rm, *rv;
 } bn_ctx;
 
 static double bn_fwd(void *p) {
     bn_ctx *c = p;
     dt_batchnorm2d_forward_train(c->out, c->mean, c->invstd, c->rm, c->rv, c->x, c->g, c->b, c->n,
-                                 c->c, c->hw, 0.1f, 1e-5f);
+                                 c->c, c->hw, 0.1f, c->eps);
     return dot(c->out, c->r, (size_t)c->n * c->c * c->hw);
 }
 
@@ -183,9 +188,8 @@ static void bn_bwd(void *p) {
                             c->hw);
 }
 
-static void test_batchnorm2d_grad_matches_fd(void **state) {
-    (void)state;
-    bn_ctx c = {.n = 4, .c = 3, .hw = 5};
+static void check_batchnorm2d(float eps) {
+    bn_ctx c = {.n = 4, .c = 3, .hw = 5, .eps = eps};
     size_t nx = (size_t)c.n * c.c * c.hw;
     c.x = test_alloc(4 * nx), c.dx = test_alloc(4 * nx), c.out = test_alloc(4 * nx);
     c.r = test_alloc(4 * nx);
@@ -209,6 +213,33 @@ static void test_batchnorm2d_grad_matches_fd(void **state) {
     free(c.mean), free(c.invstd), free(c.rm), free(c.rv);
 }
 
+static void test_batchnorm2d_grad_matches_fd(void **state) {
+    (void)state;
+    check_batchnorm2d(1e-5f);
+    check_batchnorm2d(1e-3f); /* GoogLeNet's BasicConv2d */
+}
+
+/* The op normalises with its own eps: a batch of 2 x 2x2x2 whose channels have
+ * variance 0.0025, where eps 1e-3 vs 1e-5 changes the output by a third. */
+static void test_batchnorm2d_op_uses_its_eps(void **state) {
+    (void)state;
+    dt_model m;
+    dt_error err;
+    dt_model_init_empty(&m, "bn", 8);
+    int x = dt_model_input(&m, 2, 2, 2);
+    x = dt_model_flatten(&m, dt_model_batchnorm2d_eps(&m, "bn", x, 1e-3f));
+    if (x < 0 || dt_model_alloc(&m, 2, &err)) fail_msg("%s", x < 0 ? m.build_error.msg : err.msg);
+    dt_model_init_params(&m, 1);
+    float *in = dt_model_input_data(&m);
+    /* channel ch holds ch +- 0.05: mean ch, biased variance 0.0025 */
+    for (int i = 0; i < 16; i++) in[i] = (float)((i / 4) % 2) + (i % 2 ? 0.05f : -0.05f);
+    dt_model_forward(&m, 2);
+    const float want = 0.05f / sqrtf(0.0025f + 1e-3f);
+    for (int i = 0; i < 16; i++)
+        assert_float_equal(dt_model_logits(&m)[i], (i % 2 ? want : -want), 1e-4);
+    dt_model_free(&m);
+}
+
 /* Running statistics follow PyTorch: momentum 0.1, unbiased variance. */
 static void test_batchnorm2d_running_stats_are_unbiased(void **state) {
     (void)state;
@@ -226,8 +257,8 @@ static void test_batchnorm2d_running_stats_are_unbiased(void **state) {
 
 /* ---- relu, pools, residual add ---- */
 typedef struct {
-    int kind; /* 0 relu, 1 maxpool, 2 avgpool, 3 add */
-    int n, c, h, w, k, s;
+    int kind; /* 0 relu, 1 maxpool, 2 avgpool, 3 add, 4 adaptive avgpool (k x s output) */
+    int n, c, h, w, k, s, pad, ceil;
     float *x, *x2, *out, *r, *dx, *dx2;
     int32_t *argmax;
     size_t nx, no;
@@ -240,10 +271,14 @@ static double simple_fwd(void *p) {
         dt_relu_forward(c->out, c->x, c->nx);
         break;
     case 1:
-        dt_maxpool2d_forward(c->out, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_maxpool2d_forward(c->out, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s, c->pad,
+                             c->ceil);
         break;
     case 2:
         dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    case 4:
+        dt_adaptive_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
         break;
     default:
         dt_residual_add_forward(c->out, c->x, c->x2, c->nx);
@@ -263,10 +298,14 @@ static void simple_bwd(void *p) {
         break;
     }
     case 1:
-        dt_maxpool2d_backward(c->dx, c->r, c->argmax, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_maxpool2d_backward(c->dx, c->r, c->argmax, c->n, c->c, c->h, c->w, c->k, c->s, c->pad,
+                              c->ceil);
         break;
     case 2:
         dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);
+        break;
+    case 4:
+        dt_adaptive_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);
         break;
     default:
         dt_residual_add_backward(c->dx, c->dx2, c->r, c->nx);
@@ -274,14 +313,28 @@ static void simple_bwd(void *p) {
     }
 }
 
-static void check_simple(int kind, int k, int s) {
-    simple_ctx c = {.kind = kind, .n = 2, .c = 3, .h = 6, .w = 7, .k = k, .s = s};
+/* kind as simple_ctx; a h x w input (pad and ceil for max pooling). */
+static void check_simple_at(int kind, int h, int w, int k, int s, int pad, int ceil) {
+    simple_ctx c = {
+        .kind = kind, .n = 2, .c = 3, .h = h, .w = w, .k = k, .s = s, .pad = pad, .ceil = ceil};
     c.nx = (size_t)c.n * c.c * c.h * c.w;
-    c.no = kind == 1 || kind == 2
-               ? (size_t)c.n * c.c * dt_pool2d_out_size(c.h, k, s) * dt_pool2d_out_size(c.w, k, s)
-               : c.nx;
+    switch (kind) {
+    case 1:
+        c.no = (size_t)c.n * c.c * dt_pool2d_out_size_padded(c.h, k, s, pad, ceil) *
+               dt_pool2d_out_size_padded(c.w, k, s, pad, ceil);
+        break;
+    case 2:
+        c.no = (size_t)c.n * c.c * dt_pool2d_out_size(c.h, k, s) * dt_pool2d_out_size(c.w, k, s);
+        break;
+    case 4:
+        c.no = (size_t)c.n * c.c * k * s;
+        break;
+    default:
+        c.no = c.nx;
+    }
     c.x = test_alloc(4 * c.nx), c.x2 = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx);
-    c.dx2 = test_alloc(4 * c.nx), c.out = test_alloc(4 * c.nx), c.r = test_alloc(4 * c.no);
+    c.dx2 = test_alloc(4 * c.nx), c.out = test_alloc(4 * (c.nx > c.no ? c.nx : c.no));
+    c.r = test_alloc(4 * c.no);
     c.argmax = test_alloc(4 * c.no);
     /* Distinct values at least 0.01 apart and away from 0, so the +-eps probes never
      * cross a ReLU kink or change a max-pool argmax. */
@@ -298,6 +351,10 @@ static void check_simple(int kind, int k, int s) {
     free(c.x), free(c.x2), free(c.dx), free(c.dx2), free(c.out), free(c.r), free(c.argmax);
 }
 
+static void check_simple(int kind, int k, int s) {
+    check_simple_at(kind, 6, 7, k, s, 0, 0);
+}
+
 static void test_relu_grad_matches_fd(void **state) {
     (void)state;
     check_simple(0, 0, 0);
@@ -307,6 +364,56 @@ static void test_maxpool2d_grad_matches_fd(void **state) {
     (void)state;
     check_simple(1, 2, 2);
     check_simple(1, 3, 2); /* overlapping windows */
+}
+
+/* PyTorch's MaxPool2d padding and ceil_mode: GoogLeNet's (3, 2, ceil_mode=True) and
+ * (3, 1, padding 1, ceil_mode=True), ResNet-50's (3, 2, padding 1). */
+static void test_maxpool2d_padded_grad_matches_fd(void **state) {
+    (void)state;
+    check_simple_at(1, 8, 7, 3, 2, 0, 1); /* last windows hang over the edge */
+    check_simple_at(1, 6, 7, 3, 1, 1, 1);
+    check_simple_at(1, 7, 6, 3, 2, 1, 0);
+    check_simple_at(1, 5, 5, 2, 2, 0, 1); /* 2x2 with a partial last window */
+}
+
+/* Output sizes as PyTorch's pooling_output_shape (values printed by torch 1.13). */
+static void test_pool2d_out_size_follows_pytorch(void **state) {
+    (void)state;
+    assert_int_equal(dt_pool2d_out_size_padded(112, 3, 2, 0, 1), 56); /* googlenet maxpool1 */
+    assert_int_equal(dt_pool2d_out_size_padded(56, 3, 2, 0, 1), 28);
+    assert_int_equal(dt_pool2d_out_size_padded(14, 2, 2, 0, 1), 7);
+    assert_int_equal(dt_pool2d_out_size_padded(112, 3, 2, 1, 0), 56); /* resnet50 maxpool */
+    assert_int_equal(dt_pool2d_out_size_padded(8, 3, 2, 0, 1), 4);
+    assert_int_equal(dt_pool2d_out_size_padded(8, 3, 2, 0, 0), 3);
+    assert_int_equal(dt_pool2d_out_size_padded(5, 2, 2, 1, 1), 3); /* last starts at 4 < 5+1 */
+    assert_int_equal(dt_pool2d_out_size_padded(4, 2, 2, 1, 1), 3); /* not counted: 6 >= 4+1 */
+    assert_int_equal(dt_pool2d_out_size_padded(2, 3, 2, 0, 1), 1);
+    assert_int_equal(dt_pool2d_out_size_padded(1, 3, 2, 0, 1), 0); /* too small */
+    assert_int_equal(dt_pool2d_out_size_padded(6, 2, 2, 0, 0), dt_pool2d_out_size(6, 2, 2));
+}
+
+/* AdaptiveAvgPool2d: down (overlapping cells), up (repeated cells), global, identity. */
+static void test_adaptive_avgpool2d_grad_matches_fd(void **state) {
+    (void)state;
+    check_simple_at(4, 6, 7, 4, 3, 0, 0);
+    check_simple_at(4, 3, 2, 7, 7, 0, 0);
+    check_simple_at(4, 6, 7, 1, 1, 0, 0);
+    check_simple_at(4, 6, 7, 6, 7, 0, 0);
+}
+
+/* Cells of PyTorch's formula: 5 rows into 3 cells are rows 0-1, 1-3, 3-4. */
+static void test_adaptive_avgpool2d_cells_follow_pytorch(void **state) {
+    (void)state;
+    const int want[3][2] = {{0, 2}, {1, 4}, {3, 5}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(dt_adaptive_start(i, 5, 3), want[i][0]);
+        assert_int_equal(dt_adaptive_end(i, 5, 3), want[i][1]);
+    }
+    float x[5] = {1, 2, 3, 4, 5}, y[3];
+    dt_adaptive_avgpool2d_forward(y, x, 1, 1, 5, 1, 3, 1);
+    assert_float_equal(y[0], 1.5f, 1e-6);
+    assert_float_equal(y[1], 3.0f, 1e-6);
+    assert_float_equal(y[2], 4.5f, 1e-6);
 }
 
 static void test_avgpool2d_grad_matches_fd(void **state) {
@@ -375,6 +482,147 @@ static void test_shortcut_pad_grad_matches_fd(void **state) {
     check_shortcut_pad(4, 4, 2, 5, 1); /* uneven padding, no subsampling */
 }
 
+/* ---- concat (GoogLeNet's inception) ---- */
+typedef struct {
+    int n, hw, count;
+    int channels[3];
+    float *x[3], *dx[3], *out, *r;
+    size_t no;
+} concat_ctx;
+
+static double concat_fwd(void *p) {
+    concat_ctx *c = p;
+    dt_concat_forward(c->out, (const float *const *)c->x, c->channels, c->count, c->n, c->hw);
+    return dot(c->out, c->r, c->no);
+}
+
+static void concat_bwd(void *p) {
+    concat_ctx *c = p;
+    dt_concat_backward(c->dx, c->r, c->channels, c->count, c->n, c->hw);
+}
+
+static void test_concat_grad_matches_fd(void **state) {
+    (void)state;
+    concat_ctx c = {.n = 3, .hw = 6, .count = 3, .channels = {2, 1, 4}};
+    layer_case lc = {&c, concat_fwd, concat_bwd, {{0}}, 3, 1e-2f};
+    for (int k = 0; k < 3; k++) {
+        size_t nk = (size_t)c.n * c.channels[k] * c.hw;
+        c.x[k] = test_alloc(4 * nk), c.dx[k] = test_alloc(4 * nk);
+        fill_uniform(c.x[k], nk, 50 + k, -1, 1);
+        lc.vars[k] = (checked){"input", c.x[k], c.dx[k], nk};
+        c.no += nk;
+    }
+    c.out = test_alloc(4 * c.no), c.r = test_alloc(4 * c.no);
+    fill_uniform(c.r, c.no, 55, -1, 1);
+    check_case(&lc, 1000, 1e-3);
+    /* sample 1, channel 3 of the output is the third input's channel 0 */
+    concat_fwd(&c);
+    assert_true(c.out[(1 * 7 + 3) * 6 + 5] == c.x[2][(1 * 4 + 0) * 6 + 5]);
+    for (int k = 0; k < 3; k++) free(c.x[k]), free(c.dx[k]);
+    free(c.out), free(c.r);
+}
+
+/* ---- dropout ---- */
+typedef struct {
+    size_t count;
+    float p;
+    dt_dropout_key key;
+    float *x, *dx, *out, *r;
+} dropout_ctx;
+
+static double dropout_fwd(void *p) {
+    dropout_ctx *c = p;
+    dt_dropout_forward(c->out, c->x, c->count, c->p, c->key);
+    return dot(c->out, c->r, c->count);
+}
+
+static void dropout_bwd(void *p) {
+    dropout_ctx *c = p;
+    dt_dropout_backward(c->dx, c->r, c->count, c->p, c->key);
+}
+
+/* With its key fixed the mask is fixed, so backward must match FD exactly. */
+static void test_dropout_grad_matches_fd(void **state) {
+    (void)state;
+    dropout_ctx c = {.count = 300, .p = 0.4f, .key = {5, 2, 7u << 20}};
+    c.x = test_alloc(4 * c.count), c.dx = test_alloc(4 * c.count);
+    c.out = test_alloc(4 * c.count), c.r = test_alloc(4 * c.count);
+    fill_uniform(c.x, c.count, 61, -1, 1);
+    fill_uniform(c.r, c.count, 62, -1, 1);
+    layer_case lc = {&c, dropout_fwd, dropout_bwd, {{"input", c.x, c.dx, c.count}}, 1, 1e-2f};
+    check_case(&lc, 1000, 1e-3);
+    free(c.x), free(c.dx), free(c.out), free(c.r);
+}
+
+/* PyTorch's statistics: a fraction p zeroed, the rest scaled by exactly 1/(1-p); the
+ * same key repeats, another counter gives another mask. */
+static void test_dropout_zeroes_p_and_scales_the_rest(void **state) {
+    (void)state;
+    const size_t count = 200000;
+    const float ps[3] = {0.5f, 0.2f, 0.9f};
+    float *x = test_alloc(4 * count), *y = test_alloc(4 * count), *y2 = test_alloc(4 * count);
+    for (size_t i = 0; i < count; i++) x[i] = 1.0f + (float)(i % 7);
+    for (int k = 0; k < 3; k++) {
+        const float p = ps[k], scale = 1.0f / (1.0f - p);
+        dt_dropout_key key = {3, 1, 0};
+        dt_dropout_forward(y, x, count, p, key);
+        size_t zeros = 0, differ = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (y[i] == 0.0f)
+                zeros++;
+            else
+                assert_true(y[i] == x[i] * scale);
+        }
+        const double frac = (double)zeros / count, sd = sqrt(p * (1.0 - p) / count);
+        print_message("dropout p=%.2f: %.4f zeroed (5 sd = %.4f)\n", p, frac, 5 * sd);
+        assert_true(fabs(frac - p) < 5 * sd);
+        dt_dropout_forward(y2, x, count, p, key);
+        assert_memory_equal(y, y2, 4 * count);
+        key.counter = (uint64_t)1 << 40; /* the next training step */
+        dt_dropout_forward(y2, x, count, p, key);
+        for (size_t i = 0; i < count; i++) differ += (y[i] == 0.0f) != (y2[i] == 0.0f);
+        /* independent masks disagree with probability 2p(1-p) */
+        assert_true(fabs((double)differ / count - 2 * p * (1 - p)) < 0.01);
+    }
+    free(x), free(y), free(y2);
+}
+
+/* The op: a training forward drops and the next one draws a new mask; eval is the
+ * identity and so is p = 0. (That backward uses the forward's mask is checked through
+ * whole models in test_model_grad.) */
+static void test_dropout_op_trains_and_evaluates_as_pytorch(void **state) {
+    (void)state;
+    enum { N = 4, F = 4096 };
+    const float ps[2] = {0.5f, 0.0f};
+    for (int k = 0; k < 2; k++) {
+        dt_model m;
+        dt_error err;
+        dt_model_init_empty(&m, "drop", F);
+        int x = dt_model_input(&m, F, 1, 1);
+        if (dt_model_dropout(&m, x, ps[k]) < 0 || dt_model_alloc(&m, N, &err))
+            fail_msg("%s", m.build_failed ? m.build_error.msg : err.msg);
+        m.dropout_seed = 11;
+        float *in = dt_model_input_data(&m);
+        fill_uniform(in, (size_t)N * F, 71, 0.5f, 1.5f);
+        float *first = test_alloc(4 * N * F);
+        dt_model_forward(&m, N);
+        memcpy(first, dt_model_logits(&m), 4 * N * F);
+        size_t zeros = 0;
+        for (int i = 0; i < N * F; i++) zeros += first[i] == 0.0f;
+        if (ps[k] == 0.0f)
+            assert_memory_equal(first, in, 4 * N * F);
+        else
+            assert_true(zeros > N * F * 0.45 && zeros < N * F * 0.55);
+        dt_model_forward(&m, N); /* the next step: another mask */
+        if (ps[k] > 0.0f) assert_memory_not_equal(first, dt_model_logits(&m), 4 * N * F);
+        m.training = 0;
+        dt_model_forward(&m, N);
+        assert_memory_equal(dt_model_logits(&m), in, 4 * N * F);
+        free(first);
+        dt_model_free(&m);
+    }
+}
+
 /* ---- softmax cross-entropy ---- */
 typedef struct {
     int n, classes;
@@ -413,11 +661,20 @@ int main(void) {
         cmocka_unit_test(test_conv2d_grad_matches_fd),
         cmocka_unit_test(test_batchnorm2d_grad_matches_fd),
         cmocka_unit_test(test_batchnorm2d_running_stats_are_unbiased),
+        cmocka_unit_test(test_batchnorm2d_op_uses_its_eps),
         cmocka_unit_test(test_relu_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
+        cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
+        cmocka_unit_test(test_pool2d_out_size_follows_pytorch),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
+        cmocka_unit_test(test_adaptive_avgpool2d_grad_matches_fd),
+        cmocka_unit_test(test_adaptive_avgpool2d_cells_follow_pytorch),
         cmocka_unit_test(test_residual_add_grad_matches_fd),
         cmocka_unit_test(test_shortcut_pad_grad_matches_fd),
+        cmocka_unit_test(test_concat_grad_matches_fd),
+        cmocka_unit_test(test_dropout_grad_matches_fd),
+        cmocka_unit_test(test_dropout_zeroes_p_and_scales_the_rest),
+        cmocka_unit_test(test_dropout_op_trains_and_evaluates_as_pytorch),
         cmocka_unit_test(test_cross_entropy_grad_matches_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

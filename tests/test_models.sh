@@ -24,8 +24,13 @@ if names[:9] != ["logreg", "mlp", "lenet5", "resnet18", "lenet_cifar", "resnet20
     problems.append("models out of zoo order: %s" % names)
 want = {"lenet5": (61706, [1, 28, 28], False), "resnet18": (11173962, [3, 32, 32], False),
         "lenet_cifar": (62006, [3, 32, 32], False), "resnet20": (269722, [3, 32, 32], True),
-        "resnet56": (853018, [3, 32, 32], True)}
+        "resnet56": (853018, [3, 32, 32], True),
+        "alexnet": (61100840, [3, 224, 224], True), "vgg16": (138357544, [3, 224, 224], True),
+        "vgg16_bn": (138365992, [3, 224, 224], True),
+        "resnet50": (25557032, [3, 224, 224], True), "googlenet": (6624904, [3, 224, 224], True)}
 for r in rows:
+    if r["model"] in want and r["classes"] != (1000 if r["input"][1] == 224 else 10):
+        problems.append("%s: %s classes" % (r["model"], r["classes"]))
     if r["model"] in want and (r["params"], r["input"], r["any_input"]) != want[r["model"]]:
         problems.append("%s: %s" % (r["model"], r))
     if not r["flops"] > 0:

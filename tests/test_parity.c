@@ -1,6 +1,8 @@
 /* Parity with PyTorch: fixtures made by scripts/make_fixtures.py hold initial weights,
  * two batches, the losses, step-1 gradients and the state after two SGD steps.
- * dtrain must reproduce loss and parameters within 1e-4 relative error.
+ * dtrain must reproduce loss and parameters within 1e-4 relative error, gradients
+ * within 1e-2 (where the fixture carries PyTorch's own float32 errors, badly
+ * conditioned nets, a multiple of those).
  *
  *   test_parity                 runs the committed fixtures ($DT_FIXTURES)
  *   test_parity FILE            runs one fixture (used for full-width resnet18) */
@@ -60,11 +62,23 @@ static void run_fixture_with(const char *path, dt_conv_backend backend) {
      * implementation, so gradients may differ by twice what torch itself shows. */
     const char *torch_grad = dt_safetensors_meta(&st, "torch_f32_grad_err");
     const char *torch_state = dt_safetensors_meta(&st, "torch_f32_state_err");
+    const char *torch_loss = dt_safetensors_meta(&st, "torch_f32_loss_err");
     double grad_tol = torch_grad ? fmax(1e-2, 2.0 * atof(torch_grad)) : 1e-2;
-    const double param_tol = 1e-4, loss_tol = 1e-4;
+    /* The narrow BatchNorm ImageNet fixtures: torch's own float32 losses are up to 4e-4
+     * off after two steps (make_fixtures.py); allow 5x that, as for the state below. */
+    const double param_tol = 1e-4,
+                 loss_tol = torch_loss ? fmax(1e-4, 5.0 * atof(torch_loss)) : 1e-4;
     dt_model_spec spec;
     assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
     if (width && atoi(width) > 0) spec.width = atoi(width);
+    /* The ImageNet fixtures: a small input and 10 classes, dropout off on both sides
+     * (PyTorch's dropout masks come from its own RNG). */
+    const char *input = dt_safetensors_meta(&st, "input");
+    const char *classes = dt_safetensors_meta(&st, "classes");
+    const char *no_dropout = dt_safetensors_meta(&st, "no_dropout");
+    if (input) assert_int_equal(sscanf(input, "%dx%dx%d", &spec.in_c, &spec.in_h, &spec.in_w), 3);
+    if (classes) spec.classes = atoi(classes);
+    if (no_dropout) spec.no_dropout = atoi(no_dropout);
     dt_model m;
     dt_sgd opt;
     if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
@@ -90,13 +104,30 @@ static void run_fixture_with(const char *path, dt_conv_backend backend) {
         assert_true(loss_err <= loss_tol);
         dt_model_backward(&m, labels, batch);
         if (step == 1) {
+            /* A tensor holding less than 1e-4 of the whole gradient's norm is compared at
+             * that scale (as make_fixtures.py measures torch): a conv bias in front of
+             * BatchNorm (vgg16_bn) has a zero gradient in exact arithmetic, and float32
+             * gives rounding, relatively huge. Larger tensors: plain relative error. */
+            double whole2 = 0.0;
             for (int i = 0; i < m.n_tensors; i++) {
                 const dt_tensor_entry *t = &m.tensors[i];
                 if (!t->is_param) continue;
                 snprintf(key, sizeof key, "grad.%s", t->name);
                 if (dt_safetensors_get_f32(&st, key, t->ndim, t->shape, ref, &err))
                     fail_msg("%s", err.msg);
-                double e = rel_error(m.grads + t->offset, ref, t->numel);
+                for (size_t k = 0; k < t->numel; k++) whole2 += (double)ref[k] * ref[k];
+            }
+            const double floor = 1e-4 * sqrt(whole2);
+            for (int i = 0; i < m.n_tensors; i++) {
+                const dt_tensor_entry *t = &m.tensors[i];
+                if (!t->is_param) continue;
+                snprintf(key, sizeof key, "grad.%s", t->name);
+                if (dt_safetensors_get_f32(&st, key, t->ndim, t->shape, ref, &err))
+                    fail_msg("%s", err.msg);
+                double norm2 = 0.0;
+                for (size_t k = 0; k < t->numel; k++) norm2 += (double)ref[k] * ref[k];
+                double e = rel_error(m.grads + t->offset, ref, t->numel) * sqrt(norm2) /
+                           fmax(sqrt(norm2), floor);
                 if (e > worst_grad) worst_grad = e;
                 /* Gradients are compared looser than parameters: a bias gradient is a
                  * sum over a channel that BatchNorm makes nearly cancel. */
@@ -179,6 +210,34 @@ static void test_resnet20_narrow_matches_pytorch(void **state) {
     run_committed("resnet20_w4.safetensors");
 }
 
+/* torchvision's ImageNet models, narrow, at their smallest inputs (alexnet 63x63, the
+ * others 32x32: vgg's adaptive pool then repeats a 1x1 map to 7x7, googlenet's
+ * ceil-mode pools keep partial windows), 10 classes. */
+static void test_alexnet_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("alexnet_w1.safetensors");
+}
+
+static void test_vgg16_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("vgg16_w1.safetensors");
+}
+
+static void test_vgg16_bn_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("vgg16_bn_w1.safetensors");
+}
+
+static void test_resnet50_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("resnet50_w2.safetensors");
+}
+
+static void test_googlenet_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("googlenet_w4.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -195,6 +254,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_lenet_cifar_matches_pytorch),
         cmocka_unit_test(test_resnet20_narrow_matches_pytorch),
+        cmocka_unit_test(test_alexnet_narrow_matches_pytorch),
+        cmocka_unit_test(test_vgg16_narrow_matches_pytorch),
+        cmocka_unit_test(test_vgg16_bn_narrow_matches_pytorch),
+        cmocka_unit_test(test_resnet50_narrow_matches_pytorch),
+        cmocka_unit_test(test_googlenet_narrow_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@ typedef enum dt_init {
                                conv/linear weights (kaiming-uniform, a = sqrt(5)) and biases */
     DT_INIT_ONES,
     DT_INIT_ZEROS,
+    DT_INIT_NORMAL, /* N(0, std^2): torchvision's schemes (kaiming-normal, N(0, 0.01)) */
 } dt_init;
 
 /* A named tensor of the state dict: a parameter (in params/grads) or a buffer. */
@@ -34,6 +35,7 @@ typedef struct dt_tensor_entry {
     int is_param;
     dt_init init;
     int fan_in;
+    float std; /* DT_INIT_NORMAL */
 } dt_tensor_entry;
 
 typedef struct dt_value {
@@ -50,13 +52,21 @@ typedef struct dt_storage {
     float *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
+/* The most inputs a concat joins (GoogLeNet's inception: 4). */
+enum { DT_OP_MAX_INPUTS = 8 };
+
 /* One op of the graph; what it does is its kind's row of the op table (op.h). */
 typedef struct dt_op {
     dt_op_kind kind;
     char name[80]; /* state-dict prefix, e.g. "layer1.0.conv1" */
     int in, in2, out;
+    int ins[DT_OP_MAX_INPUTS]; /* concat: every input in order (ins[0] = in, ins[1] = in2) */
+    int n_ins;
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
     int kernel, stride, pad;
+    int ceil_mode;               /* maxpool: PyTorch's ceil_mode */
+    float eps;                   /* batchnorm: added to the variance */
+    float p;                     /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
     void *state; /* owned by the op's row: e.g. maxpool's argmax, conv2d's exec plan */
 } dt_op;
@@ -65,7 +75,12 @@ typedef struct dt_model {
     char name[32];
     int classes;
     int max_batch;
-    int training;                 /* 1: BatchNorm uses batch statistics and updates running stats */
+    int training; /* 1: BatchNorm uses batch statistics and updates running stats, dropout drops */
+    /* Dropout's masks: element i of op k in the t-th training forward is dropped by
+     * the counter-based RNG at (dropout_seed, stream k, counter t * 2^40 + i), so runs
+     * repeat and successive steps differ. dt_model_forward counts training forwards. */
+    uint64_t dropout_seed;
+    uint64_t dropout_calls;
     dt_conv_backend conv_backend; /* set before dt_model_alloc; picks the exec context */
 
     dt_tensor_entry *tensors;
@@ -109,10 +124,22 @@ int dt_model_input(dt_model *m, int c, int h, int w);
 int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
                     int pad, int bias);
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
-int dt_model_batchnorm2d(dt_model *m, const char *name, int in);
+int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
+int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
 int dt_model_relu(dt_model *m, int in); /* in place */
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
+/* PyTorch's MaxPool2d(kernel, stride, padding, ceil_mode): padding counts as -inf,
+ * pad <= kernel / 2; ceil_mode keeps a last window that starts inside the input. */
+int dt_model_maxpool2d_padded(dt_model *m, int in, int kernel, int stride, int pad, int ceil_mode);
 int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride);
+/* AdaptiveAvgPool2d((h_out, w_out)): output cell i averages input rows
+ * floor(i*h/h_out) .. ceil((i+1)*h/h_out) - 1, and the same for columns. */
+int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out);
+/* Dropout(p) as PyTorch: in training, zero with probability p and scale the kept by
+ * 1/(1-p); in eval, the identity. 0 <= p <= 1. */
+int dt_model_dropout(dt_model *m, int in, float p);
+/* torch.cat(ins, dim=1): channels of the inputs, in order; their maps must agree. */
+int dt_model_concat(dt_model *m, const int *ins, int count);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
 int dt_model_add(dt_model *m, int a, int b);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels

@@ -1,5 +1,6 @@
-/* Max and average pooling over square windows, NCHW, no padding, floor mode
- * (PyTorch defaults). Max pooling saves the argmax for backward. */
+/* Max and average pooling over square windows, NCHW. Average pooling: no padding,
+ * floor mode (PyTorch defaults). Max pooling also takes PyTorch's padding (as -inf)
+ * and ceil_mode, and saves the argmax for backward. */
 #ifndef DTRAIN_POOL2D_H
 #define DTRAIN_POOL2D_H
 
@@ -9,13 +10,25 @@ static inline int dt_pool2d_out_size(int in, int kernel, int stride) {
     return (in - kernel) / stride + 1;
 }
 
+/* PyTorch's pooling_output_shape: in ceil mode a last partial window counts if it
+ * starts inside the input or its left padding. Below 1: the window does not fit. */
+static inline int dt_pool2d_out_size_padded(int in, int kernel, int stride, int pad,
+                                            int ceil_mode) {
+    int span = in + 2 * pad - kernel + (ceil_mode ? stride - 1 : 0);
+    if (span < 0) return 0;
+    int out = span / stride + 1;
+    if (ceil_mode && (out - 1) * stride >= in + pad) out--;
+    return out;
+}
+
 void dt_maxpool2d_forward(float *out,      /* [n, c, ho, wo] */
                           int32_t *argmax, /* [n, c, ho, wo] index into the input plane */
                           const float *in, /* [n, c, h, w] */
-                          int n, int c, int h, int w, int kernel, int stride);
+                          int n, int c, int h, int w, int kernel, int stride, int pad,
+                          int ceil_mode);
 /* Accumulates (+=) into din. */
 void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
-                           int h, int w, int kernel, int stride);
+                           int h, int w, int kernel, int stride, int pad, int ceil_mode);
 
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride);

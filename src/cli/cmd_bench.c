@@ -154,13 +154,13 @@ int cmd_bench(int argc, char **argv) {
             fwd[m.ops[i].kind] += m.op_forward_s[i];
             bwd[m.ops[i].kind] += m.op_backward_s[i];
         }
-        fprintf(stderr, "%-12s %12s %12s   (ms per step, mean of %ld)\n", "layer", "forward",
+        fprintf(stderr, "%-18s %12s %12s   (ms per step, mean of %ld)\n", "layer", "forward",
                 "backward", steps);
         for (int k = 0; k < DT_OP_COUNT; k++)
             if (fwd[k] + bwd[k] > 0)
-                fprintf(stderr, "%-12s %12.2f %12.2f\n", dt_op_kind_name((dt_op_kind)k),
+                fprintf(stderr, "%-18s %12.2f %12.2f\n", dt_op_kind_name((dt_op_kind)k),
                         1e3 * fwd[k] / steps, 1e3 * bwd[k] / steps);
-        fprintf(stderr, "%-12s %12.2f\n", "sgd", 1e3 * t_sgd / steps);
+        fprintf(stderr, "%-18s %12.2f\n", "sgd", 1e3 * t_sgd / steps);
     }
     free(labels);
     free(times);

@@ -97,8 +97,9 @@ void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const flo
     }
 }
 
-/* The op in the model graph, with PyTorch's default momentum and eps. Its state is
- * the batch statistics that forward saves for backward. */
+/* The op in the model graph, with PyTorch's default momentum and the op's eps (1e-5
+ * unless built otherwise). Its state is the batch statistics that forward saves for
+ * backward. */
 
 typedef struct batchnorm2d_saved {
     float *mean, *invstd; /* [c] */
@@ -135,7 +136,7 @@ static void batchnorm2d_op_free(dt_model *m, dt_op *op) {
 }
 
 static void batchnorm2d_op_forward(dt_model *m, dt_op *op, int n) {
-    const float momentum = 0.1f, eps = 1e-5f;
+    const float momentum = 0.1f, eps = op->eps;
     const dt_value *x = &m->values[op->in];
     float *in = dt_model_value_data(m, op->in), *out = dt_model_value_data(m, op->out);
     if (m->training) {

@@ -1,6 +1,7 @@
 #include "dtrain/model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +163,17 @@ int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
 }
 
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
+    return dt_model_batchnorm2d_eps(m, name, in, 1e-5f);
+}
+
+int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
     if (!valid_value(m, in)) return -1;
+    if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
     dt_value x = m->values[in];
     int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
     dt_op *op = new_op(m, DT_OP_BATCHNORM2D, name, in, -1, out);
     if (!op) return -1;
+    op->eps = eps;
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, 1, &x.c);
     op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, 1, &x.c);
     op->running_mean = new_tensor(m, name, "running_mean", 0, DT_INIT_ZEROS, 0, 1, &x.c);
@@ -181,26 +188,101 @@ int dt_model_relu(dt_model *m, int in) {
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
-static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride) {
+/* The first error, formatted, as build_fail records it. */
+static int build_failf(dt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int build_failf(dt_model *m, const char *fmt, ...) {
+    if (!m->build_failed) {
+        char msg[sizeof m->build_error.msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        build_fail(m, "%s", msg);
+    }
+    return -1;
+}
+
+static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
+                int ceil_mode) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    if (kernel < 1 || stride < 1 || kernel > x.h || kernel > x.w)
-        return build_fail(m, "model %s: pooling window does not fit its input", m->name);
-    int ho = dt_pool2d_out_size(x.h, kernel, stride), wo = dt_pool2d_out_size(x.w, kernel, stride);
+    if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2)
+        return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
+                           m->name, kernel, kernel, stride, pad);
+    int ho = dt_pool2d_out_size_padded(x.h, kernel, stride, pad, ceil_mode),
+        wo = dt_pool2d_out_size_padded(x.w, kernel, stride, pad, ceil_mode);
+    if (ho < 1 || wo < 1)
+        return build_failf(m, "model %s: a %dx%d pooling window does not fit its %dx%d input",
+                           m->name, kernel, kernel, x.h, x.w);
     int out = new_value(m, new_storage(m, (size_t)x.c * ho * wo), x.c, ho, wo);
     dt_op *op = new_op(m, kind, NULL, in, -1, out);
     if (!op) return -1;
     op->kernel = kernel;
     op->stride = stride;
+    op->pad = pad;
+    op->ceil_mode = ceil_mode;
     return out;
 }
 
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride) {
-    return pool(m, DT_OP_MAXPOOL2D, in, kernel, stride);
+    return pool(m, DT_OP_MAXPOOL2D, in, kernel, stride, 0, 0);
+}
+
+int dt_model_maxpool2d_padded(dt_model *m, int in, int kernel, int stride, int pad, int ceil_mode) {
+    return pool(m, DT_OP_MAXPOOL2D, in, kernel, stride, pad, ceil_mode != 0);
 }
 
 int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride) {
-    return pool(m, DT_OP_AVGPOOL2D, in, kernel, stride);
+    return pool(m, DT_OP_AVGPOOL2D, in, kernel, stride, 0, 0);
+}
+
+int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out) {
+    if (!valid_value(m, in)) return -1;
+    dt_value x = m->values[in];
+    if (h_out < 1 || w_out < 1)
+        return build_failf(m, "model %s: adaptive pooling to %dx%d", m->name, h_out, w_out);
+    int out = new_value(m, new_storage(m, (size_t)x.c * h_out * w_out), x.c, h_out, w_out);
+    return new_op(m, DT_OP_ADAPTIVE_AVGPOOL2D, NULL, in, -1, out) ? out : -1;
+}
+
+int dt_model_dropout(dt_model *m, int in, float p) {
+    if (!valid_value(m, in)) return -1;
+    if (!(p >= 0.0f && p <= 1.0f))
+        return build_failf(m, "model %s: dropout probability %g is not in [0, 1]", m->name,
+                           (double)p);
+    dt_value x = m->values[in];
+    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    dt_op *op = new_op(m, DT_OP_DROPOUT, NULL, in, -1, out);
+    if (!op) return -1;
+    op->p = p;
+    return out;
+}
+
+int dt_model_concat(dt_model *m, const int *ins, int count) {
+    if (count < 1 || count > DT_OP_MAX_INPUTS)
+        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
+                           DT_OP_MAX_INPUTS);
+    int c = 0;
+    for (int k = 0; k < count; k++) {
+        if (!valid_value(m, ins[k])) return -1;
+        dt_value x = m->values[ins[k]], x0 = m->values[ins[0]];
+        if (x.h != x0.h || x.w != x0.w)
+            return build_failf(m, "model %s: concat of %dx%d and %dx%d maps", m->name, x0.h, x0.w,
+                               x.h, x.w);
+        c += x.c;
+    }
+    const int h = m->values[ins[0]].h, w = m->values[ins[0]].w;
+    int out = new_value(m, new_storage(m, (size_t)c * h * w), c, h, w);
+    dt_op *op = new_op(m, DT_OP_CONCAT, NULL, ins[0], count > 1 ? ins[1] : -1, out);
+    if (!op) return -1;
+    /* new_op marked in and in2 as read here; the other inputs too, for the gradient
+     * buffers' live ranges */
+    for (int k = 0; k < count; k++) {
+        op->ins[k] = ins[k];
+        m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
+    }
+    op->n_ins = count;
+    return out;
 }
 
 int dt_model_flatten(dt_model *m, int in) {
@@ -379,6 +461,9 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
             case DT_INIT_ZEROS:
                 data[k] = 0.0f;
                 break;
+            case DT_INIT_NORMAL:
+                data[k] = t->std * dt_rng_normal(&rng);
+                break;
             }
         }
     }
@@ -411,6 +496,7 @@ int dt_model_enable_profile(dt_model *m, dt_error *err) {
 }
 
 void dt_model_forward(dt_model *m, int n) {
+    if (m->training) m->dropout_calls++; /* a new mask for every training forward */
     for (int i = 0; i < m->n_ops; i++) {
         double t0 = m->op_forward_s ? dt_now() : 0.0;
         dt_op *op = &m->ops[i];

@@ -11,6 +11,9 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_AVGPOOL2D] = &dt_avgpool2d_op,
     [DT_OP_ADD] = &dt_add_op,
     [DT_OP_SHORTCUT_PAD] = &dt_shortcut_pad_op,
+    [DT_OP_DROPOUT] = &dt_dropout_op,
+    [DT_OP_CONCAT] = &dt_concat_op,
+    [DT_OP_ADAPTIVE_AVGPOOL2D] = &dt_adaptive_avgpool2d_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 

@@ -11,15 +11,18 @@ static inline int takes_over(float x, float v) {
 }
 
 void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
-                          int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
+                          int kernel, int stride, int pad, int ceil_mode) {
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+    /* every window inside the input: the 2x2 path needs no bounds */
+    const int inside =
+        pad == 0 && (ho - 1) * stride + kernel <= h && (wo - 1) * stride + kernel <= w;
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         const float *x = in + (size_t)plane * h * w;
         float *y = out + (size_t)plane * ho * wo;
         int32_t *am = argmax + (size_t)plane * ho * wo;
-        if (kernel == 2 && stride == 2) { /* the common case, branch-free */
+        if (kernel == 2 && stride == 2 && inside) { /* the common case, branch-free */
             for (int oy = 0; oy < ho; oy++) {
                 const float *r0 = x + (size_t)(2 * oy) * w, *r1 = r0 + w;
                 for (int ox = 0; ox < wo; ox++) {
@@ -35,17 +38,21 @@ void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, i
             }
             continue;
         }
+        /* The window clipped to the input (padding is -inf, never the maximum; every
+         * window holds at least one input pixel). Unclipped, this is the plain scan. */
         for (int oy = 0; oy < ho; oy++) {
-            const int y0 = oy * stride;
+            const int y0 = oy * stride - pad;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
             for (int ox = 0; ox < wo; ox++) {
-                int best = y0 * w + ox * stride;
+                const int x0 = ox * stride - pad;
+                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                int best = ya * w + xa;
                 float v = x[best];
-                for (int i = 0; i < kernel; i++) {
-                    const int row = (y0 + i) * w + ox * stride;
-                    for (int j = 0; j < kernel; j++) {
-                        if (takes_over(x[row + j], v)) {
-                            v = x[row + j];
-                            best = row + j;
+                for (int i = ya; i < yb; i++) {
+                    for (int j = xa; j < xb; j++) {
+                        if (takes_over(x[i * w + j], v)) {
+                            v = x[i * w + j];
+                            best = i * w + j;
                         }
                     }
                 }
@@ -57,9 +64,9 @@ void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, i
 }
 
 void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
-                           int h, int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
+                           int h, int w, int kernel, int stride, int pad, int ceil_mode) {
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         float *dx = din + (size_t)plane * h * w;
@@ -132,7 +139,7 @@ static void maxpool2d_op_free(dt_model *m, dt_op *op) {
 static void maxpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     dt_maxpool2d_forward(dt_model_value_data(m, op->out), op->state, dt_model_value_data(m, op->in),
-                         n, x->c, x->h, x->w, op->kernel, op->stride);
+                         n, x->c, x->h, x->w, op->kernel, op->stride, op->pad, op->ceil_mode);
 }
 
 static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
@@ -140,7 +147,7 @@ static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     float *din = dt_model_value_grad(m, op->in);
     if (din)
         dt_maxpool2d_backward(din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h, x->w,
-                              op->kernel, op->stride);
+                              op->kernel, op->stride, op->pad, op->ceil_mode);
 }
 
 const dt_op_class dt_maxpool2d_op = {

@@ -75,12 +75,14 @@ static const dt_train_flag flags[] = {
     {.name = "model",
      .value = "M",
      STRING_ROW(model),
-     .help = "logreg | mlp | lenet5 | resnet18 (default lenet5)"},
+     .help = "a zoo model: lenet5 (default), resnet20, alexnet, resnet50, ...\n"
+             "(dtrain models lists them all)"},
     {.name = "width",
      .value = "W",
      INT_ROW(width, 1, 1024),
-     .help = "a ResNet's stem channels (default 64 for resnet18, 16 for\n"
-             "resnet20..56; smaller = narrower)"},
+     .help = "the first conv's channels, the rest scaled alike (default\n"
+             "64 for resnet18 and the ImageNet models, 16 for resnet20..56;\n"
+             "smaller = narrower)"},
     {.name = "data",
      .value = "SPEC",
      STRING_ROW(data),

@@ -14,6 +14,7 @@
 #include "dtrain/dataset.h"
 #include "dtrain/evaluate.h"
 #include "dtrain/loader.h"
+#include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
 #include "dtrain/sync.h"
@@ -81,6 +82,10 @@ static int open_data(trainer *t, dt_error *err) {
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
+/* The RNG stream of the dropout seed of rank 0 (rank r: + r), apart from the tensors'
+ * initialisation streams (0 .. tensors - 1). */
+#define DROPOUT_STREAM 0xd0d0000000000000ULL
+
 static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
@@ -89,6 +94,10 @@ static int setup(trainer *t, dt_error *err) {
         dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
+    /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
+     * different units, as independent replicas would. */
+    dt_rng dropout_rng = dt_rng_make(cfg->seed, DROPOUT_STREAM + (uint64_t)w->rank);
+    t->state.model.dropout_seed = dt_rng_next_u64(&dropout_rng);
     t->labels = malloc(sizeof(int32_t) * (size_t)cfg->batch_size);
     if (!t->labels) return dt_error_set(err, "out of memory for the labels");
     dt_transform_init(&t->train_tf, &t->train, cfg->augment < 0 ? t->train.augment : cfg->augment,
