@@ -46,7 +46,7 @@ near() { # a b rel: |a - b| <= rel * |b|
 }
 for k in 0 1 2; do
     got=$(sed -n "s/^    held out  resnet56 *b$k [^ ]* predicted \([^ ]*\) .*/\1/p" "$tmp/held")
-    eval "want=\$w$k"
+    case $k in 0) want=$w0 ;; 1) want=$w1 ;; *) want=$w2 ;; esac
     check "held-out resnet56 b$k: fit-jobs $got, by hand $want" near "${got:-nan}" "$want" 1e-5
 done
 row=$(grep '^  resnet56 *held out' "$tmp/held")
