@@ -117,6 +117,13 @@ printf '{"event":"run","steps_per_epoch":4}\n{"event":"step","rank":0,"epoch":0,
 expect "NaN loss in a log" "is not a finite number" "$DTRAIN" fit-loss "$tmp/nan.jsonl"
 printf 'name,depth,b0,b1\nA,5,0.1,0.5\n' >"$tmp/jobs.csv"
 expect "jobs CSV without b2" "missing column 'b2'" "$DTRAIN" fit-jobs "$tmp/jobs.csv"
+printf '# comment\nname,depth,b0,b1,b2\nA,20,0.1,0.5,0.2\nB,32,0.08,0.6,0.2\n' >"$tmp/jobs2.csv"
+expect "fit-jobs unknown feature" "--features: no column 'width'" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --features width
+expect "fit-jobs b0 as a feature" "--features: not a feature: 'b0'" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --features depth,b0
+expect "fit-jobs unknown hold-out" "--hold-out: no job 'C'" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --hold-out C
+expect "fit-jobs too few after hold-out" "too few jobs to fit (1; need 2) (after --hold-out)" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --hold-out B
+expect "fit-jobs bad predict" "--predict expects numbers separated by commas" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --predict 5x
+expect "fit-jobs bad target" "--target-loss must be between" "$DTRAIN" fit-jobs "$tmp/jobs2.csv" --target-loss 0
 printf 'name,remaining_steps,batch,theta0,theta1,theta2,theta3,theta4\nA,100,128,1,1,1,0,0\nB,100,128,1,1,1,0,0\n' >"$tmp/alloc.csv"
 expect "budget too small" "cannot give each of 2 jobs a worker and a server" "$DTRAIN" allocate "$tmp/alloc.csv" --budget 3
 expect "bad theta" "--theta expects 5 non-negative numbers" "$DTRAIN" predict --theta 1,2

@@ -1,17 +1,21 @@
 /* The performance model: NNLS on textbook problems, the loss-curve fit recovering known
- * parameters from noisy curves, the speed fit recovering known thetas, and the
- * textbook prediction exercise's optimum. */
+ * parameters from noisy curves, the speed fit recovering known thetas, the textbook
+ * prediction exercise's optimum, and across jobs: ridge regression, the regression of
+ * whole curves predicting a held-out job, the jobs CSV and saved loss fits. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "dtrain/fitfile.h"
 #include "dtrain/jobs.h"
 #include "dtrain/nnls.h"
+#include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
 #include "dtrain/rng.h"
 
@@ -139,6 +143,129 @@ static void test_ridge_recovers_a_linear_relation(void **state) {
     assert_int_equal(dt_ridge_fit(x, y, 1, 2, 1.0, &m, &err), -1); /* too few jobs */
 }
 
+static void test_loss_step_observed_is_the_first_below_target(void **state) {
+    (void)state;
+    const double k[5] = {10, 20, 30, 40, 50}, l[5] = {1.0, 0.6, 0.45, 0.5, 0.3};
+    assert_float_equal(dt_loss_step_observed(k, l, 5, 0.5), 30, 0);  /* not 40 */
+    assert_float_equal(dt_loss_step_observed(k, l, 5, 0.45), 30, 0); /* <= */
+    assert_float_equal(dt_loss_step_observed(k, l, 5, 1.0), 10, 0);
+    assert_float_equal(dt_loss_step_observed(k, l, 5, 0.29), -1, 0); /* never */
+}
+
+/* Jobs whose b's are exact linear functions of depth: trained on three, the model
+ * predicts the fourth's b's and steps to a target exactly (least squares), in the
+ * features' own units too; leave-one-out covers the trained jobs only. */
+static void test_curve_model_predicts_a_held_out_job(void **state) {
+    (void)state;
+    const double depth[4] = {20, 32, 44, 56};
+    double b[12];
+    for (int i = 0; i < 4; i++) {
+        b[3 * i] = 0.006 - 5e-5 * depth[i];
+        b[3 * i + 1] = 0.4 + 0.01 * depth[i];
+        b[3 * i + 2] = 0.25 - 0.001 * depth[i];
+    }
+    const int train[4] = {1, 1, 1, 0};
+    dt_curve_model m;
+    dt_error err;
+    if (dt_curve_model_fit(depth, b, train, 4, 1, 0.0, &m, &err)) fail_msg("%s", err.msg);
+    dt_loss_fit c = dt_curve_model_predict(&m, &depth[3]);
+    assert_float_equal(c.b0, b[9], 1e-12);
+    assert_float_equal(c.b1, b[10], 1e-12);
+    assert_float_equal(c.b2, b[11], 1e-12);
+    const dt_loss_fit truth = {b[9], b[10], b[11], 0};
+    assert_float_equal(dt_loss_step_for_target(&c, 0.3), dt_loss_step_for_target(&truth, 0.3),
+                       1e-6);
+    double coef;
+    assert_float_equal(dt_ridge_unscaled(&m.b[1], &coef), 0.4, 1e-12);
+    assert_float_equal(coef, 0.01, 1e-12);
+    /* a penalty shrinks the slope: the extrapolation moves towards the trained mean */
+    dt_curve_model shrunk;
+    assert_int_equal(dt_curve_model_fit(depth, b, train, 4, 1, 1.0, &shrunk, &err), 0);
+    dt_ridge_unscaled(&shrunk.b[1], &coef);
+    assert_true(coef > 0 && coef < 0.01);
+    /* leave-one-out over the trained rows: each from the other two, exact; the
+     * held-out row is not among them */
+    dt_loss_fit pred[4];
+    int ok[4];
+    assert_int_equal(dt_curve_model_leave_one_out(depth, b, train, 4, 1, 0.0, pred, ok, &err), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ok[i], 1);
+        assert_float_equal(pred[i].b0, b[3 * i], 1e-12);
+        assert_float_equal(pred[i].b2, b[3 * i + 2], 1e-12);
+    }
+    assert_int_equal(ok[3], 0);
+    /* two trained rows leave one for each leave-one-out fit: none can be made */
+    const int two[4] = {1, 0, 1, 0};
+    assert_int_equal(dt_curve_model_leave_one_out(depth, b, two, 4, 1, 0.0, pred, ok, &err), 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(ok[i], 0);
+    const int one[4] = {0, 0, 1, 0};
+    assert_int_equal(dt_curve_model_fit(depth, b, one, 4, 1, 0.0, &m, &err), -1);
+    assert_non_null(strstr(err.msg, "too few jobs"));
+    /* NULL: every row */
+    assert_int_equal(dt_curve_model_fit(depth, b, NULL, 4, 1, 0.0, &m, &err), 0);
+    assert_float_equal(dt_curve_model_predict(&m, &depth[0]).b1, b[1], 1e-12);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_job_table_skips_comments(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/dtrain_jobs_%ld.csv", (long)getpid());
+    write_text(path, "# made by a script\n# at commit abc\nname,depth,b0\nr20,20,0.5\n"
+                     "# between rows\n\nr56,56,0.25\n");
+    static dt_job_table t;
+    dt_error err;
+    if (dt_job_table_read(path, &t, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(t.n_cols, 3);
+    assert_string_equal(t.header[1], "depth");
+    assert_int_equal(t.n_rows, 2);
+    assert_string_equal(t.names[1], "r56");
+    assert_float_equal(t.v[1][dt_job_table_column(&t, "b0")], 0.25, 0);
+    /* line numbers in errors count the comments */
+    write_text(path, "# comment\nname,depth\nr20,twenty\n");
+    assert_int_equal(dt_job_table_read(path, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "line 3: depth is not a number"));
+    write_text(path, "# only a comment\n");
+    assert_int_equal(dt_job_table_read(path, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "is empty"));
+    unlink(path);
+}
+
+static void test_loss_fit_file_keeps_the_observed_step(void **state) {
+    (void)state;
+    char path[128], text[1024] = {0};
+    snprintf(path, sizeof path, "/tmp/dtrain_lossfit_%ld.json", (long)getpid());
+    const dt_loss_fit fit = {0.004, 0.45, 0.25, 0.01};
+    dt_error err;
+    if (dt_loss_fit_save(path, &fit, 999, 812.5, 0.3, 750, &err)) fail_msg("%s", err.msg);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(text, "\"target_loss\":\t0.3"));
+    assert_non_null(strstr(text, "\"observed_step\":\t750"));
+    dt_loss_fit back;
+    double last, conv;
+    if (dt_loss_fit_load(path, &back, &last, &conv, &err)) fail_msg("%s", err.msg);
+    assert_float_equal(back.b0, fit.b0, 0);
+    assert_float_equal(conv, 812.5, 0);
+    /* no target: neither key */
+    if (dt_loss_fit_save(path, &fit, 999, 812.5, -1, -1, &err)) fail_msg("%s", err.msg);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    memset(text, 0, sizeof text);
+    assert_true(fread(text, 1, sizeof text - 1, f) > 0);
+    fclose(f);
+    assert_null(strstr(text, "observed_step"));
+    unlink(path);
+}
+
 static void test_greedy_allocation_follows_marginal_gain(void **state) {
     (void)state;
     dt_job jobs[2] = {{.name = "long",
@@ -167,6 +294,10 @@ int main(void) {
         cmocka_unit_test(test_speed_fit_recovers_known_thetas),
         cmocka_unit_test(test_textbook_exercise_optimum),
         cmocka_unit_test(test_ridge_recovers_a_linear_relation),
+        cmocka_unit_test(test_loss_step_observed_is_the_first_below_target),
+        cmocka_unit_test(test_curve_model_predicts_a_held_out_job),
+        cmocka_unit_test(test_job_table_skips_comments),
+        cmocka_unit_test(test_loss_fit_file_keeps_the_observed_step),
         cmocka_unit_test(test_greedy_allocation_follows_marginal_gain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

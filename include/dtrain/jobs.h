@@ -28,6 +28,29 @@ double dt_ridge_predict(const dt_ridge *model, const double *features);
 int dt_ridge_leave_one_out(const double *x, const double *y, int n, int f, double lambda,
                            double *pred, double *rel_err, int *ok, dt_error *err);
 
+/* A ridge model in its features' own units: y = intercept + sum_j coef[j] x[j]. Returns
+ * the intercept; coef: [n_features]. */
+double dt_ridge_unscaled(const dt_ridge *model, double *coef);
+
+/* Loss curves across jobs (Optimus): each job's fitted b0, b1, b2 regressed on its
+ * features, one ridge model per parameter, to predict an unseen job's curve. */
+typedef struct dt_curve_model {
+    dt_ridge b[3];
+} dt_curve_model;
+
+/* x: [n, f] the jobs' features, b: [n, 3] their b0, b1, b2. Fits the rows i with
+ * train[i] != 0 (every row if train is NULL); needs 2 of them. */
+int dt_curve_model_fit(const double *x, const double *b, const int *train, int n, int f,
+                       double lambda, dt_curve_model *model, dt_error *err);
+/* The curve of a job with these features: the regressed b's as they are (a b below 0
+ * is not clamped; dt_loss_step_for_target then says whether a target is reached). */
+dt_loss_fit dt_curve_model_predict(const dt_curve_model *model, const double *features);
+/* Leave-one-out over the training rows: for each, pred[i] is its curve from the model
+ * of the other training rows, ok[i] = 1; ok[i] = 0 for a row not trained on or when
+ * the others cannot be fitted (fewer than 2). */
+int dt_curve_model_leave_one_out(const double *x, const double *b, const int *train, int n, int f,
+                                 double lambda, dt_loss_fit *pred, int *ok, dt_error *err);
+
 typedef struct dt_job {
     char name[64];
     double remaining_steps;

@@ -36,7 +36,8 @@ int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_poin
 enum { DT_JOBS_MAX_ROWS = 256, DT_JOBS_MAX_COLS = 32 };
 
 /* A jobs CSV: the column "name" may hold text (default job1, job2, ...), every other
- * column is a number. */
+ * column is a number. Lines starting with '#' are comments (how the file was made),
+ * before the header or between rows. */
 typedef struct dt_job_table {
     char header[DT_JOBS_MAX_COLS][64];
     int n_cols;

@@ -28,6 +28,9 @@ double dt_loss_at(const dt_loss_fit *fit, double k);
 double dt_loss_step_for_target(const dt_loss_fit *fit, double target);
 /* The step where the loss falls by less than `delta` per step (|dl/dk| < delta). */
 double dt_loss_step_converged(const dt_loss_fit *fit, double delta);
+/* The step observed: the first k[i] whose (smoothed) loss l[i] is <= target; -1 if
+ * none is. */
+double dt_loss_step_observed(const double *k, const double *l, int n, double target);
 
 typedef enum dt_speed_kind { DT_SPEED_PS, DT_SPEED_ALLREDUCE } dt_speed_kind;
 

@@ -1,7 +1,7 @@
 /* Commands across jobs: fit-jobs (ridge regression of loss-curve parameters on job
  * features) and allocate (greedy process allocation by marginal gain). */
 #define _GNU_SOURCE
-#include <errno.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "dtrain/jobs.h"
 #include "dtrain/perfinput.h"
+#include "dtrain/train_flags.h"
 
 enum { MAX_JOBS = DT_JOBS_MAX_ROWS, MAX_COLS = DT_JOBS_MAX_COLS };
 
@@ -20,13 +21,64 @@ static int read_table(const char *cmd, const char *path, dt_job_table *t) {
     return dt_job_table_read(path, t, &err) ? cli_fail(cmd, "%s", err.msg) : 0;
 }
 
+/* Splits "a,b,c" into at most max items of at most 63 characters; the count, or -1
+ * for an empty item, a longer one or more than max. */
+static int split_list(const char *text, char items[][64], int max) {
+    int n = 0;
+    for (const char *p = text;; n++) {
+        size_t len = strcspn(p, ",");
+        if (n == max || len == 0 || len >= 64) return -1;
+        memcpy(items[n], p, len);
+        items[n][len] = 0;
+        if (!p[len]) return n + 1;
+        p += len + 1;
+    }
+}
+
+static void fit_jobs_usage(void) {
+    printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--features c1,c2,...]\n"
+           "                       [--hold-out name1,...] [--target-loss X]\n"
+           "                       [--predict f1,f2,...]\n\n"
+           "Ridge regression (standardised features, penalty L, default 1; 0 = least\n"
+           "squares) of each job's loss-curve parameters b0, b1, b2 on its features: the\n"
+           "columns --features names, by default every column other than name, b0, b1, b2\n"
+           "and steps_to_target. Lines starting with '#' are comments. Prints the weights\n"
+           "(per standardised feature z, and in the features' units), each trained job's\n"
+           "leave-one-out error and the mean.\n"
+           "--hold-out leaves the named jobs out of the fit and predicts them from their\n"
+           "features against their fitted b's; --predict gives an unseen job's b's.\n"
+           "--target-loss X: every predicted curve's steps to loss X,\n"
+           "k = (1/(X - b2) - b1) / b0, against the column steps_to_target when the CSV has\n"
+           "it (the step each job's smoothed loss first reached X: dtrain fit-loss\n"
+           "--target-loss X --save).\n");
+}
+
+static double param(const dt_loss_fit *c, int k) {
+    return k == 0 ? c->b0 : k == 1 ? c->b1 : c->b2;
+}
+
+/* The steps to target of a predicted curve, against the observed step (< 0: none). */
+static void print_steps(const char *job, const char *how, const dt_loss_fit *curve, double target,
+                        double observed) {
+    double k = dt_loss_step_for_target(curve, target);
+    char obs[32] = "-", pred[32] = "never", err[32] = "";
+    if (observed >= 0) snprintf(obs, sizeof obs, "%.0f", observed);
+    if (k >= 0) snprintf(pred, sizeof pred, "%.1f", k);
+    if (k >= 0 && observed > 0)
+        snprintf(err, sizeof err, "%+.1f%%", 100.0 * (k - observed) / observed);
+    printf("  %-14s %-14s %10s %12s %9s\n", job, how, obs, pred, err);
+}
+
 int cmd_fit_jobs(int argc, char **argv) {
     static const struct option opts[] = {{"lambda", required_argument, 0, 'l'},
                                          {"predict", required_argument, 0, 'p'},
+                                         {"features", required_argument, 0, 'f'},
+                                         {"hold-out", required_argument, 0, 'o'},
+                                         {"target-loss", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cmd = "fit-jobs", *predict = NULL;
-    double lambda = 1.0;
+    const char *cmd = "fit-jobs", *predict = NULL, *features = NULL, *hold_out = NULL;
+    double lambda = 1.0, target = -1;
     int opt;
     optind = 1;
     opterr = 0;
@@ -38,12 +90,17 @@ int cmd_fit_jobs(int argc, char **argv) {
         case 'p':
             predict = optarg;
             break;
+        case 'f':
+            features = optarg;
+            break;
+        case 'o':
+            hold_out = optarg;
+            break;
+        case 't':
+            if (cli_parse_float(cmd, "--target-loss", optarg, 1e-12, 1e12, &target)) return 2;
+            break;
         case 'h':
-            printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--predict f1,f2,...]\n\n"
-                   "Ridge regression (standardised features, penalty L, default 1) of each job's\n"
-                   "loss-curve parameters b0, b1, b2 on its features: every column of the CSV\n"
-                   "other than name, b0, b1, b2. Prints the weights and each job's leave-one-out\n"
-                   "error; --predict gives an unseen job's parameters from its features.\n");
+            fit_jobs_usage();
             return 0;
         default:
             return cli_bad_option(cmd, argv, optind);
@@ -53,70 +110,145 @@ int cmd_fit_jobs(int argc, char **argv) {
         cli_fail(cmd, "give one CSV file (dtrain fit-jobs FILE.csv)");
         return 2;
     }
+    const char *path = argv[optind];
     static dt_job_table t;
-    if (read_table(cmd, argv[optind], &t)) return 1;
-    int target[3] = {dt_job_table_column(&t, "b0"), dt_job_table_column(&t, "b1"),
-                     dt_job_table_column(&t, "b2")},
-        feat[MAX_COLS], nf = 0;
+    if (read_table(cmd, path, &t)) return 1;
+    int target_col[3] = {dt_job_table_column(&t, "b0"), dt_job_table_column(&t, "b1"),
+                         dt_job_table_column(&t, "b2")},
+        steps_col = dt_job_table_column(&t, "steps_to_target"), feat[MAX_COLS], nf = 0;
     for (int k = 0; k < 3; k++)
-        if (target[k] < 0) {
-            cli_fail(cmd, "%s: missing column 'b%d'", argv[optind], k);
+        if (target_col[k] < 0) {
+            cli_fail(cmd, "%s: missing column 'b%d'", path, k);
             return 1;
         }
-    for (int c = 0; c < t.n_cols; c++)
-        if (c != target[0] && c != target[1] && c != target[2] && strcmp(t.header[c], "name"))
+    static char items[MAX_JOBS][64];
+    if (features) {
+        int n_items = split_list(features, items, MAX_COLS);
+        if (n_items < 0) {
+            cli_fail(cmd, "--features expects column names separated by commas, got '%s'",
+                     features);
+            return 2;
+        }
+        for (int j = 0; j < n_items; j++) {
+            int c = dt_job_table_column(&t, items[j]);
+            int reserved = c == target_col[0] || c == target_col[1] || c == target_col[2] ||
+                           !strcmp(items[j], "name");
+            if (c < 0 || reserved) {
+                cli_fail(cmd, "--features: %s '%s' in %s",
+                         c < 0 ? "no column" : "not a feature:", items[j], path);
+                return 1;
+            }
+            for (int o = 0; o < nf; o++)
+                if (feat[o] == c) {
+                    cli_fail(cmd, "--features names '%s' twice", items[j]);
+                    return 2;
+                }
             feat[nf++] = c;
+        }
+    } else {
+        for (int c = 0; c < t.n_cols; c++)
+            if (c != target_col[0] && c != target_col[1] && c != target_col[2] && c != steps_col &&
+                strcmp(t.header[c], "name"))
+                feat[nf++] = c;
+    }
     if (nf == 0 || nf > DT_RIDGE_MAX_FEATURES) {
-        cli_fail(cmd, "%s: %d feature columns (1..%d supported)", argv[optind], nf,
-                 DT_RIDGE_MAX_FEATURES);
+        cli_fail(cmd, "%s: %d feature columns (1..%d supported)", path, nf, DT_RIDGE_MAX_FEATURES);
         return 1;
     }
-    static double x[MAX_JOBS * MAX_COLS], y[MAX_JOBS];
-    for (int i = 0; i < t.n_rows; i++)
-        for (int j = 0; j < nf; j++) x[i * nf + j] = t.v[i][feat[j]];
-    dt_error err;
+    static int train[MAX_JOBS];
+    for (int i = 0; i < t.n_rows; i++) train[i] = 1;
+    if (hold_out) {
+        int n_items = split_list(hold_out, items, MAX_JOBS);
+        if (n_items < 0) {
+            cli_fail(cmd, "--hold-out expects job names separated by commas, got '%s'", hold_out);
+            return 2;
+        }
+        for (int j = 0; j < n_items; j++) {
+            int found = 0;
+            for (int i = 0; i < t.n_rows; i++)
+                if (!strcmp(t.names[i], items[j])) found = 1, train[i] = 0;
+            if (!found) {
+                cli_fail(cmd, "--hold-out: no job '%s' in %s", items[j], path);
+                return 1;
+            }
+        }
+    }
     double unseen[MAX_COLS];
     int n_unseen = 0;
-    for (const char *p = predict; p && n_unseen < MAX_COLS;) { /* strict: f1,f2,... */
-        char *end;
-        unseen[n_unseen++] = strtod(p, &end);
-        if (end == p || (*end && *end != ',') || !isfinite(unseen[n_unseen - 1])) {
+    if (predict) {
+        static char values[MAX_COLS][64];
+        n_unseen = split_list(predict, values, MAX_COLS);
+        dt_error perr;
+        for (int j = 0; j < n_unseen; j++)
+            if (isspace((unsigned char)values[j][0]) ||
+                dt_parse_double("--predict", values[j], -1e300, 1e300, &unseen[j], &perr))
+                n_unseen = -1;
+        if (n_unseen < 0) {
             cli_fail(cmd, "--predict expects numbers separated by commas, got '%s'", predict);
             return 2;
         }
-        p = *end ? end + 1 : NULL;
+        if (n_unseen != nf) {
+            cli_fail(cmd, "--predict needs %d feature values, got %d", nf, n_unseen);
+            return 2;
+        }
     }
-    if (predict && n_unseen != nf) {
-        cli_fail(cmd, "--predict needs %d feature values, got %d", nf, n_unseen);
-        return 2;
+    static double x[MAX_JOBS * MAX_COLS], b[MAX_JOBS * 3];
+    for (int i = 0; i < t.n_rows; i++) {
+        for (int j = 0; j < nf; j++) x[i * nf + j] = t.v[i][feat[j]];
+        for (int k = 0; k < 3; k++) b[i * 3 + k] = t.v[i][target_col[k]];
     }
+    dt_error err;
+    dt_curve_model model;
+    if (dt_curve_model_fit(x, b, train, t.n_rows, nf, lambda, &model, &err)) {
+        cli_fail(cmd, "%s%s", err.msg, hold_out ? " (after --hold-out)" : "");
+        return 1;
+    }
+    /* each job's predicted curve: leave-one-out for a trained job (ok[i] = 0: none),
+     * the model of the trained jobs for a held-out one */
+    static dt_loss_fit curve[MAX_JOBS];
+    static int ok[MAX_JOBS];
+    if (dt_curve_model_leave_one_out(x, b, train, t.n_rows, nf, lambda, curve, ok, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
+    for (int i = 0; i < t.n_rows; i++)
+        if (!train[i]) curve[i] = dt_curve_model_predict(&model, x + i * nf), ok[i] = 1;
+    int n_train = 0;
+    for (int i = 0; i < t.n_rows; i++) n_train += train[i];
+    printf("regression of b0, b1, b2 on %d jobs of %s (lambda %g)\n", n_train, path, lambda);
+    dt_loss_fit unseen_curve = predict ? dt_curve_model_predict(&model, unseen) : (dt_loss_fit){0};
     for (int k = 0; k < 3; k++) {
-        for (int i = 0; i < t.n_rows; i++) y[i] = t.v[i][target[k]];
-        dt_ridge m;
-        if (dt_ridge_fit(x, y, t.n_rows, nf, lambda, &m, &err)) {
-            cli_fail(cmd, "b%d: %s", k, err.msg);
-            return 1;
-        }
-        printf("b%d = %.6g", k, m.intercept);
-        for (int j = 0; j < nf; j++) printf(" %+.6g * z(%s)", m.weight[j], t.header[feat[j]]);
-        printf("   (z: standardised feature, lambda %g)\n", lambda);
-        static double pred[MAX_JOBS], rel_err[MAX_JOBS];
-        static int ok[MAX_JOBS];
-        if (dt_ridge_leave_one_out(x, y, t.n_rows, nf, lambda, pred, rel_err, ok, &err)) {
-            cli_fail(cmd, "%s", err.msg);
-            return 1;
-        }
+        const dt_ridge *m = &model.b[k];
+        printf("b%d = %.6g", k, m->intercept);
+        for (int j = 0; j < nf; j++) printf(" %+.6g * z(%s)", m->weight[j], t.header[feat[j]]);
+        printf("   (z: standardised feature)\n");
+        double coef[DT_RIDGE_MAX_FEATURES];
+        printf("   = %.6g", dt_ridge_unscaled(m, coef));
+        for (int j = 0; j < nf; j++) printf(" %+.6g * %s", coef[j], t.header[feat[j]]);
+        printf("\n");
         double sum_err = 0.0;
         int counted = 0;
         for (int i = 0; i < t.n_rows; i++) {
             if (!ok[i]) continue;
-            printf("    leave out %-12s b%d %.6g predicted %.6g (%.1f%%)\n", t.names[i], k, y[i],
-                   pred[i], 100.0 * rel_err[i]);
-            sum_err += rel_err[i];
-            counted++;
+            const double y = b[i * 3 + k], p = param(&curve[i], k);
+            const double rel = y != 0 ? fabs(p - y) / fabs(y) : fabs(p);
+            printf("    %-9s %-12s b%d %.6g predicted %.6g (%.1f%%)\n",
+                   train[i] ? "leave out" : "held out", t.names[i], k, y, p, 100.0 * rel);
+            if (train[i]) sum_err += rel, counted++;
         }
         if (counted) printf("    mean leave-one-out error %.1f%%\n", 100.0 * sum_err / counted);
-        if (predict) printf("    unseen job: b%d = %.6g\n", k, dt_ridge_predict(&m, unseen));
+        if (predict) printf("    unseen job: b%d = %.6g\n", k, param(&unseen_curve, k));
+    }
+    if (target > 0) {
+        printf("\nsteps to loss %g, k = (1/(%g - b2) - b1) / b0 from the predicted b's:\n", target,
+               target);
+        printf("  %-14s %-14s %10s %12s %9s\n", "job", "predicted as", "observed", "predicted",
+               "error");
+        for (int i = 0; i < t.n_rows; i++)
+            if (ok[i])
+                print_steps(t.names[i], train[i] ? "leave-one-out" : "held out", &curve[i], target,
+                            steps_col >= 0 ? t.v[i][steps_col] : -1);
+        if (predict) print_steps("unseen", "--predict", &unseen_curve, target, -1);
     }
     return 0;
 }

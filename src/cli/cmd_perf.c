@@ -17,14 +17,23 @@
 
 static void fit_usage(FILE *out) {
     fprintf(out, "usage: dtrain fit-loss RUN.jsonl [--target-loss X | --converge-delta D]\n"
-                 "                       [--every N] [--online]\n"
+                 "                       [--every N] [--online] [--save FILE]\n"
                  "\n"
                  "Fits the Optimus loss curve l(k) = 1/(b0 k + b1) + b2 (b >= 0) to the training\n"
                  "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
                  "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
                  "falls by less than D per step (default D = 1e-5). --online refits after every\n"
                  "epoch and shows how the predicted step moves against the one observed.\n"
-                 "--save FILE writes the fit for dtrain predict --loss-fit.\n");
+                 "With --target-loss, also the step observed: the first whose smoothed loss is\n"
+                 "<= X. --save FILE writes the fit (and with --target-loss, X and the observed\n"
+                 "step) for dtrain predict --loss-fit.\n");
+}
+
+static double lowest(const double *l, int n) {
+    double m = INFINITY;
+    for (int i = 0; i < n; i++)
+        if (l[i] < m) m = l[i];
+    return m;
 }
 
 int cmd_fit_loss(int argc, char **argv) {
@@ -98,22 +107,23 @@ int cmd_fit_loss(int argc, char **argv) {
         printf("  reaches loss %.4g at step %.0f\n", target, pred);
     else
         printf("  converges (|dl/dk| < %.3g) at step %.0f\n", delta, pred);
+    /* the step observed: where the smoothed loss first reaches the target */
+    const double seen = target > 0 ? dt_loss_step_observed(k, l, n, target) : -1;
+    if (target > 0 && seen >= 0)
+        printf("  observed: the smoothed loss first reaches %.4g at step %.0f\n", target, seen);
+    else if (target > 0)
+        printf("  observed: the smoothed loss never reaches %.4g (lowest window %.4g)\n", target,
+               lowest(l, n));
     if (save) {
-        if (dt_loss_fit_save(save, &fit, k[n - 1], pred, &err))
+        if (dt_loss_fit_save(save, &fit, k[n - 1], pred, target, seen, &err))
             return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&pts), 1;
         fprintf(stderr, "fit saved to %s\n", save);
     }
     if (online && spe > 0) {
-        /* the step observed: where the smoothed loss first reaches the target, else the
-         * full fit's prediction stands in for it */
-        double observed = -1;
-        if (target > 0)
-            for (int i = 0; i < n && observed < 0; i++)
-                if (l[i] <= target) observed = k[i];
-        if (observed < 0) observed = pred;
+        /* the step observed, else the full fit's prediction stands in for it */
+        double observed = seen >= 0 ? seen : pred;
         printf("\n  online: refit after each epoch (observed step %.0f%s)\n", observed,
-               target > 0 && observed == pred ? ", the full fit's, as the target was not reached"
-                                              : "");
+               target > 0 && seen < 0 ? ", the full fit's, as the target was not reached" : "");
         printf("  %6s %10s %14s %10s\n", "epoch", "points", "predicted", "error");
         for (long e = 1; e * spe <= k[n - 1] + every; e++) {
             int m = 0;

@@ -52,14 +52,17 @@ static cJSON *load(const char *path, dt_error *err) {
 }
 
 int dt_loss_fit_save(const char *path, const dt_loss_fit *fit, double last_step,
-                     double converge_step, dt_error *err) {
+                     double converge_step, double target, double observed_step, dt_error *err) {
     cJSON *root = cJSON_CreateObject();
-    if (root && !(cJSON_AddStringToObject(root, "fit", "loss") &&
-                  cJSON_AddNumberToObject(root, "b0", fit->b0) &&
-                  cJSON_AddNumberToObject(root, "b1", fit->b1) &&
-                  cJSON_AddNumberToObject(root, "b2", fit->b2) &&
-                  cJSON_AddNumberToObject(root, "last_step", last_step) &&
-                  cJSON_AddNumberToObject(root, "converge_step", converge_step))) {
+    if (root &&
+        !(cJSON_AddStringToObject(root, "fit", "loss") &&
+          cJSON_AddNumberToObject(root, "b0", fit->b0) &&
+          cJSON_AddNumberToObject(root, "b1", fit->b1) &&
+          cJSON_AddNumberToObject(root, "b2", fit->b2) &&
+          cJSON_AddNumberToObject(root, "last_step", last_step) &&
+          cJSON_AddNumberToObject(root, "converge_step", converge_step) &&
+          (target <= 0 || (cJSON_AddNumberToObject(root, "target_loss", target) &&
+                           cJSON_AddNumberToObject(root, "observed_step", observed_step))))) {
         cJSON_Delete(root);
         root = NULL;
     }

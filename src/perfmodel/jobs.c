@@ -130,3 +130,67 @@ int dt_ridge_leave_one_out(const double *x, const double *y, int n, int f, doubl
     free(ys);
     return 0;
 }
+
+double dt_ridge_unscaled(const dt_ridge *m, double *coef) {
+    double intercept = m->intercept;
+    for (int j = 0; j < m->n_features; j++) {
+        coef[j] = m->weight[j] / m->scale[j];
+        intercept -= coef[j] * m->mean[j];
+    }
+    return intercept;
+}
+
+int dt_curve_model_fit(const double *x, const double *b, const int *train, int n, int f,
+                       double lambda, dt_curve_model *model, dt_error *err) {
+    if (f < 1 || f > DT_RIDGE_MAX_FEATURES)
+        return dt_error_set(err, "ridge: %d features (1..%d supported)", f, DT_RIDGE_MAX_FEATURES);
+    int m = 0;
+    for (int i = 0; i < n; i++) m += !train || train[i];
+    if (m < 2) return dt_error_set(err, "ridge: too few jobs to fit (%d; need 2)", m);
+    double *xs = malloc(sizeof(double) * (size_t)m * (size_t)f);
+    double *ys = malloc(sizeof(double) * (size_t)m);
+    if (!xs || !ys) {
+        free(xs);
+        free(ys);
+        return dt_error_set(err, "out of memory for the curve regression");
+    }
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (!train || train[i])
+            memcpy(xs + (size_t)r++ * f, x + (size_t)i * f, sizeof(double) * (size_t)f);
+    int rc = 0;
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        r = 0;
+        for (int i = 0; i < n; i++)
+            if (!train || train[i]) ys[r++] = b[(size_t)i * 3 + k];
+        if (dt_ridge_fit(xs, ys, m, f, lambda, &model->b[k], err)) rc = -1;
+    }
+    free(xs);
+    free(ys);
+    return rc;
+}
+
+dt_loss_fit dt_curve_model_predict(const dt_curve_model *model, const double *features) {
+    return (dt_loss_fit){dt_ridge_predict(&model->b[0], features),
+                         dt_ridge_predict(&model->b[1], features),
+                         dt_ridge_predict(&model->b[2], features), 0};
+}
+
+int dt_curve_model_leave_one_out(const double *x, const double *b, const int *train, int n, int f,
+                                 double lambda, dt_loss_fit *pred, int *ok, dt_error *err) {
+    int *rest = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (!rest) return dt_error_set(err, "out of memory for the leave-one-out fits");
+    for (int i = 0; i < n; i++) {
+        ok[i] = 0;
+        pred[i] = (dt_loss_fit){0, 0, 0, 0};
+        if (train && !train[i]) continue;
+        for (int o = 0; o < n; o++) rest[o] = o != i && (!train || train[o]);
+        dt_curve_model part;
+        if (dt_curve_model_fit(x, b, rest, n, f, lambda, &part, NULL) == 0) {
+            pred[i] = dt_curve_model_predict(&part, x + (size_t)i * f);
+            ok[i] = 1;
+        }
+    }
+    free(rest);
+    return 0;
+}

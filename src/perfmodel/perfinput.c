@@ -156,7 +156,10 @@ int dt_job_table_read(const char *path, dt_job_table *t, dt_error *err) {
     char *line = NULL, *field[MAX_FIELDS];
     size_t cap = 0;
     int rc = 0, lineno = 1;
-    if (getline(&line, &cap, f) <= 0) {
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) > 0 && line[0] == '#') /* comments above */
+        lineno++;
+    if (got <= 0) {
         rc = dt_error_set(err, "%s is empty", path);
     } else {
         int k = split_fields(line, field, MAX_FIELDS);
@@ -167,6 +170,7 @@ int dt_job_table_read(const char *path, dt_job_table *t, dt_error *err) {
     }
     while (rc == 0 && getline(&line, &cap, f) > 0) {
         lineno++;
+        if (line[0] == '#') continue;
         int k = split_fields(line, field, MAX_FIELDS);
         if (k == 0) continue;
         if (k != t->n_cols) {

@@ -90,6 +90,12 @@ double dt_loss_step_converged(const dt_loss_fit *f, double delta) {
     return k > 0 ? k : 0;
 }
 
+double dt_loss_step_observed(const double *k, const double *l, int n, double target) {
+    for (int i = 0; i < n; i++)
+        if (l[i] <= target) return k[i];
+    return -1;
+}
+
 int dt_speed_features(dt_speed_kind kind, double w, double p, double batch, double *f) {
     if (kind == DT_SPEED_PS) {
         f[0] = batch / w, f[1] = 1.0, f[2] = w / p, f[3] = w, f[4] = p;
