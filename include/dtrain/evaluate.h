@@ -32,6 +32,7 @@ typedef struct dt_eval_target {
     void (*forward)(void *ctx, int n); /* input -> logits */
     const float *(*logits)(void *ctx); /* [n, classes] after forward */
     void *ctx;
+    float *keep_logits; /* NULL, or [ds->size, classes]: every sample's logits, by index */
 } dt_eval_target;
 
 /* A dt_model (in inference mode while it runs) as a target. */

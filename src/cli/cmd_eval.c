@@ -38,6 +38,9 @@ static void eval_usage(const cli_flags *flags, FILE *out) {
             "                       confusion[true][predicted]; for int8 also int8, engine,\n"
             "                       scheme, float_accuracy, agreement\n"
             "  --compare FILE       float weights to compare a quantized file with\n"
+            "  --logits FILE        also write every test sample's logits (of the int8 network\n"
+            "                       for a quantized file) and label: safetensors, logits F32\n"
+            "                       [samples, classes], labels I32 [samples]\n"
             "  --int8-engine E      emulate (the float emulation of the integer arithmetic,\n"
             "                       default) | dnnl (oneDNN's int8 primitives)\n"
             "  --help               this text\n");
@@ -139,6 +142,29 @@ static int print_json(const dt_train_config *cfg, const dt_eval_result *r, const
     return ok ? 0 : -1;
 }
 
+/* Every sample's logits and label, for scripts that compare them with another
+ * implementation. */
+static int save_logits(const char *path, const float *logits, const dt_dataset *ds, int classes,
+                       dt_error *err) {
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)ds->size);
+    uint8_t *px = malloc((size_t)ds->c * ds->h * ds->w);
+    if (!labels || !px) {
+        free(labels), free(px);
+        return dt_error_set(err, "out of memory writing %s", path);
+    }
+    for (int i = 0; i < ds->size; i++) labels[i] = dt_dataset_sample(ds, i, px);
+    dt_st_entry e[2] = {{"logits", "F32", 2, {ds->size, classes}, logits},
+                        {"labels", "I32", 1, {ds->size}, labels}};
+    int rc = dt_safetensors_write(path, e, 2, NULL, 0, err);
+    free(labels), free(px);
+    return rc;
+}
+
+static float *alloc_logits(const char *path, const dt_dataset *ds, int classes, dt_error *err) {
+    if (!path) return NULL;
+    return dt_alloc(sizeof(float) * (size_t)ds->size * (size_t)classes, "logits", err);
+}
+
 static void qrun_forward(void *ctx, int n) {
     dt_qrun_forward(ctx, n);
 }
@@ -172,7 +198,7 @@ static const char *float_weights(const dt_safetensors *st, const char *given, co
 
 /* Evaluates a quantized file: int8, and beside it the float weights if there are any. */
 static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const char *compare,
-                     dt_int8_engine engine, int json, dt_error *err) {
+                     dt_int8_engine engine, int json, const char *logits_path, dt_error *err) {
     dt_dataset test;
     dt_model_spec spec;
     if (dt_train_open_data(&test, cfg->model, cfg->data, 0, cfg->max_test_samples, err)) return -1;
@@ -203,6 +229,10 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
                                     .forward = qrun_forward,
                                     .logits = qrun_logits,
                                     .ctx = run};
+    float *kept = NULL;
+    if (rc == 0 && logits_path && !(kept = alloc_logits(logits_path, &test, spec.classes, err)))
+        rc = -1;
+    targets[n - 1].keep_logits = kept;
     dt_transform tf;
     dt_transform_init(&tf, &test, 0, cfg->seed);
     if (rc == 0)
@@ -216,7 +246,9 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
             print_text(cfg, r8, &info);
         }
         for (int k = 0; k < n; k++) dt_eval_result_free(&results[k]);
+        if (rc == 0 && kept) rc = save_logits(logits_path, kept, &test, spec.classes, err);
     }
+    dt_free(kept);
     if (have_float) dt_model_free(&fm);
     dt_qrun_destroy(run);
     dt_qnet_free(&q);
@@ -228,12 +260,13 @@ int cmd_eval(int argc, char **argv) {
     static const struct option own[] = {{"json", no_argument, 0, 'j'},
                                         {"compare", required_argument, 0, 'c'},
                                         {"int8-engine", required_argument, 0, 'e'},
+                                        {"logits", required_argument, 0, 'l'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     const char *cmd = "eval";
     dt_train_config cfg = dt_train_config_default();
     int json = 0;
-    const char *compare = NULL;
+    const char *compare = NULL, *logits_path = NULL;
     dt_int8_engine engine = DT_INT8_EMULATE;
     cli_flags flags;
     cli_flags_init(&flags, cmd, eval_shared, NULL, own);
@@ -241,6 +274,7 @@ int cmd_eval(int argc, char **argv) {
         if (opt == CLI_FLAGS_ERROR) return 2;
         if (opt == 'j') json = 1;
         if (opt == 'c') compare = optarg;
+        if (opt == 'l') logits_path = optarg;
         if (opt == 'e' && dt_int8_engine_parse(optarg, &engine)) {
             cli_fail(cmd, "--int8-engine must be emulate or dnnl, got '%s'", optarg);
             return 2;
@@ -266,7 +300,7 @@ int cmd_eval(int argc, char **argv) {
     }
     const int quantized = dt_qnet_file_is_quantized(&st);
     if (quantized) {
-        int rc = eval_int8(&cfg, &st, compare, engine, json, &err);
+        int rc = eval_int8(&cfg, &st, compare, engine, json, logits_path, &err);
         dt_safetensors_free(&st);
         if (rc == 0 && fflush(stdout)) rc = dt_error_set(&err, "cannot write the results");
         if (rc) cli_fail(cmd, "%s", err.msg);
@@ -288,8 +322,15 @@ int cmd_eval(int argc, char **argv) {
     }
     dt_transform tf;
     dt_transform_init(&tf, &test, 0, cfg.seed);
-    dt_eval_result result;
-    int rc = dt_evaluate(&model, &test, &tf, NULL, &result, &err);
+    dt_eval_result result = {0};
+    dt_eval_target target = dt_eval_target_of_model(&model);
+    int rc = 0;
+    if (logits_path && !(target.keep_logits = alloc_logits(logits_path, &test, spec.classes, &err)))
+        rc = -1;
+    if (rc == 0) rc = dt_evaluate_targets(&target, 1, &test, &tf, NULL, &result, NULL, &err);
+    if (rc == 0 && target.keep_logits)
+        rc = save_logits(logits_path, target.keep_logits, &test, spec.classes, &err);
+    dt_free(target.keep_logits);
     if (rc)
         cli_fail(cmd, "%s", err.msg);
     else if (json)

@@ -757,7 +757,10 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
     }
     for (int v = 0; rc == 0 && v < q->n_values; v++) {
         dt_qvalue *x = &q->values[v];
-        if (x->is_float) continue;
+        if (x->is_float) {
+            x->scale = 1.0f; /* float logits, as dt_quantize leaves them */
+            continue;
+        }
         x->scale = f.act_scale[v];
         const int lo = f.act_range[2 * v], hi = f.act_range[2 * v + 1];
         /* the integers' type must be the one the network's structure gives */

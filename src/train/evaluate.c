@@ -96,6 +96,10 @@ int dt_evaluate_targets(const dt_eval_target *t, int n_targets, const dt_dataset
             int hits = 0;
             s[0] += dt_cross_entropy_forward(probs, logits, labels, n, classes, &hits) * n;
             s[1] += hits;
+            if (t[k].keep_logits)
+                for (int j = 0; j < n; j++)
+                    memcpy(t[k].keep_logits + (size_t)(rank + (i + j) * size) * classes,
+                           logits + (size_t)j * classes, sizeof(float) * (size_t)classes);
             for (int j = 0; j < n; j++) {
                 const int guess = predicted_class(logits + (size_t)j * classes, classes);
                 s[2 + (size_t)labels[j] * classes + guess] += 1.0;
