@@ -9,7 +9,7 @@
  * scale is the reciprocal). Every layer computes, with acc = sum(q_in * q_weight):
  *
  *     y = ((float)acc + (float)bias) * output_scale[c]       (float32, in this order)
- *         [+ residual_scale * (float)q_residual]              (a fused residual add)
+ *         [y = fmaf(residual_scale, (float)q_residual, y)]     (a fused residual add)
  *     q_out = clamp(rint(y), lo, hi)                           (round half to even)
  *
  * with [lo, hi] = [-128, 127] (signed), [0, 255] after a ReLU (symmetric scheme) or

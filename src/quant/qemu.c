@@ -87,7 +87,7 @@ int dt_qemu_create(dt_qemu **out, const dt_qnet *q, int max_batch, dt_error *err
 static inline int16_t requant(double acc, int32_t bias, float scale, const int16_t *res,
                               float res_scale, int lo, int hi) {
     float y = ((float)acc + (float)bias) * scale;
-    if (res) y = y + res_scale * (float)*res;
+    if (res) y = fmaf(res_scale, (float)*res, y);
     y = rintf(y);
     return (int16_t)(y < lo ? lo : y > hi ? hi : y);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/int8_dnnl.h"
 #include "dtrain/qemu.h"
 
 struct dt_qrun {
@@ -11,6 +12,7 @@ struct dt_qrun {
     int max_batch;
     float *input;
     dt_qemu *emu;
+    dt_int8_dnnl *dnnl;
 };
 
 int dt_int8_engine_parse(const char *text, dt_int8_engine *out) {
@@ -30,6 +32,7 @@ const char *dt_int8_engine_name(dt_int8_engine engine) {
 void dt_qrun_destroy(dt_qrun *r) {
     if (!r) return;
     dt_qemu_destroy(r->emu);
+    dt_int8_dnnl_destroy(r->dnnl);
     dt_free(r->input);
     free(r);
 }
@@ -47,8 +50,7 @@ int dt_qrun_create(dt_qrun **out, const dt_qnet *q, dt_int8_engine engine, int m
                  ? 0
                  : -1;
     if (rc == 0 && engine == DT_INT8_EMULATE) rc = dt_qemu_create(&r->emu, q, max_batch, err);
-    if (rc == 0 && engine == DT_INT8_DNNL)
-        rc = dt_error_set(err, "the oneDNN int8 engine is not built yet");
+    if (rc == 0 && engine == DT_INT8_DNNL) rc = dt_int8_dnnl_create(&r->dnnl, q, max_batch, err);
     if (rc) {
         dt_qrun_destroy(r);
         return -1;
@@ -62,11 +64,14 @@ float *dt_qrun_input(dt_qrun *r) {
 }
 
 void dt_qrun_forward(dt_qrun *r, int n) {
-    dt_qemu_forward(r->emu, r->input, n);
+    if (r->dnnl)
+        dt_int8_dnnl_forward(r->dnnl, r->input, n);
+    else
+        dt_qemu_forward(r->emu, r->input, n);
 }
 
 const float *dt_qrun_logits(const dt_qrun *r) {
-    return dt_qemu_logits(r->emu);
+    return r->dnnl ? dt_int8_dnnl_logits(r->dnnl) : dt_qemu_logits(r->emu);
 }
 
 int dt_qrun_max_batch(const dt_qrun *r) {
