@@ -41,8 +41,9 @@ static void eval_usage(const cli_flags *flags, FILE *out) {
             "  --logits FILE        also write every test sample's logits (of the int8 network\n"
             "                       for a quantized file) and label: safetensors, logits F32\n"
             "                       [samples, classes], labels I32 [samples]\n"
-            "  --int8-engine E      emulate (the float emulation of the integer arithmetic,\n"
-            "                       default) | dnnl (oneDNN's int8 primitives)\n"
+            "  --int8-engine E      dnnl (oneDNN's int8 primitives, default) | emulate (the\n"
+            "                       float emulation of the integer arithmetic: the same\n"
+            "                       integers, slowly)\n"
             "  --help               this text\n");
 }
 
@@ -267,7 +268,7 @@ int cmd_eval(int argc, char **argv) {
     dt_train_config cfg = dt_train_config_default();
     int json = 0;
     const char *compare = NULL, *logits_path = NULL;
-    dt_int8_engine engine = DT_INT8_EMULATE;
+    dt_int8_engine engine = DT_INT8_DNNL;
     cli_flags flags;
     cli_flags_init(&flags, cmd, eval_shared, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
