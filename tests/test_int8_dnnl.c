@@ -135,8 +135,8 @@ static void test_lenet_cifar_lab(void **state) {
 
 static void test_resnet18_symmetric(void **state) {
     (void)state;
-    compare_engines("resnet18", 8, DT_QUANT_SYMMETRIC, 1, 8);
-    compare_engines("resnet18", 8, DT_QUANT_SYMMETRIC, 0, 8);
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 1, 6);
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6);
 }
 
 int main(void) {

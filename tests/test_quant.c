@@ -303,6 +303,8 @@ static void test_resnet18_folds_fuses_and_round_trips(void **state) {
     if (dt_qemu_create(&e2, &back, N, &err)) fail_msg("%s", err.msg);
     dt_qemu_forward(e2, x, N);
     assert_memory_equal(dt_qemu_logits(e), dt_qemu_logits(e2), sizeof(float) * N * 10);
+    dt_qemu_destroy(e2);
+    dt_qnet_free(&back);
 
     /* another model's name, or a scheme the structure contradicts, is refused */
     dt_model_spec other;
@@ -311,7 +313,6 @@ static void test_resnet18_folds_fuses_and_round_trips(void **state) {
     assert_non_null(strstr(err.msg, "holds a quantized resnet18, not lenet5"));
 
     dt_qemu_destroy(e);
-    dt_qemu_destroy(e2);
     dt_safetensors_free(&st);
     unlink(path);
     dt_qnet_free(&q);
