@@ -2,8 +2,10 @@
 # int8 inference side by side, in one run: dtrain float32, dtrain int8 (oneDNN int8
 # engine), PyTorch 1.13 float32 and PyTorch's own FX post-training static quantization
 # with the onednn engine (bench/torch_int8_bench.py), same model, weights, batch and
-# threads. Each side runs REPEATS times, alternating; the table gives medians of the
-# images/s and the ratios, plus dtrain's peak resident memory (/usr/bin/time) of each.
+# threads. Each side runs REPEATS times, alternating; the table gives images/s from the
+# median batch time of each run (robust to the other processes of a shared machine,
+# whose time slices otherwise dominate small models' means), the median over the runs,
+# the ratios, and dtrain's peak resident memory (/usr/bin/time) of each.
 # Raw JSON lines go to bench/results/ (gitignored).
 #   bench/int8_compare.sh [DTRAIN] [THREADS] [BATCH] MODEL[:W.safetensors:Q.safetensors]...
 # W: float weights (dtrain train --save), Q: dtrain quantize's file made from them;
@@ -19,6 +21,7 @@ here=$(dirname "$0")
 mkdir -p "$here/results"
 out="$here/results/int8_compare_$(date +%Y%m%d_%H%M%S).jsonl"
 field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
+rate() { field ms_per_batch | awk -v b="$BATCH" '{ printf "%.1f\n", 1000 * b / $1 }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-9s %5s %3s %11s %11s %11s %11s %8s %8s %9s %9s\n' model batch thr dtrain_fp32 dtrain_int8 \
@@ -38,15 +41,15 @@ for spec in $SPECS; do
     while [ "$r" -lt "$REPEATS" ]; do
         # shellcheck disable=SC2086
         "$DTRAIN" bench --infer --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$steps" $winit | tee -a "$out" | field images_per_s >>"$out.d32"
+            --steps "$steps" $winit | tee -a "$out" | rate >>"$out.d32"
         # shellcheck disable=SC2086
         "$DTRAIN" bench --infer --int8 --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$steps" $qinit | tee -a "$out" | field images_per_s >>"$out.d8"
+            --steps "$steps" $qinit | tee -a "$out" | rate >>"$out.d8"
         # shellcheck disable=SC2086
         /usr/bin/python3 "$here/torch_int8_bench.py" --model "$model" --batch-size "$BATCH" \
             --threads "$THREADS" --steps "$steps" $winit >"$out.t"
-        tee -a "$out" <"$out.t" | grep '"fp32"' | field images_per_s >>"$out.t32"
-        grep '"int8"' "$out.t" | field images_per_s >>"$out.t8"
+        tee -a "$out" <"$out.t" | grep '"fp32"' | rate >>"$out.t32"
+        grep '"int8"' "$out.t" | rate >>"$out.t8"
         r=$((r + 1))
     done
     d32=$(median <"$out.d32")
