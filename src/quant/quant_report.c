@@ -202,7 +202,7 @@ int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
     FILE *gp = rc == 0 ? open_in(dir, "histograms.gp", err) : NULL;
     if (gp) {
         fputs("# Made by dtrain quantize; redraw with: gnuplot histograms.gp\n"
-              "set style fill solid 0.6 noborder\nset key off\nset format y '%.1s%c'\n",
+              "set style fill solid 0.6 noborder\nset key off\nset format y '%g'\n",
               gp);
         plot_panels(gp, "weights", "weights.dat", "weights (60 bins over min..max)", wt, nw);
         plot_panels(gp, "activations", "activations.dat",
