@@ -32,14 +32,14 @@ no_file() {
 check "train saves weights" test -s "$tmp/w.safetensors"
 
 "$DTRAIN" quantize --model lenet5 --init "$tmp/w.safetensors" --out "$tmp/q.safetensors" \
-    --calib-samples 128 --calib-method percentile:99.99 --threads 2 --report "$tmp/report" \
+    --calib-samples 128 --calib-method percentile:99.99 --threads 2 --report "$tmp/reports/lenet5" \
     >"$tmp/quantize.txt"
 check "quantize writes the file" test -s "$tmp/q.safetensors"
 check "quantize says what it did" grep -q "symmetric scheme, per-channel weights, percentile:99.99 calibration on 128 images" "$tmp/quantize.txt"
 for f in report.md layers.csv weights.png weights.svg activations.png activations.svg histograms.gp; do
-    check "report has $f" test -s "$tmp/report/$f"
+    check "report has $f" test -s "$tmp/reports/lenet5/$f"
 done
-check "report table has every layer" sh -c "grep -c '^| \(input\|conv1\|conv2\|fc1\|fc2\|fc3\) |' '$tmp/report/report.md' | grep -qx 6"
+check "report table has every layer" sh -c "grep -c '^| \(input\|conv1\|conv2\|fc1\|fc2\|fc3\) |' '$tmp/reports/lenet5/report.md' | grep -qx 6"
 
 for engine in dnnl emulate; do
     "$DTRAIN" eval --model lenet5 --init "$tmp/q.safetensors" --test-samples 500 --threads 2 \

@@ -10,7 +10,7 @@
 #include "dtrain/error.h"
 #include "dtrain/quant.h"
 
-/* Creates dir if needed. Fails if q has no statistics or gnuplot fails. */
+/* Creates dir (and missing parents) if needed. Fails if q has no statistics or gnuplot fails. */
 int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err);
 
 #endif

@@ -179,11 +179,27 @@ static void plot_panels(FILE *gp, const char *base, const char *data, const char
     }
 }
 
+/* mkdir -p: dir and the folders above it that are missing. */
+static int make_dirs(const char *dir, dt_error *err) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return dt_error_set(err, "report folder name too long: %.60s...", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return dt_error_set(err, "cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return dt_error_set(err, "cannot create %s: %s", path, strerror(errno));
+    return 0;
+}
+
 int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
     if (!q->vstats || !q->wstats)
         return dt_error_set(err, "no statistics to report: quantize with the report on");
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return dt_error_set(err, "cannot create %s: %s", dir, strerror(errno));
+    if (make_dirs(dir, err)) return -1;
     row *rows = calloc((size_t)q->n_ops + 1, sizeof(row));
     const char **wt = calloc((size_t)q->n_ops + 1, sizeof(char *));
     const char **at = calloc((size_t)q->n_ops + 1, sizeof(char *));
