@@ -23,6 +23,27 @@ typedef struct dt_eval_result {
  * batches of up to m->max_batch. world NULL or of one rank: this process alone. */
 int dt_evaluate(dt_model *m, const dt_dataset *ds, const dt_transform *tf, const dt_world *world,
                 dt_eval_result *res, dt_error *err);
+
+/* Anything that turns a batch of inputs into logits: a float model, a quantized
+ * network's emulation, its int8 engine. */
+typedef struct dt_eval_target {
+    float *input; /* [max_batch, c, h, w], written before forward */
+    int max_batch, classes;
+    void (*forward)(void *ctx, int n); /* input -> logits */
+    const float *(*logits)(void *ctx); /* [n, classes] after forward */
+    void *ctx;
+    float *keep_logits; /* NULL, or [ds->size, classes]: every sample's logits, by index */
+} dt_eval_target;
+
+/* A dt_model (in inference mode while it runs) as a target. */
+dt_eval_target dt_eval_target_of_model(dt_model *m);
+
+/* Evaluates n_targets (1 or 2) targets on the same samples, in batches of the
+ * smallest max_batch: res[k] for each; with two, *agreement (if not NULL) is the
+ * fraction of samples whose top-1 class the second target shares with the first. */
+int dt_evaluate_targets(const dt_eval_target *t, int n_targets, const dt_dataset *ds,
+                        const dt_transform *tf, const dt_world *world, dt_eval_result *res,
+                        double *agreement, dt_error *err);
 /* Correct / total of one class (NaN if the class has no sample). */
 double dt_eval_class_accuracy(const dt_eval_result *res, int cls);
 void dt_eval_result_free(dt_eval_result *res);

@@ -42,6 +42,10 @@ void dt_safetensors_free(dt_safetensors *st);
 const dt_st_tensor *dt_safetensors_find(const dt_safetensors *st, const char *name);
 const char *dt_safetensors_meta(const dt_safetensors *st, const char *key);
 
+/* Copies tensor `name` into out after checking it exists with exactly this dtype ("F32",
+ * "I8", "I32", ...) and shape; the error names the file, the tensor and what differs. */
+int dt_safetensors_get(const dt_safetensors *st, const char *name, const char *dtype, int ndim,
+                       const int *shape, void *out, dt_error *err);
 /* Copies tensor `name` (F32) into out after checking it exists and has exactly the
  * given shape; the error names the file, the tensor and what differs. */
 int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim, const int *shape,
@@ -53,7 +57,7 @@ int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t co
 /* One tensor to write. */
 typedef struct dt_st_entry {
     const char *name;
-    const char *dtype; /* "F32" or "I64" */
+    const char *dtype; /* "F32", "I64", "I32", "I8" */
     int ndim;
     int64_t shape[DT_ST_MAX_DIMS];
     const void *data;

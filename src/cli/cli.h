@@ -51,6 +51,7 @@ int cmd_train(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_fit_loss(int argc, char **argv);

@@ -4,7 +4,11 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dtrain/checkpoint.h"
 #include "dtrain/model.h"
+#include "dtrain/qrun.h"
+#include "dtrain/quant.h"
+#include "dtrain/safetensors.h"
 #include "dtrain/rng.h"
 #include "dtrain/sgd.h"
 #include "dtrain/threads.h"
@@ -13,7 +17,8 @@
 #include "dtrain/zoo.h"
 
 /* The training flags bench takes from the shared table; its default model differs. */
-static const char *const bench_shared[] = {"model", "data", "width", "batch-size", "threads", NULL};
+static const char *const bench_shared[] = {"model",   "data", "width", "batch-size",
+                                           "threads", "init", NULL};
 
 static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain bench [options]\n"
@@ -30,6 +35,14 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "  --steps N            timed steps (default 20, after 3 warm-up steps)\n"
             "  --conv B             conv2d backend: dnnl (oneDNN, default) | im2col (OpenBLAS)\n"
             "  --profile            also print time per layer kind (forward, backward) to stderr\n"
+            "  --infer              time inference instead: forward passes only, in eval mode;\n"
+            "                       one JSON line: model, dtype, batch_size, threads, steps,\n"
+            "                       images_per_s, ms_per_batch (median), gops (conv and linear\n"
+            "                       multiply-adds x2 per second). --init gives the weights\n"
+            "  --int8               with --infer: the int8 network of --init (a dtrain quantize\n"
+            "                       file), or, without --init, random weights quantized on one\n"
+            "                       batch of random images (symmetric, per-channel, minmax)\n"
+            "  --int8-engine E      dnnl (default) | emulate\n"
             "  --help               this text\n");
 }
 
@@ -38,18 +51,150 @@ static int compare_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+typedef struct bench_infer_args {
+    const char *cmd, *model, *init;
+    int int8;
+    dt_int8_engine engine;
+    dt_conv_backend backend;
+    int batch, threads;
+    long steps;
+} bench_infer_args;
+
+/* Random standard-normal images, one batch: the calibration of --int8 without a file. */
+typedef struct random_feed {
+    size_t sample;
+    uint64_t seed;
+} random_feed;
+
+static int feed_random(void *ctx, int index, float *x, int max_n, dt_error *err) {
+    (void)err;
+    const random_feed *f = ctx;
+    if (index > 0) return 0;
+    dt_rng rng = dt_rng_make(f->seed, 7);
+    for (size_t i = 0; i < f->sample * (size_t)max_n; i++) x[i] = dt_rng_normal(&rng);
+    return max_n;
+}
+
+/* The int8 network to time: --init's quantized file, or random weights quantized on
+ * one batch of random images. */
+static int int8_network(const bench_infer_args *a, const dt_model_spec *spec, dt_qnet *q,
+                        dt_error *err) {
+    if (a->init) {
+        dt_safetensors st;
+        if (dt_safetensors_read(&st, a->init, err)) return -1;
+        int rc = dt_qnet_load(q, &st, spec, err);
+        dt_safetensors_free(&st);
+        return rc;
+    }
+    dt_model m;
+    const int calib = a->batch < 32 ? a->batch : 32;
+    if (dt_zoo_build(&m, spec, err)) return -1;
+    int rc = dt_model_alloc(&m, calib, err);
+    if (rc == 0) {
+        dt_model_init_params(&m, 0);
+        random_feed f = {dt_model_input_floats_per_sample(&m), 1};
+        dt_quant_config cfg = {
+            .scheme = DT_QUANT_SYMMETRIC, .per_channel = 1, .calib = {.method = DT_CALIB_MINMAX}};
+        rc = dt_qnet_build(q, &m, spec, DT_QUANT_SYMMETRIC, err);
+        if (rc == 0 && (rc = dt_quantize(q, &m, &cfg, feed_random, &f, err))) dt_qnet_free(q);
+    }
+    dt_model_free(&m);
+    return rc;
+}
+
+static void float_forward(void *ctx, int n) {
+    dt_model_forward(ctx, n);
+}
+
+static void int8_forward(void *ctx, int n) {
+    dt_qrun_forward(ctx, n);
+}
+
+/* dtrain bench --infer: forward passes of a float model in eval mode or of an int8
+ * network on random images; 3 warm-up passes, then the median and the mean rate. */
+static int bench_infer(const bench_infer_args *a, const dt_model_spec *spec) {
+    dt_error err;
+    dt_model m;
+    dt_qnet q;
+    dt_qrun *run = NULL;
+    int have_model = 0, have_q = 0, rc = 0;
+    float *x;
+    void (*forward)(void *, int);
+    void *ctx;
+    double macs;
+    if (a->int8) {
+        rc = int8_network(a, spec, &q, &err);
+        have_q = rc == 0;
+        if (rc == 0) rc = dt_qrun_create(&run, &q, a->engine, a->batch, &err);
+        x = rc == 0 ? dt_qrun_input(run) : NULL;
+        forward = int8_forward;
+        ctx = run;
+        macs = have_q ? dt_qnet_macs(&q) : 0.0;
+    } else {
+        memset(&m, 0, sizeof m);
+        rc = dt_zoo_build(&m, spec, &err);
+        m.conv_backend = a->backend;
+        if (rc == 0) rc = dt_model_alloc(&m, a->batch, &err);
+        if (rc == 0) dt_model_init_params(&m, 0);
+        if (rc == 0 && a->init) rc = dt_checkpoint_load(&m, NULL, a->init, &err);
+        have_model = 1;
+        m.training = 0;
+        x = dt_model_input_data(&m);
+        forward = float_forward;
+        ctx = &m;
+        macs = dt_model_forward_flops(&m, 1) / 2.0;
+    }
+    double *times = malloc(sizeof(double) * (size_t)a->steps);
+    if (rc == 0 && !times) rc = dt_error_set(&err, "out of memory");
+    if (rc == 0) {
+        const size_t count = (size_t)spec->in_c * spec->in_h * spec->in_w * (size_t)a->batch;
+        dt_rng rng = dt_rng_make(1, 1);
+        for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
+        double total = 0.0;
+        for (long s = -3; s < a->steps; s++) {
+            const double t0 = dt_now();
+            forward(ctx, a->batch);
+            const double dt = dt_now() - t0;
+            if (s >= 0) {
+                times[s] = dt;
+                total += dt;
+            }
+        }
+        qsort(times, (size_t)a->steps, sizeof(double), compare_double);
+        const double median = times[a->steps / 2];
+        printf("{\"model\":\"%s\",\"mode\":\"infer\",\"dtype\":\"%s\",\"engine\":\"%s\","
+               "\"width\":%d,\"batch_size\":%d,\"threads\":%d,\"steps\":%ld,"
+               "\"images_per_s\":%.1f,\"ms_per_batch\":%.3f,\"gops\":%.2f}\n",
+               a->model, a->int8 ? "int8" : "fp32",
+               a->int8 ? dt_int8_engine_name(a->engine)
+                       : (a->backend == DT_CONV_DNNL ? "dnnl" : "im2col"),
+               spec->width, a->batch, a->threads, a->steps, a->batch * a->steps / total,
+               1e3 * median, 2.0 * macs * a->batch / median * 1e-9);
+    }
+    if (rc) cli_fail(a->cmd, "%s", err.msg);
+    free(times);
+    dt_qrun_destroy(run);
+    if (have_q) dt_qnet_free(&q);
+    if (have_model) dt_model_free(&m);
+    return rc ? 1 : 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     static const struct option own[] = {{"steps", required_argument, 0, 'n'},
                                         {"help", no_argument, 0, 'h'},
                                         {"profile", no_argument, 0, 'p'},
                                         {"conv", required_argument, 0, 'c'},
+                                        {"infer", no_argument, 0, 'i'},
+                                        {"int8", no_argument, 0, '8'},
+                                        {"int8-engine", required_argument, 0, 'e'},
                                         {0, 0, 0, 0}};
     const char *cmd = "bench";
     dt_train_config cfg = dt_train_config_default();
     cfg.model = "resnet18";
     long steps = 20;
-    int profile = 0;
+    int profile = 0, infer = 0, int8 = 0;
     dt_conv_backend backend = DT_CONV_DNNL;
+    dt_int8_engine engine = DT_INT8_DNNL;
     cli_flags flags;
     cli_flags_init(&flags, cmd, bench_shared, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
@@ -72,10 +217,26 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             break;
+        case 'i':
+            infer = 1;
+            break;
+        case '8':
+            int8 = 1;
+            break;
+        case 'e':
+            if (dt_int8_engine_parse(optarg, &engine)) {
+                cli_fail(cmd, "--int8-engine must be dnnl or emulate, got '%s'", optarg);
+                return 2;
+            }
+            break;
         case 'h':
             bench_usage(&flags, stdout);
             return 0;
         }
+    }
+    if (int8 && !infer) {
+        cli_fail(cmd, "--int8 times inference: add --infer");
+        return 2;
     }
     const char *model_name = cfg.model;
     const long batch = cfg.batch_size, threads = cfg.threads;
@@ -100,6 +261,11 @@ int cmd_bench(int argc, char **argv) {
             cli_fail(cmd, "%s", err.msg);
             return 1;
         }
+    }
+    if (infer) {
+        const bench_infer_args a = {cmd,     model_name, cfg.init_path, int8, engine,
+                                    backend, (int)batch, (int)threads,  steps};
+        return bench_infer(&a, &spec);
     }
     if (dt_zoo_build(&m, &spec, &err)) {
         cli_fail(cmd, "%s", err.msg);

@@ -3,10 +3,14 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 #include "dtrain/evaluate.h"
+#include "dtrain/qrun.h"
+#include "dtrain/quant.h"
 #include "dtrain/threads.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
@@ -22,19 +26,58 @@ static void eval_usage(const cli_flags *flags, FILE *out) {
                  "the test split of the data: loss, accuracy, accuracy per class and the\n"
                  "confusion matrix (rows: true class, columns: predicted class). --init is\n"
                  "required: the figures of random weights are rarely what anyone wants.\n"
+                 "\n"
+                 "A quantized file (dtrain quantize --out) runs as int8 and is compared with the\n"
+                 "float weights it was made from (their path is in its metadata; used if the\n"
+                 "file there is unchanged) or those given by --compare: top-1 agreement.\n"
                  "\n");
     cli_flags_help(flags, out, NULL);
     fprintf(out,
             "  --json               one JSON line instead of the text: event \"eval\", model,\n"
             "                       data, samples, loss, accuracy, class_accuracy[],\n"
-            "                       confusion[true][predicted]\n"
+            "                       confusion[true][predicted]; for int8 also int8, engine,\n"
+            "                       scheme, float_accuracy, agreement\n"
+            "  --compare FILE       float weights to compare a quantized file with\n"
+            "  --logits FILE        also write every test sample's logits (of the int8 network\n"
+            "                       for a quantized file) and label: safetensors, logits F32\n"
+            "                       [samples, classes], labels I32 [samples]\n"
+            "  --int8-engine E      dnnl (oneDNN's int8 primitives, default) | emulate (the\n"
+            "                       float emulation of the integer arithmetic: the same\n"
+            "                       integers, slowly)\n"
             "  --help               this text\n");
 }
 
-static void print_text(const dt_train_config *cfg, const dt_eval_result *r) {
-    printf("evaluated %s (weights %s) on the %s test split: %ld samples, loss %.4f, "
-           "accuracy %.2f%%\n\n",
-           cfg->model, cfg->init_path, cfg->data, r->samples, r->loss, 100.0 * r->accuracy);
+/* What eval says about a quantized file, beside the usual figures. */
+typedef struct int8_info {
+    const dt_qnet *q;
+    dt_int8_engine engine;
+    const char *float_path;   /* the float weights compared with, or NULL */
+    const char *why_no_float; /* why there are none */
+    double float_accuracy, agreement;
+} int8_info;
+
+static void print_text(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8) {
+    if (i8) {
+        char method[64];
+        dt_calib_format(&i8->q->cfg.calib, method, sizeof method);
+        printf("evaluated %s int8 (%s scheme, %s weights, %s calibration; engine %s; file %s) "
+               "on the %s test split: %ld samples, loss %.4f, accuracy %.2f%%\n",
+               cfg->model, dt_quant_scheme_name(i8->q->cfg.scheme),
+               i8->q->cfg.per_channel ? "per-channel" : "per-tensor", method,
+               dt_int8_engine_name(i8->engine), cfg->init_path, cfg->data, r->samples, r->loss,
+               100.0 * r->accuracy);
+        if (i8->float_path)
+            printf("float32 weights %s: accuracy %.2f%%; int8 - float32 %+.2f points; top-1 "
+                   "agreement %.2f%%\n\n",
+                   i8->float_path, 100.0 * i8->float_accuracy,
+                   100.0 * (r->accuracy - i8->float_accuracy), 100.0 * i8->agreement);
+        else
+            printf("no comparison with float32: %s\n\n", i8->why_no_float);
+    } else {
+        printf("evaluated %s (weights %s) on the %s test split: %ld samples, loss %.4f, "
+               "accuracy %.2f%%\n\n",
+               cfg->model, cfg->init_path, cfg->data, r->samples, r->loss, 100.0 * r->accuracy);
+    }
     printf("class  samples  accuracy\n");
     for (int c = 0; c < r->classes; c++) {
         long total = 0;
@@ -59,7 +102,7 @@ static int append(cJSON *array, cJSON *item) {
 }
 
 /* The JSON line, built with cJSON so the model and data names are escaped. */
-static int print_json(const dt_train_config *cfg, const dt_eval_result *r) {
+static int print_json(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8) {
     cJSON *o = cJSON_CreateObject();
     int ok = o && cJSON_AddStringToObject(o, "event", "eval") &&
              cJSON_AddStringToObject(o, "model", cfg->model) &&
@@ -67,6 +110,21 @@ static int print_json(const dt_train_config *cfg, const dt_eval_result *r) {
              cJSON_AddNumberToObject(o, "samples", (double)r->samples) &&
              cJSON_AddNumberToObject(o, "loss", r->loss) &&
              cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
+    if (ok && i8) {
+        char method[64];
+        dt_calib_format(&i8->q->cfg.calib, method, sizeof method);
+        ok = cJSON_AddBoolToObject(o, "int8", 1) &&
+             cJSON_AddStringToObject(o, "engine", dt_int8_engine_name(i8->engine)) &&
+             cJSON_AddStringToObject(o, "scheme", dt_quant_scheme_name(i8->q->cfg.scheme)) &&
+             cJSON_AddStringToObject(o, "weights",
+                                     i8->q->cfg.per_channel ? "per-channel" : "per-tensor") &&
+             cJSON_AddStringToObject(o, "calib_method", method);
+        /* without float weights: null, as cJSON writes NaN */
+        if (ok)
+            ok = cJSON_AddNumberToObject(o, "float_accuracy",
+                                         i8->float_path ? i8->float_accuracy : NAN) &&
+                 cJSON_AddNumberToObject(o, "agreement", i8->float_path ? i8->agreement : NAN);
+    }
     cJSON *classes = ok ? cJSON_AddArrayToObject(o, "class_accuracy") : NULL;
     cJSON *confusion = classes ? cJSON_AddArrayToObject(o, "confusion") : NULL;
     ok = confusion != NULL;
@@ -85,17 +143,143 @@ static int print_json(const dt_train_config *cfg, const dt_eval_result *r) {
     return ok ? 0 : -1;
 }
 
+/* Every sample's logits and label, for scripts that compare them with another
+ * implementation. */
+static int save_logits(const char *path, const float *logits, const dt_dataset *ds, int classes,
+                       dt_error *err) {
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)ds->size);
+    uint8_t *px = malloc((size_t)ds->c * ds->h * ds->w);
+    if (!labels || !px) {
+        free(labels), free(px);
+        return dt_error_set(err, "out of memory writing %s", path);
+    }
+    for (int i = 0; i < ds->size; i++) labels[i] = dt_dataset_sample(ds, i, px);
+    dt_st_entry e[2] = {{"logits", "F32", 2, {ds->size, classes}, logits},
+                        {"labels", "I32", 1, {ds->size}, labels}};
+    int rc = dt_safetensors_write(path, e, 2, NULL, 0, err);
+    free(labels), free(px);
+    return rc;
+}
+
+static float *alloc_logits(const char *path, const dt_dataset *ds, int classes, dt_error *err) {
+    if (!path) return NULL;
+    return dt_alloc(sizeof(float) * (size_t)ds->size * (size_t)classes, "logits", err);
+}
+
+static void qrun_forward(void *ctx, int n) {
+    dt_qrun_forward(ctx, n);
+}
+
+static const float *qrun_logits(void *ctx) {
+    return dt_qrun_logits(ctx);
+}
+
+/* The float weights a quantized file is compared with: --compare, else those named in
+ * its metadata if that file is still the one quantized (same hash). */
+static const char *float_weights(const dt_safetensors *st, const char *given, const char **why) {
+    if (given) return given;
+    const char *path = dt_safetensors_meta(st, "float_weights");
+    const char *want = dt_safetensors_meta(st, "float_weights_fnv1a64");
+    char hash[32];
+    dt_error err;
+    if (!path || !want) {
+        *why = "the file names no float weights (give --compare FILE)";
+        return NULL;
+    }
+    if (dt_quant_file_hash(path, hash, sizeof hash, &err)) {
+        *why = "the float weights it was made from are gone (give --compare FILE)";
+        return NULL;
+    }
+    if (strcmp(hash, want)) {
+        *why = "the float weights it was made from have changed since (give --compare FILE)";
+        return NULL;
+    }
+    return path;
+}
+
+/* Evaluates a quantized file: int8, and beside it the float weights if there are any. */
+static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const char *compare,
+                     dt_int8_engine engine, int json, const char *logits_path, dt_error *err) {
+    dt_dataset test;
+    dt_model_spec spec;
+    if (dt_train_open_data(&test, cfg->model, cfg->data, 0, cfg->max_test_samples, err)) return -1;
+    dt_qnet q;
+    dt_qrun *run = NULL;
+    dt_model fm;
+    int have_float = 0;
+    int8_info info = {.engine = engine, .q = &q, .why_no_float = ""};
+    int rc = dt_train_model_spec(&spec, cfg->model, cfg->width, &test, err);
+    if (rc == 0) rc = dt_qnet_load(&q, st, &spec, err);
+    if (rc) {
+        dt_dataset_close(&test);
+        return -1;
+    }
+    rc = dt_qrun_create(&run, &q, engine, cfg->batch_size, err);
+    info.float_path = float_weights(st, compare, &info.why_no_float);
+    if (rc == 0 && info.float_path) {
+        rc = dt_train_build_model(&fm, &spec, cfg->batch_size, cfg->seed, info.float_path, err);
+        have_float = rc == 0;
+    }
+    dt_eval_target targets[2];
+    dt_eval_result results[2];
+    int n = 0;
+    if (have_float) targets[n++] = dt_eval_target_of_model(&fm);
+    targets[n++] = (dt_eval_target){.input = run ? dt_qrun_input(run) : NULL,
+                                    .max_batch = cfg->batch_size,
+                                    .classes = spec.classes,
+                                    .forward = qrun_forward,
+                                    .logits = qrun_logits,
+                                    .ctx = run};
+    float *kept = NULL;
+    if (rc == 0 && logits_path && !(kept = alloc_logits(logits_path, &test, spec.classes, err)))
+        rc = -1;
+    targets[n - 1].keep_logits = kept;
+    dt_transform tf;
+    dt_transform_init(&tf, &test, 0, cfg->seed);
+    if (rc == 0)
+        rc = dt_evaluate_targets(targets, n, &test, &tf, NULL, results, &info.agreement, err);
+    if (rc == 0) {
+        const dt_eval_result *r8 = &results[n - 1];
+        if (have_float) info.float_accuracy = results[0].accuracy;
+        if (json) {
+            if (print_json(cfg, r8, &info)) rc = dt_error_set(err, "cannot write the JSON line");
+        } else {
+            print_text(cfg, r8, &info);
+        }
+        for (int k = 0; k < n; k++) dt_eval_result_free(&results[k]);
+        if (rc == 0 && kept) rc = save_logits(logits_path, kept, &test, spec.classes, err);
+    }
+    dt_free(kept);
+    if (have_float) dt_model_free(&fm);
+    dt_qrun_destroy(run);
+    dt_qnet_free(&q);
+    dt_dataset_close(&test);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
-    static const struct option own[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option own[] = {{"json", no_argument, 0, 'j'},
+                                        {"compare", required_argument, 0, 'c'},
+                                        {"int8-engine", required_argument, 0, 'e'},
+                                        {"logits", required_argument, 0, 'l'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
     const char *cmd = "eval";
     dt_train_config cfg = dt_train_config_default();
     int json = 0;
+    const char *compare = NULL, *logits_path = NULL;
+    dt_int8_engine engine = DT_INT8_DNNL;
     cli_flags flags;
     cli_flags_init(&flags, cmd, eval_shared, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
         if (opt == CLI_FLAGS_ERROR) return 2;
         if (opt == 'j') json = 1;
+        if (opt == 'c') compare = optarg;
+        if (opt == 'l') logits_path = optarg;
+        if (opt == 'e' && dt_int8_engine_parse(optarg, &engine)) {
+            cli_fail(cmd, "--int8-engine must be emulate or dnnl, got '%s'", optarg);
+            return 2;
+        }
         if (opt == 'h') {
             eval_usage(&flags, stdout);
             return 0;
@@ -110,6 +294,21 @@ int cmd_eval(int argc, char **argv) {
     dt_threads_set(cfg.threads);
 
     dt_error err;
+    dt_safetensors st;
+    if (dt_safetensors_read(&st, cfg.init_path, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
+    const int quantized = dt_qnet_file_is_quantized(&st);
+    if (quantized) {
+        int rc = eval_int8(&cfg, &st, compare, engine, json, logits_path, &err);
+        dt_safetensors_free(&st);
+        if (rc == 0 && fflush(stdout)) rc = dt_error_set(&err, "cannot write the results");
+        if (rc) cli_fail(cmd, "%s", err.msg);
+        return rc ? 1 : 0;
+    }
+    dt_safetensors_free(&st);
+
     dt_dataset test;
     dt_model model;
     if (dt_train_open_data(&test, cfg.model, cfg.data, 0, cfg.max_test_samples, &err)) {
@@ -124,14 +323,21 @@ int cmd_eval(int argc, char **argv) {
     }
     dt_transform tf;
     dt_transform_init(&tf, &test, 0, cfg.seed);
-    dt_eval_result result;
-    int rc = dt_evaluate(&model, &test, &tf, NULL, &result, &err);
+    dt_eval_result result = {0};
+    dt_eval_target target = dt_eval_target_of_model(&model);
+    int rc = 0;
+    if (logits_path && !(target.keep_logits = alloc_logits(logits_path, &test, spec.classes, &err)))
+        rc = -1;
+    if (rc == 0) rc = dt_evaluate_targets(&target, 1, &test, &tf, NULL, &result, NULL, &err);
+    if (rc == 0 && target.keep_logits)
+        rc = save_logits(logits_path, target.keep_logits, &test, spec.classes, &err);
+    dt_free(target.keep_logits);
     if (rc)
         cli_fail(cmd, "%s", err.msg);
     else if (json)
-        rc = print_json(&cfg, &result) ? cli_fail(cmd, "cannot write the JSON line") : 0;
+        rc = print_json(&cfg, &result, NULL) ? cli_fail(cmd, "cannot write the JSON line") : 0;
     else
-        print_text(&cfg, &result);
+        print_text(&cfg, &result, NULL);
     if (rc == 0 && fflush(stdout)) rc = cli_fail(cmd, "cannot write the results");
     dt_eval_result_free(&result);
     dt_model_free(&model);

@@ -12,6 +12,7 @@ static void usage(FILE *out) {
             "  train   train a model, on one process or under mpirun on many\n"
             "  bench   time training steps on synthetic data, print one JSON line\n"
             "  eval    evaluate saved weights on a test split: accuracy, per class, confusion\n"
+            "  quantize  int8 post-training quantization of saved weights (+ per-layer report)\n"
             "  models  list the models: parameters, FLOPs per sample, input shape\n"
             "  scale   the scaling study: sweep batch sizes and process counts, report + plots\n"
             "  report  rebuild a study's report from its logs, or report on a CSV of times\n"
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "scale")) return cmd_scale(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "fit-loss")) return cmd_fit_loss(argc - 1, argv + 1);

@@ -185,13 +185,13 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
-int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim, const int *shape,
-                           float *out, dt_error *err) {
+int dt_safetensors_get(const dt_safetensors *st, const char *name, const char *dtype, int ndim,
+                       const int *shape, void *out, dt_error *err) {
     const dt_st_tensor *t = dt_safetensors_find(st, name);
     if (!t) return dt_error_set(err, "%s: tensor %s is missing", st->path, name);
-    if (strcmp(t->dtype, "F32"))
-        return dt_error_set(err, "%s: tensor %s has dtype %s, expected F32", st->path, name,
-                            t->dtype);
+    if (strcmp(t->dtype, dtype))
+        return dt_error_set(err, "%s: tensor %s has dtype %s, expected %s", st->path, name,
+                            t->dtype, dtype);
     int same = t->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
@@ -205,6 +205,11 @@ int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim,
     }
     memcpy(out, t->data, t->bytes); /* safetensors is little-endian, as is x86-64 */
     return 0;
+}
+
+int dt_safetensors_get_f32(const dt_safetensors *st, const char *name, int ndim, const int *shape,
+                           float *out, dt_error *err) {
+    return dt_safetensors_get(st, name, "F32", ndim, shape, out, err);
 }
 
 int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t count, int32_t *out,

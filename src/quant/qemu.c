@@ -1,0 +1,221 @@
+#include "dtrain/qemu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dt_qemu {
+    const dt_qnet *q;
+    int max_batch, threads;
+    int16_t **act;   /* [n_values]: [max_batch, c, h, w]; NULL for the float logits */
+    float *logits;   /* [max_batch, classes] */
+    double **weight; /* [n_ops]: conv/linear weights as doubles [c_out, fan_in] */
+    double *col;     /* per thread: [fan_in, h_out * w_out] (conv); [max_batch, c_in] (linear) */
+    double *acc;     /* per thread: [c_out, h_out * w_out]; [max_batch, c_out] */
+    size_t col_each, acc_each;
+};
+
+static size_t value_count(const dt_qvalue *v) {
+    return (size_t)v->c * v->h * v->w;
+}
+
+void dt_qemu_destroy(dt_qemu *e) {
+    if (!e) return;
+    for (int v = 0; e->act && v < e->q->n_values; v++) free(e->act[v]);
+    for (int i = 0; e->weight && i < e->q->n_ops; i++) free(e->weight[i]);
+    free(e->act);
+    free(e->weight);
+    free(e->logits);
+    free(e->col);
+    free(e->acc);
+    free(e);
+}
+
+int dt_qemu_create(dt_qemu **out, const dt_qnet *q, int max_batch, dt_error *err) {
+    dt_qemu *e = calloc(1, sizeof *e);
+    if (!e) return dt_error_set(err, "out of memory for the int8 emulation");
+    e->q = q;
+    e->max_batch = max_batch;
+    e->threads = omp_get_max_threads();
+    e->act = calloc((size_t)q->n_values, sizeof(int16_t *));
+    e->weight = calloc((size_t)q->n_ops, sizeof(double *));
+    e->logits = malloc(sizeof(float) * (size_t)max_batch * (size_t)q->spec.classes);
+    int ok = e->act && e->weight && e->logits;
+    for (int v = 0; ok && v < q->n_values; v++)
+        if (!q->values[v].is_float)
+            ok = (e->act[v] = malloc(sizeof(int16_t) * value_count(&q->values[v]) *
+                                     (size_t)max_batch)) != NULL;
+    for (int i = 0; ok && i < q->n_ops; i++) {
+        const dt_qop *o = &q->ops[i];
+        if (o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) continue;
+        const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
+        const size_t count = fan_in * (size_t)o->c_out;
+        const dt_qvalue *y = &q->values[o->out];
+        if (!(e->weight[i] = malloc(sizeof(double) * count))) {
+            ok = 0;
+            break;
+        }
+        for (size_t k = 0; k < count; k++) e->weight[i][k] = o->weight[k];
+        if (o->kind == DT_QOP_CONV) {
+            size_t col = fan_in * (size_t)y->h * y->w, acc = (size_t)o->c_out * y->h * y->w;
+            e->col_each = col > e->col_each ? col : e->col_each;
+            e->acc_each = acc > e->acc_each ? acc : e->acc_each;
+        } else { /* one call for the whole batch, in thread 0's space */
+            size_t col = (size_t)max_batch * o->c_in, acc = (size_t)max_batch * o->c_out;
+            e->col_each = col > e->col_each ? col : e->col_each;
+            e->acc_each = acc > e->acc_each ? acc : e->acc_each;
+        }
+    }
+    if (ok) {
+        e->col = malloc(sizeof(double) * e->col_each * (size_t)e->threads);
+        e->acc = malloc(sizeof(double) * e->acc_each * (size_t)e->threads);
+        ok = e->col && e->acc;
+    }
+    if (!ok) {
+        dt_qemu_destroy(e);
+        return dt_error_set(err, "out of memory for the int8 emulation of %s (batch %d)", q->model,
+                            max_batch);
+    }
+    *out = e;
+    return 0;
+}
+
+/* The requantization of quant.h, in oneDNN's order: (float)acc + (float)bias, times
+ * the output scale, plus the scaled residual; rounded half to even, clamped. */
+static inline int16_t requant(double acc, int32_t bias, float scale, const int16_t *res,
+                              float res_scale, int lo, int hi) {
+    float y = ((float)acc + (float)bias) * scale;
+    if (res) y = fmaf(res_scale, (float)*res, y);
+    y = rintf(y);
+    return (int16_t)(y < lo ? lo : y > hi ? hi : y);
+}
+
+static void conv_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    const int k = o->kernel, hw = y->h * y->w, fan_in = o->c_in * k * k;
+    const int16_t *in = e->act[o->in];
+    const int16_t *res = o->residual >= 0 ? e->act[o->residual] : NULL;
+    int16_t *out = e->act[o->out];
+#pragma omp parallel for schedule(static) num_threads(e->threads)
+    for (int s = 0; s < n; s++) {
+        double *col = e->col + e->col_each * (size_t)omp_get_thread_num();
+        double *acc = e->acc + e->acc_each * (size_t)omp_get_thread_num();
+        const int16_t *xs = in + (size_t)s * value_count(x);
+        for (int c = 0; c < o->c_in; c++)
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) {
+                    double *row = col + (size_t)((c * k + ky) * k + kx) * hw;
+                    for (int oy = 0; oy < y->h; oy++) {
+                        const int iy = oy * o->stride - o->pad + ky;
+                        for (int ox = 0; ox < y->w; ox++) {
+                            const int ix = ox * o->stride - o->pad + kx;
+                            row[oy * y->w + ox] = iy >= 0 && iy < x->h && ix >= 0 && ix < x->w
+                                                      ? xs[((size_t)c * x->h + iy) * x->w + ix]
+                                                      : 0.0;
+                        }
+                    }
+                }
+        /* exact: |products| < 2^15, sums of fewer than 2^38 of them stay below 2^53 */
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o->c_out, hw, fan_in, 1.0,
+                    e->weight[i], fan_in, col, hw, 0.0, acc, hw);
+        const size_t base = (size_t)s * value_count(y);
+        for (int c = 0; c < o->c_out; c++) {
+            const float scale = o->output_scale[o->n_scales > 1 ? c : 0];
+            for (int p = 0; p < hw; p++) {
+                const size_t at = base + (size_t)c * hw + p;
+                if (y->is_float)
+                    e->logits[at] = ((float)acc[(size_t)c * hw + p] + (float)o->bias[c]) * scale;
+                else
+                    out[at] = requant(acc[(size_t)c * hw + p], o->bias[c], scale,
+                                      res ? res + at : NULL, o->residual_scale, y->lo, y->hi);
+            }
+        }
+    }
+}
+
+static void linear_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    const dt_qvalue *y = &e->q->values[o->out];
+    const int16_t *in = e->act[o->in];
+    const int16_t *res = o->residual >= 0 ? e->act[o->residual] : NULL;
+    double *a = e->col, *acc = e->acc;
+    for (size_t k = 0; k < (size_t)n * o->c_in; k++) a[k] = in[k];
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o->c_out, o->c_in, 1.0, a, o->c_in,
+                e->weight[i], o->c_in, 0.0, acc, o->c_out);
+    for (int s = 0; s < n; s++)
+        for (int c = 0; c < o->c_out; c++) {
+            const size_t at = (size_t)s * o->c_out + c;
+            const float scale = o->output_scale[o->n_scales > 1 ? c : 0];
+            if (y->is_float)
+                e->logits[at] = ((float)acc[at] + (float)o->bias[c]) * scale;
+            else
+                e->act[o->out][at] = requant(acc[at], o->bias[c], scale, res ? res + at : NULL,
+                                             o->residual_scale, y->lo, y->hi);
+        }
+}
+
+static void pool_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    const int k = o->kernel, avg = o->kind == DT_QOP_AVGPOOL;
+    const float inv = 1.0f / (float)(k * k);
+#pragma omp parallel for schedule(static) num_threads(e->threads)
+    for (int plane = 0; plane < n * x->c; plane++) {
+        const int16_t *xs = e->act[o->in] + (size_t)plane * x->h * x->w;
+        int16_t *ys = e->act[o->out] + (size_t)plane * y->h * y->w;
+        for (int oy = 0; oy < y->h; oy++)
+            for (int ox = 0; ox < y->w; ox++) {
+                int best = -32768, sum = 0;
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < k; kx++) {
+                        const int v = xs[(oy * o->stride + ky) * x->w + ox * o->stride + kx];
+                        best = v > best ? v : best;
+                        sum += v;
+                    }
+                /* the mean as oneDNN's int8 pooling: float sum times 1/k^2, rounded */
+                ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
+            }
+    }
+}
+
+void dt_qemu_forward(dt_qemu *e, const float *x, int n) {
+    const dt_qnet *q = e->q;
+    const dt_qvalue *v0 = &q->values[0];
+    const size_t count = value_count(v0) * (size_t)n;
+    int16_t *q0 = e->act[0];
+    for (size_t k = 0; k < count; k++) {
+        const float r = rintf(x[k] * v0->scale);
+        q0[k] = (int16_t)(r < v0->lo ? v0->lo : r > v0->hi ? v0->hi : r);
+    }
+    for (int i = 0; i < q->n_ops; i++) {
+        switch (q->ops[i].kind) {
+        case DT_QOP_CONV:
+            conv_forward(e, i, n);
+            break;
+        case DT_QOP_LINEAR:
+            linear_forward(e, i, n);
+            break;
+        case DT_QOP_MAXPOOL:
+        case DT_QOP_AVGPOOL:
+            pool_forward(e, i, n);
+            break;
+        }
+    }
+    const dt_qvalue *last = &q->values[q->ops[q->n_ops - 1].out];
+    if (!last->is_float) {
+        const int16_t *ql = e->act[q->ops[q->n_ops - 1].out];
+        for (size_t k = 0; k < (size_t)n * q->spec.classes; k++)
+            e->logits[k] = (float)ql[k] / last->scale;
+    }
+}
+
+const float *dt_qemu_logits(const dt_qemu *e) {
+    return e->logits;
+}
+
+const int16_t *dt_qemu_value(const dt_qemu *e, int value) {
+    return e->act[value];
+}

@@ -1,0 +1,149 @@
+/* The int8 engine computes the float emulation's integers: every layer's output of
+ * lenet5 (symmetric), lenet_cifar (the lab's scheme, its clip post-op) and resnet18
+ * (BatchNorm folded, residual adds fused into a sum post-op, per-channel and per-tensor
+ * weights), compared value by value for the full batch and a partial one; the logits
+ * within one step of the last layer's output. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/int8_dnnl.h"
+#include "dtrain/qemu.h"
+#include "dtrain/quant.h"
+#include "dtrain/rng.h"
+#include "dtrain/zoo.h"
+#include "testutil.h"
+
+typedef struct array_feed {
+    const float *x;
+    int n;
+    size_t sample;
+} array_feed;
+
+static int feed_array(void *ctx, int index, float *x, int max_n, dt_error *err) {
+    (void)err;
+    const array_feed *f = ctx;
+    const long start = (long)index * max_n;
+    if (start >= f->n) return 0;
+    const int n = f->n - start < max_n ? (int)(f->n - start) : max_n;
+    memcpy(x, f->x + (size_t)start * f->sample, sizeof(float) * f->sample * (size_t)n);
+    return n;
+}
+
+/* Quantizes model `name` (random weights, BatchNorm statistics away from (0, 1)) on
+ * random images, runs both engines on other random images and compares every value. */
+static void compare_engines(const char *name, int width, dt_quant_scheme scheme, int per_channel,
+                            int n) {
+    dt_model m;
+    dt_model_spec spec;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    spec.width = width;
+    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, n, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 9);
+    dt_rng rng = dt_rng_make(4, 4);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const char *t = m.tensors[i].name;
+        float *d = dt_model_tensor_data(&m, i);
+        for (size_t k = 0; k < m.tensors[i].numel; k++) {
+            if (strstr(t, "running_mean")) d[k] = 0.3f * dt_rng_normal(&rng);
+            if (strstr(t, "running_var")) d[k] = 0.3f + dt_rng_uniform(&rng);
+        }
+    }
+    const size_t sample = dt_model_input_floats_per_sample(&m);
+    float *x = test_alloc(sizeof(float) * sample * (size_t)n * 2);
+    for (size_t i = 0; i < sample * (size_t)n * 2; i++) x[i] = dt_rng_normal(&rng);
+    array_feed feed = {x, n, sample};
+    dt_qnet q;
+    dt_quant_config cfg = {.scheme = scheme,
+                           .per_channel = per_channel,
+                           .calib = {.method = DT_CALIB_PERCENTILE, .percentile = 99.9}};
+    if (dt_qnet_build(&q, &m, &spec, scheme, &err) ||
+        dt_quantize(&q, &m, &cfg, feed_array, &feed, &err))
+        fail_msg("%s", err.msg);
+    dt_qemu *emu;
+    dt_int8_dnnl *eng;
+    if (dt_qemu_create(&emu, &q, n, &err) || dt_int8_dnnl_create(&eng, &q, n, &err))
+        fail_msg("%s", err.msg);
+    /* twice: the full batch, then a smaller one (the engine's second set of primitives) */
+    for (int pass = 0; pass < 2; pass++) {
+        const int b = pass ? n / 2 + 1 : n;
+        const float *xs = x + sample * (size_t)n;
+        dt_qemu_forward(emu, xs, b);
+        dt_int8_dnnl_forward(eng, xs, b);
+        long total = 0;
+        for (int v = 0; v < q.n_values; v++) {
+            const dt_qvalue *val = &q.values[v];
+            if (val->is_float) continue;
+            const int16_t *a = dt_qemu_value(emu, v);
+            const void *raw = dt_int8_dnnl_value(eng, v);
+            if (!raw) continue; /* overwritten in place by a block's output */
+            const int hw = val->h * val->w;
+            long bad = 0, worst = 0;
+            for (int s = 0; s < b; s++)
+                for (int c = 0; c < val->c; c++)
+                    for (int p = 0; p < hw; p++) {
+                        const size_t nhwc = ((size_t)s * hw + p) * val->c + c;
+                        const int got = val->lo < 0 ? ((const int8_t *)raw)[nhwc]
+                                                    : ((const uint8_t *)raw)[nhwc];
+                        const int want = a[((size_t)s * val->c + c) * hw + p];
+                        const long d = labs((long)got - want);
+                        bad += d != 0;
+                        worst = d > worst ? d : worst;
+                    }
+            /* oneDNN computes what the emulation computes, to the integer */
+            if (bad)
+                fail_msg("%s %s batch %d: %ld of %ld integers differ, by up to %ld", name,
+                         val->name, b, bad, (long)b * val->c * hw, worst);
+            total += (long)b * val->c * hw;
+        }
+        /* the logits: within one step of the last layer's output */
+        const dt_qvalue *last = &q.values[q.ops[q.n_ops - 1].out];
+        const float *la = dt_qemu_logits(emu), *lb = dt_int8_dnnl_logits(eng);
+        for (int k = 0; k < b * last->c; k++) {
+            const dt_qop *o = &q.ops[q.n_ops - 1];
+            const float step = last->is_float ? o->output_scale[o->n_scales > 1 ? k % last->c : 0]
+                                              : 1.0f / last->scale;
+            if (!(fabsf(la[k] - lb[k]) <= step * 1.0001f))
+                fail_msg("%s logit %d: emulation %g, engine %g (step %g)", name, k, la[k], lb[k],
+                         step);
+        }
+        assert_true(total > 0);
+    }
+    dt_int8_dnnl_destroy(eng);
+    dt_qemu_destroy(emu);
+    dt_qnet_free(&q);
+    free(x);
+    dt_model_free(&m);
+}
+
+static void test_lenet5_symmetric(void **state) {
+    (void)state;
+    compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16);
+}
+
+static void test_lenet_cifar_lab(void **state) {
+    (void)state;
+    compare_engines("lenet_cifar", 0, DT_QUANT_LAB, 0, 16);
+}
+
+static void test_resnet18_symmetric(void **state) {
+    (void)state;
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 1, 6);
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lenet5_symmetric),
+        cmocka_unit_test(test_lenet_cifar_lab),
+        cmocka_unit_test(test_resnet18_symmetric),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
