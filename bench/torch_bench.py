@@ -21,14 +21,21 @@ def main():
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and input in channels_last (NHWC) memory format")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model, shape = build(args.model)
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(args.batch_size, *shape)
-    y = torch.randint(0, 10, (args.batch_size,))
+    with torch.no_grad():
+        classes = model(x[:2]).shape[1]
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    y = torch.randint(0, classes, (args.batch_size,))
     times = []
     for step in range(-3, args.steps):
         t0 = time.perf_counter()
@@ -43,6 +50,7 @@ def main():
     times.sort()
     print(json.dumps({"framework": "pytorch " + torch.__version__, "model": args.model,
                       "batch_size": args.batch_size, "threads": args.threads,
+                      "channels_last": args.channels_last,
                       "steps": args.steps, "images_per_s": round(args.batch_size * args.steps / total, 1),
                       "ms_per_step": round(1e3 * times[len(times) // 2], 3)}))
 

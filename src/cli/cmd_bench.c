@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dtrain/blas_core.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/model.h"
 #include "dtrain/qrun.h"
@@ -164,12 +165,12 @@ static int bench_infer(const bench_infer_args *a, const dt_model_spec *spec) {
         const double median = times[a->steps / 2];
         printf("{\"model\":\"%s\",\"mode\":\"infer\",\"dtype\":\"%s\",\"engine\":\"%s\","
                "\"width\":%d,\"batch_size\":%d,\"threads\":%d,\"steps\":%ld,"
-               "\"images_per_s\":%.1f,\"ms_per_batch\":%.3f,\"gops\":%.2f}\n",
+               "\"images_per_s\":%.1f,\"ms_per_batch\":%.3f,\"gops\":%.2f,\"blas_core\":\"%s\"}\n",
                a->model, a->int8 ? "int8" : "fp32",
                a->int8 ? dt_int8_engine_name(a->engine)
                        : (a->backend == DT_CONV_DNNL ? "dnnl" : "im2col"),
                spec->width, a->batch, a->threads, a->steps, a->batch * a->steps / total,
-               1e3 * median, 2.0 * macs * a->batch / median * 1e-9);
+               1e3 * median, 2.0 * macs * a->batch / median * 1e-9, dt_blas_core_loaded());
     }
     if (rc) cli_fail(a->cmd, "%s", err.msg);
     free(times);
@@ -311,9 +312,11 @@ int cmd_bench(int argc, char **argv) {
     double flops = dt_model_train_flops(&m, (int)batch);
     printf("{\"model\":\"%s\",\"conv\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,"
            "\"threads\":%ld,"
-           "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f}\n",
+           "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f,"
+           "\"blas_core\":\"%s\"}\n",
            model_name, backend == DT_CONV_DNNL ? "dnnl" : "im2col", spec.width, m.n_params, batch,
-           threads, steps, batch * steps / total, 1e3 * median, flops / median * 1e-9);
+           threads, steps, batch * steps / total, 1e3 * median, flops / median * 1e-9,
+           dt_blas_core_loaded());
     if (profile && m.op_forward_s) {
         double fwd[DT_OP_COUNT] = {0}, bwd[DT_OP_COUNT] = {0};
         for (int i = 0; i < m.n_ops; i++) {
