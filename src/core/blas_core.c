@@ -42,7 +42,16 @@ void dt_blas_core_fix(char **argv) {
                 strerror(errno), dt_blas_core_loaded());
         return;
     }
-    execv("/proc/self/exe", argv);
+    /* The resolved path, not /proc/self/exe itself: the process keeps its name ("dtrain"
+     * rather than "exe") in ps, top and pkill. */
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n > 0 && (size_t)n < sizeof path - 1) {
+        path[n] = '\0';
+        execv(path, argv);
+    } else {
+        execv("/proc/self/exe", argv);
+    }
     fprintf(stderr,
             "dtrain: warning: cannot restart with OPENBLAS_CORETYPE=%s (%s); OpenBLAS "
             "keeps its generic %s kernels\n",
