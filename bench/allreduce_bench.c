@@ -55,8 +55,8 @@ int main(int argc, char **argv) {
     float *buf = dt_alloc(max * sizeof(float), "buffer", &err);
     float *copy = dt_alloc(max * sizeof(float), "buffer", &err);
     dt_allreduce ring, mpi;
-    if (!buf || !copy || dt_allreduce_init(&ring, &w, DT_ALLREDUCE_RING, max, &err) ||
-        dt_allreduce_init(&mpi, &w, DT_ALLREDUCE_MPI, max, &err))
+    if (!buf || !copy || dt_allreduce_init(&ring, &w, DT_ALLREDUCE_RING, DT_COMM_FP32, max, &err) ||
+        dt_allreduce_init(&mpi, &w, DT_ALLREDUCE_MPI, DT_COMM_FP32, max, &err))
         dt_world_abort(&w, "%s", err.msg);
     for (size_t i = 0; i < max; i++) buf[i] = 1.0f, copy[i] = 0.0f;
     for (int i = 0; i < n_sizes; i++) {

@@ -1,6 +1,7 @@
 /* Ring all-reduce equals MPI_Allreduce on buffers of awkward sizes: one element, fewer
  * elements than ranks, primes, chunk boundaries, and resnet18's 44.7 MB gradient.
  * Run under mpirun with 2 and 3 ranks (CTest does both). */
+#include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,7 +42,7 @@ static void test_ring_equals_mpi_allreduce(void **state) {
     dt_allreduce ar;
     dt_error err;
     const size_t big = 11173962;
-    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_RING, big, &err), 0);
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_RING, DT_COMM_FP32, big, &err), 0);
     ar.chunk_floats = 1000; /* small chunks: many pipeline steps on modest sizes */
     const size_t sizes[] = {1, 2, 3, 5, 7, 997, 1000, 1001, 3001, 65537, 999983};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
@@ -63,7 +64,7 @@ static void test_every_algorithm_sums(void **state) {
     for (int a = 0; a < 3; a++) {
         dt_allreduce ar;
         dt_error err;
-        assert_int_equal(dt_allreduce_init(&ar, &world, algos[a], 100000, &err), 0);
+        assert_int_equal(dt_allreduce_init(&ar, &world, algos[a], DT_COMM_FP32, 100000, &err), 0);
         float v[100000];
         for (int i = 0; i < 100000; i++) v[i] = (float)(world.rank + 1);
         dt_allreduce_sum(&ar, v, 100000);
@@ -74,10 +75,67 @@ static void test_every_algorithm_sums(void **state) {
     }
 }
 
+/* A 16-bit wire: every rank ends with the same values, within the format's rounding of
+ * the fp32 sum (each of the p-1 transfers of a partial sum rounds once, and the owner
+ * rounds the total), in half the bytes; MPI_Allreduce with it is refused. */
+static void test_16bit_wire(void **state) {
+    (void)state;
+    const dt_comm_dtype types[] = {DT_COMM_BF16, DT_COMM_FP16};
+    const size_t sizes[] = {1, 2, 3, 1001, 65537, 999983};
+    for (int t = 0; t < 2; t++) {
+        /* unit roundoff of the format: 2^-8 (bf16), 2^-11 (fp16) */
+        const double u = types[t] == DT_COMM_BF16 ? 0x1p-8 : 0x1p-11;
+        dt_allreduce ar, ar32;
+        dt_error err;
+        assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_AUTO, types[t], 999983, &err),
+                         0);
+        assert_int_equal(
+            dt_allreduce_init(&ar32, &world, DT_ALLREDUCE_RING, DT_COMM_FP32, 999983, &err), 0);
+        ar.chunk_floats = ar32.chunk_floats = 1000;
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            const size_t n = sizes[k];
+            float *mine = test_alloc(sizeof(float) * n), *ref = test_alloc(sizeof(float) * n),
+                  *abs_sum = test_alloc(sizeof(float) * n), *rank0 = test_alloc(sizeof(float) * n);
+            dt_rng rng = dt_rng_make(43, (uint64_t)world.rank * 1000003u + n);
+            for (size_t i = 0; i < n; i++) mine[i] = dt_rng_normal(&rng) * 1e-2f;
+            memcpy(ref, mine, sizeof(float) * n);
+            for (size_t i = 0; i < n; i++) abs_sum[i] = mine[i] < 0 ? -mine[i] : mine[i];
+            DT_CHECK_MPI(
+                MPI_Allreduce(MPI_IN_PLACE, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            DT_CHECK_MPI(
+                MPI_Allreduce(MPI_IN_PLACE, abs_sum, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+            const long long b16 = ar.bytes_sent, b32 = ar32.bytes_sent;
+            float *copy = test_alloc(sizeof(float) * n);
+            memcpy(copy, mine, sizeof(float) * n);
+            dt_allreduce_sum(&ar, mine, n);
+            dt_allreduce_sum(&ar32, copy, n);
+            /* error bound: p roundings of values bounded by the sum of magnitudes, each
+             * relative u, or below fp16's normal range absolute half a step (2^-25) */
+            for (size_t i = 0; i < n; i++) {
+                const double bound =
+                    world.size * (u * abs_sum[i] + (types[t] == DT_COMM_FP16 ? 0x1p-25 : 0));
+                if (!(fabs((double)mine[i] - ref[i]) <= bound))
+                    fail_msg("%s n=%zu i=%zu: %g vs %g (bound %g)", dt_comm_dtype_name(types[t]), n,
+                             i, mine[i], ref[i], bound);
+            }
+            memcpy(rank0, mine, sizeof(float) * n);
+            DT_CHECK_MPI(MPI_Bcast(rank0, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD));
+            assert_memory_equal(rank0, mine, sizeof(float) * n); /* same on every rank */
+            if (n >= 1001) assert_int_equal(2 * (ar.bytes_sent - b16), ar32.bytes_sent - b32);
+            free(mine), free(ref), free(abs_sum), free(rank0), free(copy);
+        }
+        dt_allreduce_free(&ar);
+        dt_allreduce_free(&ar32);
+        assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_MPI, types[t], 10, &err), -1);
+        assert_non_null(strstr(err.msg, "needs dtrain's ring all-reduce"));
+    }
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_equals_mpi_allreduce),
         cmocka_unit_test(test_every_algorithm_sums),
+        cmocka_unit_test(test_16bit_wire),
     };
     return run_mpi_tests(&world, tests, sizeof tests / sizeof *tests, &argc, &argv);
 }

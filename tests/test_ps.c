@@ -29,7 +29,7 @@ static void test_ps_sync_equals_one_process(void **state) {
     snprintf(dist, sizeof dist, "/tmp/dtrain_ps_%d_dist.safetensors", (int)getppid());
     snprintf(single, sizeof single, "/tmp/dtrain_ps_%d_single.safetensors", (int)getppid());
     dt_train_config cfg = equivalence_config("lenet5", b);
-    cfg.ps = (dt_ps_config){DT_PS_SYNC, servers, workers, 0};
+    cfg.ps = (dt_ps_config){DT_PS_SYNC, servers, workers, 0, DT_COMM_FP32};
     cfg.save_path = dist;
     dt_error err;
     dt_train_result res;

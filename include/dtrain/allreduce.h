@@ -5,12 +5,15 @@
  *         chunk overlaps the transfer of the next (Horovod / Baidu ring);
  *   auto  ring from DT_RING_MIN_BYTES up, mpi below (measured crossover, see
  *         docs/distributed.md).
+ * With a 16-bit wire format (--comm-dtype bf16|fp16, comm_dtype.h) the ring sends
+ * half the bytes and is used at every size (MPI has no bf16/fp16 sum).
  * Waits poll with a timeout: a peer that stops answering ends the job with one line. */
 #ifndef DTRAIN_ALLREDUCE_H
 #define DTRAIN_ALLREDUCE_H
 
 #include <stddef.h>
 
+#include "dtrain/comm_dtype.h"
 #include "dtrain/error.h"
 #include "dtrain/world.h"
 
@@ -25,14 +28,17 @@ enum { DT_RING_MIN_BYTES = 1 << 16 };
 typedef struct dt_allreduce {
     const dt_world *world;
     dt_allreduce_algo algo;
-    float *scratch; /* one ring segment, [max_floats / size + 1] */
+    dt_comm_dtype dtype; /* on the wire; sums are fp32 */
+    float *scratch;      /* one ring segment, [max_floats / size + 1] */
     size_t scratch_floats;
-    size_t chunk_floats;  /* pipelining grain of the ring */
+    uint16_t *wire_send, *wire_recv; /* 16-bit wire: one segment each, else NULL */
+    size_t chunk_floats;             /* pipelining grain of the ring */
     long long bytes_sent; /* by this rank, cumulative (mpi: the ring's volume, a model) */
 } dt_allreduce;
 
+/* Refuses algo mpi with a 16-bit dtype. */
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
-                      size_t max_floats, dt_error *err);
+                      dt_comm_dtype dtype, size_t max_floats, dt_error *err);
 void dt_allreduce_free(dt_allreduce *ar);
 
 /* In place: buf[0..n) becomes the element-wise sum over all ranks. */

@@ -3,7 +3,8 @@
  * layer order, the order backward produces them; a bucket may end inside a tensor.
  * With overlap, a communication thread all-reduces each bucket as soon as backward has
  * written all of it, while backward goes on; without, all buckets go after backward.
- * Gradients are averaged (sum / world size). BatchNorm running statistics stay per
+ * Gradients are averaged (sum / world size); with a 16-bit comm_dtype they travel
+ * rounded to it (allreduce.h). BatchNorm running statistics stay per
  * rank (Goyal et al.): only parameters' gradients are exchanged.
  *
  * The model's params and grads are the only buffers touched (offset ranges). */
@@ -24,7 +25,7 @@ typedef struct dt_comm_stats {
 
 /* Hooks itself into m's backward (m->on_grads_ready). */
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
-                  double bucket_mb, int overlap, dt_error *err);
+                  dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err);
 void dt_ddp_destroy(dt_ddp *ddp);
 
 /* Rank 0's parameters and buffers to every rank (before training). */

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "dtrain/comm_dtype.h"
 #include "dtrain/error.h"
 #include "dtrain/lr_schedule.h"
 #include "dtrain/model.h"
@@ -38,6 +39,7 @@ enum { DT_PS_STALENESS_BINS = 16 };
 typedef struct dt_ps_config {
     dt_ps_mode mode;
     int servers, replicas, staleness;
+    dt_comm_dtype comm_dtype; /* of the gradients workers push (pulls stay fp32) */
 } dt_ps_config;
 
 enum { DT_PS_MAX_EPOCHS = 64 };
@@ -73,9 +75,12 @@ typedef struct dt_ps_client {
     int epoch;         /* sent with every push, for per-epoch staleness histograms */
     long long bytes_sent, bytes_received;
     double last_wait_s; /* of the last pull: time until every server answered */
+    uint16_t *wire;     /* the gradient packed for a 16-bit comm_dtype, else NULL */
 } dt_ps_client;
 
-void dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m);
+int dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m,
+                      dt_error *err);
+void dt_ps_client_free(dt_ps_client *c);
 /* Fetches every shard into m->params (waits as the mode says). */
 void dt_ps_pull(dt_ps_client *c);
 /* Sends m->grads, shard by shard, tagged with the versions pulled; advances the clock. */

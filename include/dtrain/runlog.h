@@ -44,6 +44,7 @@ typedef struct dt_run_record {
     double warmup_epochs, momentum, weight_decay;
     int threads, loader_workers;
     char allreduce[16];
+    char comm_dtype[8]; /* gradients on the wire: fp32, bf16, fp16 */
     double bucket_mb;
     int buckets;
     int overlap;             /* boolean in the file */

@@ -36,6 +36,7 @@ typedef struct dt_sync_setup {
     dt_model *model;
     dt_sgd *opt;
     dt_allreduce_algo allreduce;
+    dt_comm_dtype comm_dtype; /* allreduce's wire format (ps: in ps.comm_dtype) */
     double bucket_mb;
     int overlap;
     dt_ps_config ps;

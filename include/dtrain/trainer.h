@@ -33,7 +33,8 @@ typedef struct dt_train_config {
      * mode set in ps.mode by library callers. */
     const char *mode;
     dt_allreduce_algo allreduce;
-    double bucket_mb; /* 0 = 25 */
+    dt_comm_dtype comm_dtype; /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
+    double bucket_mb;         /* 0 = 25 */
     int no_overlap;
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */

@@ -83,7 +83,7 @@ static void on_grads_ready(void *ctx, size_t offset, size_t count) {
 }
 
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
-                  double bucket_mb, int overlap, dt_error *err) {
+                  dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err) {
     dt_ddp *d = calloc(1, sizeof *d);
     if (!d) return dt_error_set(err, "out of memory for the gradient buckets");
     d->world = w;
@@ -94,7 +94,7 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
     d->n_buckets = (int)((m->n_params + per - 1) / per);
     d->buckets = calloc((size_t)d->n_buckets, sizeof(bucket));
     if (!d->buckets ||
-        dt_allreduce_init(&d->ar, w, algo, per < m->n_params ? per : m->n_params, err)) {
+        dt_allreduce_init(&d->ar, w, algo, dtype, per < m->n_params ? per : m->n_params, err)) {
         free(d->buckets);
         free(d);
         return err && err->msg[0] ? -1 : dt_error_set(err, "out of memory for the buckets");

@@ -32,11 +32,20 @@ void dt_ps_shard(size_t n_params, int servers, int s, size_t *offset, size_t *co
     *count = per + ((size_t)s < extra ? 1 : 0);
 }
 
-void dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m) {
+int dt_ps_client_init(dt_ps_client *c, const dt_world *w, const dt_ps_config *cfg, dt_model *m,
+                      dt_error *err) {
     memset(c, 0, sizeof *c);
     c->world = w;
     c->cfg = *cfg;
     c->model = m;
+    if (cfg->comm_dtype == DT_COMM_FP32) return 0;
+    c->wire = dt_alloc(sizeof(uint16_t) * m->n_params, "packed gradient buffer", err);
+    return c->wire ? 0 : -1;
+}
+
+void dt_ps_client_free(dt_ps_client *c) {
+    dt_free(c->wire);
+    c->wire = NULL;
 }
 
 void dt_ps_pull(dt_ps_client *c) {
@@ -75,9 +84,15 @@ void dt_ps_push(dt_ps_client *c) {
         headers[s][1] = c->clock;
         DT_CHECK_MPI(
             MPI_Isend(headers[s], 2, MPI_INT64_T, s, DT_PS_TAG_PUSH, c->world->comm, &reqs[2 * s]));
-        DT_CHECK_MPI(MPI_Isend(c->model->grads + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_GRADS,
-                               c->world->comm, &reqs[2 * s + 1]));
-        c->bytes_sent += (long long)(n * sizeof(float) + sizeof headers[s]);
+        if (c->wire) {
+            dt_comm_pack(c->cfg.comm_dtype, c->wire + off, c->model->grads + off, n);
+            DT_CHECK_MPI(MPI_Isend(c->wire + off, (int)n, MPI_UINT16_T, s, DT_PS_TAG_GRADS,
+                                   c->world->comm, &reqs[2 * s + 1]));
+        } else {
+            DT_CHECK_MPI(MPI_Isend(c->model->grads + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_GRADS,
+                                   c->world->comm, &reqs[2 * s + 1]));
+        }
+        c->bytes_sent += (long long)(n * dt_comm_dtype_size(c->cfg.comm_dtype) + sizeof headers[s]);
     }
     dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: pushing gradients");
 }

@@ -21,6 +21,7 @@ typedef struct server {
     /* full-size buffers used at [off, off + n), so that SGD sees the same offsets as
      * the parameters and its momentum */
     float *grad, *acc;
+    uint16_t *wire;    /* [n] a pushed gradient with a 16-bit comm_dtype, else NULL */
     long *last_pushed; /* [workers] version of each worker's last push */
     long *clock;       /* [workers] steps pushed; LONG_MAX once done */
     int *pending;      /* [workers] a pull waits for an answer */
@@ -29,7 +30,7 @@ typedef struct server {
 } server;
 
 static void server_free(server *sv) {
-    dt_free(sv->grad), dt_free(sv->acc);
+    dt_free(sv->grad), dt_free(sv->acc), dt_free(sv->wire);
     free(sv->last_pushed), free(sv->clock), free(sv->pending);
 }
 
@@ -69,10 +70,15 @@ static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
     const size_t off = sv->off, n = sv->n;
     dt_ps_server_stats *st = sv->st;
     MPI_Request req;
-    DT_CHECK_MPI(
-        MPI_Irecv(sv->grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS, sv->job->comm, &req));
+    if (sv->wire)
+        DT_CHECK_MPI(
+            MPI_Irecv(sv->wire, (int)n, MPI_UINT16_T, from, DT_PS_TAG_GRADS, sv->job->comm, &req));
+    else
+        DT_CHECK_MPI(MPI_Irecv(sv->grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS,
+                               sv->job->comm, &req));
     dt_world_wait_all(sv->job, 1, &req, from, "parameter server: receiving gradients");
-    st->bytes_in += (long long)(n * sizeof(float) + 3 * sizeof(int64_t));
+    if (sv->wire) dt_comm_unpack(sv->cfg->comm_dtype, sv->grad + off, sv->wire, n);
+    st->bytes_in += (long long)(n * dt_comm_dtype_size(sv->cfg->comm_dtype) + 3 * sizeof(int64_t));
     const long gv = (long)header[0];
     const int ep = header[2] < 0                   ? 0
                    : header[2] >= DT_PS_MAX_EPOCHS ? DT_PS_MAX_EPOCHS - 1
@@ -149,7 +155,10 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
     sv.last_pushed = calloc((size_t)sv.workers, sizeof(long));
     sv.clock = calloc((size_t)sv.workers, sizeof(long));
     sv.pending = calloc((size_t)sv.workers, sizeof(int));
-    if (!sv.grad || !sv.acc || !sv.last_pushed || !sv.clock || !sv.pending) {
+    if (cfg->comm_dtype != DT_COMM_FP32)
+        sv.wire = dt_alloc(sizeof(uint16_t) * (sv.n ? sv.n : 1), "server packed gradient", err);
+    if (!sv.grad || !sv.acc || !sv.last_pushed || !sv.clock || !sv.pending ||
+        (cfg->comm_dtype != DT_COMM_FP32 && !sv.wire)) {
         server_free(&sv);
         return dt_error_set(err, "parameter server %d: out of memory", job->rank);
     }

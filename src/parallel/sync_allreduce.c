@@ -7,7 +7,7 @@
 static int allreduce_create(dt_sync *s, dt_error *err) {
     const dt_sync_setup *u = &s->setup;
     dt_ddp *ddp;
-    if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce,
+    if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce, u->comm_dtype,
                       u->bucket_mb > 0 ? u->bucket_mb : 25.0, u->overlap, err))
         return -1;
     dt_ddp_broadcast_model(ddp);

@@ -11,12 +11,16 @@
 static int ps_create(dt_sync *s, dt_error *err) {
     dt_ps_client *c = calloc(1, sizeof *c);
     if (!c) return dt_error_set(err, "out of memory for the parameter-server client");
-    dt_ps_client_init(c, s->setup.job, &s->setup.ps, s->setup.model);
+    if (dt_ps_client_init(c, s->setup.job, &s->setup.ps, s->setup.model, err)) {
+        free(c);
+        return -1;
+    }
     s->impl = c;
     return 0;
 }
 
 static void ps_destroy(dt_sync *s) {
+    if (s->impl) dt_ps_client_free(s->impl);
     free(s->impl);
 }
 

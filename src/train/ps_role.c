@@ -39,6 +39,7 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
     int rc = dt_train_mode_of(cfg, &mode, err);
     if (rc == 0) {
         ps.mode = mode->ps_mode;
+        ps.comm_dtype = cfg->comm_dtype;
         /* the server's version counts updates; ps-sync makes one per step */
         s.sched = (dt_lr_schedule){cfg->lr_schedule,   cfg->lr, 1.0,
                                    cfg->warmup_epochs, steps,   cfg->epochs};

@@ -56,6 +56,16 @@ static const char *allreduce_of(const dt_train_config *cfg) {
     return dt_allreduce_name(cfg->allreduce);
 }
 
+static const char *comm_dtype_names(void) {
+    return "fp32, bf16, fp16";
+}
+static int comm_dtype_parse(dt_train_config *cfg, const char *text) {
+    return dt_comm_dtype_parse(text, &cfg->comm_dtype);
+}
+static const char *comm_dtype_of(const dt_train_config *cfg) {
+    return dt_comm_dtype_name(cfg->comm_dtype);
+}
+
 #define FIELD(member) offsetof(dt_train_config, member)
 #define INT_ROW(member, lo, hi)                                                                    \
     .kind = DT_FLAG_INT, .field = DT_FIELD_INT, .offset = FIELD(member), .imin = (lo), .imax = (hi)
@@ -171,6 +181,12 @@ static const dt_train_flag flags[] = {
      CHOICE_ROW(allreduce_names, allreduce_parse, allreduce_of),
      .help = "auto (default: ring for buckets >= 64 KiB, else mpi) |\n"
              "ring (own reduce-scatter + all-gather) | mpi"},
+    {.name = "comm-dtype",
+     .value = "T",
+     CHOICE_ROW(comm_dtype_names, comm_dtype_parse, comm_dtype_of),
+     .help = "fp32 (default) | bf16 | fp16: the format gradients travel in\n"
+             "(all-reduce and parameter-server pushes; half the bytes,\n"
+             "sums stay fp32; 16-bit needs the ring all-reduce)"},
     {.name = "bucket-mb",
      .value = "X",
      FLOAT_ROW(bucket_mb, DT_FIELD_DOUBLE, 1e-6, 1e5),

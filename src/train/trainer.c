@@ -113,11 +113,13 @@ static int setup(trainer *t, dt_error *err) {
         t->steps_per_epoch, cfg->epochs};
     dt_ps_config ps = cfg->ps;
     ps.mode = t->mode->ps_mode;
+    ps.comm_dtype = cfg->comm_dtype;
     const dt_sync_setup sync = {.job = t->job,
                                 .workers = w,
                                 .model = &t->state.model,
                                 .opt = &t->state.opt,
                                 .allreduce = cfg->allreduce,
+                                .comm_dtype = cfg->comm_dtype,
                                 .bucket_mb = cfg->bucket_mb,
                                 .overlap = !cfg->no_overlap,
                                 .ps = ps,
@@ -155,6 +157,7 @@ static void log_run(trainer *t) {
     snprintf(r.data, sizeof r.data, "%s", cfg->data);
     snprintf(r.lr_scaling, sizeof r.lr_scaling, "%s", cfg->lr_scaling_linear ? "linear" : "none");
     snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
+    snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
     dt_runlog_run(&t->log, &r);
 }
 
