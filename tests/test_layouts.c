@@ -109,8 +109,9 @@ static void test_googlenet_blocked_matches_plain(void **state) {
 }
 
 /* What the pass decides: conv outputs with 16k channels that reach only convs, BN,
- * ReLU, adds and the global pool are blocked; the input, anything with other channel
- * counts, and what a plain-only op (maxpool, linear, concat) touches are not. */
+ * ReLU, adds, maxpool and the global pool are blocked; the input, anything with other channel
+ * counts, and what a plain-only op (linear, concat) touches are not; maxpool
+ * keeps its input's layout. */
 static void test_layout_choices(void **state) {
     (void)state;
     dt_model m;
@@ -122,9 +123,13 @@ static void test_layout_choices(void **state) {
     int c = dt_model_conv2d(&m, "c", b, 16, 3, 1, 1, 0); /* -> add with b: blocked */
     int s = dt_model_add(&m, b, c);
     int d = dt_model_conv2d(&m, "d", s, 8, 1, 1, 0, 0);  /* 8 channels: plain */
-    int e = dt_model_conv2d(&m, "e", d, 32, 1, 1, 0, 0); /* -> maxpool: plain */
+    int e = dt_model_conv2d(&m, "e", d, 32, 1, 1, 0, 0); /* -> maxpool -> concat: plain */
     int p = dt_model_maxpool2d(&m, e, 2, 2);
-    int f = dt_model_conv2d(&m, "f", p, 16, 1, 1, 0, 0); /* -> global pool: blocked */
+    int q = dt_model_concat(&m, (int[]){p, p}, 2);
+    int e2 = dt_model_conv2d(&m, "e2", s, 16, 1, 1, 0, 0); /* -> maxpool -> conv: blocked */
+    int p2 = dt_model_maxpool2d(&m, e2, 2, 2);
+    dt_model_conv2d(&m, "e3", p2, 16, 1, 1, 0, 0);
+    int f = dt_model_conv2d(&m, "f", q, 16, 1, 1, 0, 0); /* -> global pool: blocked */
     int g = dt_model_adaptive_avgpool2d(&m, f, 1, 1);    /* NCHW out */
     dt_model_linear(&m, "fc", dt_model_flatten(&m, g), 10);
     m.conv_backend = DT_CONV_DNNL;
@@ -137,6 +142,9 @@ static void test_layout_choices(void **state) {
     assert_int_equal(dt_model_value_blocked(&m, d), 0);
     assert_int_equal(dt_model_value_blocked(&m, e), 0);
     assert_int_equal(dt_model_value_blocked(&m, p), 0);
+    assert_int_equal(dt_model_value_blocked(&m, q), 0);
+    assert_int_equal(dt_model_value_blocked(&m, e2), 1);
+    assert_int_equal(dt_model_value_blocked(&m, p2), 1);
     assert_int_equal(dt_model_value_blocked(&m, f), 1);
     assert_int_equal(dt_model_value_blocked(&m, g), 0);
     /* b feeds conv c and the add: two readers; c only the add */

@@ -36,4 +36,12 @@ void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int 
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
                            int stride);
 
+/* The same on nChw16c data (c a multiple of 16): the same values and argmax per
+ * channel, argmax laid out as the output. */
+void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                                  int w, int kernel, int stride, int pad, int ceil_mode);
+void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t *argmax, int n,
+                                   int c, int h, int w, int kernel, int stride, int pad,
+                                   int ceil_mode);
+
 #endif

@@ -76,6 +76,66 @@ void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
     }
 }
 
+/* Max pooling on nChw16c data: the 16 channels of a block side by side, each
+ * scanning its window in the order of the NCHW scan above (same values, same argmax:
+ * the pixel index within the plane, stored per channel in the output's layout). */
+void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                                  int w, int kernel, int stride, int pad, int ceil_mode) {
+    enum { L = 16 };
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+#pragma omp parallel for schedule(static)
+    for (int mb = 0; mb < n * (c / L); mb++) {
+        const float *x = in + (size_t)mb * h * w * L;
+        float *y = out + (size_t)mb * ho * wo * L;
+        int32_t *am = argmax + (size_t)mb * ho * wo * L;
+        for (int oy = 0; oy < ho; oy++) {
+            const int y0 = oy * stride - pad;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+            for (int ox = 0; ox < wo; ox++) {
+                const int x0 = ox * stride - pad;
+                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                float v[L];
+                int32_t best[L];
+                for (int l = 0; l < L; l++) {
+                    v[l] = x[(size_t)(ya * w + xa) * L + l];
+                    best[l] = ya * w + xa;
+                }
+                for (int i = ya; i < yb; i++)
+                    for (int j = xa; j < xb; j++) {
+                        const float *px = x + (size_t)(i * w + j) * L;
+                        for (int l = 0; l < L; l++)
+                            if (takes_over(px[l], v[l])) {
+                                v[l] = px[l];
+                                best[l] = i * w + j;
+                            }
+                    }
+                const size_t o = (size_t)(oy * wo + ox) * L;
+                for (int l = 0; l < L; l++) {
+                    y[o + l] = v[l];
+                    am[o + l] = best[l];
+                }
+            }
+        }
+    }
+}
+
+void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t *argmax, int n,
+                                   int c, int h, int w, int kernel, int stride, int pad,
+                                   int ceil_mode) {
+    enum { L = 16 };
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+#pragma omp parallel for schedule(static)
+    for (int mb = 0; mb < n * (c / L); mb++) {
+        float *dx = din + (size_t)mb * h * w * L;
+        const float *dy = dout + (size_t)mb * ho * wo * L;
+        const int32_t *am = argmax + (size_t)mb * ho * wo * L;
+        for (int o = 0; o < ho * wo; o++)
+            for (int l = 0; l < L; l++) dx[(size_t)am[o * L + l] * L + l] += dy[o * L + l];
+    }
+}
+
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
@@ -138,20 +198,23 @@ static void maxpool2d_op_free(dt_model *m, dt_op *op) {
 
 static void maxpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
-    dt_maxpool2d_forward(dt_model_value_data(m, op->out), op->state, dt_model_value_data(m, op->in),
-                         n, x->c, x->h, x->w, op->kernel, op->stride, op->pad, op->ceil_mode);
+    (dt_model_value_blocked(m, op->in) ? dt_maxpool2d_forward_blocked : dt_maxpool2d_forward)(
+        dt_model_value_data(m, op->out), op->state, dt_model_value_data(m, op->in), n, x->c, x->h,
+        x->w, op->kernel, op->stride, op->pad, op->ceil_mode);
 }
 
 static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     float *din = dt_model_value_grad(m, op->in);
     if (din)
-        dt_maxpool2d_backward(din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h, x->w,
-                              op->kernel, op->stride, op->pad, op->ceil_mode);
+        (dt_model_value_blocked(m, op->in) ? dt_maxpool2d_backward_blocked : dt_maxpool2d_backward)(
+            din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h, x->w, op->kernel,
+            op->stride, op->pad, op->ceil_mode);
 }
 
 const dt_op_class dt_maxpool2d_op = {
     .name = "maxpool2d",
+    .layouts = DT_OP_SAME_LAYOUT,
     .plan = maxpool2d_op_plan,
     .alloc = maxpool2d_op_alloc,
     .free = maxpool2d_op_free,
