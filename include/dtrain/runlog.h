@@ -26,6 +26,8 @@
 typedef struct dt_runlog {
     FILE *file;       /* NULL: logging off */
     int write_failed; /* errno of the first failed write (reported at close), or 0 */
+    int flush_all;    /* flush every record, not only epochs (a resumable run: the step
+                       * records a kill cuts short count the work lost) */
 } dt_runlog;
 
 /* How the run was set up; the "run" event. */

@@ -162,6 +162,7 @@ static const event_format *event_format_of(dt_runlog_event id) {
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
+    log->flush_all = 0;
     if (!path || !*path) return 0;
     log->file = fopen(path, "w");
     if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
@@ -188,6 +189,7 @@ int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, long *l
                           dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
+    log->flush_all = 0;
     *lost_steps = 0;
     if (!path || !*path) return 0;
     FILE *f = fopen(path, "r+");
@@ -297,7 +299,7 @@ static void write_record(dt_runlog *log, dt_runlog_event id, const void *record)
         rc = fprintf(f, ",\"%s\":", ev->fields[i].name) < 0 ||
              write_value(f, &ev->fields[i], record) != 0;
     if (!rc) rc = fputs("}\n", f) < 0;
-    if (!rc && ev->flush) rc = fflush(f) != 0;
+    if (!rc && (ev->flush || log->flush_all)) rc = fflush(f) != 0;
     if (rc && !log->write_failed) log->write_failed = errno ? errno : EIO;
 }
 

@@ -165,10 +165,11 @@ static int setup(trainer *t, dt_error *err) {
     /* the interrupted run's log goes on where the checkpoint left it */
     t->log_continued = t->resumed && cfg->log_path && t->from.log_offset >= 0 &&
                        !strcmp(cfg->log_path, t->from.log);
-    if (t->log_continued)
-        return dt_runlog_open_resume(&t->log, cfg->log_path, t->from.log_offset, &t->lost_steps,
-                                     err);
-    return dt_runlog_open(&t->log, cfg->log_path, err);
+    const int rc = t->log_continued ? dt_runlog_open_resume(&t->log, cfg->log_path,
+                                                            t->from.log_offset, &t->lost_steps, err)
+                                    : dt_runlog_open(&t->log, cfg->log_path, err);
+    t->log.flush_all = cfg->checkpoint_dir != NULL;
+    return rc;
 }
 
 static void log_run(trainer *t) {
