@@ -1,0 +1,18 @@
+#!/bin/sh
+# The short soak (scripts/soak.sh, ~40 s): a 2-rank lenet5 job under `dtrain launch`
+# with a rank killed every 3-6 s finishes, within 0.3 points of the uninterrupted
+# job's test accuracy, losing at most one checkpoint interval per kill; and, since a
+# resume is bit-identical, with the very same final weights.
+set -u
+DTRAIN=$1
+. "$(dirname "$0")/checks.sh"
+SECONDS_KILLING=20 KILL_MIN=3 KILL_MAX=6 EPOCHS=4 MAX_SAMPLES=8192 TEST_SAMPLES=1000 \
+    EVERY=10 EXTRA="--test-delay 0:50" \
+    "$(dirname "$0")/../scripts/soak.sh" "$DTRAIN" "$tmp" >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "the soak's checks pass" [ "$rc" -eq 0 ]
+check "ranks were killed" grep -q "killed rank" "$tmp/out"
+check "the killed job's weights are the uninterrupted job's" \
+    grep -q "bit-identical to the uninterrupted job's: yes" "$tmp/out"
+finish
