@@ -10,14 +10,14 @@
 #
 # usage: scripts/soak.sh DTRAIN [OUT_DIR]     (OUT_DIR default: a temporary folder)
 # environment (defaults = the 10-minute soak):
-#   SECONDS_KILLING=600 KILL_MIN=20 KILL_MAX=40 NP=2 EPOCHS=60 BATCH=64 EVERY=200
+#   SECONDS_KILLING=600 KILL_MIN=20 KILL_MAX=40 NP=2 EPOCHS=150 BATCH=64 EVERY=200
 #   MAX_SAMPLES= (all 60000) TEST_SAMPLES= (all 10000) LR=0.05 THREADS=1
 #   EXTRA= (more train flags, e.g. "--test-delay 0:50" to stretch a short soak)
 set -u
 DTRAIN=$(realpath "$1")
 OUT=${2:-$(mktemp -d)}
 mkdir -p "$OUT"
-: "${SECONDS_KILLING:=600}" "${KILL_MIN:=20}" "${KILL_MAX:=40}" "${NP:=2}" "${EPOCHS:=60}"
+: "${SECONDS_KILLING:=600}" "${KILL_MIN:=20}" "${KILL_MAX:=40}" "${NP:=2}" "${EPOCHS:=150}"
 : "${BATCH:=64}" "${EVERY:=200}" "${MAX_SAMPLES:=}" "${TEST_SAMPLES:=}" "${LR:=0.05}"
 : "${THREADS:=1}" "${EXTRA:=}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -9,8 +9,8 @@ DTRAIN=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 . "$(dirname "$0")/checks.sh"
-F="--model lenet5 --data fashion-mnist --max-samples 2048 --batch-size 64 --epochs 2
-   --test-samples 200 --threads 1 --quiet"
+F="--model lenet5 --data fashion-mnist --max-samples 1024 --batch-size 32 --epochs 2
+   --test-samples 100 --threads 1 --quiet"
 steps() { grep '"event":"step","rank":0,' "$1" | sed 's/.*"step":\([0-9]*\).*/\1/'; }
 
 # name, K, launcher...: full run, stopped run, resumed run; weights and step numbers
@@ -39,9 +39,9 @@ contract ps-sync 9 mpirun -np 3
 extra=""
 
 # refused: other flags, another worker count in ps-sync
-msg=$("$DTRAIN" train $F --batch-size 32 --resume "$tmp/one.ck" 2>&1)
+msg=$("$DTRAIN" train $F --batch-size 16 --resume "$tmp/one.ck" 2>&1)
 check "another batch size is refused in one line" [ "$msg" = "dtrain train: --resume $tmp/one.ck: \
-the checkpoint was written with --batch-size 64, this run has --batch-size 32 (resume with the \
+the checkpoint was written with --batch-size 32, this run has --batch-size 16 (resume with the \
 same flags)" ]
 msg=$(mpirun -np 4 "$DTRAIN" train $F --mode ps-sync --servers 1 --resume "$tmp/ps-sync.ck" 2>&1)
 check "ps-sync on 3 workers from a 2-worker checkpoint is refused" \
@@ -50,8 +50,8 @@ msg=$("$DTRAIN" train $F --resume "$tmp/none" 2>&1)
 check "no checkpoint: one line" sh -c "echo '$msg' | grep -q 'no checkpoint there'"
 
 # all-reduce on another process count: the rest of the epoch split over 1 and 3 ranks.
-# After 9 steps of 2 x 64 samples, 896 of epoch 0 are left: 1 rank takes 14 + 32 more
-# steps, 3 ranks ceil(299/64) + ceil(683/64) = 5 + 11.
+# After 9 steps of 2 x 32 samples, 448 of epoch 0 are left: 1 rank takes 14 + 32 more
+# steps, 3 ranks ceil(150/32) + ceil(342/32) = 5 + 11.
 for nw in "1 46" "3 16"; do
     set -- $nw
     rm -rf "$tmp/ckn"

@@ -339,8 +339,10 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         int count;
         const int *indices = dt_sampler_epoch_from(&t->sampler, epoch, start, &count);
         const long steps = (count + cfg->batch_size - 1) / cfg->batch_size, skipped = spe - steps;
-        /* the schedule goes on from the same point of the epoch with this run's steps */
-        if (start > 0) t->lr_shift = epoch * spe + skipped - t->state.step;
+        /* the schedule goes on from the same point of the epoch on this run's scale of
+         * steps (0 unless the process count changed) */
+        if (t->resumed && epoch == t->from.epoch)
+            t->lr_shift = epoch * spe + skipped - t->state.step;
         dt_loader_start_epoch(t->loader, indices, count, epoch);
         t->epoch_pos = start;
         epoch_sums e;
