@@ -15,4 +15,25 @@ check "the soak's checks pass" [ "$rc" -eq 0 ]
 check "ranks were killed" grep -q "killed rank" "$tmp/out"
 check "the killed job's weights are the uninterrupted job's" \
     grep -q "bit-identical to the uninterrupted job's: yes" "$tmp/out"
+
+# the supervisor itself: SIGTERM reaches the job's process group and ends the
+# supervision (no restart, nothing left running); bad use is one line
+"$DTRAIN" launch --restarts 3 -- mpirun -np 2 "$DTRAIN" train --model lenet5 \
+    --data fashion-mnist --max-samples 4096 --epochs 20 --test-delay 0:50 --threads 1 --quiet \
+    --checkpoint "$tmp/sig" 2>"$tmp/sig.err" &
+job=$!
+sleep 3
+kill -TERM "$job"
+wait "$job"
+rc=$?
+check "SIGTERM: launch exits 143 (got $rc)" [ "$rc" -eq 143 ]
+check "SIGTERM: no restart" sh -c "! grep -q 'restart 1 of' '$tmp/sig.err'"
+sleep 1
+left=$(pgrep -f "^$DTRAIN train .*--checkpoint $tmp/sig")
+check "SIGTERM: no rank left" [ -z "$left" ]
+msg=$("$DTRAIN" launch --restarts x -- true 2>&1)
+check "bad --restarts: one line" [ "$msg" = "dtrain launch: --restarts expects an integer, got 'x'" ]
+msg=$("$DTRAIN" launch --restarts 1 -- "$tmp/missing" 2>&1)
+check "a missing program: one line" [ "$msg" = "dtrain launch: cannot run $tmp/missing: No such \
+file or directory" ]
 finish
