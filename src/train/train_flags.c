@@ -236,9 +236,10 @@ static const dt_train_flag flags[] = {
              "(atomically: a kill leaves the last good one) every\n"
              "--checkpoint-every, when --max-steps stops and at the end"},
     {.name = "checkpoint-every",
-     .value = "N{steps|epochs}",
+     .value = "Nunit",
      STRING_ROW(checkpoint_every),
-     .help = "how often to checkpoint: 500steps, 2epochs (default 1epoch)"},
+     .help = "how often to checkpoint, unit steps or epochs: 500steps,\n"
+             "2epochs (default 1epoch)"},
     {.name = "resume",
      .value = "DIR",
      STRING_ROW(resume_dir),
