@@ -358,6 +358,38 @@ static void test_sampler_has_distributed_sampler_semantics(void **state) {
     for (int r = 0; r < world; r++) dt_sampler_free(&s[r]);
 }
 
+/* Resuming: the rest of an epoch after k batches of every rank is what each rank would
+ * have taken next; on another process count the rest is split once, nothing twice. */
+static void test_sampler_rest_of_epoch_resplits_what_is_left(void **state) {
+    (void)state;
+    dt_error err;
+    const int size = 103, batch = 4, k = 5;
+    dt_sampler two[2], three[3];
+    int seen[103] = {0};
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(dt_sampler_init(&two[r], size, r, 2, 1, 9, &err), 0);
+        int full[52], count;
+        memcpy(full, dt_sampler_epoch(&two[r], 3), sizeof(int) * 52);
+        const int *rest = dt_sampler_epoch_from(&two[r], 3, (long)k * batch * 2, &count);
+        assert_int_equal(count, 52 - k * batch);
+        assert_memory_equal(rest, full + k * batch, sizeof(int) * (size_t)count);
+        for (int i = 0; i < k * batch; i++) seen[full[i]]++;
+    }
+    int taken = 0;
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(dt_sampler_init(&three[r], size, r, 3, 1, 9, &err), 0);
+        int count;
+        const int *rest = dt_sampler_epoch_from(&three[r], 3, (long)k * batch * 2, &count);
+        assert_int_equal(count, (size - k * batch * 2 + 2) / 3);
+        for (int i = 0; i < count; i++) seen[rest[i]]++, taken++;
+    }
+    /* 63 left over 3 ranks: no padding, each sample exactly once over both runs */
+    assert_int_equal(taken, size - k * batch * 2);
+    for (int i = 0; i < size; i++) assert_int_equal(seen[i], 1);
+    for (int r = 0; r < 2; r++) dt_sampler_free(&two[r]);
+    for (int r = 0; r < 3; r++) dt_sampler_free(&three[r]);
+}
+
 static void test_loader_workers_give_identical_batches(void **state) {
     (void)state;
     dt_dataset ds;
@@ -414,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_transform_crop_and_flip_semantics),
         cmocka_unit_test(test_synthetic_imagenet_is_deterministic),
         cmocka_unit_test(test_sampler_has_distributed_sampler_semantics),
+        cmocka_unit_test(test_sampler_rest_of_epoch_resplits_what_is_left),
         cmocka_unit_test(test_loader_workers_give_identical_batches),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -30,6 +30,10 @@ enum {
     DT_PS_TAG_GRADS = 15,
     DT_PS_TAG_DONE = 16,
     DT_PS_TAG_STATS = 17,
+    DT_PS_TAG_STATE_REQ = 18, /* worker -> server: send your shard's state (checkpoint) */
+    DT_PS_TAG_STATE = 19,     /* server -> worker: version, optimizer steps */
+    DT_PS_TAG_STATE_PARAMS = 20,
+    DT_PS_TAG_STATE_MOMENTUM = 21,
 };
 
 typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
@@ -85,6 +89,13 @@ void dt_ps_client_free(dt_ps_client *c);
 void dt_ps_pull(dt_ps_client *c);
 /* Sends m->grads, shard by shard, tagged with the versions pulled; advances the clock. */
 void dt_ps_push(dt_ps_client *c);
+/* For a checkpoint: every server's shard of the parameters and momentum into params
+ * and velocity (full-size buffers), its version and optimizer steps (those of server
+ * 0 into *version, *opt_steps). Served when a pull would be (ps-sync: once every
+ * worker's gradient of this step is applied), so the state is that of a step
+ * boundary. */
+void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *version,
+                       long *opt_steps);
 /* Tells every server this worker is finished. */
 void dt_ps_done(dt_ps_client *c);
 

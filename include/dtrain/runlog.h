@@ -26,6 +26,8 @@
 typedef struct dt_runlog {
     FILE *file;       /* NULL: logging off */
     int write_failed; /* errno of the first failed write (reported at close), or 0 */
+    int flush_all;    /* flush every record, not only epochs (a resumable run: the step
+                       * records a kill cuts short count the work lost) */
 } dt_runlog;
 
 /* How the run was set up; the "run" event. */
@@ -97,10 +99,27 @@ typedef struct dt_ps_epoch_record {
     long staleness_hist[DT_RUNLOG_STALENESS_BINS];
 } dt_ps_epoch_record;
 
+/* A run continued from a checkpoint (--resume): the step it continues at, the epoch,
+ * the processes now and the step records of the interrupted run dropped from the log
+ * because they came after the checkpoint (work lost). */
+typedef struct dt_resume_record {
+    long step;
+    int epoch, procs;
+    long lost_steps;
+} dt_resume_record;
+
 /* ---- writing ---- */
 
 /* path NULL or "" turns logging off. */
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err);
+/* Continues the log at path written by an interrupted run: cuts it back to `offset`
+ * bytes (where it stood at the checkpoint) and appends after that. *lost_steps counts
+ * the step records cut. Fails if the file is shorter than offset. */
+int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, long *lost_steps,
+                          dt_error *err);
+/* The bytes written so far, flushed (-1 with logging off or on a failed flush). */
+long dt_runlog_offset(dt_runlog *log);
+void dt_runlog_resume(dt_runlog *log, const dt_resume_record *r);
 void dt_runlog_run(dt_runlog *log, const dt_run_record *r);
 void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
@@ -117,7 +136,8 @@ typedef enum dt_runlog_event {
     DT_EVENT_STEP,
     DT_EVENT_EPOCH,
     DT_EVENT_PS_SERVER,
-    DT_EVENT_PS_EPOCH
+    DT_EVENT_PS_EPOCH,
+    DT_EVENT_RESUME
 } dt_runlog_event;
 
 typedef struct dt_runlog_entry {
@@ -128,6 +148,7 @@ typedef struct dt_runlog_entry {
         dt_epoch_record epoch;
         dt_ps_server_record ps_server;
         dt_ps_epoch_record ps_epoch;
+        dt_resume_record resume;
     };
 } dt_runlog_entry;
 

@@ -22,5 +22,10 @@ int dt_sampler_init(dt_sampler *s, int size, int rank, int world, int shuffle, u
 void dt_sampler_free(dt_sampler *s);
 /* This rank's indices for an epoch (s->num_samples of them). */
 const int *dt_sampler_epoch(dt_sampler *s, int epoch);
+/* The rest of an epoch after its first `start` positions of the padded list (what
+ * every rank took before a checkpoint, whatever the process count was then), split
+ * over this sampler's ranks the same way: rank r takes start + r + i*world. *count
+ * gets how many (ceil((size - start) / world); start 0 is dt_sampler_epoch). */
+const int *dt_sampler_epoch_from(dt_sampler *s, int epoch, long start, int *count);
 
 #endif

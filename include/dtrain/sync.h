@@ -56,6 +56,10 @@ typedef struct dt_sync_kind {
     /* Ends training. Sets *params_replaced when the model's parameters changed since
      * the last step (ps: the servers' final state), so the caller evaluates again. */
     int (*finish)(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err);
+    /* Before a checkpoint, on every worker at a step boundary: brings the whole
+     * training state (parameters, momentum, optimizer steps) into the first worker's
+     * model and optimizer (ps: from the servers). NULL: it is there already. */
+    int (*collect)(dt_sync *s, dt_error *err);
 } dt_sync_kind;
 
 struct dt_sync {
@@ -77,5 +81,6 @@ void dt_sync_after_backward(dt_sync *s, dt_step_comm *c);
 void dt_sync_update(dt_sync *s, dt_step_comm *c);
 void dt_sync_epoch_end(dt_sync *s, int epoch);
 int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err);
+int dt_sync_collect(dt_sync *s, dt_error *err);
 
 #endif

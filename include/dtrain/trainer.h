@@ -40,6 +40,10 @@ typedef struct dt_train_config {
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */
     const char *log_path, *save_path, *init_path;
+    /* resumable training (resume.h): write checkpoints into checkpoint_dir every
+     * checkpoint_every ("500steps", "1epoch"; NULL: every epoch) and at the end;
+     * continue from resume_dir's checkpoint */
+    const char *checkpoint_dir, *checkpoint_every, *resume_dir;
 } dt_train_config;
 
 /* The defaults of `dtrain train` (its --help states them): lenet5, 1 epoch, batch 128,

@@ -48,6 +48,7 @@ void cli_flags_help(const cli_flags *flags, FILE *out, const char *overrides);
 int cli_model_and_data(const char *cmd, dt_train_config *cfg, dt_model_spec *spec);
 
 int cmd_train(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_scale(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

@@ -10,7 +10,8 @@
 #include "dtrain/zoo.h"
 
 /* Each run sets these itself: its batch size, its log in DIR, no weights. */
-static const char *const scale_not_shared[] = {"batch-size", "log", "save", NULL};
+static const char *const scale_not_shared[] = {"batch-size",       "log",    "save", "checkpoint",
+                                               "checkpoint-every", "resume", NULL};
 
 static void scale_usage(const cli_flags *flags, FILE *out) {
     fprintf(out,

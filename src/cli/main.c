@@ -11,6 +11,7 @@ static void usage(FILE *out) {
             "\n"
             "commands:\n"
             "  train   train a model, on one process or under mpirun on many\n"
+            "  launch  run a training job, restart it from its checkpoint when a rank dies\n"
             "  bench   time training steps on synthetic data, print one JSON line\n"
             "  eval    evaluate saved weights on a test split: accuracy, per class, confusion\n"
             "  quantize  int8 post-training quantization of saved weights (+ per-layer report)\n"
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "launch")) return cmd_launch(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "scale")) return cmd_scale(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);

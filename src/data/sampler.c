@@ -33,6 +33,11 @@ void dt_sampler_free(dt_sampler *s) {
 }
 
 const int *dt_sampler_epoch(dt_sampler *s, int epoch) {
+    int count;
+    return dt_sampler_epoch_from(s, epoch, 0, &count);
+}
+
+const int *dt_sampler_epoch_from(dt_sampler *s, int epoch, long start, int *count) {
     for (int i = 0; i < s->size; i++) s->perm[i] = i;
     if (s->shuffle) { /* Fisher-Yates keyed by (seed, epoch): the same on every rank */
         dt_rng rng = dt_rng_make(s->seed, 0x5a3d1e00ull + (uint64_t)epoch);
@@ -44,8 +49,11 @@ const int *dt_sampler_epoch(dt_sampler *s, int epoch) {
         }
     }
     /* Position k of the padded list is perm[k mod size]; rank r takes k = r + i*world. */
-    for (int i = 0; i < s->num_samples; i++) {
-        long k = (long)s->rank + (long)i * s->world;
+    if (start < 0 || start > s->size) start = s->size;
+    *count = (int)((s->size - start + s->world - 1) / s->world);
+    if (start == 0) *count = s->num_samples;
+    for (int i = 0; i < *count; i++) {
+        long k = start + (long)s->rank + (long)i * s->world;
         s->indices[i] = s->perm[k % s->size];
     }
     return s->indices;

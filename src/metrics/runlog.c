@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the format: one field list per event, used to write and to read ---- */
 
@@ -122,6 +123,13 @@ static const field PS_EPOCH_FIELDS[] = {
     FIELD(dt_ps_epoch_record, staleness_hist, F_HIST, NULL, 0),
 };
 
+static const field RESUME_FIELDS[] = {
+    FIELD(dt_resume_record, step, F_LONG, NULL, 1),
+    FIELD(dt_resume_record, epoch, F_INT, NULL, 0),
+    FIELD(dt_resume_record, procs, F_INT, NULL, 0),
+    FIELD(dt_resume_record, lost_steps, F_LONG, NULL, 0),
+};
+
 typedef struct event_format {
     const char *name;
     dt_runlog_event event;
@@ -139,6 +147,7 @@ static const event_format EVENTS[] = {
     EVENT("epoch", DT_EVENT_EPOCH, EPOCH_FIELDS, 1),
     EVENT("ps_server", DT_EVENT_PS_SERVER, PS_SERVER_FIELDS, 0),
     EVENT("ps_epoch", DT_EVENT_PS_EPOCH, PS_EPOCH_FIELDS, 0),
+    EVENT("resume", DT_EVENT_RESUME, RESUME_FIELDS, 1),
 };
 enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
 
@@ -153,10 +162,73 @@ static const event_format *event_format_of(dt_runlog_event id) {
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
+    log->flush_all = 0;
     if (!path || !*path) return 0;
     log->file = fopen(path, "w");
     if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
     return 0;
+}
+
+/* Counts the step records in the rest of f (JSON read with cJSON, as the reader does;
+ * a cut-short last line is not a record). */
+static long count_steps(FILE *f) {
+    char *line = NULL;
+    size_t cap = 0;
+    long n = 0;
+    while (getline(&line, &cap, f) > 0) {
+        cJSON *o = cJSON_Parse(line);
+        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
+        n += cJSON_IsString(ev) && !strcmp(ev->valuestring, "step");
+        cJSON_Delete(o);
+    }
+    free(line);
+    return n;
+}
+
+int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, long *lost_steps,
+                          dt_error *err) {
+    log->file = NULL;
+    log->write_failed = 0;
+    log->flush_all = 0;
+    *lost_steps = 0;
+    if (!path || !*path) return 0;
+    FILE *f = fopen(path, "r+");
+    if (!f) return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
+    }
+    const long size = ftell(f);
+    if (size < offset) {
+        fclose(f);
+        return dt_error_set(err,
+                            "run log %s has %ld bytes, fewer than the %ld it had at the "
+                            "checkpoint: not the log of this run (give another --log)",
+                            path, size, offset);
+    }
+    if (fseek(f, offset, SEEK_SET) != 0) {
+        fclose(f);
+        return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
+    }
+    *lost_steps = count_steps(f);
+    /* records after the checkpoint describe work the resumed run does again */
+    if (fflush(f) != 0 || ftruncate(fileno(f), offset) != 0 || fseek(f, offset, SEEK_SET) != 0) {
+        int e = errno;
+        fclose(f);
+        return dt_error_set(err, "cannot cut run log %s back to %ld bytes: %s", path, offset,
+                            strerror(e));
+    }
+    log->file = f;
+    return 0;
+}
+
+long dt_runlog_offset(dt_runlog *log) {
+    if (!log->file) return -1;
+    if (fflush(log->file) != 0) {
+        if (!log->write_failed) log->write_failed = errno ? errno : EIO;
+        return -1;
+    }
+    return ftell(log->file);
 }
 
 /* JSON string: quotes, backslashes and control characters escaped; other bytes
@@ -227,7 +299,7 @@ static void write_record(dt_runlog *log, dt_runlog_event id, const void *record)
         rc = fprintf(f, ",\"%s\":", ev->fields[i].name) < 0 ||
              write_value(f, &ev->fields[i], record) != 0;
     if (!rc) rc = fputs("}\n", f) < 0;
-    if (!rc && ev->flush) rc = fflush(f) != 0;
+    if (!rc && (ev->flush || log->flush_all)) rc = fflush(f) != 0;
     if (rc && !log->write_failed) log->write_failed = errno ? errno : EIO;
 }
 
@@ -249,6 +321,10 @@ void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r) {
 
 void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
     write_record(log, DT_EVENT_PS_EPOCH, r);
+}
+
+void dt_runlog_resume(dt_runlog *log, const dt_resume_record *r) {
+    write_record(log, DT_EVENT_RESUME, r);
 }
 
 int dt_runlog_close(dt_runlog *log, dt_error *err) {
@@ -509,6 +585,8 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
         case DT_EVENT_PS_EPOCH:
             grown = append((void **)&c->ps_epochs, &c->n_ps_epochs, &cap_ps_epochs,
                            sizeof e.ps_epoch, &e.ps_epoch);
+            break;
+        case DT_EVENT_RESUME: /* where a run continued: not needed by the readers */
             break;
         case DT_EVENT_OTHER:
             c->unknown_events++;

@@ -97,6 +97,28 @@ void dt_ps_push(dt_ps_client *c) {
     dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: pushing gradients");
 }
 
+void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *version,
+                       long *opt_steps) {
+    const int P = c->cfg.servers;
+    int64_t request[3] = {0, c->clock, c->epoch}, state[64][2];
+    MPI_Request reqs[4 * 64];
+    for (int s = 0; s < P; s++) {
+        size_t off, n;
+        dt_ps_shard(c->model->n_params, P, s, &off, &n);
+        DT_CHECK_MPI(MPI_Isend(request, 3, MPI_INT64_T, s, DT_PS_TAG_STATE_REQ, c->world->comm,
+                               &reqs[4 * s]));
+        DT_CHECK_MPI(MPI_Irecv(state[s], 2, MPI_INT64_T, s, DT_PS_TAG_STATE, c->world->comm,
+                               &reqs[4 * s + 1]));
+        DT_CHECK_MPI(MPI_Irecv(params + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_PARAMS,
+                               c->world->comm, &reqs[4 * s + 2]));
+        DT_CHECK_MPI(MPI_Irecv(velocity + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_MOMENTUM,
+                               c->world->comm, &reqs[4 * s + 3]));
+    }
+    dt_world_wait_all(c->world, 4 * P, reqs, -1, "worker: fetching the servers' state");
+    *version = (long)state[0][0];
+    *opt_steps = (long)state[0][1];
+}
+
 void dt_ps_done(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)

@@ -24,7 +24,7 @@ typedef struct server {
     uint16_t *wire;    /* [n] a pushed gradient with a 16-bit comm_dtype, else NULL */
     long *last_pushed; /* [workers] version of each worker's last push */
     long *clock;       /* [workers] steps pushed; LONG_MAX once done */
-    int *pending;      /* [workers] a pull waits for an answer */
+    int *pending;      /* [workers] a pull (1) or a state request (2) waits */
     long version;      /* updates applied to the shard */
     long count;        /* ps-sync: gradients accumulated for the current version */
 } server;
@@ -120,6 +120,18 @@ static void send_shard(server *sv, int to) {
     sv->st->bytes_out += (long long)(sv->n * sizeof(float) + sizeof v);
 }
 
+/* A checkpoint's view of the shard: version, optimizer steps, parameters, momentum. */
+static void send_state(server *sv, int to) {
+    const int64_t head[2] = {sv->version, sv->opt->steps};
+    MPI_Request r[3];
+    DT_CHECK_MPI(MPI_Isend(head, 2, MPI_INT64_T, to, DT_PS_TAG_STATE, sv->job->comm, &r[0]));
+    DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to,
+                           DT_PS_TAG_STATE_PARAMS, sv->job->comm, &r[1]));
+    DT_CHECK_MPI(MPI_Isend(sv->opt->velocity + sv->off, (int)sv->n, MPI_FLOAT, to,
+                           DT_PS_TAG_STATE_MOMENTUM, sv->job->comm, &r[2]));
+    dt_world_wait_all(sv->job, 3, r, to, "parameter server: sending its state");
+}
+
 /* Answers the pending pulls that may go now: ps-sync once the version moved past the
  * worker's last push, ssp while the worker is at most `staleness` steps ahead of the
  * slowest live worker, ps-async at once. */
@@ -138,14 +150,18 @@ static void answer_pulls(server *sv) {
         if (cfg->mode == DT_PS_SSP && slowest != LONG_MAX &&
             sv->clock[i] - slowest > sv->st->max_clock_gap)
             sv->st->max_clock_gap = sv->clock[i] - slowest;
-        send_shard(sv, cfg->servers + i);
+        if (sv->pending[i] == 2)
+            send_state(sv, cfg->servers + i);
+        else
+            send_shard(sv, cfg->servers + i);
         sv->pending[i] = 0;
     }
 }
 
 int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sgd *opt,
-                const dt_lr_schedule *sched, dt_ps_server_stats *st, dt_error *err) {
+                const dt_lr_schedule *sched, long version, dt_ps_server_stats *st, dt_error *err) {
     server sv = {.job = job, .cfg = cfg, .model = m, .opt = opt, .sched = sched, .st = st};
+    sv.version = version;
     sv.workers = job->size - cfg->servers;
     sv.replicas = cfg->replicas > 0 && cfg->replicas <= sv.workers ? cfg->replicas : sv.workers;
     dt_ps_shard(m->n_params, cfg->servers, job->rank, &sv.off, &sv.n);
@@ -174,6 +190,8 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
             finished++;
         } else if (status.MPI_TAG == DT_PS_TAG_PULL) {
             sv.pending[wi] = 1;
+        } else if (status.MPI_TAG == DT_PS_TAG_STATE_REQ) {
+            sv.pending[wi] = 2;
         } else if (status.MPI_TAG == DT_PS_TAG_PUSH) {
             handle_push(&sv, from, wi, header);
         }

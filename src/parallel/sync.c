@@ -35,3 +35,7 @@ int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *e
     *params_replaced = 0;
     return s->kind->finish ? s->kind->finish(s, log, params_replaced, err) : 0;
 }
+
+int dt_sync_collect(dt_sync *s, dt_error *err) {
+    return s->kind->collect ? s->kind->collect(s, err) : 0;
+}

@@ -80,9 +80,20 @@ static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error 
     return 0;
 }
 
+/* The first worker takes the servers' parameters and momentum for the checkpoint. */
+static int ps_collect(dt_sync *s, dt_error *err) {
+    (void)err;
+    if (s->setup.workers->rank != 0) return 0;
+    long version;
+    dt_ps_fetch_state(s->impl, s->setup.model->params, s->setup.opt->velocity, &version,
+                      &s->setup.opt->steps);
+    return 0;
+}
+
 const dt_sync_kind dt_sync_ps_worker = {.name = "ps-worker",
                                         .create = ps_create,
                                         .destroy = ps_destroy,
                                         .step_begin = ps_step_begin,
                                         .after_backward = ps_after_backward,
-                                        .finish = ps_finish};
+                                        .finish = ps_finish,
+                                        .collect = ps_collect};

@@ -3,6 +3,7 @@
 
 #include "dtrain/dataset.h"
 #include "dtrain/ps_server.h"
+#include "dtrain/resume.h"
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 
@@ -43,9 +44,13 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
         /* the server's version counts updates; ps-sync makes one per step */
         s.sched = (dt_lr_schedule){cfg->lr_schedule,   cfg->lr, 1.0,
                                    cfg->warmup_epochs, steps,   cfg->epochs};
+        /* a resumed run: the servers continue from the checkpoint's parameters,
+         * momentum and update count */
+        dt_resume_point at = {0};
+        if (cfg->resume_dir) rc = dt_resume_load(cfg->resume_dir, cfg, &s.model, &s.opt, &at, err);
         dt_ps_server_stats st;
         memset(&st, 0, sizeof st);
-        rc = dt_ps_serve(job, &ps, &s.model, &s.opt, &s.sched, &st, err);
+        if (rc == 0) rc = dt_ps_serve(job, &ps, &s.model, &s.opt, &s.sched, at.opt_steps, &st, err);
         if (rc == 0) dt_ps_send_stats(job, &st, ps.servers); /* to the first worker */
     }
     dt_train_state_free(&s);

@@ -229,6 +229,22 @@ static const dt_train_flag flags[] = {
      .value = "FILE",
      STRING_ROW(init_path),
      .help = "start from the weights in FILE (safetensors)"},
+    {.name = "checkpoint",
+     .value = "DIR",
+     STRING_ROW(checkpoint_dir),
+     .help = "write the whole training state to DIR/checkpoint.safetensors\n"
+             "(atomically: a kill leaves the last good one) every\n"
+             "--checkpoint-every, when --max-steps stops and at the end"},
+    {.name = "checkpoint-every",
+     .value = "Nunit",
+     STRING_ROW(checkpoint_every),
+     .help = "how often to checkpoint, unit steps or epochs: 500steps,\n"
+             "2epochs (default 1epoch)"},
+    {.name = "resume",
+     .value = "DIR",
+     STRING_ROW(resume_dir),
+     .help = "continue from DIR's checkpoint (same flags; all-reduce may\n"
+             "change the process count; docs/checkpoints.md)"},
 };
 enum { N_FLAGS = sizeof flags / sizeof *flags };
 

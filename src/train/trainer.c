@@ -14,6 +14,7 @@
 #include "dtrain/dataset.h"
 #include "dtrain/evaluate.h"
 #include "dtrain/loader.h"
+#include "dtrain/resume.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
@@ -54,6 +55,15 @@ typedef struct trainer {
     dt_runlog log;
     int32_t *labels; /* [batch] */
     long steps_per_epoch;
+    /* resumable training */
+    long ckpt_every;
+    dt_ckpt_unit ckpt_unit;
+    int resumed;          /* continuing from a checkpoint */
+    dt_resume_point from; /* where (if resumed) */
+    long epoch_pos;       /* positions of the epoch's sample list trained on, all ranks */
+    long lr_shift;        /* schedule step - global step (nonzero after a rank change) */
+    int log_continued;    /* the run log is the interrupted run's, continued */
+    long lost_steps;      /* its step records after the checkpoint, cut */
 } trainer;
 
 /* Per-rank sums of an epoch, reduced to max and mean over the workers for the record. */
@@ -86,6 +96,28 @@ static int open_data(trainer *t, dt_error *err) {
  * initialisation streams (0 .. tensors - 1). */
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
 
+/* Loads --resume's checkpoint into the state: weights, momentum, step and epoch. */
+static int resume(trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    if (dt_resume_load(cfg->resume_dir, cfg, &t->state.model, &t->state.opt, &t->from, err))
+        return -1;
+    if (t->from.workers != t->workers.size && t->mode->has_servers)
+        return dt_error_set(err,
+                            "--resume %s: the checkpoint was written by %d workers, this run "
+                            "has %d (%s resumes on the same number; only allreduce may change "
+                            "it)",
+                            cfg->resume_dir, t->from.workers, t->workers.size, t->mode->name);
+    if (t->from.epoch > cfg->epochs)
+        return dt_error_set(err, "--resume %s: the checkpoint is at epoch %d, past --epochs %d",
+                            cfg->resume_dir, t->from.epoch, cfg->epochs);
+    t->resumed = 1;
+    t->state.step = t->from.step;
+    t->state.epoch = t->from.epoch;
+    /* one training forward per step: dropout's next masks are the uninterrupted run's */
+    t->state.model.dropout_calls = (uint64_t)t->from.step;
+    return 0;
+}
+
 static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
@@ -111,6 +143,9 @@ static int setup(trainer *t, dt_error *err) {
     t->state.sched = (dt_lr_schedule){
         cfg->lr_schedule,   cfg->lr,    cfg->lr_scaling_linear ? w->size : 1.0, cfg->warmup_epochs,
         t->steps_per_epoch, cfg->epochs};
+    if (cfg->resume_dir && resume(t, err)) return -1;
+    if (cfg->checkpoint_dir && w->rank == 0 && dt_resume_check_dir(cfg->checkpoint_dir, err))
+        return -1;
     dt_ps_config ps = cfg->ps;
     ps.mode = t->mode->ps_mode;
     ps.comm_dtype = cfg->comm_dtype;
@@ -126,7 +161,15 @@ static int setup(trainer *t, dt_error *err) {
                                 .epochs = cfg->epochs};
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
     if (dt_sync_create(&t->sync, kind, &sync, err)) return -1;
-    return w->rank == 0 ? dt_runlog_open(&t->log, cfg->log_path, err) : 0;
+    if (w->rank != 0) return 0;
+    /* the interrupted run's log goes on where the checkpoint left it */
+    t->log_continued = t->resumed && cfg->log_path && t->from.log_offset >= 0 &&
+                       !strcmp(cfg->log_path, t->from.log);
+    const int rc = t->log_continued ? dt_runlog_open_resume(&t->log, cfg->log_path,
+                                                            t->from.log_offset, &t->lost_steps, err)
+                                    : dt_runlog_open(&t->log, cfg->log_path, err);
+    t->log.flush_all = cfg->checkpoint_dir != NULL;
+    return rc;
 }
 
 static void log_run(trainer *t) {
@@ -174,7 +217,7 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     memcpy(dt_model_input_data(m), bx, sizeof(float) * dt_model_input_floats_per_sample(m) * n);
     memcpy(t->labels, by, sizeof(int32_t) * n);
     dt_loader_release(t->loader);
-    const double lr = dt_lr_at(&t->state.sched, t->state.step);
+    const double lr = dt_lr_at(&t->state.sched, t->state.step + t->lr_shift);
     t->state.opt.lr = (float)lr;
     dt_step_comm c;
     memset(&c, 0, sizeof c);
@@ -264,39 +307,76 @@ static void report(trainer *t, dt_progress_fn progress, void *ctx, const dt_trai
     if (progress && t->workers.rank == 0) progress(ctx, p);
 }
 
+/* Writes the checkpoint of the state after t->state.step steps, to continue at
+ * position pos of epoch `epoch`. Every worker calls it (the strategy may gather the
+ * state from elsewhere); the first writes. */
+static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    if (!cfg->checkpoint_dir) return 0;
+    if (dt_sync_collect(&t->sync, err)) return -1;
+    if (t->workers.rank != 0) return 0;
+    dt_resume_point p = {.step = t->state.step,
+                         .epoch = epoch,
+                         .epoch_pos = pos,
+                         .workers = t->workers.size,
+                         .opt_steps = t->state.opt.steps,
+                         .log_offset = dt_runlog_offset(&t->log)};
+    snprintf(p.log, sizeof p.log, "%s", cfg->log_path && p.log_offset >= 0 ? cfg->log_path : "");
+    return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
+}
+
 static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *result,
                dt_error *err) {
     const dt_train_config *cfg = t->cfg;
-    const long steps = t->steps_per_epoch;
+    const long spe = t->steps_per_epoch;
+    const long global_batch = (long)cfg->batch_size * t->workers.size;
     double last_loss = NAN, images_per_s = 0.0, test_loss = NAN, test_acc = NAN;
     int stop = 0;
-    for (int epoch = 0; epoch < cfg->epochs && !stop; epoch++) {
+    for (int epoch = t->state.epoch; epoch < cfg->epochs && !stop; epoch++) {
         t->state.epoch = epoch;
-        dt_loader_start_epoch(t->loader, dt_sampler_epoch(&t->sampler, epoch),
-                              t->sampler.num_samples, epoch);
+        /* a resumed epoch: the rest of its sample list, split over this run's ranks */
+        const long start = t->resumed && epoch == t->from.epoch ? t->from.epoch_pos : 0;
+        int count;
+        const int *indices = dt_sampler_epoch_from(&t->sampler, epoch, start, &count);
+        const long steps = (count + cfg->batch_size - 1) / cfg->batch_size, skipped = spe - steps;
+        /* the schedule goes on from the same point of the epoch on this run's scale of
+         * steps (0 unless the process count changed) */
+        if (t->resumed && epoch == t->from.epoch)
+            t->lr_shift = epoch * spe + skipped - t->state.step;
+        dt_loader_start_epoch(t->loader, indices, count, epoch);
+        t->epoch_pos = start;
         epoch_sums e;
         memset(&e, 0, sizeof e);
         const double epoch_start = dt_now();
+        int ckpt_at_end = 0;
         for (long step = 0; step < steps && !stop; step++) {
             last_loss = train_step(t, epoch, &e);
             if (!isfinite(last_loss))
                 return dt_error_set(err,
                                     "loss is %s at epoch %d step %ld on rank %d (learning rate "
                                     "%g too high?); stopping without saving",
-                                    isnan(last_loss) ? "NaN" : "infinite", epoch, step,
-                                    t->workers.rank, dt_lr_at(&t->state.sched, t->state.step));
+                                    isnan(last_loss) ? "NaN" : "infinite", epoch, skipped + step,
+                                    t->workers.rank,
+                                    dt_lr_at(&t->state.sched, t->state.step + t->lr_shift));
+            t->epoch_pos += global_batch;
             const double elapsed = dt_now() - epoch_start;
             images_per_s = e.images * t->workers.size / elapsed;
-            const long left = (cfg->epochs - epoch) * steps - step - 1;
+            const long left = (cfg->epochs - epoch) * spe - skipped - step - 1;
             report(t, progress, ctx,
                    &(dt_train_progress){.epoch = epoch,
                                         .epochs = cfg->epochs,
-                                        .step = step + 1,
-                                        .steps_per_epoch = steps,
+                                        .step = skipped + step + 1,
+                                        .steps_per_epoch = spe,
                                         .loss = last_loss,
                                         .images_per_s = images_per_s,
                                         .eta_s = elapsed / (step + 1) * left});
             stop = cfg->max_steps > 0 && t->state.step >= cfg->max_steps;
+            const int due = t->ckpt_unit == DT_CKPT_STEPS && t->state.step % t->ckpt_every == 0;
+            /* after an epoch's last step, the checkpoint waits for its record */
+            if (step == steps - 1)
+                ckpt_at_end = due || stop;
+            else if ((due || stop) && checkpoint(t, epoch, t->epoch_pos, err))
+                return -1;
         }
         e.t[E_T_LOOP] = dt_now() - epoch_start;
         dt_sync_epoch_end(&t->sync, epoch);
@@ -310,8 +390,8 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         report(t, progress, ctx,
                &(dt_train_progress){.epoch = epoch,
                                     .epochs = cfg->epochs,
-                                    .step = steps,
-                                    .steps_per_epoch = steps,
+                                    .step = spe,
+                                    .steps_per_epoch = spe,
                                     .loss = er.train_loss,
                                     .images_per_s = images_per_s,
                                     .epoch_done = 1,
@@ -319,6 +399,11 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                     .test_acc = test_acc,
                                     .train_acc = er.train_acc,
                                     .t_epoch = er.t_epoch});
+        /* a run stopped inside the epoch has its checkpoint there already */
+        const int epoch_due = t->ckpt_unit == DT_CKPT_EPOCHS && (epoch + 1) % t->ckpt_every == 0;
+        if ((ckpt_at_end || ((epoch_due || epoch + 1 == cfg->epochs) && !stop)) &&
+            checkpoint(t, epoch + 1, 0, err))
+            return -1;
     }
     int replaced = 0;
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
@@ -344,7 +429,11 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
     t.job = job;
-    if (dt_train_mode_of(cfg, &t.mode, err)) return -1;
+    if (dt_train_mode_of(cfg, &t.mode, err) ||
+        dt_ckpt_every_parse(cfg->checkpoint_every, &t.ckpt_every, &t.ckpt_unit, err))
+        return -1;
+    if (cfg->checkpoint_every && !cfg->checkpoint_dir)
+        return dt_error_set(err, "--checkpoint-every needs --checkpoint DIR");
     const int procs = job ? job->size : 1;
     const int servers = t.mode->has_servers ? cfg->ps.servers : 0;
     if (t.mode->has_servers && (!job || servers < 1 || procs <= servers))
@@ -365,7 +454,12 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     dt_threads_set(cfg->threads);
     int rc = setup(&t, err);
     if (rc == 0) {
-        log_run(&t);
+        if (!t.log_continued) log_run(&t);
+        if (t.resumed)
+            dt_runlog_resume(&t.log, &(dt_resume_record){.step = t.from.step,
+                                                         .epoch = t.from.epoch,
+                                                         .procs = job ? job->size : 1,
+                                                         .lost_steps = t.lost_steps});
         rc = run(&t, progress, progress_ctx, result, err);
     }
     trainer_free(&t);

@@ -1,0 +1,52 @@
+/* Resumable training: the checkpoint directory of `train --checkpoint DIR` and
+ * `--resume DIR`. DIR/checkpoint.safetensors holds the weights, BatchNorm buffers,
+ * the optimizer's momentum (checkpoint.h) and, in __metadata__, where training stands
+ * (below) plus every flag that must be equal to continue (model, data, batch size,
+ * learning rate, seed, mode, ...). It is written to a temporary file and renamed, so
+ * a kill at any time leaves the previous checkpoint or the new one, whole. The RNGs
+ * are counter-based (train_state.h), so this is the whole random state too. */
+#ifndef DTRAIN_RESUME_H
+#define DTRAIN_RESUME_H
+
+#include <stddef.h>
+
+#include "dtrain/error.h"
+#include "dtrain/model.h"
+#include "dtrain/sgd.h"
+#include "dtrain/trainer.h"
+
+/* --checkpoint-every N{steps|epochs} */
+typedef enum dt_ckpt_unit { DT_CKPT_STEPS, DT_CKPT_EPOCHS } dt_ckpt_unit;
+
+/* Parses "500steps", "1epoch", "2epochs" (NULL: 1 epoch). */
+int dt_ckpt_every_parse(const char *text, long *n, dt_ckpt_unit *unit, dt_error *err);
+
+/* Where training stands at a checkpoint. */
+typedef struct dt_resume_point {
+    long step;       /* global steps done (the run log's next step number) */
+    int epoch;       /* the epoch to continue */
+    long epoch_pos;  /* positions of that epoch's padded sample list already trained
+                      * on by all ranks together (dt_sampler_epoch_from) */
+    int workers;     /* training processes when it was written */
+    long opt_steps;  /* optimizer steps (parameter server: the servers' updates) */
+    long log_offset; /* bytes of the run log then; -1: no log */
+    char log[256];   /* the run log's path ("" if none) */
+} dt_resume_point;
+
+/* dir's checkpoint file into out[size]. */
+int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err);
+
+/* Creates dir if needed and checks it is a directory: at the start of training, so a
+ * typo does not cost the run. */
+int dt_resume_check_dir(const char *dir, dt_error *err);
+
+/* Writes the checkpoint of a run configured by cfg (creating dir if needed). */
+int dt_resume_save(const char *dir, const dt_train_config *cfg, const dt_model *m,
+                   const dt_sgd *opt, const dt_resume_point *p, dt_error *err);
+
+/* Reads dir's checkpoint: refuses one written with other flags (one line naming the
+ * flag and both values), loads m and opt (opt may be NULL) and fills *p. */
+int dt_resume_load(const char *dir, const dt_train_config *cfg, dt_model *m, dt_sgd *opt,
+                   dt_resume_point *p, dt_error *err);
+
+#endif
