@@ -37,7 +37,7 @@ static void test_compact_and_spaced_reordered_read_the_same(void **state) {
         "\n"
         "{\"epoch\": 0, \"event\": \"step\", \"extra\": [1, {\"a\": null}], \"loss\": 2.25, "
         "\"lr\": 1e-3, \"rank\": 0, \"step\": 3.0}\n"
-        "{\"event\": \"sys\", \"cpu\": 99}\n"
+        "{\"event\": \"gpu\", \"util\": 99}\n"
         "  {\"bytes_sent\": 1e3, \"epoch\": 0, \"event\": \"epoch\", \"t_epoch\": 15e-1}  \n";
     dt_runlog_contents a, b;
     dt_error err;

@@ -1,7 +1,9 @@
 /* The run log: JSON Lines, one object per event, written by rank 0. This module owns
  * the format: one field list per event drives both the writer and the reader, so no
  * other code knows a field name. Events: "run" (once, first), "step", "epoch",
- * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch).
+ * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch),
+ * "sys" (resource samples, sysmon.h) and "load" (what else ran on the machine during
+ * a sweep's run, appended by the sweep).
  *
  * Writing keeps the historical bytes: compact, fields in the documented order,
  * %.9g for step/epoch reals, %g for the run's, %.6g for busy_s; strings are
@@ -97,6 +99,32 @@ typedef struct dt_ps_epoch_record {
     long staleness_hist[DT_RUNLOG_STALENESS_BINS];
 } dt_ps_epoch_record;
 
+/* One resource sample of one rank (sysmon.h): CPU figures over the interval before
+ * t, byte counts since the run's start. -1 = could not be read. */
+typedef struct dt_sys_record {
+    int rank;
+    double t;                 /* seconds since the sampler started */
+    double cpu_user, cpu_sys; /* this process, % of one core */
+    double machine_cpu;       /* the whole machine, % of all its cores */
+    int cores;                /* online cores */
+    double other_cores;       /* machine busy cores minus this process's */
+    long long rss_bytes;      /* resident memory */
+    long long net_rx, net_tx; /* network interfaces other than loopback */
+    long long mpi_sent;       /* bytes dtrain sent over MPI (any transport) */
+    long long disk_read, disk_write;
+} dt_sys_record;
+
+/* What the rest of the machine did during one run of a sweep: the machine's busy CPU
+ * time less the run's own processes' (all of its ranks and mpirun), over its wall
+ * time; a figure per run, written by the sweep after the run ends. */
+typedef struct dt_load_record {
+    double wall_s;
+    double machine_cores; /* busy cores on average */
+    double run_cores;     /* the run's own processes, on average */
+    double other_cores;   /* the rest: machine_cores - run_cores (>= 0) */
+    int cores;            /* online cores */
+} dt_load_record;
+
 /* ---- writing ---- */
 
 /* path NULL or "" turns logging off. */
@@ -106,6 +134,9 @@ void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
 void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r);
 void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r);
+void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r);
+/* Appends a load record to an existing log (the sweep, after the run). */
+int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err);
 /* Reports any write that failed since open. */
 int dt_runlog_close(dt_runlog *log, dt_error *err);
 
@@ -117,7 +148,9 @@ typedef enum dt_runlog_event {
     DT_EVENT_STEP,
     DT_EVENT_EPOCH,
     DT_EVENT_PS_SERVER,
-    DT_EVENT_PS_EPOCH
+    DT_EVENT_PS_EPOCH,
+    DT_EVENT_SYS,
+    DT_EVENT_LOAD
 } dt_runlog_event;
 
 typedef struct dt_runlog_entry {
@@ -128,6 +161,8 @@ typedef struct dt_runlog_entry {
         dt_epoch_record epoch;
         dt_ps_server_record ps_server;
         dt_ps_epoch_record ps_epoch;
+        dt_sys_record sys;
+        dt_load_record load;
     };
 } dt_runlog_entry;
 
@@ -147,6 +182,10 @@ typedef struct dt_runlog_contents {
     long n_ps_servers;
     dt_ps_epoch_record *ps_epochs;
     long n_ps_epochs;
+    dt_sys_record *sys;
+    long n_sys;
+    int has_load;         /* a "load" record was seen */
+    dt_load_record load;  /* the last one */
     long unknown_events;  /* lines of other events, ignored */
     long truncated_lines; /* 0 or 1: a cut-short last line, skipped */
 } dt_runlog_contents;

@@ -122,6 +122,30 @@ static const field PS_EPOCH_FIELDS[] = {
     FIELD(dt_ps_epoch_record, staleness_hist, F_HIST, NULL, 0),
 };
 
+static const field SYS_FIELDS[] = {
+    FIELD(dt_sys_record, rank, F_INT, NULL, 1),
+    FIELD(dt_sys_record, t, F_REAL, "%.4g", 1),
+    FIELD(dt_sys_record, cpu_user, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, cpu_sys, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, machine_cpu, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, cores, F_INT, NULL, 0),
+    FIELD(dt_sys_record, other_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, rss_bytes, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, net_rx, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, net_tx, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, mpi_sent, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, disk_read, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, disk_write, F_LLONG, NULL, 0),
+};
+
+static const field LOAD_FIELDS[] = {
+    FIELD(dt_load_record, wall_s, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, machine_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, run_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, other_cores, F_REAL, "%.4g", 1),
+    FIELD(dt_load_record, cores, F_INT, NULL, 0),
+};
+
 typedef struct event_format {
     const char *name;
     dt_runlog_event event;
@@ -139,6 +163,8 @@ static const event_format EVENTS[] = {
     EVENT("epoch", DT_EVENT_EPOCH, EPOCH_FIELDS, 1),
     EVENT("ps_server", DT_EVENT_PS_SERVER, PS_SERVER_FIELDS, 0),
     EVENT("ps_epoch", DT_EVENT_PS_EPOCH, PS_EPOCH_FIELDS, 0),
+    EVENT("sys", DT_EVENT_SYS, SYS_FIELDS, 0),
+    EVENT("load", DT_EVENT_LOAD, LOAD_FIELDS, 1),
 };
 enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
 
@@ -249,6 +275,18 @@ void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r) {
 
 void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
     write_record(log, DT_EVENT_PS_EPOCH, r);
+}
+
+void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r) {
+    write_record(log, DT_EVENT_SYS, r);
+}
+
+int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err) {
+    dt_runlog log = {.file = fopen(path, "a")};
+    if (!log.file)
+        return dt_error_set(err, "cannot append to run log %s: %s", path, strerror(errno));
+    write_record(&log, DT_EVENT_LOAD, r);
+    return dt_runlog_close(&log, err);
 }
 
 int dt_runlog_close(dt_runlog *log, dt_error *err) {
@@ -472,7 +510,7 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
     if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
     char *line = NULL;
     size_t line_cap = 0;
-    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0;
+    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0;
     ssize_t len;
     int rc = 0;
     dt_runlog_entry e;
@@ -510,6 +548,13 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
             grown = append((void **)&c->ps_epochs, &c->n_ps_epochs, &cap_ps_epochs,
                            sizeof e.ps_epoch, &e.ps_epoch);
             break;
+        case DT_EVENT_SYS:
+            grown = append((void **)&c->sys, &c->n_sys, &cap_sys, sizeof e.sys, &e.sys);
+            break;
+        case DT_EVENT_LOAD:
+            c->has_load = 1;
+            c->load = e.load;
+            break;
         case DT_EVENT_OTHER:
             c->unknown_events++;
             break;
@@ -529,9 +574,11 @@ void dt_runlog_contents_free(dt_runlog_contents *c) {
     free(c->epochs);
     free(c->ps_servers);
     free(c->ps_epochs);
+    free(c->sys);
+    c->sys = NULL;
     c->steps = NULL;
     c->epochs = NULL;
     c->ps_servers = NULL;
     c->ps_epochs = NULL;
-    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = 0;
+    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = 0;
 }

@@ -18,6 +18,7 @@
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
 #include "dtrain/sync.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/threads.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_mode.h"
@@ -52,7 +53,8 @@ typedef struct trainer {
     dt_loader *loader;
     dt_sync sync;
     dt_runlog log;
-    int32_t *labels; /* [batch] */
+    dt_sysmon sysmon; /* every worker rank samples its resources (sys records) */
+    int32_t *labels;  /* [batch] */
     long steps_per_epoch;
 } trainer;
 
@@ -65,6 +67,7 @@ typedef struct epoch_sums {
 } epoch_sums;
 
 static void trainer_free(trainer *t) {
+    dt_sysmon_stop(&t->sysmon);
     dt_sync_destroy(&t->sync);
     dt_loader_destroy(t->loader);
     dt_sampler_free(&t->sampler);
@@ -198,6 +201,7 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     e->t[E_T_COMM] += c.t_comm;
     e->t[E_T_EXPOSED] += c.t_comm_exposed;
     e->bytes += (double)c.bytes_sent;
+    dt_sysmon_add_mpi_bytes(&t->sysmon, c.bytes_sent);
     e->loss += loss * n;
     e->correct += hits;
     e->images += n;
@@ -249,6 +253,41 @@ static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) 
                              .t_comm_exposed_mean = mean[E_T_EXPOSED],
                              .bytes_sent = (long long)totals[3],
                              .images = (long long)totals[2]};
+}
+
+/* Rank 0 writes the sys records every worker took since the last call: its own, then
+ * each other rank's in rank order (sent as a count and the raw records; every rank
+ * runs the same binary). Collective over the workers. */
+enum { SYS_TAG_COUNT = 7401, SYS_TAG_RECORDS = 7402 };
+
+static int log_sys(trainer *t, dt_error *err) {
+    dt_sys_record *recs;
+    long n;
+    if (dt_sysmon_take(&t->sysmon, &recs, &n)) return dt_error_set(err, "out of memory (sys)");
+    const dt_world *w = &t->workers;
+    if (w->rank > 0) {
+        long long count = n;
+        dt_world_send_bytes(w, &count, sizeof count, 0, SYS_TAG_COUNT, "resource samples");
+        if (n > 0)
+            dt_world_send_bytes(w, recs, sizeof *recs * (size_t)n, 0, SYS_TAG_RECORDS,
+                                "resource samples");
+        free(recs);
+        return 0;
+    }
+    for (long i = 0; i < n; i++) dt_runlog_sys(&t->log, &recs[i]);
+    free(recs);
+    for (int r = 1; r < w->size; r++) {
+        long long count = 0;
+        dt_world_recv_bytes(w, &count, sizeof count, r, SYS_TAG_COUNT, "resource samples");
+        if (count <= 0) continue;
+        dt_sys_record *theirs = malloc(sizeof *theirs * (size_t)count);
+        if (!theirs) return dt_error_set(err, "out of memory (sys)");
+        dt_world_recv_bytes(w, theirs, sizeof *theirs * (size_t)count, r, SYS_TAG_RECORDS,
+                            "resource samples");
+        for (long long i = 0; i < count; i++) dt_runlog_sys(&t->log, &theirs[i]);
+        free(theirs);
+    }
+    return 0;
 }
 
 static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
@@ -307,6 +346,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
         dt_runlog_epoch(&t->log, &er);
+        if (log_sys(t, err)) return -1;
         report(t, progress, ctx,
                &(dt_train_progress){.epoch = epoch,
                                     .epochs = cfg->epochs,
@@ -320,6 +360,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                     .train_acc = er.train_acc,
                                     .t_epoch = er.t_epoch});
     }
+    if (log_sys(t, err)) return -1;
     int replaced = 0;
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
@@ -364,6 +405,7 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     }
     dt_threads_set(cfg->threads);
     int rc = setup(&t, err);
+    if (rc == 0) rc = dt_sysmon_start(&t.sysmon, t.workers.rank, 1.0, err);
     if (rc == 0) {
         log_run(&t);
         rc = run(&t, progress, progress_ctx, result, err);
