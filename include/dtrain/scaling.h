@@ -24,7 +24,19 @@ typedef struct dt_scale_row {
     double bytes_sent;           /* per process per epoch; negative = unknown */
     double final_loss, test_acc; /* negative = unknown */
     int lr_scaled;               /* run with the linear scaling rule */
+    /* Repeats: the figures above are medians over `repeats` runs (dt_scale_combine);
+     * the spread of the times is [min, max]. */
+    int repeats;
+    double t_train_min, t_train_max, t_epoch_min, t_epoch_max;
+    /* Cores other processes used during the run (the largest over the repeats;
+     * negative = not measured) and whether that makes it a busy-machine figure. */
+    double other_cores;
+    int busy;
 } dt_scale_row;
+
+/* Other processes using more than this many cores on average during a run make its
+ * figures untrustworthy (a busy machine); --wait-idle waits for less. */
+#define DT_SCALE_BUSY_CORES 0.25
 
 typedef struct dt_scale_study {
     char model[64], data[128];
@@ -42,6 +54,11 @@ int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);
 void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void dt_scale_free(dt_scale_study *s);
+/* Merges the rows of the same (procs, batch, lr_scaled) - a config's repeats - into
+ * one: medians of every figure, min and max of the times, the largest other_cores;
+ * marks busy rows. Rows added one per run must pass through it once, before the
+ * report. */
+int dt_scale_combine(dt_scale_study *s, dt_error *err);
 
 /* The row for (procs, batch, lr_scaled), or NULL. */
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
@@ -52,6 +69,12 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 /* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
  * figure cannot be computed). */
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r);
+/* The strong speed-up's spread over the repeats: [T1 min / TN max, T1 max / TN min]
+ * (the time the speed-up uses); -1 when unknown. */
+int dt_scale_strong_speedup_range(const dt_scale_study *s, const dt_scale_row *r, double *lo,
+                                  double *hi);
+/* Whether a speed-up of r leans on a busy-machine figure (r's or its 1-process row's). */
+int dt_scale_speedup_busy(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r);
 /* iterations * 2(N-1)/N * 4 * params / T_comm, bytes/s per process (-1 if unknown). */

@@ -29,6 +29,13 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "  --procs LIST         process counts, e.g. 1,2 (default 1,2); with a parameter-\n"
             "                       server mode, worker counts (servers come on top)\n"
             "  --out DIR            where logs, report and plots go (default runs/scale)\n"
+            "  --repeats R          run every config R times, interleaved (all configs, then\n"
+            "                       all again); the report gives medians with min-max\n"
+            "                       (default 1)\n"
+            "  --wait-idle          before each run, wait (up to 5 minutes) until other\n"
+            "                       processes use under 0.25 cores for 2 s. Whether or not,\n"
+            "                       each run's log records the cores other processes used\n"
+            "                       during it; above 0.25 the report flags the config busy\n"
             "  --force              run every config again\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
@@ -82,12 +89,18 @@ int cmd_scale(int argc, char **argv) {
                                         {"procs", required_argument, 0, 'p'},
                                         {"out", required_argument, 0, 'o'},
                                         {"force", no_argument, 0, 'f'},
+                                        {"repeats", required_argument, 0, 'r'},
+                                        {"wait-idle", no_argument, 0, 'w'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     const char *cmd = "scale";
     int batches[32], procs[32] = {1, 2};
-    dt_sweep_config cfg = {.out_dir = "runs/scale", .procs = procs, .n_procs = 2};
+    dt_sweep_config cfg = {.out_dir = "runs/scale",
+                           .procs = procs,
+                           .n_procs = 2,
+                           .repeats = 1,
+                           .wait_idle_max_s = 300};
     /* a sweep runs many processes side by side: one thread each, short runs */
     cfg.train = dt_train_config_default();
     cfg.train.threads = 1;
@@ -112,6 +125,15 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'f':
             cfg.force = 1;
+            break;
+        case 'r': {
+            long r;
+            if (cli_parse_int(cmd, "--repeats", optarg, 1, 100, &r)) return 2;
+            cfg.repeats = (int)r;
+            break;
+        }
+        case 'w':
+            cfg.wait_idle = 1;
             break;
         case 'q':
             cfg.quiet = 1;

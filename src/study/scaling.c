@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,87 @@ void dt_scale_free(dt_scale_study *s) {
     s->n_rows = s->cap_rows = 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of the known (>= 0) values of one field over a config's rows; -1 if none. */
+static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *lo,
+                        double *hi) {
+    double v[256];
+    int k = 0;
+    for (int i = 0; i < n && k < 256; i++) {
+        const double x = *(const double *)((const char *)g[i] + offset);
+        if (x >= 0 && isfinite(x)) v[k++] = x;
+    }
+    if (lo) *lo = k ? INFINITY : -1;
+    if (hi) *hi = k ? -INFINITY : -1;
+    if (k == 0) return -1;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    if (lo) *lo = v[0];
+    if (hi) *hi = v[k - 1];
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+int dt_scale_combine(dt_scale_study *s, dt_error *err) {
+    if (s->n_rows == 0) return 0;
+    dt_scale_row *out = malloc(sizeof *out * (size_t)s->n_rows);
+    const dt_scale_row **g = malloc(sizeof *g * (size_t)s->n_rows);
+    char *used = calloc((size_t)s->n_rows, 1);
+    if (!out || !g || !used) {
+        free(out);
+        free(g);
+        free(used);
+        return dt_error_set(err, "out of memory for the study's rows");
+    }
+    int n_out = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (used[i]) continue;
+        const dt_scale_row *a = &s->rows[i];
+        int n = 0;
+        for (int j = i; j < s->n_rows; j++) {
+            const dt_scale_row *b = &s->rows[j];
+            if (!used[j] && b->procs == a->procs && b->batch == a->batch &&
+                b->lr_scaled == a->lr_scaled) {
+                used[j] = 1;
+                g[n++] = b;
+            }
+        }
+        dt_scale_row r = *a;
+        /* an already combined row (read back) keeps its own spread */
+        r.repeats = 0;
+        for (int k = 0; k < n; k++) r.repeats += g[k]->repeats > 0 ? g[k]->repeats : 1;
+#define MEDIAN(f, lo, hi) r.f = median_of(g, n, offsetof(dt_scale_row, f), lo, hi)
+        MEDIAN(t_train, &r.t_train_min, &r.t_train_max);
+        MEDIAN(t_epoch, &r.t_epoch_min, &r.t_epoch_max);
+        MEDIAN(t_data, NULL, NULL);
+        MEDIAN(t_compute, NULL, NULL);
+        MEDIAN(t_comm, NULL, NULL);
+        MEDIAN(t_comm_exposed, NULL, NULL);
+        MEDIAN(bytes_sent, NULL, NULL);
+        MEDIAN(final_loss, NULL, NULL);
+        MEDIAN(test_acc, NULL, NULL);
+#undef MEDIAN
+        if (n == 1 && a->repeats > 1) { /* keep a combined row's recorded spread */
+            r.t_train_min = a->t_train_min, r.t_train_max = a->t_train_max;
+            r.t_epoch_min = a->t_epoch_min, r.t_epoch_max = a->t_epoch_max;
+        }
+        if (r.t_epoch < 0) r.t_epoch = 0; /* 0 = unknown, as in a single row */
+        r.other_cores = -1;
+        for (int k = 0; k < n; k++)
+            if (g[k]->other_cores > r.other_cores) r.other_cores = g[k]->other_cores;
+        r.busy = r.other_cores > DT_SCALE_BUSY_CORES;
+        out[n_out++] = r;
+    }
+    free(g);
+    free(used);
+    free(s->rows);
+    s->rows = out;
+    s->n_rows = s->cap_rows = n_out;
+    return 0;
+}
+
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled) {
     for (int i = 0; i < s->n_rows; i++)
         if (s->rows[i].procs == procs && s->rows[i].batch == batch &&
@@ -63,6 +145,33 @@ static const dt_scale_row *base_of(const dt_scale_study *s, const dt_scale_row *
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r) {
     const dt_scale_row *b = base_of(s, r);
     return b ? epoch_time(b) / epoch_time(r) : -1;
+}
+
+/* The spread of the time epoch_time() uses; a single run's is the run itself. */
+static void time_range(const dt_scale_row *r, double *lo, double *hi) {
+    const int use_epoch = r->t_epoch > 0;
+    *lo = use_epoch ? r->t_epoch_min : r->t_train_min;
+    *hi = use_epoch ? r->t_epoch_max : r->t_train_max;
+    if (r->repeats <= 1 || *lo <= 0 || *hi <= 0) *lo = *hi = epoch_time(r);
+}
+
+int dt_scale_strong_speedup_range(const dt_scale_study *s, const dt_scale_row *r, double *lo,
+                                  double *hi) {
+    const dt_scale_row *b = base_of(s, r);
+    *lo = *hi = -1;
+    if (!b) return -1;
+    double b_lo, b_hi, r_lo, r_hi;
+    time_range(b, &b_lo, &b_hi);
+    time_range(r, &r_lo, &r_hi);
+    if (b_lo <= 0 || r_lo <= 0) return -1;
+    *lo = b_lo / r_hi;
+    *hi = b_hi / r_lo;
+    return 0;
+}
+
+int dt_scale_speedup_busy(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = base_of(s, r);
+    return r->busy || (b && b->busy);
 }
 
 double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r) {
@@ -100,11 +209,19 @@ enum {
     COL_LOSS,
     COL_ACC,
     COL_SCALED,
+    COL_REPEATS,
+    COL_TT_MIN,
+    COL_TT_MAX,
+    COL_TE_MIN,
+    COL_TE_MAX,
+    COL_OTHER,
     N_COLS
 };
 static const char *const COLUMNS[N_COLS] = {
-    "procs",  "batch_size",     "t_train",    "t_epoch",    "iterations", "t_data",   "t_compute",
-    "t_comm", "t_comm_exposed", "bytes_sent", "final_loss", "test_acc",   "lr_scaled"};
+    "procs",       "batch_size",  "t_train",     "t_epoch",        "iterations",
+    "t_data",      "t_compute",   "t_comm",      "t_comm_exposed", "bytes_sent",
+    "final_loss",  "test_acc",    "lr_scaled",   "repeats",        "t_train_min",
+    "t_train_max", "t_epoch_min", "t_epoch_max", "other_cores"};
 
 static char *trim(char *t) {
     while (*t == ' ' || *t == '\t') t++;
@@ -146,7 +263,12 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                           .t_comm_exposed = -1,
                           .bytes_sent = -1,
                           .final_loss = -1,
-                          .test_acc = -1};
+                          .test_acc = -1,
+                          .t_train_min = -1,
+                          .t_train_max = -1,
+                          .t_epoch_min = -1,
+                          .t_epoch_max = -1,
+                          .other_cores = -1};
         int k = 0;
         char *save = NULL;
         for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
@@ -199,6 +321,24 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             case COL_SCALED:
                 r.lr_scaled = v != 0;
                 break;
+            case COL_REPEATS:
+                r.repeats = v >= 1 && v <= 1e6 ? (int)v : 1;
+                break;
+            case COL_TT_MIN:
+                r.t_train_min = v;
+                break;
+            case COL_TT_MAX:
+                r.t_train_max = v;
+                break;
+            case COL_TE_MIN:
+                r.t_epoch_min = v;
+                break;
+            case COL_TE_MAX:
+                r.t_epoch_max = v;
+                break;
+            case COL_OTHER:
+                r.other_cores = v;
+                break;
             }
         }
         if (rc) break;
@@ -216,7 +356,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     }
     fclose(f);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
-    return rc;
+    return rc ? rc : dt_scale_combine(s, err);
 }
 
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {
@@ -225,13 +365,18 @@ int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err)
     FILE *f = fopen(tmp, "w");
     if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
     fprintf(f, "model,params,dataset_size,procs,batch_size,lr_scaled,iterations,t_train,t_epoch,"
-               "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc\n");
+               "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc,repeats,"
+               "t_train_min,t_train_max,t_epoch_min,t_epoch_max,other_cores,busy\n");
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
-        fprintf(f, "%s,%.0f,%.0f,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        fprintf(f,
+                "%s,%.0f,%.0f,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,"
+                "%.6g,%.6g,%.6g,%.3g,%d\n",
                 s->model, s->params, s->dataset_size, r->procs, r->batch, r->lr_scaled,
                 iterations(s, r), r->t_train, r->t_epoch, r->t_data, r->t_compute, r->t_comm,
-                r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc);
+                r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc,
+                r->repeats > 0 ? r->repeats : 1, r->t_train_min, r->t_train_max, r->t_epoch_min,
+                r->t_epoch_max, r->other_cores, r->busy);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
@@ -266,10 +411,13 @@ static void cell(FILE *out, double v, const char *fmt) {
     }
 }
 
+/* What a grid cell may add after its value: the spread, a busy-machine flag. */
+typedef void (*cell_note_fn)(FILE *out, const dt_scale_study *s, const dt_scale_row *r);
+
 /* A table with one row per batch size and one column per process count. */
 static void grid(FILE *out, const dt_scale_study *s, const int *procs, int np, const int *batch,
                  int nb, const char *fmt,
-                 double (*value)(const dt_scale_study *, const dt_scale_row *)) {
+                 double (*value)(const dt_scale_study *, const dt_scale_row *), cell_note_fn note) {
     fputs("| batch per process |", out);
     for (int p = 0; p < np; p++) fprintf(out, " %d proc%s |", procs[p], procs[p] > 1 ? "s" : "");
     fputs("\n|---|", out);
@@ -279,11 +427,47 @@ static void grid(FILE *out, const dt_scale_study *s, const int *procs, int np, c
         fprintf(out, "| %d |", batch[b]);
         for (int p = 0; p < np; p++) {
             const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
-            cell(out, r ? value(s, r) : -1, fmt);
+            const double v = r ? value(s, r) : -1;
+            if (v < 0 || !isfinite(v)) {
+                fputs(" n/a |", out);
+                continue;
+            }
+            fputc(' ', out);
+            fprintf(out, fmt, v);
+            if (note) note(out, s, r);
+            fputs(" |", out);
         }
         fputc('\n', out);
     }
     fputc('\n', out);
+}
+
+/* " [min-max]" of a time over the repeats, " busy" for a busy-machine run. */
+static void note_train(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    if (r->repeats > 1 && r->t_train_min > 0)
+        fprintf(out, " [%.2f-%.2f]", r->t_train_min, r->t_train_max);
+    if (r->busy) fputs(" busy", out);
+}
+static void note_epoch(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    if (r->repeats > 1 && r->t_epoch_min > 0)
+        fprintf(out, " [%.2f-%.2f]", r->t_epoch_min, r->t_epoch_max);
+    if (r->busy) fputs(" busy", out);
+}
+static void note_speedup(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    double lo, hi;
+    if (r->procs > 1 && dt_scale_strong_speedup_range(s, r, &lo, &hi) == 0 && hi > lo)
+        fprintf(out, " [%.2f-%.2f]", lo, hi);
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
+}
+static void note_efficiency(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    const double x = dt_scale_strong_speedup(s, r);
+    if (r->procs > 1 && x > r->procs) fputs(" suspect", out);
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
+}
+static void note_busy(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
 }
 
 static double v_train(const dt_scale_study *s, const dt_scale_row *r) {
@@ -344,32 +528,73 @@ static void report_header(const report *rp) {
           "t(1)/t(N). When each process runs 1/N of the dataset, as here, the two coincide up "
           "to the rounding of iteration counts. T = t_epoch where measured, else t_train.\n\n",
           out);
+    int repeats = 0, measured = 0, busy = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (s->rows[i].repeats > repeats) repeats = s->rows[i].repeats;
+        measured += s->rows[i].other_cores >= 0;
+        busy += s->rows[i].busy;
+    }
+    if (repeats > 1)
+        fprintf(out,
+                "Each config ran up to %d times, interleaved (every config, then every config "
+                "again); figures are medians, [min-max] the spread over the repeats (a "
+                "speed-up's spread: T(1) min / T(N) max to T(1) max / T(N) min).\n\n",
+                repeats);
+    else
+        fputs("Each config ran once: there is no spread to judge the noise by (`dtrain scale "
+              "--repeats R`).\n\n",
+              out);
+    if (!measured) return;
+    fprintf(out,
+            "## Machine load during the runs\n\nCores other processes used on average "
+            "during each run (the machine's busy CPU time from /proc/stat less the run's own "
+            "processes'; the largest over the repeats). Above %.2f cores a config is flagged "
+            "*busy* in every table and in the reading: its times are not the program's "
+            "alone.\n\n| procs | batch | lr scaled | repeats | other processes (cores) | "
+            "flag |\n|---|---|---|---|---|---|\n",
+            DT_SCALE_BUSY_CORES);
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        fprintf(out, "| %d | %d | %s | %d |", r->procs, r->batch, r->lr_scaled ? "yes" : "no",
+                r->repeats > 0 ? r->repeats : 1);
+        cell(out, r->other_cores, "%.2f");
+        fprintf(out, " %s |\n", r->busy ? "**busy**" : r->other_cores >= 0 ? "quiet" : "n/a");
+    }
+    fputc('\n', out);
+    if (busy)
+        fprintf(out,
+                "**%d config%s ran on a busy machine.** Re-run on a quiet machine (`dtrain "
+                "scale --wait-idle --force`) before trusting %s.\n\n",
+                busy, busy > 1 ? "s" : "", busy > 1 ? "their figures" : "its figures");
 }
 
 static void report_grid(const report *rp, const char *fmt,
-                        double (*value)(const dt_scale_study *, const dt_scale_row *)) {
-    grid(rp->out, rp->s, rp->procs, rp->np, rp->batch, rp->nb, fmt, value);
+                        double (*value)(const dt_scale_study *, const dt_scale_row *),
+                        cell_note_fn note) {
+    grid(rp->out, rp->s, rp->procs, rp->np, rp->batch, rp->nb, fmt, value, note);
 }
 
 /* Sections 1 and 2: times, speed-ups and efficiencies as grids. */
 static void report_times_and_speedups(const report *rp) {
     FILE *out = rp->out;
     fputs("## 1. Training time and running time per epoch (s)\n\nTraining time t_train:\n\n", out);
-    report_grid(rp, "%.2f", v_train);
+    report_grid(rp, "%.2f", v_train, note_train);
     fputs("Running time t_epoch:\n\n", out);
-    report_grid(rp, "%.2f", v_epoch);
+    report_grid(rp, "%.2f", v_epoch, note_epoch);
     fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N):\n\n", out);
     if (rp->np < 2 || rp->procs[0] != 1)
         fputs("Cannot compute: the study needs a 1-process run and at least one more process "
               "count.\n\n",
               out);
-    report_grid(rp, "%.2f", v_strong);
-    fputs("Strong scaling efficiency (%):\n\n", out);
-    report_grid(rp, "%.0f", v_strong_eff);
+    report_grid(rp, "%.2f", v_strong, note_speedup);
+    fputs("Strong scaling efficiency (%; *suspect*: above 100%, a superlinear speed-up, "
+          "which a CPU job of this kind does not reach without a measurement problem):\n\n",
+          out);
+    report_grid(rp, "%.0f", v_strong_eff, note_efficiency);
     fputs("Weak scaling speed-up N t(1)/t(N):\n\n", out);
-    report_grid(rp, "%.2f", v_weak);
+    report_grid(rp, "%.2f", v_weak, note_busy);
     fputs("Weak scaling efficiency (%):\n\n", out);
-    report_grid(rp, "%.0f", v_weak_eff);
+    report_grid(rp, "%.0f", v_weak_eff, note_busy);
 }
 
 /* The unscaled row of (batch b, procs p) by index, or NULL. */
@@ -454,7 +679,8 @@ static void report_accuracy(const report *rp) {
     fputc('\n', out);
 }
 
-/* One line per multi-process config: speed-up, efficiency, exposed share, regime.
+/* One line per multi-process config: speed-up, efficiency, exposed share, regime -
+ * or why the figure is not to be trusted (a busy machine, a superlinear speed-up).
  * Returns whether it said anything. */
 static int reading_per_config(const report *rp) {
     const dt_scale_study *s = rp->s;
@@ -465,19 +691,41 @@ static int reading_per_config(const report *rp) {
             if (!r || r->procs < 2) continue;
             double sp = dt_scale_strong_speedup(s, r);
             if (sp < 0) continue;
+            double lo, hi;
+            if (dt_scale_strong_speedup_range(s, r, &lo, &hi)) lo = hi = sp;
             double exposed_share =
                 r->t_comm_exposed >= 0 && r->t_train > 0
                     ? r->t_comm_exposed / r->t_train
                     : (dt_scale_derived_comm(s, r) > 0 ? dt_scale_derived_comm(s, r) / epoch_time(r)
                                                        : 0);
-            const char *regime = sp / r->procs >= 0.8  ? "scales well"
-                                 : exposed_share > 0.3 ? "communication-bound"
-                                 : sp < 1.0            ? "slower than one process"
-                                                       : "scales partly";
+            const int busy = dt_scale_speedup_busy(s, r);
+            const char *regime = busy            ? "measured on a busy machine: not trustworthy"
+                                 : lo > r->procs ? "superlinear beyond the spread: suspect"
+                                 : sp > r->procs
+                                     ? "above 100% efficiency within the spread: suspect"
+                                 : sp / r->procs >= 0.8 ? "scales well"
+                                 : exposed_share > 0.3  ? "communication-bound"
+                                 : sp < 1.0             ? "slower than one process"
+                                                        : "scales partly";
+            fprintf(rp->out, "- Batch %d per process, %d processes: speed-up %.2f", r->batch,
+                    r->procs, sp);
+            if (hi > lo) fprintf(rp->out, " [%.2f-%.2f]", lo, hi);
             fprintf(rp->out,
-                    "- Batch %d per process, %d processes: speed-up %.2f (efficiency %.0f%%); "
-                    "%.0f%% of the training time waits for communication: %s.\n",
-                    r->batch, r->procs, sp, 100.0 * sp / r->procs, 100.0 * exposed_share, regime);
+                    " (efficiency %.0f%%); %.0f%% of the training time waits for communication: "
+                    "%s",
+                    100.0 * sp / r->procs, 100.0 * exposed_share, regime);
+            if (busy) {
+                const dt_scale_row *base = dt_scale_find(s, 1, r->batch, r->lr_scaled);
+                double other = r->other_cores;
+                if (base && base->other_cores > other) other = base->other_cores;
+                fprintf(rp->out, " (other processes used up to %.2f cores%s)", other,
+                        base && base->busy && !r->busy ? " during the 1-process run" : "");
+            } else if (sp > r->procs) {
+                fputs(" (a CPU job does not get faster than N times on N processes; look for a "
+                      "disturbed 1-process run or a cache effect)",
+                      rp->out);
+            }
+            fputs(".\n", rp->out);
             said = 1;
         }
     }

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dtrain/runlog.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_flags.h"
 #include "dtrain/train_mode.h"
@@ -54,6 +56,9 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
     row->t_data = row->t_compute = row->t_comm = row->t_comm_exposed = -1;
     row->bytes_sent = row->final_loss = row->test_acc = -1;
+    row->t_train_min = row->t_train_max = row->t_epoch_min = row->t_epoch_max = -1;
+    row->repeats = 1;
+    row->other_cores = log.has_load ? known(log.load.other_cores, -1) : -1;
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */
         const dt_epoch_record *m = &log.epochs[log.n_epochs >= 2 ? 1 : 0];
@@ -76,8 +81,13 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     return 0;
 }
 
-static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled) {
-    snprintf(out, size, "%s/run_p%d_b%d%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "");
+/* Repeat 0 keeps the historical name; repeat k > 0 adds _r<k+1>. */
+static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
+                     int repeat) {
+    char rep[16] = "";
+    if (repeat > 0) snprintf(rep, sizeof rep, "_r%d", repeat + 1);
+    snprintf(out, size, "%s/run_p%d_b%d%s%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "",
+             rep);
 }
 
 int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
@@ -102,7 +112,7 @@ int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
     closedir(d);
     if (rc == 0 && study->n_rows == 0)
         rc = dt_error_set(err, "%s holds no complete run logs (run_*.jsonl)", dir);
-    return rc;
+    return rc ? rc : dt_scale_combine(study, err);
 }
 
 /* Progress from the run log the child is writing: its run record (steps per epoch)
@@ -176,6 +186,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     argv[a++] = "--quiet";
     argv[a] = NULL;
     unlink(log);
+    unsigned long long busy0 = 0, total0 = 0, busy1 = 0, total1 = 0;
+    const int have_ticks = dt_sysmon_machine_ticks(&busy0, &total0) == 0;
     double started = dt_now();
     pid_t pid = fork();
     if (pid < 0) return dt_error_set(err, "cannot start a run: %s", strerror(errno));
@@ -196,8 +208,10 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     long offset = 0, steps_per_epoch = 1;
     const int live = !cfg->quiet && isatty(STDERR_FILENO); /* else a line per config */
     int status = 0;
+    struct rusage usage; /* the whole run's: mpirun waits for its ranks */
+    memset(&usage, 0, sizeof usage);
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
+        pid_t r = wait4(pid, &status, WNOHANG, &usage);
         if (r == pid) break;
         if (r < 0 && errno != EINTR) break;
         struct timespec ts = {0, 300 * 1000 * 1000};
@@ -211,6 +225,19 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     if (live) fputs("\r\033[K", stderr);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         unlink(errpath);
+        const double wall = dt_now() - started;
+        const long hz = sysconf(_SC_CLK_TCK), cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (have_ticks && dt_sysmon_machine_ticks(&busy1, &total1) == 0 && wall > 0 && hz > 0) {
+            const double run_cpu = (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
+                                   (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
+            dt_load_record load = {.wall_s = wall,
+                                   .machine_cores = (double)(busy1 - busy0) / hz / wall,
+                                   .run_cores = run_cpu / wall,
+                                   .cores = (int)cores};
+            load.other_cores = load.machine_cores - load.run_cores;
+            if (load.other_cores < 0) load.other_cores = 0;
+            if (dt_runlog_append_load(log, &load, err)) return -1;
+        }
         return 0;
     }
     /* The child's own one-line error, for the memory stop or to pass on. */
@@ -250,60 +277,104 @@ int dt_make_dirs(const char *path, dt_error *err) {
     return 0;
 }
 
+/* Waits until other processes use less than DT_SCALE_BUSY_CORES cores for two
+ * seconds running (the sweep runs nothing meanwhile), at most max_s; returns whether
+ * the machine got quiet. */
+static int wait_idle(double max_s, int quiet) {
+    const double give_up = dt_now() + max_s;
+    int quiet_seconds = 0, said = 0;
+    unsigned long long b0, t0, b1, t1;
+    if (dt_sysmon_machine_ticks(&b0, &t0)) return 0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    while (dt_now() < give_up) {
+        double start = dt_now();
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        if (dt_sysmon_machine_ticks(&b1, &t1)) return 0;
+        const double busy = (double)(b1 - b0) / (hz > 0 ? hz : 100) / (dt_now() - start);
+        b0 = b1;
+        quiet_seconds = busy < DT_SCALE_BUSY_CORES ? quiet_seconds + 1 : 0;
+        if (quiet_seconds >= 2) return 1;
+        if (!quiet && !said) {
+            fprintf(stderr, "waiting for a quiet machine (other processes use %.2f cores)\n", busy);
+            said = 1;
+        }
+    }
+    return 0;
+}
+
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
     if (dt_make_dirs(cfg->out_dir, err)) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
     snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
-    int total = 0, index = 0;
+    const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
+    int total = 0, index = 0, n_batches = cfg->n_batches, never_quiet = 0;
     for (int b = 0; b < cfg->n_batches; b++)
         for (int p = 0; p < cfg->n_procs; p++) total += 1 + (cfg->lr_scaling && cfg->procs[p] > 1);
-    for (int b = 0; b < cfg->n_batches; b++) {
-        int memory_stop = 0;
-        for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
-            for (int scaled = 0; scaled <= (cfg->lr_scaling && cfg->procs[p] > 1); scaled++) {
-                char log[4096];
-                log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b], scaled);
-                index++;
-                dt_scale_row row;
-                int complete = 0;
-                if (!cfg->force && access(log, R_OK) == 0 &&
-                    dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 && complete) {
-                    if (!cfg->quiet)
+    total *= repeats;
+    /* Repeats interleave: every config once, then every config again, so a slow spell
+     * of the machine spreads over configs rather than sinking one. */
+    for (int rep = 0; rep < repeats; rep++) {
+        for (int b = 0; b < n_batches; b++) {
+            int memory_stop = 0;
+            for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
+                for (int scaled = 0; scaled <= (cfg->lr_scaling && cfg->procs[p] > 1); scaled++) {
+                    char log[4096];
+                    log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b], scaled,
+                             rep);
+                    index++;
+                    dt_scale_row row;
+                    int complete = 0;
+                    if (!cfg->force && access(log, R_OK) == 0 &&
+                        dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 && complete) {
+                        if (!cfg->quiet)
+                            fprintf(stderr,
+                                    "[config %d/%d] %d proc%s, batch %d: done before, kept "
+                                    "(--force to run again)\n",
+                                    index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
+                                    cfg->batches[b]);
+                        if (dt_scale_add_row(study, &row, err)) return -1;
+                        continue;
+                    }
+                    if (cfg->wait_idle && !wait_idle(cfg->wait_idle_max_s, cfg->quiet))
+                        never_quiet++;
+                    int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index,
+                                        total, err);
+                    if (rc < 0) return -1;
+                    if (rc == 1) {
+                        dt_scale_add_note(study,
+                                          "batch size %d per process does not fit in memory with "
+                                          "%d process%s; the sweep stopped there (larger batch "
+                                          "sizes were not run)",
+                                          cfg->batches[b], cfg->procs[p],
+                                          cfg->procs[p] > 1 ? "es" : "");
+                        unlink(log);
+                        memory_stop = 1;
+                        break;
+                    }
+                    if (dt_scale_row_from_log(log, study, &row, &complete, err) ||
+                        dt_scale_add_row(study, &row, err))
+                        return -1;
+                    if (!cfg->quiet) {
                         fprintf(stderr,
-                                "[config %d/%d] %d proc%s, batch %d: done before, kept "
-                                "(--force to run again)\n",
-                                index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
-                                cfg->batches[b]);
-                    if (dt_scale_add_row(study, &row, err)) return -1;
-                    continue;
-                }
-                int rc =
-                    run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index, total, err);
-                if (rc < 0) return -1;
-                if (rc == 1) {
-                    dt_scale_add_note(study,
-                                      "batch size %d per process does not fit in memory with %d "
-                                      "process%s; the sweep stopped there (larger batch sizes "
-                                      "were not run)",
-                                      cfg->batches[b], cfg->procs[p],
-                                      cfg->procs[p] > 1 ? "es" : "");
-                    unlink(log);
-                    memory_stop = 1;
-                    break;
-                }
-                if (dt_scale_row_from_log(log, study, &row, &complete, err) ||
-                    dt_scale_add_row(study, &row, err))
-                    return -1;
-                if (!cfg->quiet) {
-                    fprintf(stderr,
-                            "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
-                            "accuracy %.2f%%\n",
-                            index, total, row.procs, row.procs > 1 ? "s" : "", row.batch,
-                            row.t_epoch, 100.0 * row.test_acc);
+                                "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
+                                "accuracy %.2f%%%s\n",
+                                index, total, row.procs, row.procs > 1 ? "s" : "", row.batch,
+                                row.t_epoch, 100.0 * row.test_acc,
+                                row.other_cores > DT_SCALE_BUSY_CORES ? " (machine busy)" : "");
+                    }
                 }
             }
+            if (memory_stop) { /* later repeats stop there too */
+                n_batches = b;
+                break;
+            }
         }
-        if (memory_stop) break;
     }
-    return 0;
+    if (never_quiet)
+        dt_scale_add_note(study,
+                          "--wait-idle: the machine did not get quiet within %.0f s before %d "
+                          "run%s; they ran anyway",
+                          cfg->wait_idle_max_s, never_quiet, never_quiet > 1 ? "s" : "");
+    return dt_scale_combine(study, err);
 }
