@@ -32,6 +32,11 @@ typedef struct dt_scale_row {
      * negative = not measured) and whether that makes it a busy-machine figure. */
     double other_cores;
     int busy;
+    /* Utilisation from the run's sys records (negative = none): mean CPU per rank in %
+     * of one core, largest resident memory of a rank (MB), MPI and network bytes per
+     * rank per second of the run (MB/s), the machine's other cores on average. */
+    long sys_samples;
+    double cpu_pct, rss_mb, mpi_mbs, net_mbs, sys_other_cores;
 } dt_scale_row;
 
 /* Other processes using more than this many cores on average during a run make its

@@ -39,6 +39,7 @@ typedef struct dt_train_config {
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */
+    double sys_interval;        /* seconds between a rank's sys records; 0 = 1 */
     const char *log_path, *save_path, *init_path;
 } dt_train_config;
 

@@ -96,6 +96,13 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         MEDIAN(bytes_sent, NULL, NULL);
         MEDIAN(final_loss, NULL, NULL);
         MEDIAN(test_acc, NULL, NULL);
+        MEDIAN(cpu_pct, NULL, NULL);
+        MEDIAN(rss_mb, NULL, NULL);
+        MEDIAN(mpi_mbs, NULL, NULL);
+        MEDIAN(net_mbs, NULL, NULL);
+        MEDIAN(sys_other_cores, NULL, NULL);
+        r.sys_samples = 0;
+        for (int k = 0; k < n; k++) r.sys_samples += g[k]->sys_samples > 0 ? g[k]->sys_samples : 0;
 #undef MEDIAN
         if (n == 1 && a->repeats > 1) { /* keep a combined row's recorded spread */
             r.t_train_min = a->t_train_min, r.t_train_max = a->t_train_max;
@@ -268,7 +275,12 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                           .t_train_max = -1,
                           .t_epoch_min = -1,
                           .t_epoch_max = -1,
-                          .other_cores = -1};
+                          .other_cores = -1,
+                          .cpu_pct = -1,
+                          .rss_mb = -1,
+                          .mpi_mbs = -1,
+                          .net_mbs = -1,
+                          .sys_other_cores = -1};
         int k = 0;
         char *save = NULL;
         for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
@@ -843,6 +855,48 @@ static void report_model(const report *rp) {
     }
 }
 
+/* Means of the runs' sys records (dtrain's built-in dstat) and the per-config plots. */
+static void report_utilisation(const report *rp, const char *const *plots, int n_plots) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
+    int any = 0;
+    for (int i = 0; i < s->n_rows; i++) any |= s->rows[i].sys_samples > 0;
+    if (!any) return;
+    fputs("\n## 8. Utilisation (the runs' sys records)\n\nEvery training rank samples "
+          "/proc once a second (--sys-interval). CPU per rank in % of one core (user + system; 100 "
+          "= one busy "
+          "core), the machine's other processes in cores (the job's other ranks count as "
+          "other here), the largest resident memory of a rank, MPI bytes dtrain sent and "
+          "network bytes (interfaces other than loopback, both directions) per rank per "
+          "second. Medians over the repeats of each run's means; runs shorter than a second "
+          "have no samples.\n\n| procs | batch | samples | CPU per rank (%) | other processes "
+          "(cores) | RSS max (MB) | MPI sent (MB/s per rank) | network (MB/s per rank) "
+          "|\n|---|---|---|---|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        if (r->lr_scaled) continue;
+        fprintf(out, "| %d | %d | %ld |", r->procs, r->batch, r->sys_samples);
+        cell(out, r->cpu_pct, "%.0f");
+        cell(out, r->sys_other_cores, "%.2f");
+        cell(out, r->rss_mb, "%.0f");
+        cell(out, r->mpi_mbs, "%.2f");
+        cell(out, r->net_mbs, "%.3f");
+        fputc('\n', out);
+    }
+    int listed = 0;
+    for (int i = 0; i < n_plots; i++)
+        if (!strncmp(plots[i], "util_", 5)) {
+            fprintf(out, "%s`%s`",
+                    listed ? ", "
+                           : "\nCPU and MPI traffic over time, one line "
+                             "per rank (first repeat of each config): ",
+                    plots[i]);
+            listed = 1;
+        }
+    if (listed) fputs(".\n", out);
+}
+
 void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
                            int n_plots) {
     report rp = {.s = s, .out = out};
@@ -855,6 +909,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     report_accuracy(&rp);
     report_reading(&rp);
     report_model(&rp);
+    report_utilisation(&rp, plots, n_plots);
     if (n_plots > 0) {
         fputs("\n## Plots\n\n", out);
         for (int i = 0; i < n_plots; i++) fprintf(out, "![%s](%s)\n\n", plots[i], plots[i]);

@@ -32,6 +32,42 @@ static void copy_text(char *dst, size_t size, const char *src) {
     dst[n] = 0;
 }
 
+/* The utilisation figures of a row from the log's sys records: CPU and other cores as
+ * means over every sample, memory the largest, MPI and network bytes per rank as each
+ * rank's last count over its last t, averaged over the ranks. */
+static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
+    row->sys_samples = log->n_sys;
+    row->cpu_pct = row->rss_mb = row->mpi_mbs = row->net_mbs = row->sys_other_cores = -1;
+    if (log->n_sys == 0) return;
+    double cpu = 0, other = 0, rss = 0;
+    long n_cpu = 0, n_other = 0;
+    enum { MAX_RANKS = 1024 };
+    double mpi_rate[MAX_RANKS], net_rate[MAX_RANKS], last_t[MAX_RANKS];
+    for (int r = 0; r < MAX_RANKS; r++) mpi_rate[r] = net_rate[r] = last_t[r] = -1.0;
+    for (long i = 0; i < log->n_sys; i++) {
+        const dt_sys_record *x = &log->sys[i];
+        if (x->cpu_user >= 0 && x->cpu_sys >= 0) cpu += x->cpu_user + x->cpu_sys, n_cpu++;
+        if (x->other_cores >= 0) other += x->other_cores, n_other++;
+        if (x->rss_bytes / 1e6 > rss) rss = x->rss_bytes / 1e6;
+        if (x->rank < 0 || x->rank >= MAX_RANKS || !(x->t > last_t[x->rank])) continue;
+        last_t[x->rank] = x->t;
+        mpi_rate[x->rank] = x->mpi_sent >= 0 ? x->mpi_sent / x->t / 1e6 : -1.0;
+        net_rate[x->rank] =
+            x->net_tx >= 0 && x->net_rx >= 0 ? (x->net_tx + x->net_rx) / x->t / 1e6 : -1.0;
+    }
+    double mpi = 0, net = 0;
+    int n_mpi = 0, n_net = 0;
+    for (int r = 0; r < MAX_RANKS; r++) {
+        if (mpi_rate[r] >= 0) mpi += mpi_rate[r], n_mpi++;
+        if (net_rate[r] >= 0) net += net_rate[r], n_net++;
+    }
+    row->cpu_pct = n_cpu ? cpu / n_cpu : -1;
+    row->sys_other_cores = n_other ? other / n_other : -1;
+    row->rss_mb = rss > 0 ? rss : -1;
+    row->mpi_mbs = n_mpi ? mpi / n_mpi : -1;
+    row->net_mbs = n_net ? net / n_net : -1;
+}
+
 int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
                           dt_error *err) {
     dt_runlog_contents log;
@@ -59,6 +95,7 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     row->t_train_min = row->t_train_max = row->t_epoch_min = row->t_epoch_max = -1;
     row->repeats = 1;
     row->other_cores = log.has_load ? known(log.load.other_cores, -1) : -1;
+    sys_summary(&log, row);
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */
         const dt_epoch_record *m = &log.epochs[log.n_epochs >= 2 ? 1 : 0];

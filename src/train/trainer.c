@@ -405,7 +405,9 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     }
     dt_threads_set(cfg->threads);
     int rc = setup(&t, err);
-    if (rc == 0) rc = dt_sysmon_start(&t.sysmon, t.workers.rank, 1.0, err);
+    if (rc == 0)
+        rc = dt_sysmon_start(&t.sysmon, t.workers.rank,
+                             cfg->sys_interval > 0 ? cfg->sys_interval : 1.0, err);
     if (rc == 0) {
         log_run(&t);
         rc = run(&t, progress, progress_ctx, result, err);
