@@ -51,6 +51,10 @@ typedef struct dt_scale_study {
     double dataset_size; /* training samples */
     dt_scale_row *rows;
     int n_rows, cap_rows;
+    /* The hardware the speed model divides compute over: cores (0 = unknown: compute
+     * per process, M/N) and compute threads per process; cores_given: the user said
+     * the hardware grows to `cores` (--cores), so recommendations may go that far. */
+    int cores, threads, cores_given;
     char notes[8][256]; /* things the sweep could not do (memory stop, ...) */
     int n_notes;
 } dt_scale_study;

@@ -234,7 +234,55 @@ static void predict_usage(FILE *out) {
             "\n"
             "Time to convergence (S x E steps x step time) of a parameter-server job for every\n"
             "worker count and each server count, from given speed-model parameters, and the\n"
-            "best worker count for each server count (the textbook Optimus exercise).\n");
+            "best worker count for each server count (the textbook Optimus exercise).\n"
+            "With --out DIR, also writes DIR/predict.csv (the table) and DIR/predict.png\n"
+            "and .svg (hours vs workers, one line per server count; gnuplot).\n");
+}
+
+/* predict --theta's table as DIR/predict.csv (atomically) and one .dat per server
+ * count with a gnuplot script drawing hours vs workers. Returns 0, or 1 after saying
+ * what failed; *drawn whether gnuplot drew the plot. */
+static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int *servers,
+                             int n_servers, int w_lo, int w_hi, double batch, double steps,
+                             const char *dir, int *drawn) {
+    dt_error err;
+    char path[4200], tmp[4300];
+    *drawn = 0;
+    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    snprintf(path, sizeof path, "%s/predict.csv", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return cli_fail(cmd, "cannot write %s: %s", tmp, strerror(errno)), 1;
+    fputs("workers", f);
+    for (int s = 0; s < n_servers; s++) fprintf(f, ",hours_servers_%d", servers[s]);
+    fputc('\n', f);
+    for (int w = w_lo; w <= w_hi; w++) {
+        fprintf(f, "%d", w);
+        for (int s = 0; s < n_servers; s++)
+            fprintf(f, ",%.6g", steps * dt_speed_step_time(fit, w, servers[s], batch) / 3600.0);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    snprintf(path, sizeof path, "%s/predict.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\nset ylabel 'time to "
+          "convergence (hours)'\nset style data linespoints\nset datafile separator ','\n",
+          gp);
+    for (int t = 0; t < 2; t++) {
+        fprintf(gp,
+                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
+                "convergence'\nplot ",
+                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png");
+        for (int s = 0; s < n_servers; s++)
+            fprintf(gp, "%s'predict.csv' using 1:%d skip 1 title '%d server%s'", s ? ", " : "",
+                    s + 2, servers[s], servers[s] > 1 ? "s" : "");
+        fputc('\n', gp);
+    }
+    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
+    return 0;
 }
 
 /* Time to convergence for every allocation up to procs_max processes, from a saved
@@ -330,6 +378,7 @@ int cmd_predict(int argc, char **argv) {
     double batch = 0, spe = 0, epochs = 0;
     int servers[32], n_servers = 0, w_lo = 1, w_hi = 0, have_theta = 0, opt;
     const char *loss_path = NULL, *speed_path = NULL, *out_dir = "runs/predict";
+    int out_given = 0;
     long procs_max = 0;
     optind = 1;
     opterr = 0;
@@ -382,6 +431,7 @@ int cmd_predict(int argc, char **argv) {
             break;
         case 'o':
             out_dir = optarg;
+            out_given = 1;
             break;
         case 'h':
             predict_usage(stdout);
@@ -418,5 +468,12 @@ int cmd_predict(int argc, char **argv) {
                "hours\n",
                servers[s], best[s], t, spe * epochs * t / 3600.0);
     }
+    if (!out_given) return 0;
+    int drawn = 0;
+    if (write_theta_table(cmd, &fit, servers, n_servers, w_lo, w_hi, batch, spe * epochs, out_dir,
+                          &drawn))
+        return 1;
+    printf("table: %s/predict.csv; %s\n", out_dir,
+           drawn ? "plot: predict.png (and .svg)" : "plot not drawn: gnuplot failed or is missing");
     return 0;
 }

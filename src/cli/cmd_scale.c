@@ -36,6 +36,8 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "                       processes use under 0.25 cores for 2 s. Whether or not,\n"
             "                       each run's log records the cores other processes used\n"
             "                       during it; above 0.25 the report flags the config busy\n"
+            "  --cores N            the report's speed model may recommend up to N cores'\n"
+            "                       worth of processes (default: this machine's cores)\n"
             "  --force              run every config again\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
@@ -91,10 +93,12 @@ int cmd_scale(int argc, char **argv) {
                                         {"force", no_argument, 0, 'f'},
                                         {"repeats", required_argument, 0, 'r'},
                                         {"wait-idle", no_argument, 0, 'w'},
+                                        {"cores", required_argument, 0, 'c'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     const char *cmd = "scale";
+    long cores = 0;
     int batches[32], procs[32] = {1, 2};
     dt_sweep_config cfg = {.out_dir = "runs/scale",
                            .procs = procs,
@@ -135,6 +139,9 @@ int cmd_scale(int argc, char **argv) {
         case 'w':
             cfg.wait_idle = 1;
             break;
+        case 'c':
+            if (cli_parse_int(cmd, "--cores", optarg, 1, 1 << 20, &cores)) return 2;
+            break;
         case 'q':
             cfg.quiet = 1;
             break;
@@ -174,6 +181,8 @@ int cmd_scale(int argc, char **argv) {
     cfg.dtrain = self;
     dt_scale_study study;
     memset(&study, 0, sizeof study);
+    study.cores = (int)cores;
+    study.cores_given = cores > 0;
     if (dt_sweep_run(&cfg, &study, &err)) {
         cli_fail(cmd, "%s", err.msg);
         dt_scale_free(&study);

@@ -131,8 +131,10 @@ const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch,
     return NULL;
 }
 
+/* The time speed-ups and the derived communication use: the training time (without
+ * waits for the data loader, which are not communication), else the running time. */
 static double epoch_time(const dt_scale_row *r) {
-    return r->t_epoch > 0 ? r->t_epoch : r->t_train;
+    return r->t_train > 0 ? r->t_train : r->t_epoch;
 }
 
 /* Iterations per process per epoch with the dataset split over procs (-1: unknown). */
@@ -156,7 +158,7 @@ double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r) {
 
 /* The spread of the time epoch_time() uses; a single run's is the run itself. */
 static void time_range(const dt_scale_row *r, double *lo, double *hi) {
-    const int use_epoch = r->t_epoch > 0;
+    const int use_epoch = !(r->t_train > 0);
     *lo = use_epoch ? r->t_epoch_min : r->t_train_min;
     *hi = use_epoch ? r->t_epoch_max : r->t_train_max;
     if (r->repeats <= 1 || *lo <= 0 || *hi <= 0) *lo = *hi = epoch_time(r);
@@ -222,13 +224,14 @@ enum {
     COL_TE_MIN,
     COL_TE_MAX,
     COL_OTHER,
+    COL_MODEL, /* text: one model per report */
     N_COLS
 };
 static const char *const COLUMNS[N_COLS] = {
     "procs",       "batch_size",  "t_train",     "t_epoch",        "iterations",
     "t_data",      "t_compute",   "t_comm",      "t_comm_exposed", "bytes_sent",
     "final_loss",  "test_acc",    "lr_scaled",   "repeats",        "t_train_min",
-    "t_train_max", "t_epoch_min", "t_epoch_max", "other_cores"};
+    "t_train_max", "t_epoch_min", "t_epoch_max", "other_cores",    "model"};
 
 static char *trim(char *t) {
     while (*t == ' ' || *t == '\t') t++;
@@ -261,6 +264,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                                 path, COLUMNS[c]);
         }
     int lineno = 1, rc = 0;
+    char first_model[64] = "";
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         if (!*trim(line)) continue;
@@ -286,6 +290,20 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
         for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
              tok = strtok_r(NULL, ",", &save), k++) {
             if (where[k] < 0) continue;
+            if (where[k] == COL_MODEL) { /* one curve per model would mix studies: refuse */
+                const char *m = trim(tok);
+                if (!first_model[0]) {
+                    snprintf(first_model, sizeof first_model, "%s", m);
+                    if (!s->model[0]) snprintf(s->model, sizeof s->model, "%s", m);
+                } else if (strcmp(first_model, m)) {
+                    rc = dt_error_set(err,
+                                      "%s line %d: model '%s' after '%s': report --times makes "
+                                      "one report per model; split the CSV by its model column",
+                                      path, lineno, m, first_model);
+                    break;
+                }
+                continue;
+            }
             char *end;
             double v = strtod(trim(tok), &end);
             if (end == tok || *end || !isfinite(v)) {
@@ -497,6 +515,14 @@ static double v_strong_eff(const dt_scale_study *s, const dt_scale_row *r) {
     double x = dt_scale_strong_speedup(s, r);
     return x < 0 ? -1 : 100.0 * x / r->procs;
 }
+static double v_strong_running(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = dt_scale_find(s, 1, r->batch, r->lr_scaled);
+    return b && b->t_epoch > 0 && r->t_epoch > 0 ? b->t_epoch / r->t_epoch : -1;
+}
+static double v_n_t1_tn(const dt_scale_study *s, const dt_scale_row *r) {
+    const double x = dt_scale_strong_speedup(s, r);
+    return x < 0 ? -1 : r->procs * x;
+}
 static double v_weak(const dt_scale_study *s, const dt_scale_row *r) {
     return dt_scale_weak_speedup(s, r);
 }
@@ -538,7 +564,9 @@ static void report_header(const report *rp) {
           "dataset split over N processes); efficiency S/N. Weak speed-up N t(1)/t(N) with t "
           "the time of one iteration (the same work per process per iteration); efficiency "
           "t(1)/t(N). When each process runs 1/N of the dataset, as here, the two coincide up "
-          "to the rounding of iteration counts. T = t_epoch where measured, else t_train.\n\n",
+          "to the rounding of iteration counts. T = t_train, the training time (loader waits "
+          "are not communication); the running time's speed-up is shown beside it where "
+          "measured.\n\n",
           out);
     int repeats = 0, measured = 0, busy = 0;
     for (int i = 0; i < s->n_rows; i++) {
@@ -593,7 +621,9 @@ static void report_times_and_speedups(const report *rp) {
     report_grid(rp, "%.2f", v_train, note_train);
     fputs("Running time t_epoch:\n\n", out);
     report_grid(rp, "%.2f", v_epoch, note_epoch);
-    fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N):\n\n", out);
+    fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N) of the training "
+          "time t_train:\n\n",
+          out);
     if (rp->np < 2 || rp->procs[0] != 1)
         fputs("Cannot compute: the study needs a 1-process run and at least one more process "
               "count.\n\n",
@@ -607,6 +637,21 @@ static void report_times_and_speedups(const report *rp) {
     report_grid(rp, "%.2f", v_weak, note_busy);
     fputs("Weak scaling efficiency (%):\n\n", out);
     report_grid(rp, "%.0f", v_weak_eff, note_busy);
+    int have_running = 0;
+    for (int i = 0; i < rp->s->n_rows; i++) have_running |= rp->s->rows[i].t_epoch > 0;
+    if (have_running) {
+        fputs("Strong scaling speed-up of the running time t_epoch (loader waits included; "
+              "they are not communication, so the figures above use the training time):\n\n",
+              out);
+        report_grid(rp, "%.2f", v_strong_running, note_busy);
+    }
+    fputs("N x T(1)/T(N) of the training time, for readers whose course asks for it: by "
+          "definition N times the strong speed-up. It is a weak-scaling speed-up only when "
+          "each of the N processes handles as much data as the 1 process did; here each "
+          "handles 1/N of it, so it does not measure weak scaling (the weak speed-up above "
+          "does, per iteration):\n\n",
+          out);
+    report_grid(rp, "%.2f", v_n_t1_tn, note_busy);
 }
 
 /* The unscaled row of (batch b, procs p) by index, or NULL. */
@@ -800,20 +845,37 @@ static void report_reading(const report *rp) {
               rp->out);
 }
 
+/* Compute units of N processes: threads x N, at most the cores (0 cores = unknown:
+ * one unit per process, as measured elsewhere). */
+static double compute_units(const dt_scale_study *s, int N) {
+    const double t = s->threads > 0 ? s->threads : 1;
+    if (s->cores <= 0) return N;
+    return N * t < s->cores ? N * t : s->cores;
+}
+
+/* The model's point of a config: the compute term th0 M/N becomes th0 M/units(N), by
+ * handing the fit M N / units(N) as the batch. */
+static dt_speed_point model_point(const dt_scale_study *s, int N, double global_batch,
+                                  double step_time) {
+    return (dt_speed_point){N, 0, global_batch * N / compute_units(s, N), step_time};
+}
+
 /* The all-reduce speed model fitted to every measured config (time per iteration
- * against global batch and process count), each config's epoch time predicted from
- * it, and the process count the model would pick. */
+ * against global batch, process count and the cores they get), its leave-one-out
+ * check, each config's time predicted, and - only where the model fits - the process
+ * count it would pick, within the hardware unless told it grows. */
 static void report_model(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
     fputs("\n## 7. Model vs measurement\n\n", out);
     dt_speed_point pts[256];
-    int n = 0;
+    int n = 0, max_measured = 1;
     for (int i = 0; i < s->n_rows && n < 256; i++) {
         const dt_scale_row *r = &s->rows[i];
         double it = iterations(s, r);
         if (r->lr_scaled || it <= 0) continue;
-        pts[n++] = (dt_speed_point){r->procs, 0, (double)r->procs * r->batch, epoch_time(r) / it};
+        pts[n++] = model_point(s, r->procs, (double)r->procs * r->batch, epoch_time(r) / it);
+        if (r->procs > max_measured) max_measured = r->procs;
     }
     dt_speed_fit fit;
     dt_error err;
@@ -821,37 +883,90 @@ static void report_model(const report *rp) {
         fprintf(out, "No model: %s.\n", err.msg);
         return;
     }
-    fprintf(out,
-            "All-reduce speed model fitted by NNLS (relative residuals) to the %d "
-            "configs: time per iteration = %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
-            "seconds (M global batch, N processes).\n\n| procs | batch | measured "
-            "epoch (s) | model (s) | error |\n|---|---|---|---|---|\n",
-            n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
-    for (int b = 0; b < rp->nb; b++)
-        for (int p = 0; p < rp->np; p++) {
-            const dt_scale_row *r = report_row(rp, b, p);
-            if (!r || iterations(s, r) <= 0) continue;
-            double pred = iterations(s, r) *
-                          dt_speed_step_time(&fit, r->procs, 0, (double)r->procs * r->batch);
-            fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |\n", r->procs, r->batch, epoch_time(r),
-                    pred, 100.0 * (pred - epoch_time(r)) / epoch_time(r));
-        }
-    fputs("\nPredicted best process count per batch size (1 to 16 processes, epoch "
-          "time = iterations x modelled time per iteration; beyond the measured counts "
-          "this is extrapolation):\n\n",
+    double loo_pred[256], loo_err[256];
+    dt_loo_summary loo = {0, -1, -1};
+    if (dt_speed_leave_one_out(DT_SPEED_ALLREDUCE, pts, n, loo_pred, loo_err, &loo, &err))
+        loo.n = 0;
+    if (s->cores > 0)
+        fprintf(out,
+                "All-reduce speed model fitted by NNLS (relative residuals) to the %d configs, "
+                "compute divided over the cores the processes get (U = min(N x %d thread%s, "
+                "%d cores)): time per iteration = %.4g M/U + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
+                "seconds (M global batch, N processes; training time).\n\n",
+                n, s->threads > 0 ? s->threads : 1, s->threads > 1 ? "s" : "", s->cores,
+                fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+    else
+        fprintf(out,
+                "All-reduce speed model fitted by NNLS (relative residuals) to the %d configs "
+                "(cores unknown: compute per process, M/N; give --cores): time per iteration "
+                "= %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) seconds (M global batch, N "
+                "processes; training time).\n\n",
+                n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+    fputs("| procs | batch | measured (s) | model (s) | error | leave-one-out error |\n"
+          "|---|---|---|---|---|---|\n",
           out);
+    int k = 0;
+    for (int i = 0; i < s->n_rows && k < 256; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        const double it = iterations(s, r);
+        if (r->lr_scaled || it <= 0) continue;
+        const double pred = it * dt_speed_step_time(&fit, pts[k].w, 0, pts[k].batch);
+        fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |", r->procs, r->batch, epoch_time(r), pred,
+                100.0 * (pred - epoch_time(r)) / epoch_time(r));
+        if (loo.n > 0 && loo_pred[k] >= 0)
+            fprintf(out, " %+.1f%% |\n", 100.0 * loo_err[k]);
+        else
+            fputs(" n/a |\n", out);
+        k++;
+    }
+    fputc('\n', out);
+    if (loo.n == 0) {
+        fputs("**No leave-one-out check** (too few configs to fit without one): the model is "
+              "not validated, so it recommends nothing.\n",
+              out);
+        return;
+    }
+    fprintf(out,
+            "Leave-one-out error (each config predicted by the fit of the others): median "
+            "%.1f%%, worst %.1f%%.\n\n",
+            100.0 * loo.median, 100.0 * loo.worst);
+    if (loo.worst > 0.20) {
+        fputs("**The model does not fit** these measurements (a leave-one-out error above "
+              "20%): no process count is recommended from it.\n",
+              out);
+        return;
+    }
+    /* the hardware's process count: cores / threads (or what --cores says) */
+    int hw = max_measured;
+    if (s->cores > 0) {
+        const int t = s->threads > 0 ? s->threads : 1;
+        if (s->cores / t > hw) hw = s->cores / t;
+    }
+    fprintf(out,
+            "Predicted best process count per batch size, from 1 to %d processes (%s); "
+            "measured up to %d:\n\n",
+            hw,
+            s->cores_given ? "the hardware --cores describes"
+            : s->cores > 0 ? "what this machine's cores hold"
+                           : "the measured range: cores unknown",
+            max_measured);
     for (int b = 0; b < rp->nb; b++) {
         int best = 1;
         double best_t = INFINITY;
-        for (int N = 1; N <= 16; N++) {
+        for (int N = 1; N <= hw; N++) {
             double it = split_iterations(s->dataset_size, N, rp->batch[b]);
             if (it <= 0) break;
-            double t = it * dt_speed_step_time(&fit, N, 0, (double)N * rp->batch[b]);
+            const dt_speed_point q = model_point(s, N, (double)N * rp->batch[b], 0);
+            double t = it * dt_speed_step_time(&fit, q.w, 0, q.batch);
             if (t < best_t) best_t = t, best = N;
         }
-        if (isfinite(best_t))
-            fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)\n", rp->batch[b],
-                    best, best_t);
+        if (!isfinite(best_t)) continue;
+        fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)", rp->batch[b], best,
+                best_t);
+        if (best > max_measured)
+            fprintf(out, " - extrapolated %d process%s beyond the largest measured count",
+                    best - max_measured, best - max_measured > 1 ? "es" : "");
+        fputs("\n", out);
     }
 }
 

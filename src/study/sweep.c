@@ -88,6 +88,8 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     if (run->mode[0] && strcmp(run->mode, "single"))
         copy_text(study->mode, sizeof study->mode, run->mode);
     if (run->servers > 0) study->servers = run->servers;
+    if (run->threads > 0) study->threads = run->threads;
+    if (log.has_load && log.load.cores > 0 && !study->cores_given) study->cores = log.load.cores;
     if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
     if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
     row->t_data = row->t_compute = row->t_comm = row->t_comm_exposed = -1;
