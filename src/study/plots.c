@@ -110,7 +110,7 @@ static int plot_speedup(plotter *pl, dt_error *err) {
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
         fprintf(pl->gp,
-                "set title 'Strong scaling: speed-up T(1)/T(N) of the epoch time'\n"
+                "set title 'Strong scaling: speed-up T(1)/T(N) of the training time'\n"
                 "set xlabel 'processes N (log2 scale)'\nset ylabel 'speed-up'\n"
                 "set logscale x 2\nset xrange [%g:%g]\nset yrange [0:*]\nunset logscale y\n",
                 pl->procs[0] / 1.2, pl->procs[pl->np - 1] * 1.2);

@@ -665,7 +665,7 @@ static void report_compute_vs_comm(const report *rp) {
     fputs("## 3. Compute vs communication (s per epoch)\n\nMeasured per step and summed "
           "(means over ranks): compute (forward, backward, update), communication exposed "
           "(the step waited for it) and hidden (overlapped with backward); derived as in the "
-          "classic analysis: T_comp = T(1)/N, T_comm = T(N) - T(1)/N.\n\n"
+          "classic analysis from the training time T: T_comp = T(1)/N, T_comm = T(N) - T(1)/N.\n\n"
           "| procs | batch | measured compute | measured comm exposed | measured comm hidden | "
           "derived T_comp | derived T_comm |\n|---|---|---|---|---|---|---|\n",
           out);
