@@ -43,6 +43,19 @@ typedef struct dt_scale_row {
  * figures untrustworthy (a busy machine); --wait-idle waits for less. */
 #define DT_SCALE_BUSY_CORES 0.25
 
+/* One role of one parameter-server run (a server or a worker) over the whole run,
+ * from the run log's ps_server and worker records: the per-role accounting. */
+typedef struct dt_scale_role {
+    int procs, batch, lr_scaled, repeat; /* the config and which repeat (0 = first) */
+    int is_server, index;                /* server number or worker rank */
+    int epochs;
+    double bytes_in, bytes_out;     /* whole run; a worker's in = received, out = sent */
+    long updates, applied, dropped; /* servers; a worker's steps in updates */
+    double busy_frac;               /* servers: busy time / the run's training loop time; -1 */
+    double staleness_mean;          /* servers: mean staleness of applied gradients; -1 */
+    long staleness_hist[16];
+} dt_scale_role;
+
 typedef struct dt_scale_study {
     char model[64], data[128];
     char mode[32];       /* "allreduce", "ps-sync", ... ("" = unknown) */
@@ -51,6 +64,9 @@ typedef struct dt_scale_study {
     double dataset_size; /* training samples */
     dt_scale_row *rows;
     int n_rows, cap_rows;
+    dt_scale_role *roles; /* parameter-server runs only */
+    int n_roles, cap_roles;
+    char comm_dtype[8]; /* gradients on the wire ("" = fp32) */
     /* The hardware the speed model divides compute over: cores (0 = unknown: compute
      * per process, M/N) and compute threads per process; cores_given: the user said
      * the hardware grows to `cores` (--cores), so recommendations may go that far. */
@@ -60,6 +76,7 @@ typedef struct dt_scale_study {
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);
+int dt_scale_add_role(dt_scale_study *s, const dt_scale_role *role, dt_error *err);
 void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void dt_scale_free(dt_scale_study *s);

@@ -138,6 +138,14 @@ static const field SYS_FIELDS[] = {
     FIELD(dt_sys_record, disk_write, F_LLONG, NULL, 0),
 };
 
+static const field WORKER_FIELDS[] = {
+    FIELD(dt_worker_record, rank, F_INT, NULL, 1),
+    FIELD(dt_worker_record, steps, F_LONG, NULL, 0),
+    FIELD(dt_worker_record, bytes_sent, F_LLONG, NULL, 0),
+    FIELD(dt_worker_record, bytes_received, F_LLONG, NULL, 0),
+    FIELD(dt_worker_record, t_comm, F_REAL, "%.9g", 0),
+};
+
 static const field LOAD_FIELDS[] = {
     FIELD(dt_load_record, wall_s, F_REAL, "%.4g", 0),
     FIELD(dt_load_record, machine_cores, F_REAL, "%.4g", 0),
@@ -165,6 +173,7 @@ static const event_format EVENTS[] = {
     EVENT("ps_epoch", DT_EVENT_PS_EPOCH, PS_EPOCH_FIELDS, 0),
     EVENT("sys", DT_EVENT_SYS, SYS_FIELDS, 0),
     EVENT("load", DT_EVENT_LOAD, LOAD_FIELDS, 1),
+    EVENT("worker", DT_EVENT_WORKER, WORKER_FIELDS, 0),
 };
 enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
 
@@ -279,6 +288,10 @@ void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
 
 void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r) {
     write_record(log, DT_EVENT_SYS, r);
+}
+
+void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r) {
+    write_record(log, DT_EVENT_WORKER, r);
 }
 
 int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err) {
@@ -510,7 +523,8 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
     if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
     char *line = NULL;
     size_t line_cap = 0;
-    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0;
+    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0,
+         cap_workers = 0;
     ssize_t len;
     int rc = 0;
     dt_runlog_entry e;
@@ -551,6 +565,10 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
         case DT_EVENT_SYS:
             grown = append((void **)&c->sys, &c->n_sys, &cap_sys, sizeof e.sys, &e.sys);
             break;
+        case DT_EVENT_WORKER:
+            grown = append((void **)&c->workers, &c->n_workers, &cap_workers, sizeof e.worker,
+                           &e.worker);
+            break;
         case DT_EVENT_LOAD:
             c->has_load = 1;
             c->load = e.load;
@@ -575,10 +593,12 @@ void dt_runlog_contents_free(dt_runlog_contents *c) {
     free(c->ps_servers);
     free(c->ps_epochs);
     free(c->sys);
+    free(c->workers);
     c->sys = NULL;
+    c->workers = NULL;
     c->steps = NULL;
     c->epochs = NULL;
     c->ps_servers = NULL;
     c->ps_epochs = NULL;
-    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = 0;
+    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = c->n_workers = 0;
 }

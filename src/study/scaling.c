@@ -21,6 +21,18 @@ int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) 
     return 0;
 }
 
+int dt_scale_add_role(dt_scale_study *s, const dt_scale_role *role, dt_error *err) {
+    if (s->n_roles == s->cap_roles) {
+        int cap = s->cap_roles ? 2 * s->cap_roles : 16;
+        dt_scale_role *p = realloc(s->roles, sizeof *p * (size_t)cap);
+        if (!p) return dt_error_set(err, "out of memory for the study's roles");
+        s->roles = p;
+        s->cap_roles = cap;
+    }
+    s->roles[s->n_roles++] = *role;
+    return 0;
+}
+
 void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
     if (s->n_notes >= 8) return;
     va_list ap;
@@ -31,6 +43,9 @@ void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
 
 void dt_scale_free(dt_scale_study *s) {
     free(s->rows);
+    free(s->roles);
+    s->roles = NULL;
+    s->n_roles = s->cap_roles = 0;
     s->rows = NULL;
     s->n_rows = s->cap_rows = 0;
 }
@@ -690,11 +705,108 @@ static void report_compute_vs_comm(const report *rp) {
     fputc('\n', out);
 }
 
+/* Bytes a gradient element takes on the wire (the study's --comm-dtype). */
+static double push_bytes_per_param(const dt_scale_study *s) {
+    return !strcmp(s->comm_dtype, "bf16") || !strcmp(s->comm_dtype, "fp16") ? 2.0 : 4.0;
+}
+
+/* Section 4 for the parameter-server modes: the formula that fits them (every
+ * iteration each worker pulls the parameters and pushes its gradient; the servers
+ * carry all workers' traffic), measured beside it, then the per-role accounting. */
+static void report_ps_traffic(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
+    const double push = push_bytes_per_param(s);
+    fprintf(out,
+            "## 4. Parameter-server traffic\n\nMode %s: the ring all-reduce formula does "
+            "not describe it. Per iteration each worker pulls the parameters (4 x params "
+            "bytes) and pushes its gradient (%.0f x params bytes, %s on the wire), so per "
+            "worker per epoch: iterations x (4 + %.0f) x params; the servers together carry "
+            "every worker's: N times that. Measured beside it: per worker, the bytes its "
+            "steps sent and received (worker records; mean over the workers); the servers' "
+            "bytes in + out (ps_server records, all servers), per epoch (whole run / "
+            "epochs). Rates: the formula's bytes over the measured communication time "
+            "(t_comm, mean over the workers).\n\n| workers | batch | iterations | formula "
+            "per worker (MB/epoch) | measured per worker (MB/epoch) | formula servers "
+            "(MB/epoch) | measured servers (MB/epoch) | formula rate per worker (MB/s) "
+            "|\n|---|---|---|---|---|---|---|---|\n",
+            s->mode[0] ? s->mode : "parameter server", push,
+            s->comm_dtype[0] ? s->comm_dtype : "fp32", push);
+    for (int b = 0; b < rp->nb; b++)
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
+            if (!r) continue;
+            const double it = iterations(s, r);
+            const double per_worker = it > 0 && s->params > 0 ? it * (4.0 + push) * s->params : -1;
+            double w_bytes = 0, sv_bytes = 0;
+            int n_w = 0, n_sv = 0, epochs = 1;
+            for (int i = 0; i < s->n_roles; i++) {
+                const dt_scale_role *x = &s->roles[i];
+                if (x->procs != r->procs || x->batch != r->batch || x->lr_scaled || x->repeat)
+                    continue;
+                epochs = x->epochs > 0 ? x->epochs : 1;
+                if (x->is_server)
+                    sv_bytes += x->bytes_in + x->bytes_out, n_sv++;
+                else
+                    w_bytes += x->bytes_in + x->bytes_out, n_w++;
+            }
+            fprintf(out, "| %d | %d |", r->procs, r->batch);
+            cell(out, it, "%.0f");
+            cell(out, per_worker / 1e6, "%.3f");
+            cell(out, n_w ? w_bytes / n_w / epochs / 1e6 : -1, "%.3f");
+            cell(out, per_worker > 0 ? per_worker * r->procs / 1e6 : -1, "%.3f");
+            cell(out, n_sv ? sv_bytes / epochs / 1e6 : -1, "%.3f");
+            cell(out, per_worker > 0 && r->t_comm > 0 ? per_worker / r->t_comm / 1e6 : -1, "%.1f");
+            fputc('\n', out);
+        }
+    fputs("\nPer role over the whole run (first repeat of each config): bytes in and out as "
+          "each role's own counters have them (a worker's: its steps' pulls and pushes; a "
+          "server's also holds the final pull each worker makes after training, which no "
+          "step counts), updates (servers: parameter versions made; workers: steps), "
+          "gradients applied and dropped, the mean staleness of applied gradients (server "
+          "version minus the version the worker computed on) with the non-empty bins of its "
+          "histogram, and the servers' busy fraction (time serving / the training "
+          "loops' time).\n\n| workers | batch | role | bytes in | bytes out | updates | "
+          "applied | dropped | mean staleness | staleness histogram | busy |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < s->n_roles; i++) {
+        const dt_scale_role *x = &s->roles[i];
+        if (x->lr_scaled || x->repeat) continue;
+        fprintf(out, "| %d | %d | %s %d | %.0f | %.0f | %ld |", x->procs, x->batch,
+                x->is_server ? "server" : "worker", x->index, x->bytes_in, x->bytes_out,
+                x->updates);
+        cell(out, (double)x->applied, "%.0f");
+        cell(out, (double)x->dropped, "%.0f");
+        cell(out, x->staleness_mean, "%.2f");
+        if (x->is_server) {
+            int any = 0;
+            for (int b = 0; b < 16; b++)
+                if (x->staleness_hist[b]) {
+                    fprintf(out, "%s%s%d: %ld", any ? ", " : " ", b == 15 ? ">=" : "", b,
+                            x->staleness_hist[b]);
+                    any = 1;
+                }
+            fputs(any ? " |" : " n/a |", out);
+        } else {
+            fputs(" n/a |", out);
+        }
+        cell(out, x->busy_frac >= 0 ? 100.0 * x->busy_frac : -1, "%.0f%%");
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
 static void report_bandwidth(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
-    fputs("## 4. All-reduce bandwidth utilisation\n\nBy the formula iterations x 2(P-1)/P x "
-          "4 x params / T_comm with the derived T_comm, per process and aggregate (P times); "
+    if (s->servers > 0 || s->n_roles > 0) {
+        report_ps_traffic(rp);
+        return;
+    }
+    fputs("## 4. All-reduce bandwidth utilisation\n\nMode all-reduce (ring): by the formula "
+          "iterations x 2(P-1)/P x 4 x params / T_comm with the derived T_comm, per process and "
+          "aggregate (P times); "
           "beside it the measured bytes sent per process / measured all-reduce time.\n\n"
           "| procs | batch | iterations | formula per process (MB/s) | formula aggregate (MB/s) "
           "| measured bytes/time per process (MB/s) |\n|---|---|---|---|---|---|\n",

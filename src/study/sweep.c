@@ -68,6 +68,63 @@ static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
     row->net_mbs = n_net ? net / n_net : -1;
 }
 
+/* The repeat a log holds, from its name (..._r<k>.jsonl is repeat k-1; else 0). */
+static int repeat_of(const char *path) {
+    const char *r = strrchr(path, '_');
+    int k = 0;
+    char tail[16];
+    if (r && sscanf(r, "_r%d%15s", &k, tail) == 2 && !strcmp(tail, ".jsonl") && k > 1) return k - 1;
+    return 0;
+}
+
+/* The per-role accounting of a parameter-server log: each server's record, each
+ * worker's totals. */
+static int add_roles(const char *path, const dt_runlog_contents *log, const dt_scale_row *row,
+                     dt_scale_study *study, dt_error *err) {
+    if (log->n_ps_servers == 0) return 0;
+    double loop_time = 0; /* the training loops' time: what the servers were busy within */
+    for (long e = 0; e < log->n_epochs; e++)
+        if (isfinite(log->epochs[e].t_epoch)) loop_time += log->epochs[e].t_epoch;
+    dt_scale_role base = {.procs = row->procs,
+                          .batch = row->batch,
+                          .lr_scaled = row->lr_scaled,
+                          .repeat = repeat_of(path),
+                          .epochs = log->run.epochs > 0 ? log->run.epochs : (int)log->n_epochs,
+                          .busy_frac = -1,
+                          .staleness_mean = -1};
+    for (long i = 0; i < log->n_ps_servers; i++) {
+        const dt_ps_server_record *x = &log->ps_servers[i];
+        dt_scale_role r = base;
+        r.is_server = 1;
+        r.index = x->server;
+        r.bytes_in = (double)x->bytes_in;
+        r.bytes_out = (double)x->bytes_out;
+        r.updates = x->updates;
+        r.applied = x->applied;
+        r.dropped = x->dropped;
+        r.busy_frac = loop_time > 0 && isfinite(x->busy_s) ? x->busy_s / loop_time : -1;
+        double n = 0, sum = 0;
+        for (int b = 0; b < DT_RUNLOG_STALENESS_BINS; b++) {
+            r.staleness_hist[b] = x->staleness_hist[b];
+            n += (double)x->staleness_hist[b];
+            sum += (double)b * (double)x->staleness_hist[b];
+        }
+        r.staleness_mean = n > 0 ? sum / n : -1;
+        if (dt_scale_add_role(study, &r, err)) return -1;
+    }
+    for (long i = 0; i < log->n_workers; i++) {
+        const dt_worker_record *x = &log->workers[i];
+        dt_scale_role r = base;
+        r.index = x->rank;
+        r.bytes_in = (double)x->bytes_received;
+        r.bytes_out = (double)x->bytes_sent;
+        r.updates = x->steps;
+        r.applied = r.dropped = -1;
+        if (dt_scale_add_role(study, &r, err)) return -1;
+    }
+    return 0;
+}
+
 int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
                           dt_error *err) {
     dt_runlog_contents log;
@@ -89,6 +146,7 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         copy_text(study->mode, sizeof study->mode, run->mode);
     if (run->servers > 0) study->servers = run->servers;
     if (run->threads > 0) study->threads = run->threads;
+    if (run->comm_dtype[0]) copy_text(study->comm_dtype, sizeof study->comm_dtype, run->comm_dtype);
     if (log.has_load && log.load.cores > 0 && !study->cores_given) study->cores = log.load.cores;
     if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
     if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
@@ -114,6 +172,10 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         row->test_acc = known(last->test_acc, -1);
     }
     *complete = run->epochs > 0 && log.n_epochs >= run->epochs;
+    if (*complete && add_roles(path, &log, row, study, err)) {
+        dt_runlog_contents_free(&log);
+        return -1;
+    }
     if (log.truncated_lines && *complete)
         dt_scale_add_note(study, "%s: its last line is cut short (skipped)", path);
     dt_runlog_contents_free(&log);

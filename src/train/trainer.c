@@ -53,8 +53,9 @@ typedef struct trainer {
     dt_loader *loader;
     dt_sync sync;
     dt_runlog log;
-    dt_sysmon sysmon; /* every worker rank samples its resources (sys records) */
-    int32_t *labels;  /* [batch] */
+    dt_sysmon sysmon;        /* every worker rank samples its resources (sys records) */
+    dt_worker_record totals; /* this rank's steps and bytes over the run */
+    int32_t *labels;         /* [batch] */
     long steps_per_epoch;
 } trainer;
 
@@ -202,6 +203,10 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     e->t[E_T_EXPOSED] += c.t_comm_exposed;
     e->bytes += (double)c.bytes_sent;
     dt_sysmon_add_mpi_bytes(&t->sysmon, c.bytes_sent);
+    t->totals.steps++;
+    t->totals.bytes_sent += c.bytes_sent;
+    t->totals.bytes_received += c.bytes_received;
+    t->totals.t_comm += c.t_comm;
     e->loss += loss * n;
     e->correct += hits;
     e->images += n;
@@ -290,6 +295,22 @@ static int log_sys(trainer *t, dt_error *err) {
     return 0;
 }
 
+/* Rank 0 writes every worker's totals, its own first (collective over the workers). */
+static void log_workers(trainer *t) {
+    const dt_world *w = &t->workers;
+    t->totals.rank = w->rank;
+    if (w->rank > 0) {
+        dt_world_send_bytes(w, &t->totals, sizeof t->totals, 0, SYS_TAG_COUNT, "worker totals");
+        return;
+    }
+    dt_runlog_worker(&t->log, &t->totals);
+    for (int r = 1; r < w->size; r++) {
+        dt_worker_record theirs;
+        dt_world_recv_bytes(w, &theirs, sizeof theirs, r, SYS_TAG_COUNT, "worker totals");
+        dt_runlog_worker(&t->log, &theirs);
+    }
+}
+
 static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
     dt_eval_result r;
     if (dt_evaluate(&t->state.model, &t->test, &t->test_tf, &t->workers, &r, err)) return -1;
@@ -361,6 +382,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                     .t_epoch = er.t_epoch});
     }
     if (log_sys(t, err)) return -1;
+    log_workers(t);
     int replaced = 0;
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
