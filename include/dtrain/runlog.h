@@ -2,8 +2,9 @@
  * the format: one field list per event drives both the writer and the reader, so no
  * other code knows a field name. Events: "run" (once, first), "step", "epoch",
  * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch),
- * "sys" (resource samples, sysmon.h), "worker" (each training rank's totals) and "load" (what else
- * ran on the machine during a sweep's run, appended by the sweep).
+ * "eval" (test figures during training), "sys" (resource samples, sysmon.h), "worker" (each
+ * training rank's totals) and "load" (what else ran on the machine during a sweep's run, appended
+ * by the sweep).
  *
  * Writing keeps the historical bytes: compact, fields in the documented order,
  * %.9g for step/epoch reals, %g for the run's, %.6g for busy_s; strings are
@@ -114,6 +115,16 @@ typedef struct dt_sys_record {
     long long disk_read, disk_write;
 } dt_sys_record;
 
+/* A test-set evaluation during training (--eval-every): after `step` steps. */
+typedef struct dt_eval_record {
+    int epoch;
+    long step;      /* steps done (all epochs) */
+    double t;       /* wall seconds since training started */
+    double t_train; /* the same without the time spent evaluating */
+    double test_loss, test_acc;
+    long samples; /* test samples evaluated */
+} dt_eval_record;
+
 /* One training rank's totals over the run (every step's figures summed), written by
  * rank 0 for every worker at the end: the per-role accounting of a run. */
 typedef struct dt_worker_record {
@@ -145,6 +156,7 @@ void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r);
 void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r);
 void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r);
 void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r);
+void dt_runlog_eval(dt_runlog *log, const dt_eval_record *r);
 /* Appends a load record to an existing log (the sweep, after the run). */
 int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err);
 /* Reports any write that failed since open. */
@@ -161,7 +173,8 @@ typedef enum dt_runlog_event {
     DT_EVENT_PS_EPOCH,
     DT_EVENT_SYS,
     DT_EVENT_LOAD,
-    DT_EVENT_WORKER
+    DT_EVENT_WORKER,
+    DT_EVENT_EVAL
 } dt_runlog_event;
 
 typedef struct dt_runlog_entry {
@@ -175,6 +188,7 @@ typedef struct dt_runlog_entry {
         dt_sys_record sys;
         dt_load_record load;
         dt_worker_record worker;
+        dt_eval_record eval;
     };
 } dt_runlog_entry;
 
@@ -198,6 +212,8 @@ typedef struct dt_runlog_contents {
     long n_sys;
     dt_worker_record *workers;
     long n_workers;
+    dt_eval_record *evals;
+    long n_evals;
     int has_load;         /* a "load" record was seen */
     dt_load_record load;  /* the last one */
     long unknown_events;  /* lines of other events, ignored */

@@ -138,6 +138,16 @@ static const field SYS_FIELDS[] = {
     FIELD(dt_sys_record, disk_write, F_LLONG, NULL, 0),
 };
 
+static const field EVAL_FIELDS[] = {
+    FIELD(dt_eval_record, epoch, F_INT, NULL, 0),
+    FIELD(dt_eval_record, step, F_LONG, NULL, 1),
+    FIELD(dt_eval_record, t, F_REAL, "%.6g", 1),
+    FIELD(dt_eval_record, t_train, F_REAL, "%.6g", 0),
+    FIELD(dt_eval_record, test_loss, F_REAL, "%.9g", 0),
+    FIELD(dt_eval_record, test_acc, F_REAL, "%.9g", 1),
+    FIELD(dt_eval_record, samples, F_LONG, NULL, 0),
+};
+
 static const field WORKER_FIELDS[] = {
     FIELD(dt_worker_record, rank, F_INT, NULL, 1),
     FIELD(dt_worker_record, steps, F_LONG, NULL, 0),
@@ -174,6 +184,7 @@ static const event_format EVENTS[] = {
     EVENT("sys", DT_EVENT_SYS, SYS_FIELDS, 0),
     EVENT("load", DT_EVENT_LOAD, LOAD_FIELDS, 1),
     EVENT("worker", DT_EVENT_WORKER, WORKER_FIELDS, 0),
+    EVENT("eval", DT_EVENT_EVAL, EVAL_FIELDS, 1),
 };
 enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
 
@@ -288,6 +299,10 @@ void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
 
 void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r) {
     write_record(log, DT_EVENT_SYS, r);
+}
+
+void dt_runlog_eval(dt_runlog *log, const dt_eval_record *r) {
+    write_record(log, DT_EVENT_EVAL, r);
 }
 
 void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r) {
@@ -524,7 +539,7 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
     char *line = NULL;
     size_t line_cap = 0;
     long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0,
-         cap_workers = 0;
+         cap_workers = 0, cap_evals = 0;
     ssize_t len;
     int rc = 0;
     dt_runlog_entry e;
@@ -565,6 +580,9 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
         case DT_EVENT_SYS:
             grown = append((void **)&c->sys, &c->n_sys, &cap_sys, sizeof e.sys, &e.sys);
             break;
+        case DT_EVENT_EVAL:
+            grown = append((void **)&c->evals, &c->n_evals, &cap_evals, sizeof e.eval, &e.eval);
+            break;
         case DT_EVENT_WORKER:
             grown = append((void **)&c->workers, &c->n_workers, &cap_workers, sizeof e.worker,
                            &e.worker);
@@ -594,11 +612,14 @@ void dt_runlog_contents_free(dt_runlog_contents *c) {
     free(c->ps_epochs);
     free(c->sys);
     free(c->workers);
+    free(c->evals);
+    c->evals = NULL;
     c->sys = NULL;
     c->workers = NULL;
     c->steps = NULL;
     c->epochs = NULL;
     c->ps_servers = NULL;
     c->ps_epochs = NULL;
-    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = c->n_workers = 0;
+    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = c->n_workers =
+        c->n_evals = 0;
 }

@@ -215,6 +215,53 @@ static int plot_loss(plotter *pl, dt_error *err) {
     return 1;
 }
 
+/* 6. Test accuracy during training (--eval-every's eval records) against training
+ * wall time and against steps, one line per config. 0 without eval records. */
+static int plot_accuracy(plotter *pl, dt_error *err) {
+    char plot_t[8192] = "", plot_k[8192] = "";
+    size_t used_t = 0, used_k = 0;
+    int curves = 0;
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np; p++) {
+            char log[4200], name[64];
+            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
+            if (access(log, F_OK) != 0) continue;
+            dt_runlog_contents c;
+            if (dt_runlog_load(log, &c, err)) return -1;
+            if (c.n_evals == 0) {
+                dt_runlog_contents_free(&c);
+                continue;
+            }
+            snprintf(name, sizeof name, "accuracy_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
+            FILE *d = open_in(pl->dir, name, err);
+            if (!d) return dt_runlog_contents_free(&c), -1;
+            for (long i = 0; i < c.n_evals; i++)
+                fprintf(d, "%.6g %ld %.6g\n", c.evals[i].t_train, c.evals[i].step,
+                        100.0 * c.evals[i].test_acc);
+            dt_runlog_contents_free(&c);
+            if (close_in(d, pl->dir, name, err)) return -1;
+            if (used_t >= sizeof plot_t || used_k >= sizeof plot_k) continue;
+            used_t += (size_t)snprintf(plot_t + used_t, sizeof plot_t - used_t,
+                                       "%s'%s' using 1:3 title 'N=%d, B=%d'", curves ? ", " : "",
+                                       name, pl->procs[p], pl->batch[b]);
+            used_k += (size_t)snprintf(plot_k + used_k, sizeof plot_k - used_k,
+                                       "%s'%s' using 2:3 title 'N=%d, B=%d'", curves ? ", " : "",
+                                       name, pl->procs[p], pl->batch[b]);
+            curves++;
+        }
+    if (!curves || used_t >= sizeof plot_t || used_k >= sizeof plot_k) return 0;
+    for (int t = 0; t < 2; t++)
+        fprintf(pl->gp,
+                "set terminal %s\nset output 'accuracy.%s'\nset multiplot layout 2,1 title "
+                "'Test accuracy during training (eval records)'\nset yrange [0:100]\n"
+                "set ylabel 'test accuracy (%%)'\nset xrange [0:*]\nset title ''\n"
+                "set xlabel 'training wall time (s, evaluation excluded)'\nplot %s\n"
+                "set xlabel 'step'\nplot %s\nunset multiplot\nset xrange [*:*]\n"
+                "set yrange [*:*]\n",
+                terms[t][0], terms[t][1], plot_t, plot_k);
+    return 1;
+}
+
 /* The sys records of one log, per rank: t, CPU %, MPI MB/s and network MB/s over the
  * interval before t, into util_p<N>_b<B>_r<rank>.dat. Returns how many ranks had
  * records (0: no log or none), -1 on error; their numbers go to ranks[]. */
@@ -291,11 +338,9 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
     static const struct {
         int (*draw)(plotter *pl, dt_error *err); /* plot_util records its names */
         const char *png;
-    } plots[] = {{plot_speedup, "speedup.png"},
-                 {plot_epoch_time, "epoch_time.png"},
-                 {plot_split, "compute_comm.png"},
-                 {plot_loss, "loss.png"},
-                 {plot_util, NULL}}; /* names in pl.util */
+    } plots[] = {{plot_speedup, "speedup.png"},    {plot_epoch_time, "epoch_time.png"},
+                 {plot_split, "compute_comm.png"}, {plot_loss, "loss.png"},
+                 {plot_accuracy, "accuracy.png"},  {plot_util, NULL}}; /* names in pl.util */
     _Static_assert(sizeof plots / sizeof *plots <= DT_MAX_PLOTS, "DT_MAX_PLOTS too small");
     plotter pl = {.s = s, .dir = dir};
     pl.np = dt_scale_distinct(s, 0, pl.procs);

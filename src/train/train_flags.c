@@ -157,6 +157,16 @@ static const dt_train_flag flags[] = {
      .value = "N",
      LONG_ROW(max_test_samples, 1, INT_MAX),
      .help = "evaluate on the first N test samples only"},
+    {.name = "eval-every",
+     .value = "N",
+     LONG_ROW(eval_every, 1, LONG_MAX),
+     .help = "also evaluate every N steps (eval records in the log: elapsed\n"
+             "time, step, test accuracy and loss; for accuracy-vs-time curves)"},
+    {.name = "eval-samples",
+     .value = "N",
+     LONG_ROW(eval_samples, 1, INT_MAX),
+     .help = "--eval-every evaluates on the first N test samples (default:\n"
+             "the whole test set, or --test-samples)"},
     {.name = "loader-workers",
      .value = "W",
      INT_ROW(loader_workers, 0, 64),

@@ -311,12 +311,40 @@ static void log_workers(trainer *t) {
     }
 }
 
-static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
+/* samples > 0: only the first samples of the test set (a shallow view of it). */
+static int evaluate_some(trainer *t, long samples, double *loss, double *acc, dt_error *err) {
+    dt_dataset view = t->test;
+    if (samples > 0 && samples < view.size) view.size = (int)samples;
     dt_eval_result r;
-    if (dt_evaluate(&t->state.model, &t->test, &t->test_tf, &t->workers, &r, err)) return -1;
+    if (dt_evaluate(&t->state.model, &view, &t->test_tf, &t->workers, &r, err)) return -1;
     *loss = r.loss;
     *acc = r.accuracy;
     dt_eval_result_free(&r);
+    return 0;
+}
+
+static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
+    return evaluate_some(t, 0, loss, acc, err);
+}
+
+/* --eval-every: an eval record after this step; the time it takes goes to *eval_time
+ * (kept out of the epoch's times and the records' t_train). */
+static int eval_during(trainer *t, int epoch, double run_start, double *eval_time, dt_error *err) {
+    const double t0 = dt_now();
+    double loss, acc;
+    if (evaluate_some(t, t->cfg->eval_samples, &loss, &acc, err)) return -1;
+    const long size = t->test.size;
+    const long n =
+        t->cfg->eval_samples > 0 && t->cfg->eval_samples < size ? t->cfg->eval_samples : size;
+    const dt_eval_record r = {.epoch = epoch,
+                              .step = t->state.step,
+                              .t = t0 - run_start,
+                              .t_train = t0 - run_start - *eval_time,
+                              .test_loss = loss,
+                              .test_acc = acc,
+                              .samples = n};
+    dt_runlog_eval(&t->log, &r);
+    *eval_time += dt_now() - t0;
     return 0;
 }
 
@@ -329,6 +357,8 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     const dt_train_config *cfg = t->cfg;
     const long steps = t->steps_per_epoch;
     double last_loss = NAN, images_per_s = 0.0, test_loss = NAN, test_acc = NAN;
+    const double run_start = dt_now();
+    double eval_time = 0; /* all evaluation so far: not training time */
     int stop = 0;
     for (int epoch = 0; epoch < cfg->epochs && !stop; epoch++) {
         t->state.epoch = epoch;
@@ -336,7 +366,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                               t->sampler.num_samples, epoch);
         epoch_sums e;
         memset(&e, 0, sizeof e);
-        const double epoch_start = dt_now();
+        const double epoch_start = dt_now(), eval_before = eval_time;
         for (long step = 0; step < steps && !stop; step++) {
             last_loss = train_step(t, epoch, &e);
             if (!isfinite(last_loss))
@@ -357,8 +387,11 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                         .images_per_s = images_per_s,
                                         .eta_s = elapsed / (step + 1) * left});
             stop = cfg->max_steps > 0 && t->state.step >= cfg->max_steps;
+            if (cfg->eval_every > 0 && t->state.step % cfg->eval_every == 0 &&
+                eval_during(t, epoch, run_start, &eval_time, err))
+                return -1;
         }
-        e.t[E_T_LOOP] = dt_now() - epoch_start;
+        e.t[E_T_LOOP] = dt_now() - epoch_start - (eval_time - eval_before);
         dt_sync_epoch_end(&t->sync, epoch);
         dt_epoch_record er = epoch_record(t, epoch, &e);
         const double eval_start = dt_now();
@@ -366,6 +399,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
+        eval_time += er.t_eval;
         dt_runlog_epoch(&t->log, &er);
         if (log_sys(t, err)) return -1;
         report(t, progress, ctx,
