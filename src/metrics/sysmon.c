@@ -175,6 +175,9 @@ static void *sampler(void *arg) {
         dt_sys_record r = sample(m);
         keep(m, &r);
         next += m->interval_s;
+        /* woken late (a busy machine): skip the missed slots rather than sample again
+         * at once, which would make CPU figures of a few clock ticks over no time */
+        if (next < dt_now()) next = dt_now() + m->interval_s;
         pthread_mutex_lock(&m->lock);
     }
     pthread_mutex_unlock(&m->lock);
