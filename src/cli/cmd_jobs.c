@@ -36,9 +36,9 @@ static int split_list(const char *text, char items[][64], int max) {
 }
 
 static void fit_jobs_usage(void) {
-    printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--features c1,c2,...]\n"
-           "                       [--hold-out name1,...] [--target-loss X]\n"
-           "                       [--predict f1,f2,...]\n\n"
+    printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--no-standardize]\n"
+           "                       [--features c1,c2,...] [--hold-out name1,...]\n"
+           "                       [--target-loss X] [--predict f1,f2,...]\n\n"
            "Ridge regression (standardised features, penalty L, default 1; 0 = least\n"
            "squares) of each job's loss-curve parameters b0, b1, b2 on its features: the\n"
            "columns --features names, by default every column other than name, b0, b1, b2\n"
@@ -50,7 +50,10 @@ static void fit_jobs_usage(void) {
            "--target-loss X: every predicted curve's steps to loss X,\n"
            "k = (1/(X - b2) - b1) / b0, against the column steps_to_target when the CSV has\n"
            "it (the step each job's smoothed loss first reached X: dtrain fit-loss\n"
-           "--target-loss X --save).\n");
+           "--target-loss X --save).\n"
+           "--no-standardize: plain ridge regression as scikit-learn's Ridge does it (alpha =\n"
+           "L, features only centred, intercept not penalised): the penalty falls on the\n"
+           "weights in the features' own units.\n");
 }
 
 static double param(const dt_loss_fit *c, int k) {
@@ -70,15 +73,14 @@ static void print_steps(const char *job, const char *how, const dt_loss_fit *cur
 }
 
 int cmd_fit_jobs(int argc, char **argv) {
-    static const struct option opts[] = {{"lambda", required_argument, 0, 'l'},
-                                         {"predict", required_argument, 0, 'p'},
-                                         {"features", required_argument, 0, 'f'},
-                                         {"hold-out", required_argument, 0, 'o'},
-                                         {"target-loss", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"lambda", required_argument, 0, 'l'},   {"no-standardize", no_argument, 0, 'S'},
+        {"predict", required_argument, 0, 'p'},  {"features", required_argument, 0, 'f'},
+        {"hold-out", required_argument, 0, 'o'}, {"target-loss", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *cmd = "fit-jobs", *predict = NULL, *features = NULL, *hold_out = NULL;
     double lambda = 1.0, target = -1;
+    int standardize = 1;
     int opt;
     optind = 1;
     opterr = 0;
@@ -86,6 +88,9 @@ int cmd_fit_jobs(int argc, char **argv) {
         switch (opt) {
         case 'l':
             if (cli_parse_float(cmd, "--lambda", optarg, 0, 1e9, &lambda)) return 2;
+            break;
+        case 'S':
+            standardize = 0;
             break;
         case 'p':
             predict = optarg;
@@ -199,7 +204,7 @@ int cmd_fit_jobs(int argc, char **argv) {
     }
     dt_error err;
     dt_curve_model model;
-    if (dt_curve_model_fit(x, b, train, t.n_rows, nf, lambda, &model, &err)) {
+    if (dt_curve_model_fit_scaled(x, b, train, t.n_rows, nf, lambda, standardize, &model, &err)) {
         cli_fail(cmd, "%s%s", err.msg, hold_out ? " (after --hold-out)" : "");
         return 1;
     }
@@ -207,7 +212,8 @@ int cmd_fit_jobs(int argc, char **argv) {
      * the model of the trained jobs for a held-out one */
     static dt_loss_fit curve[MAX_JOBS];
     static int ok[MAX_JOBS];
-    if (dt_curve_model_leave_one_out(x, b, train, t.n_rows, nf, lambda, curve, ok, &err)) {
+    if (dt_curve_model_leave_one_out_scaled(x, b, train, t.n_rows, nf, lambda, standardize, curve,
+                                            ok, &err)) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
@@ -215,13 +221,15 @@ int cmd_fit_jobs(int argc, char **argv) {
         if (!train[i]) curve[i] = dt_curve_model_predict(&model, x + i * nf), ok[i] = 1;
     int n_train = 0;
     for (int i = 0; i < t.n_rows; i++) n_train += train[i];
-    printf("regression of b0, b1, b2 on %d jobs of %s (lambda %g)\n", n_train, path, lambda);
+    printf("regression of b0, b1, b2 on %d jobs of %s (lambda %g%s)\n", n_train, path, lambda,
+           standardize ? "" : ", plain ridge: features centred, not standardised");
     dt_loss_fit unseen_curve = predict ? dt_curve_model_predict(&model, unseen) : (dt_loss_fit){0};
     for (int k = 0; k < 3; k++) {
         const dt_ridge *m = &model.b[k];
         printf("b%d = %.6g", k, m->intercept);
         for (int j = 0; j < nf; j++) printf(" %+.6g * z(%s)", m->weight[j], t.header[feat[j]]);
-        printf("   (z: standardised feature)\n");
+        printf(standardize ? "   (z: standardised feature)\n"
+                           : "   (z: centred feature, x - mean; not standardised)\n");
         double coef[DT_RIDGE_MAX_FEATURES];
         printf("   = %.6g", dt_ridge_unscaled(m, coef));
         for (int j = 0; j < nf; j++) printf(" %+.6g * %s", coef[j], t.header[feat[j]]);
