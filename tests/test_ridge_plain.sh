@@ -22,4 +22,11 @@ check "equal to numpy's plain ridge ($(head -n 1 "$tmp/diff"))" [ ! -s "$tmp/dif
 "$DTRAIN" fit-jobs "$fx/ridge_jobs.csv" --features depth,batch >"$tmp/std" 2>&1
 grep '^   = ' "$tmp/std" | awk '{ print $2, $3, $6 }' >"$tmp/got_std"
 check "the standardised default differs on these features" sh -c "! cmp -s '$tmp/got' '$tmp/got_std'"
+# --out draws each job's own curve against its predicted one (and the unseen job's)
+"$DTRAIN" fit-jobs "$fx/ridge_jobs.csv" --no-standardize --features depth,batch --hold-out f \
+    --predict 40,256 --out "$tmp/p" >/dev/null 2>&1
+check "fit-jobs --out draws the curves" [ -s "$tmp/p/jobs_curves.png" ]
+for title in "'a'" "'a left out'" "'f held out'" "'unseen'"; do
+    check "... the curve titled $title" grep -q "title $title" "$tmp/p/jobs_curves.gp"
+done
 finish
