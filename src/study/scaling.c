@@ -1014,7 +1014,7 @@ static void report_model(const report *rp) {
                 "= %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) seconds (M global batch, N "
                 "processes; training time).\n\n",
                 n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
-    fputs("| procs | batch | measured (s) | model (s) | error | leave-one-out error |\n"
+    fputs("| procs | batch | measured (s) | model (s) | error | leave-one-out error (size) |\n"
           "|---|---|---|---|---|---|\n",
           out);
     int k = 0;
@@ -1026,7 +1026,7 @@ static void report_model(const report *rp) {
         fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |", r->procs, r->batch, epoch_time(r), pred,
                 100.0 * (pred - epoch_time(r)) / epoch_time(r));
         if (loo.n > 0 && loo_pred[k] >= 0)
-            fprintf(out, " %+.1f%% |\n", 100.0 * loo_err[k]);
+            fprintf(out, " %.1f%% |\n", 100.0 * loo_err[k]);
         else
             fputs(" n/a |\n", out);
         k++;
