@@ -170,8 +170,8 @@ int dt_loss_points_select(dt_loss_points *pts, long drop_last, long tail, dt_err
     long first = tail > 0 && tail < n ? n - tail : 0;
     if (n - first < 3)
         return dt_error_set(err,
-                            "%ld points left to fit (%d, --drop-last %ld, --tail %ld); "
-                            "the curve needs 3",
+                            "too few points to fit: %ld of %d left (--drop-last %ld, "
+                            "--tail %ld); the curve needs 3",
                             n - first < 0 ? 0 : n - first, pts->n, drop_last, tail);
     memmove(pts->step, pts->step + first, sizeof(double) * (size_t)(n - first));
     memmove(pts->loss, pts->loss + first, sizeof(double) * (size_t)(n - first));
