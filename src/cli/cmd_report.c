@@ -117,6 +117,7 @@ int cmd_report(int argc, char **argv) {
         snprintf(s.data, sizeof s.data, "times from %s", times);
         if (dt_scale_read_csv(&s, times, &err)) {
             cli_fail(cmd, "%s", err.msg);
+            dt_scale_free(&s); /* the rows read before the bad line */
             return 1;
         }
         if (params <= 0) dt_scale_add_note(&s, "--params not given: no bandwidth figures");
@@ -143,6 +144,7 @@ int cmd_report(int argc, char **argv) {
     const char *dir = argv[optind];
     if (dt_scale_read_dir(dir, &s, &err)) {
         cli_fail(cmd, "%s", err.msg);
+        dt_scale_free(&s);
         return 1;
     }
     int rc = cli_publish_study(&s, out ? out : dir, 0);
