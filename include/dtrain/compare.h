@@ -17,6 +17,7 @@ typedef struct dt_compare_run {
     double target_time;  /* training seconds (evaluation excluded) to the target; -1 never */
     long target_step;    /* steps done then; -1 */
     int from_evals;      /* the curve is of eval records (1) or epoch records (0) */
+    long eval_samples;   /* test samples each eval record evaluated; -1 unknown */
     double final_acc;    /* last epoch's test accuracy, -1 unknown */
     double t_train;      /* median training time of the measured epoch */
     double worker_mb;    /* MB a worker sent per epoch (mean over ranks); -1 */

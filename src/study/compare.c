@@ -19,10 +19,12 @@ static int curve(const char *log, FILE *dat, double target, dt_compare_run *r, d
     r->target_time = -1;
     r->target_step = -1;
     r->from_evals = 0;
+    r->eval_samples = -1;
     if (access(log, F_OK) != 0) return 0;
     dt_runlog_contents c;
     if (dt_runlog_load(log, &c, err)) return -1;
     r->from_evals = c.n_evals > 0;
+    r->eval_samples = c.n_evals > 0 ? c.evals[0].samples : -1;
     const long n = r->from_evals ? c.n_evals : c.n_epochs;
     double t_sum = 0;
     for (long i = 0; i < n; i++) {
@@ -85,8 +87,9 @@ static int write_report(const dt_compare_run *runs, int n, double target, const 
             "# Comparison of %d runs\n\nPer run (a study's config; figures of the measured "
             "epoch are medians over its repeats): the training time to %.1f%% test accuracy "
             "(the training loops' wall time, evaluation excluded, at the first evaluation "
-            "reaching it: an eval record with --eval-every, else an epoch's end, which "
-            "only bounds it), the steps done then, the last epoch's test accuracy, the "
+            "reaching it: an eval record with --eval-every, on the test samples it names, else "
+            "an epoch's end, which only bounds it), the steps done then, the last epoch's test "
+            "accuracy, the "
             "training time of an epoch, the MPI bytes a worker sent and received and the "
             "servers moved (in + out) per epoch, and the mean CPU per rank (%% of one core; "
             "sys records). Received bytes are counted only by the parameter-server workers "
@@ -103,7 +106,10 @@ static int write_report(const dt_compare_run *runs, int n, double target, const 
             fprintf(f, " %.2f | %ld |", r->target_time, r->target_step);
         else
             fputs(" not reached | n/a |", f);
-        fprintf(f, " %s |", r->from_evals ? "eval records" : "epoch ends");
+        if (r->from_evals && r->eval_samples > 0)
+            fprintf(f, " eval records (%ld test samples) |", r->eval_samples);
+        else
+            fprintf(f, " %s |", r->from_evals ? "eval records" : "epoch ends");
         cell(f, r->final_acc >= 0 ? 100.0 * r->final_acc : -1, "%.2f%%");
         cell(f, r->t_train, "%.3f");
         cell(f, r->worker_mb, "%.3f");
