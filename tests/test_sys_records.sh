@@ -1,6 +1,6 @@
 #!/bin/sh
 # Resource monitoring in every run: a 2-rank training run logs sys records of both
-# ranks with every field present and in a sane range, MPI bytes that agree with the
+# ranks (and a parameter-server run its server's) with every field present and in a sane range, MPI bytes that agree with the
 # step records, and a sweep's report gets the utilisation table and a plot per config.
 set -u
 DTRAIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -48,4 +48,11 @@ check "with a row per config with samples" [ "$(grep -Ec '^\| [12] \| 32 \| [1-9
 for f in util_p1_b32.png util_p2_b32.png util_p2_b32_r0.dat util_p2_b32_r1.dat; do
     check "utilisation plot file $f" [ -s "s/$f" ]
 done
+# parameter servers sample too: their records (role server) follow their statistics
+mpirun -np 3 "$DTRAIN" train --mode ps-sync --servers 1 --model lenet5 --data synthetic:mnist \
+    --epochs 2 --batch-size 32 --max-samples 2000 --test-samples 64 --threads 1 \
+    --sys-interval 0.1 --log ps.jsonl --quiet
+check "the ps-sync run exits 0" [ $? -eq 0 ]
+check "the server's sys records are in the log" [ "$(grep -c '"event":"sys","rank":0,"role":"server"' ps.jsonl)" -ge 2 ]
+check "and both workers'" [ "$(grep '"event":"sys"' ps.jsonl | grep -c '"role":"worker"')" -ge 4 ]
 finish

@@ -103,7 +103,8 @@ typedef struct dt_ps_epoch_record {
 /* One resource sample of one rank (sysmon.h): CPU figures over the interval before
  * t, byte counts since the run's start. -1 = could not be read. */
 typedef struct dt_sys_record {
-    int rank;
+    int rank;                 /* among the workers, or the server's number */
+    char role[8];             /* "worker" or "server" ("" in older logs: a worker) */
     double t;                 /* seconds since the sampler started */
     double cpu_user, cpu_sys; /* this process, % of one core */
     double machine_cpu;       /* the whole machine, % of all its cores */

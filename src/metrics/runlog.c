@@ -124,6 +124,7 @@ static const field PS_EPOCH_FIELDS[] = {
 
 static const field SYS_FIELDS[] = {
     FIELD(dt_sys_record, rank, F_INT, NULL, 1),
+    FIELD(dt_sys_record, role, F_STRING, NULL, 0),
     FIELD(dt_sys_record, t, F_REAL, "%.4g", 1),
     FIELD(dt_sys_record, cpu_user, F_REAL, "%.4g", 0),
     FIELD(dt_sys_record, cpu_sys, F_REAL, "%.4g", 0),

@@ -265,34 +265,40 @@ static int plot_accuracy(plotter *pl, dt_error *err) {
 /* The sys records of one log, per rank: t, CPU %, MPI MB/s and network MB/s over the
  * interval before t, into util_p<N>_b<B>_r<rank>.dat. Returns how many ranks had
  * records (0: no log or none), -1 on error; their numbers go to ranks[]. */
-static int util_data(const plotter *pl, int procs, int batch, int ranks[64], dt_error *err) {
+static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int servers[64],
+                     dt_error *err) {
     char log[4200];
     snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, procs, batch);
     if (access(log, F_OK) != 0) return 0;
     dt_runlog_contents c;
     if (dt_runlog_load(log, &c, err)) return -1;
     int n = 0;
-    for (int rank = 0; rank < 64; rank++) {
-        double prev_t = 0, prev_mpi = 0, prev_net = 0;
-        FILE *d = NULL;
-        char name[96];
-        for (long i = 0; i < c.n_sys; i++) {
-            const dt_sys_record *x = &c.sys[i];
-            if (x->rank != rank || !(x->t > prev_t)) continue;
-            if (!d) {
-                snprintf(name, sizeof name, "util_p%d_b%d_r%d.dat", procs, batch, rank);
-                if (!(d = open_in(pl->dir, name, err))) return dt_runlog_contents_free(&c), -1;
-                ranks[n++] = rank;
+    for (int server = 0; server < 2; server++) /* workers, then servers */
+        for (int rank = 0; rank < 32 && n < 64; rank++) {
+            double prev_t = 0, prev_mpi = 0, prev_net = 0;
+            FILE *d = NULL;
+            char name[96];
+            for (long i = 0; i < c.n_sys; i++) {
+                const dt_sys_record *x = &c.sys[i];
+                if (x->rank != rank || (strcmp(x->role, "server") == 0) != server ||
+                    !(x->t > prev_t))
+                    continue;
+                if (!d) {
+                    snprintf(name, sizeof name, "util_p%d_b%d_%s%d.dat", procs, batch,
+                             server ? "s" : "r", rank);
+                    if (!(d = open_in(pl->dir, name, err))) return dt_runlog_contents_free(&c), -1;
+                    ranks[n] = rank;
+                    servers[n++] = server;
+                }
+                const double dt = x->t - prev_t, net = (double)(x->net_rx + x->net_tx);
+                fprintf(d, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
+                        (x->mpi_sent - prev_mpi) / dt / 1e6, (net - prev_net) / dt / 1e6);
+                prev_t = x->t;
+                prev_mpi = (double)x->mpi_sent;
+                prev_net = net;
             }
-            const double dt = x->t - prev_t, net = (double)(x->net_rx + x->net_tx);
-            fprintf(d, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
-                    (x->mpi_sent - prev_mpi) / dt / 1e6, (net - prev_net) / dt / 1e6);
-            prev_t = x->t;
-            prev_mpi = (double)x->mpi_sent;
-            prev_net = net;
+            if (d && close_in(d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
         }
-        if (d && close_in(d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
-    }
     dt_runlog_contents_free(&c);
     return n;
 }
@@ -302,8 +308,8 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], dt_
 static int plot_util(plotter *pl, dt_error *err) {
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np && pl->n_util < 64; p++) {
-            int ranks[64];
-            const int n = util_data(pl, pl->procs[p], pl->batch[b], ranks, err);
+            int ranks[64], servers[64];
+            const int n = util_data(pl, pl->procs[p], pl->batch[b], ranks, servers, err);
             if (n < 0) return -1;
             if (n == 0) continue;
             char base[48];
@@ -312,20 +318,24 @@ static int plot_util(plotter *pl, dt_error *err) {
                 fprintf(pl->gp,
                         "set terminal %s\nset output '%s.%s'\nset multiplot layout 2,1 title "
                         "'Utilisation: %d process%s, batch %d per process (sys records, one "
-                        "line per rank)'\nset xlabel 'seconds since the rank started'\n"
+                        "line per rank and server)'\nset xlabel 'seconds since the rank started'\n"
                         "set xrange [0:*]\nset yrange [0:*]\nset ylabel 'CPU (%% of one core)'\n"
                         "set title ''\nplot ",
                         terms[t][0], base, terms[t][1], pl->procs[p], pl->procs[p] > 1 ? "es" : "",
                         pl->batch[b]);
                 for (int k = 0; k < n; k++)
-                    fprintf(pl->gp, "%s'%s_r%d.dat' using 1:2 title 'rank %d'", k ? ", " : "", base,
-                            ranks[k], ranks[k]);
+                    fprintf(pl->gp, "%s'%s_%s%d.dat' using 1:2 title '%s %d'", k ? ", " : "", base,
+                            servers[k] ? "s" : "r", ranks[k], servers[k] ? "server" : "rank",
+                            ranks[k]);
                 fputs("\nset ylabel 'MB/s'\nplot ", pl->gp);
-                for (int k = 0; k < n; k++)
+                for (int k = 0; k < n; k++) {
+                    const char *who = servers[k] ? "server" : "rank";
                     fprintf(pl->gp,
-                            "%s'%s_r%d.dat' using 1:3 title 'rank %d MPI sent', '' using 1:4 "
-                            "title 'rank %d network'",
-                            k ? ", " : "", base, ranks[k], ranks[k], ranks[k]);
+                            "%s'%s_%s%d.dat' using 1:3 title '%s %d MPI sent', '' using 1:4 "
+                            "title '%s %d network'",
+                            k ? ", " : "", base, servers[k] ? "s" : "r", ranks[k], who, ranks[k],
+                            who, ranks[k]);
+                }
                 fputs("\nunset multiplot\nset xrange [*:*]\n", pl->gp);
             }
             snprintf(pl->util[pl->n_util++], 64, "%s.png", base);

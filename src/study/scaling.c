@@ -1089,8 +1089,9 @@ static void report_utilisation(const report *rp, const char *const *plots, int n
     int any = 0;
     for (int i = 0; i < s->n_rows; i++) any |= s->rows[i].sys_samples > 0;
     if (!any) return;
-    fputs("\n## 8. Utilisation (the runs' sys records)\n\nEvery training rank samples "
-          "/proc once a second (--sys-interval). CPU per rank in % of one core (user + system; 100 "
+    fputs("\n## 8. Utilisation (the runs' sys records)\n\nEvery training rank and "
+          "parameter server samples /proc once a second (--sys-interval). CPU per rank in % of one "
+          "core (user + system; 100 "
           "= one busy "
           "core), the machine's other processes in cores (the job's other ranks count as "
           "other here), the largest resident memory of a rank, MPI bytes dtrain sent and "

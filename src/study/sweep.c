@@ -49,10 +49,12 @@ static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
         if (x->cpu_user >= 0 && x->cpu_sys >= 0) cpu += x->cpu_user + x->cpu_sys, n_cpu++;
         if (x->other_cores >= 0) other += x->other_cores, n_other++;
         if (x->rss_bytes / 1e6 > rss) rss = x->rss_bytes / 1e6;
-        if (x->rank < 0 || x->rank >= MAX_RANKS || !(x->t > last_t[x->rank])) continue;
-        last_t[x->rank] = x->t;
-        mpi_rate[x->rank] = x->mpi_sent >= 0 ? x->mpi_sent / x->t / 1e6 : -1.0;
-        net_rate[x->rank] =
+        /* servers after the workers: their numbers start at 0 too */
+        const int key = x->rank + (!strcmp(x->role, "server") ? MAX_RANKS / 2 : 0);
+        if (x->rank < 0 || key >= MAX_RANKS || !(x->t > last_t[key])) continue;
+        last_t[key] = x->t;
+        mpi_rate[key] = x->mpi_sent >= 0 ? x->mpi_sent / x->t / 1e6 : -1.0;
+        net_rate[key] =
             x->net_tx >= 0 && x->net_rx >= 0 ? (x->net_tx + x->net_rx) / x->t / 1e6 : -1.0;
     }
     double mpi = 0, net = 0;

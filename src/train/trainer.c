@@ -261,52 +261,43 @@ static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) 
 }
 
 /* Rank 0 writes the sys records every worker took since the last call: its own, then
- * each other rank's in rank order (sent as a count and the raw records; every rank
- * runs the same binary). Collective over the workers. */
-enum { SYS_TAG_COUNT = 7401, SYS_TAG_RECORDS = 7402 };
-
+ * each other rank's in rank order. Collective over the workers. */
 static int log_sys(trainer *t, dt_error *err) {
     dt_sys_record *recs;
     long n;
     if (dt_sysmon_take(&t->sysmon, &recs, &n)) return dt_error_set(err, "out of memory (sys)");
+    for (long i = 0; i < n; i++) snprintf(recs[i].role, sizeof recs[i].role, "worker");
     const dt_world *w = &t->workers;
     if (w->rank > 0) {
-        long long count = n;
-        dt_world_send_bytes(w, &count, sizeof count, 0, SYS_TAG_COUNT, "resource samples");
-        if (n > 0)
-            dt_world_send_bytes(w, recs, sizeof *recs * (size_t)n, 0, SYS_TAG_RECORDS,
-                                "resource samples");
+        dt_sys_records_send(w, 0, recs, n);
         free(recs);
         return 0;
     }
     for (long i = 0; i < n; i++) dt_runlog_sys(&t->log, &recs[i]);
     free(recs);
     for (int r = 1; r < w->size; r++) {
-        long long count = 0;
-        dt_world_recv_bytes(w, &count, sizeof count, r, SYS_TAG_COUNT, "resource samples");
-        if (count <= 0) continue;
-        dt_sys_record *theirs = malloc(sizeof *theirs * (size_t)count);
-        if (!theirs) return dt_error_set(err, "out of memory (sys)");
-        dt_world_recv_bytes(w, theirs, sizeof *theirs * (size_t)count, r, SYS_TAG_RECORDS,
-                            "resource samples");
-        for (long long i = 0; i < count; i++) dt_runlog_sys(&t->log, &theirs[i]);
-        free(theirs);
+        if (dt_sys_records_recv(w, r, &recs, &n, err)) return -1;
+        for (long i = 0; i < n; i++) dt_runlog_sys(&t->log, &recs[i]);
+        free(recs);
     }
     return 0;
 }
+
+/* worker totals travel on their own tag, after the sys records */
+enum { WORKER_TAG = 7403 };
 
 /* Rank 0 writes every worker's totals, its own first (collective over the workers). */
 static void log_workers(trainer *t) {
     const dt_world *w = &t->workers;
     t->totals.rank = w->rank;
     if (w->rank > 0) {
-        dt_world_send_bytes(w, &t->totals, sizeof t->totals, 0, SYS_TAG_COUNT, "worker totals");
+        dt_world_send_bytes(w, &t->totals, sizeof t->totals, 0, WORKER_TAG, "worker totals");
         return;
     }
     dt_runlog_worker(&t->log, &t->totals);
     for (int r = 1; r < w->size; r++) {
         dt_worker_record theirs;
-        dt_world_recv_bytes(w, &theirs, sizeof theirs, r, SYS_TAG_COUNT, "worker totals");
+        dt_world_recv_bytes(w, &theirs, sizeof theirs, r, WORKER_TAG, "worker totals");
         dt_runlog_worker(&t->log, &theirs);
     }
 }
