@@ -37,7 +37,7 @@ static void test_compact_and_spaced_reordered_read_the_same(void **state) {
         "\n"
         "{\"epoch\": 0, \"event\": \"step\", \"extra\": [1, {\"a\": null}], \"loss\": 2.25, "
         "\"lr\": 1e-3, \"rank\": 0, \"step\": 3.0}\n"
-        "{\"event\": \"sys\", \"cpu\": 99}\n"
+        "{\"event\": \"gpu\", \"util\": 99}\n"
         "  {\"bytes_sent\": 1e3, \"epoch\": 0, \"event\": \"epoch\", \"t_epoch\": 15e-1}  \n";
     dt_runlog_contents a, b;
     dt_error err;
@@ -185,7 +185,7 @@ static void test_parse_line_alone(void **state) {
         dt_runlog_parse_line("{ \"steps_per_epoch\" : 25, \"event\" : \"run\" }\n", &e, &err), 0);
     assert_int_equal(e.event, DT_EVENT_RUN);
     assert_int_equal(e.run.steps_per_epoch, 25);
-    assert_int_equal(dt_runlog_parse_line("{\"event\":\"eval\",\"test_acc\":0.9}", &e, &err), 0);
+    assert_int_equal(dt_runlog_parse_line("{\"event\":\"gpu\",\"util\":0.9}", &e, &err), 0);
     assert_int_equal(e.event, DT_EVENT_OTHER);
     assert_int_equal(dt_runlog_parse_line("{\"event\":\"run\",\"epochs\":1e400}", &e, &err), -1);
 }

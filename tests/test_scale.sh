@@ -46,7 +46,33 @@ check "scale --mode ps-sync runs and says so" grep -q "Mode ps-sync with 1 param
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
 "$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1
-check "report --times prints the tables" grep -q "| 64 | 1.00 | 1.68 | 2.48 |" "$tmp/out4"
+check "report --times prints the tables (speed-up of the training time)" grep -q "| 64 | 1.00 | 1.67 | 2.50 |" "$tmp/out4"
+check "speed-ups say they use the training time" grep -q "^Strong scaling speed-up T(1)/T(N) of the training time" "$tmp/out4"
+check "the running time's speed-up is shown beside it" grep -A4 "^Strong scaling speed-up of the running time" "$tmp/out4" | grep -q "| 64 | 1.00 | 1.68 | 2.48 |"
+check "N x T(1)/T(N) is printed with its definition" grep -A4 "^N x T(1)/T(N) of the training time, for readers" "$tmp/out4" | grep -q "| 64 | 1.00 | 3.33 | 10.00 |"
+check "3 points: no model, no recommendation" grep -q "^No model: too few points" "$tmp/out4"
+# times made exactly by the model (thetas 2e-4, 0.002, 0.004, 0.001; 60000 samples)
+printf 'procs,batch_size,t_train\n1,64,13.8824\n2,64,9.2862\n3,64,6.927733\n1,256,12.502\n2,256,6.8676\n3,256,4.782133\n' >"$tmp/model.csv"
+"$DTRAIN" report --times "$tmp/model.csv" --dataset-size 60000 --out "$tmp/m1" >"$tmp/out9" 2>&1
+check "without --cores: compute per process, said" grep -q "cores unknown: compute per process" "$tmp/m1/report.md"
+check "a fitting model recommends within the measured counts" grep -q "^- batch 64 per process: 3 processes" "$tmp/m1/report.md"
+check "... and says it fits (leave-one-out under 20%)" grep -q "Leave-one-out error .* worst 0.0%" "$tmp/m1/report.md"
+"$DTRAIN" report --times "$tmp/model.csv" --dataset-size 60000 --cores 8 --out "$tmp/m2" >"$tmp/out10" 2>&1
+check "--cores 8: compute over min(N x threads, 8) cores" grep -q "U = min(N x 1 thread, 8 cores)" "$tmp/m2/report.md"
+check "--cores 8: recommends 8, saying how far it extrapolates" grep -q "^- batch 64 per process: 8 processes .* extrapolated 5 processes beyond the largest measured count" "$tmp/m2/report.md"
+# 6 noisy points: the model does not fit, and says so instead of recommending
+printf 'procs,batch_size,t_train\n1,64,50\n2,64,30\n4,64,20\n1,128,40\n2,128,21\n4,128,11\n' >"$tmp/noisy.csv"
+"$DTRAIN" report --times "$tmp/noisy.csv" --dataset-size 60000 --out "$tmp/m3" >/dev/null 2>&1
+check "leave-one-out error above 20%: the model does not fit" grep -q "The model does not fit" "$tmp/m3/report.md"
+check "... and recommends nothing" sh -c "! grep -q '^- batch 64 per process: [0-9]* processes' '$tmp/m3/report.md'"
+# a model column: one model per report; two are refused with one line
+printf 'model,procs,batch_size,t_train\nlenet5,1,64,50\nlenet5,2,64,30\n' >"$tmp/one.csv"
+"$DTRAIN" report --times "$tmp/one.csv" --out "$tmp/m4" >/dev/null 2>&1
+check "a model column with one model names the report" grep -q "^# Scaling study: lenet5" "$tmp/m4/report.md"
+printf 'model,procs,batch_size,t_train\nlenet5,1,64,50\nresnet20,1,64,90\n' >"$tmp/two.csv"
+"$DTRAIN" report --times "$tmp/two.csv" --out "$tmp/m5" 2>"$tmp/err6" >/dev/null
+check "two models in one CSV are refused" [ $? -ne 0 ]
+check "... with one line naming the line and the fix" sh -c "[ \$(wc -l <'$tmp/err6') -eq 1 ] && grep -q 'line 3: model .resnet20. after .lenet5.: report --times makes one report per model' '$tmp/err6'"
 check "report --times writes report.md" [ -s "$tmp/r/report.md" ]
 printf 'procs,t_train\n1,50\n' >"$tmp/bad.csv"
 "$DTRAIN" report --times "$tmp/bad.csv" --out "$tmp/r2" 2>"$tmp/err5"
@@ -54,5 +80,12 @@ status=$?
 check "report --times: a missing column fails" [ "$status" -ne 0 ]
 check "report --times: with one line naming it" [ "$(wc -l <"$tmp/err5")" -eq 1 ]
 check "dtrain report DIR rebuilds" "$DTRAIN" report "$tmp/s"
+# predict from given thetas writes its table and plot with --out (it used to ignore it)
+"$DTRAIN" predict --theta 1e-4,0.01,0.02,0.001,0.002 --batch 512 --steps-per-epoch 100 \
+    --epochs 10 --servers 1,2 --workers 1..8 --out "$tmp/pt" >"$tmp/out11" 2>&1
+check "predict --theta --out writes the table" [ "$(wc -l <"$tmp/pt/predict.csv")" -eq 9 ]
+check "... with a column per server count" grep -q "^workers,hours_servers_1,hours_servers_2$" "$tmp/pt/predict.csv"
+check "... and the plot" [ -s "$tmp/pt/predict.png" ]
+check "... the table's optimum is the printed one" sh -c "grep -q 'optimum for 1 servers: 2 workers' '$tmp/out11'"
 
 finish

@@ -13,6 +13,7 @@ typedef struct dt_ridge {
     int n_features;
     double lambda;
     double mean[DT_RIDGE_MAX_FEATURES], scale[DT_RIDGE_MAX_FEATURES]; /* standardisation */
+    int standardized; /* 0: scale 1, features only centred (plain ridge) */
     double weight[DT_RIDGE_MAX_FEATURES], intercept;
 } dt_ridge;
 
@@ -20,6 +21,11 @@ typedef struct dt_ridge {
  * penalised. Needs n >= 2. */
 int dt_ridge_fit(const double *x, const double *y, int n, int f, double lambda, dt_ridge *model,
                  dt_error *err);
+/* The same with standardize 0: plain ridge regression as scikit-learn's Ridge does it
+ * (features centred only, so the unpenalised intercept is the mean; the penalty is on
+ * the weights in the features' own units). */
+int dt_ridge_fit_scaled(const double *x, const double *y, int n, int f, double lambda,
+                        int standardize, dt_ridge *model, dt_error *err);
 double dt_ridge_predict(const dt_ridge *model, const double *features);
 
 /* Leave-one-out: for each row i, the model fitted without it predicts y[i]: pred[i]
@@ -42,6 +48,9 @@ typedef struct dt_curve_model {
  * train[i] != 0 (every row if train is NULL); needs 2 of them. */
 int dt_curve_model_fit(const double *x, const double *b, const int *train, int n, int f,
                        double lambda, dt_curve_model *model, dt_error *err);
+/* With standardize 0: plain ridge (dt_ridge_fit_scaled). */
+int dt_curve_model_fit_scaled(const double *x, const double *b, const int *train, int n, int f,
+                              double lambda, int standardize, dt_curve_model *model, dt_error *err);
 /* The curve of a job with these features: the regressed b's as they are (a b below 0
  * is not clamped; dt_loss_step_for_target then says whether a target is reached). */
 dt_loss_fit dt_curve_model_predict(const dt_curve_model *model, const double *features);
@@ -50,6 +59,9 @@ dt_loss_fit dt_curve_model_predict(const dt_curve_model *model, const double *fe
  * the others cannot be fitted (fewer than 2). */
 int dt_curve_model_leave_one_out(const double *x, const double *b, const int *train, int n, int f,
                                  double lambda, dt_loss_fit *pred, int *ok, dt_error *err);
+int dt_curve_model_leave_one_out_scaled(const double *x, const double *b, const int *train, int n,
+                                        int f, double lambda, int standardize, dt_loss_fit *pred,
+                                        int *ok, dt_error *err);
 
 typedef struct dt_job {
     char name[64];

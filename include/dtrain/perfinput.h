@@ -17,12 +17,22 @@ typedef struct dt_loss_points {
     long every;           /* the window used */
     long steps_per_epoch; /* from the run record; 0 = unknown */
     long truncated_lines; /* a cut-short last line was skipped (see runlog.h) */
+    char unit[8];         /* what step[] counts: "step" or "epoch" (a CSV's epoch,loss) */
 } dt_loss_points;
 
 /* every <= 0: a tenth of an epoch (1 if the epoch is shorter than 10 steps or
  * unknown). A non-finite loss is an error naming its step. */
 int dt_loss_points_from_log(const char *path, long every, dt_loss_points *pts, dt_error *err);
 void dt_loss_points_free(dt_loss_points *pts);
+
+/* A loss curve as users have it: a CSV whose header names the columns step,loss or
+ * epoch,loss (other columns ignored; a header is required), one finite row per line,
+ * the step or epoch increasing. every > 1 averages windows of that many rows, as for
+ * a log. */
+int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, dt_error *err);
+/* Keeps the points to fit: drops the last drop_last, then keeps the last tail
+ * (0 = all). -1 with err if fewer than 3 would remain. */
+int dt_loss_points_select(dt_loss_points *pts, long drop_last, long tail, dt_error *err);
 
 enum { DT_SPEED_MAX_POINTS = 512 };
 

@@ -10,7 +10,9 @@
 #include "dtrain/perfmodel.h"
 #include "dtrain/scaling.h"
 
-enum { DT_MAX_PLOTS = 8 };
+/* the study plots, then one utilisation plot per config (util_p<N>_b<B>.png: CPU and
+ * MPI traffic over time, one line per rank, from the first repeat's sys records) */
+enum { DT_MAX_PLOTS = 8 + 64 };
 
 /* Writes the plots into dir; names (relative to dir) of the PNGs made go to
  * names[0..*n). Returns -1 if gnuplot is missing or fails (err says which). */

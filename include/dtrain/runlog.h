@@ -1,7 +1,10 @@
 /* The run log: JSON Lines, one object per event, written by rank 0. This module owns
  * the format: one field list per event drives both the writer and the reader, so no
  * other code knows a field name. Events: "run" (once, first), "step", "epoch",
- * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch).
+ * "ps_server" and "ps_epoch" (parameter-server statistics, after the last epoch),
+ * "eval" (test figures during training), "sys" (resource samples, sysmon.h), "worker" (each
+ * training rank's totals) and "load" (what else ran on the machine during a sweep's run, appended
+ * by the sweep).
  *
  * Writing keeps the historical bytes: compact, fields in the documented order,
  * %.9g for step/epoch reals, %g for the run's, %.6g for busy_s; strings are
@@ -107,6 +110,51 @@ typedef struct dt_resume_record {
     int epoch, procs;
     long lost_steps;
 } dt_resume_record;
+/* One resource sample of one rank (sysmon.h): CPU figures over the interval before
+ * t, byte counts since the run's start. -1 = could not be read. */
+typedef struct dt_sys_record {
+    int rank;                 /* among the workers, or the server's number */
+    char role[8];             /* "worker" or "server" ("" in older logs: a worker) */
+    double t;                 /* seconds since the sampler started */
+    double cpu_user, cpu_sys; /* this process, % of one core */
+    double machine_cpu;       /* the whole machine, % of all its cores */
+    int cores;                /* online cores */
+    double other_cores;       /* machine busy cores minus this process's */
+    long long rss_bytes;      /* resident memory */
+    long long net_rx, net_tx; /* network interfaces other than loopback */
+    long long mpi_sent;       /* bytes dtrain sent over MPI (any transport) */
+    long long disk_read, disk_write;
+} dt_sys_record;
+
+/* A test-set evaluation during training (--eval-every): after `step` steps. */
+typedef struct dt_eval_record {
+    int epoch;
+    long step;      /* steps done (all epochs) */
+    double t;       /* wall seconds since training started */
+    double t_train; /* the same without the time spent evaluating */
+    double test_loss, test_acc;
+    long samples; /* test samples evaluated */
+} dt_eval_record;
+
+/* One training rank's totals over the run (every step's figures summed), written by
+ * rank 0 for every worker at the end: the per-role accounting of a run. */
+typedef struct dt_worker_record {
+    int rank; /* among the workers */
+    long steps;
+    long long bytes_sent, bytes_received; /* as the step records count them */
+    double t_comm;                        /* seconds communicating */
+} dt_worker_record;
+
+/* What the rest of the machine did during one run of a sweep: the machine's busy CPU
+ * time less the run's own processes' (all of its ranks and mpirun), over its wall
+ * time; a figure per run, written by the sweep after the run ends. */
+typedef struct dt_load_record {
+    double wall_s;
+    double machine_cores; /* busy cores on average */
+    double run_cores;     /* the run's own processes, on average */
+    double other_cores;   /* the rest: machine_cores - run_cores (>= 0) */
+    int cores;            /* online cores */
+} dt_load_record;
 
 /* ---- writing ---- */
 
@@ -125,6 +173,11 @@ void dt_runlog_step(dt_runlog *log, const dt_step_record *r);
 void dt_runlog_epoch(dt_runlog *log, const dt_epoch_record *r);
 void dt_runlog_ps_server(dt_runlog *log, const dt_ps_server_record *r);
 void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r);
+void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r);
+void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r);
+void dt_runlog_eval(dt_runlog *log, const dt_eval_record *r);
+/* Appends a load record to an existing log (the sweep, after the run). */
+int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err);
 /* Reports any write that failed since open. */
 int dt_runlog_close(dt_runlog *log, dt_error *err);
 
@@ -137,7 +190,11 @@ typedef enum dt_runlog_event {
     DT_EVENT_EPOCH,
     DT_EVENT_PS_SERVER,
     DT_EVENT_PS_EPOCH,
-    DT_EVENT_RESUME
+    DT_EVENT_RESUME,
+    DT_EVENT_SYS,
+    DT_EVENT_LOAD,
+    DT_EVENT_WORKER,
+    DT_EVENT_EVAL
 } dt_runlog_event;
 
 typedef struct dt_runlog_entry {
@@ -149,6 +206,10 @@ typedef struct dt_runlog_entry {
         dt_ps_server_record ps_server;
         dt_ps_epoch_record ps_epoch;
         dt_resume_record resume;
+        dt_sys_record sys;
+        dt_load_record load;
+        dt_worker_record worker;
+        dt_eval_record eval;
     };
 } dt_runlog_entry;
 
@@ -168,6 +229,14 @@ typedef struct dt_runlog_contents {
     long n_ps_servers;
     dt_ps_epoch_record *ps_epochs;
     long n_ps_epochs;
+    dt_sys_record *sys;
+    long n_sys;
+    dt_worker_record *workers;
+    long n_workers;
+    dt_eval_record *evals;
+    long n_evals;
+    int has_load;         /* a "load" record was seen */
+    dt_load_record load;  /* the last one */
     long unknown_events;  /* lines of other events, ignored */
     long truncated_lines; /* 0 or 1: a cut-short last line, skipped */
 } dt_runlog_contents;

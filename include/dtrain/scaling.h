@@ -24,7 +24,37 @@ typedef struct dt_scale_row {
     double bytes_sent;           /* per process per epoch; negative = unknown */
     double final_loss, test_acc; /* negative = unknown */
     int lr_scaled;               /* run with the linear scaling rule */
+    /* Repeats: the figures above are medians over `repeats` runs (dt_scale_combine);
+     * the spread of the times is [min, max]. */
+    int repeats;
+    double t_train_min, t_train_max, t_epoch_min, t_epoch_max;
+    /* Cores other processes used during the run (the largest over the repeats;
+     * negative = not measured) and whether that makes it a busy-machine figure. */
+    double other_cores;
+    int busy;
+    /* Utilisation from the run's sys records (negative = none): mean CPU per rank in %
+     * of one core, largest resident memory of a rank (MB), MPI and network bytes per
+     * rank per second of the run (MB/s), the machine's other cores on average. */
+    long sys_samples;
+    double cpu_pct, rss_mb, mpi_mbs, net_mbs, sys_other_cores;
 } dt_scale_row;
+
+/* Other processes using more than this many cores on average during a run make its
+ * figures untrustworthy (a busy machine); --wait-idle waits for less. */
+#define DT_SCALE_BUSY_CORES 0.25
+
+/* One role of one parameter-server run (a server or a worker) over the whole run,
+ * from the run log's ps_server and worker records: the per-role accounting. */
+typedef struct dt_scale_role {
+    int procs, batch, lr_scaled, repeat; /* the config and which repeat (0 = first) */
+    int is_server, index;                /* server number or worker rank */
+    int epochs;
+    double bytes_in, bytes_out;     /* whole run; a worker's in = received, out = sent */
+    long updates, applied, dropped; /* servers; a worker's steps in updates */
+    double busy_frac;               /* servers: busy time / the run's training loop time; -1 */
+    double staleness_mean;          /* servers: mean staleness of applied gradients; -1 */
+    long staleness_hist[16];
+} dt_scale_role;
 
 typedef struct dt_scale_study {
     char model[64], data[128];
@@ -34,14 +64,27 @@ typedef struct dt_scale_study {
     double dataset_size; /* training samples */
     dt_scale_row *rows;
     int n_rows, cap_rows;
+    dt_scale_role *roles; /* parameter-server runs only */
+    int n_roles, cap_roles;
+    char comm_dtype[8]; /* gradients on the wire ("" = fp32) */
+    /* The hardware the speed model divides compute over: cores (0 = unknown: compute
+     * per process, M/N) and compute threads per process; cores_given: the user said
+     * the hardware grows to `cores` (--cores), so recommendations may go that far. */
+    int cores, threads, cores_given;
     char notes[8][256]; /* things the sweep could not do (memory stop, ...) */
     int n_notes;
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);
+int dt_scale_add_role(dt_scale_study *s, const dt_scale_role *role, dt_error *err);
 void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void dt_scale_free(dt_scale_study *s);
+/* Merges the rows of the same (procs, batch, lr_scaled) - a config's repeats - into
+ * one: medians of every figure, min and max of the times, the largest other_cores;
+ * marks busy rows. Rows added one per run must pass through it once, before the
+ * report. */
+int dt_scale_combine(dt_scale_study *s, dt_error *err);
 
 /* The row for (procs, batch, lr_scaled), or NULL. */
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
@@ -52,6 +95,12 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 /* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
  * figure cannot be computed). */
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r);
+/* The strong speed-up's spread over the repeats: [T1 min / TN max, T1 max / TN min]
+ * (the time the speed-up uses); -1 when unknown. */
+int dt_scale_strong_speedup_range(const dt_scale_study *s, const dt_scale_row *r, double *lo,
+                                  double *hi);
+/* Whether a speed-up of r leans on a busy-machine figure (r's or its 1-process row's). */
+int dt_scale_speedup_busy(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r);
 /* iterations * 2(N-1)/N * 4 * params / T_comm, bytes/s per process (-1 if unknown). */

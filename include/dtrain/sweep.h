@@ -2,7 +2,11 @@
  * process count) configuration with mpirun, each writing its run log into the output
  * folder, shows progress, resumes (a config whose log holds all its epochs is not run
  * again unless forced), stops the batch sizes cleanly at the first that does not fit
- * in memory, and reads the logs back into a dt_scale_study. */
+ * in memory, and reads the logs back into a dt_scale_study. Each config may run
+ * several times (repeats, interleaved: all configs, then all again), the rows then
+ * combined into medians with their spread; after each run the sweep appends a `load`
+ * record to its log: the cores other processes used meanwhile (the machine's busy
+ * time from /proc/stat less the run's own CPU time from wait4). */
 #ifndef DTRAIN_SWEEP_H
 #define DTRAIN_SWEEP_H
 
@@ -23,6 +27,9 @@ typedef struct dt_sweep_config {
     int n_procs;
     int lr_scaling; /* also run each multi-process config with linear LR scaling */
     int force, quiet;
+    int repeats;            /* runs per config, interleaved (0 or 1: once) */
+    int wait_idle;          /* wait for a quiet machine before each run */
+    double wait_idle_max_s; /* ... at most this long, then run anyway (noted) */
 } dt_sweep_config;
 
 /* mkdir -p. */
@@ -35,7 +42,8 @@ int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *er
 int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
                           dt_error *err);
 
-/* Reads every run_*.jsonl of a folder (what `dtrain report DIR` does). */
+/* Reads every run_*.jsonl of a folder (what `dtrain report DIR` does), repeats
+ * combined. */
 int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err);
 
 #endif

@@ -39,6 +39,9 @@ typedef struct dt_train_config {
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */
+    double sys_interval;        /* seconds between a rank's sys records; 0 = 1 */
+    long eval_every;            /* evaluate every N steps (eval records); 0 = per epoch only */
+    long eval_samples;          /* ... on the first N test samples; 0 = the whole test set */
     const char *log_path, *save_path, *init_path;
     /* resumable training (resume.h): write checkpoints into checkpoint_dir every
      * checkpoint_every ("500steps", "1epoch"; NULL: every epoch) and at the end;

@@ -2,6 +2,7 @@
  * features) and allocate (greedy process allocation by marginal gain). */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,8 @@
 #include "cli.h"
 #include "dtrain/jobs.h"
 #include "dtrain/perfinput.h"
+#include "dtrain/plots.h"
+#include "dtrain/sweep.h"
 #include "dtrain/train_flags.h"
 
 enum { MAX_JOBS = DT_JOBS_MAX_ROWS, MAX_COLS = DT_JOBS_MAX_COLS };
@@ -36,9 +39,9 @@ static int split_list(const char *text, char items[][64], int max) {
 }
 
 static void fit_jobs_usage(void) {
-    printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--features c1,c2,...]\n"
-           "                       [--hold-out name1,...] [--target-loss X]\n"
-           "                       [--predict f1,f2,...]\n\n"
+    printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--no-standardize]\n"
+           "                       [--features c1,c2,...] [--hold-out name1,...]\n"
+           "                       [--target-loss X] [--predict f1,f2,...]\n\n"
            "Ridge regression (standardised features, penalty L, default 1; 0 = least\n"
            "squares) of each job's loss-curve parameters b0, b1, b2 on its features: the\n"
            "columns --features names, by default every column other than name, b0, b1, b2\n"
@@ -50,7 +53,12 @@ static void fit_jobs_usage(void) {
            "--target-loss X: every predicted curve's steps to loss X,\n"
            "k = (1/(X - b2) - b1) / b0, against the column steps_to_target when the CSV has\n"
            "it (the step each job's smoothed loss first reached X: dtrain fit-loss\n"
-           "--target-loss X --save).\n");
+           "--target-loss X --save).\n"
+           "--no-standardize: plain ridge regression as scikit-learn's Ridge does it (alpha =\n"
+           "L, features only centred, intercept not penalised): the penalty falls on the\n"
+           "weights in the features' own units.\n"
+           "--out DIR draws every job's own curve against the one predicted for it (and\n"
+           "the unseen job's, with --predict): DIR/jobs_curves.png and .svg (gnuplot).\n");
 }
 
 static double param(const dt_loss_fit *c, int k) {
@@ -69,16 +77,75 @@ static void print_steps(const char *job, const char *how, const dt_loss_fit *cur
     printf("  %-14s %-14s %10s %12s %9s\n", job, how, obs, pred, err);
 }
 
+/* fit-jobs --out: each job's own curve (its fitted b's, solid) against the one the
+ * regression predicts for it (leave-one-out or held out, dashed, same colour), and
+ * the unseen job's (--predict, dotted): DIR/jobs_curves.png and .svg. */
+static int draw_curves(const char *cmd, const dt_job_table *t, const double *b,
+                       const dt_loss_fit *curve, const int *ok, const int *train,
+                       const dt_loss_fit *unseen, double target, const char *dir) {
+    dt_error err;
+    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    double x_max = 0; /* where the slowest job's excess loss is a twentieth of its start */
+    for (int i = 0; i < t->n_rows; i++) {
+        const double b0 = b[i * 3], b1 = b[i * 3 + 1];
+        if (b0 > 0 && b1 > 0 && 19 * b1 / b0 > x_max) x_max = 19 * b1 / b0;
+    }
+    if (!(x_max > 0) || !isfinite(x_max)) x_max = 1000;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/jobs_curves.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    for (int term = 0; term < 2; term++) {
+        fprintf(gp,
+                "set terminal %s\nset output 'jobs_curves.%s'\nset grid\nset key outside right "
+                "top box\nset samples 400\nset xlabel 'step'\nset ylabel 'loss'\nset xrange "
+                "[0:%g]\nset title 'Loss curves: fitted per job (solid), predicted by the "
+                "regression (dashed)'\nplot ",
+                term ? "svg size 1000,600 dynamic" : "pngcairo size 1000,600", term ? "svg" : "png",
+                x_max);
+        int n = 0;
+        for (int i = 0; i < t->n_rows; i++) {
+            if (!ok[i]) continue;
+            const int colour = i % 8 + 1;
+            fprintf(gp,
+                    "%s1/(%.17g*x + %.17g) + %.17g lw 2 lc %d title '%s', "
+                    "1/(%.17g*x + %.17g) + %.17g lw 2 dt 2 lc %d title '%s %s'",
+                    n ? ", " : "", b[i * 3], b[i * 3 + 1], b[i * 3 + 2], colour, t->names[i],
+                    curve[i].b0, curve[i].b1, curve[i].b2, colour, t->names[i],
+                    train[i] ? "left out" : "held out");
+            n++;
+        }
+        if (unseen)
+            fprintf(gp, "%s1/(%.17g*x + %.17g) + %.17g lw 3 dt 3 lc rgb 'black' title 'unseen'",
+                    n ? ", " : "", unseen->b0, unseen->b1, unseen->b2),
+                n++;
+        if (target > 0)
+            fprintf(gp, "%s%g lc rgb 'gray40' dt 4 title 'target'", n ? ", " : "", target), n++;
+        if (!n) fputs("1/0 notitle", gp);
+        fputc('\n', gp);
+    }
+    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_gnuplot_run(dir, "jobs_curves.gp", "/dev/null") == 0)
+        fprintf(stderr, "plot: %s/jobs_curves.png (and .svg)\n", dir);
+    else
+        fprintf(stderr, "plot not drawn: gnuplot failed or is missing (script in %s)\n", dir);
+    return 0;
+}
+
 int cmd_fit_jobs(int argc, char **argv) {
     static const struct option opts[] = {{"lambda", required_argument, 0, 'l'},
+                                         {"no-standardize", no_argument, 0, 'S'},
                                          {"predict", required_argument, 0, 'p'},
                                          {"features", required_argument, 0, 'f'},
                                          {"hold-out", required_argument, 0, 'o'},
                                          {"target-loss", required_argument, 0, 't'},
+                                         {"out", required_argument, 0, 'O'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cmd = "fit-jobs", *predict = NULL, *features = NULL, *hold_out = NULL;
+    const char *cmd = "fit-jobs", *predict = NULL, *features = NULL, *hold_out = NULL,
+               *out_dir = NULL;
     double lambda = 1.0, target = -1;
+    int standardize = 1;
     int opt;
     optind = 1;
     opterr = 0;
@@ -86,6 +153,12 @@ int cmd_fit_jobs(int argc, char **argv) {
         switch (opt) {
         case 'l':
             if (cli_parse_float(cmd, "--lambda", optarg, 0, 1e9, &lambda)) return 2;
+            break;
+        case 'S':
+            standardize = 0;
+            break;
+        case 'O':
+            out_dir = optarg;
             break;
         case 'p':
             predict = optarg;
@@ -199,7 +272,7 @@ int cmd_fit_jobs(int argc, char **argv) {
     }
     dt_error err;
     dt_curve_model model;
-    if (dt_curve_model_fit(x, b, train, t.n_rows, nf, lambda, &model, &err)) {
+    if (dt_curve_model_fit_scaled(x, b, train, t.n_rows, nf, lambda, standardize, &model, &err)) {
         cli_fail(cmd, "%s%s", err.msg, hold_out ? " (after --hold-out)" : "");
         return 1;
     }
@@ -207,7 +280,8 @@ int cmd_fit_jobs(int argc, char **argv) {
      * the model of the trained jobs for a held-out one */
     static dt_loss_fit curve[MAX_JOBS];
     static int ok[MAX_JOBS];
-    if (dt_curve_model_leave_one_out(x, b, train, t.n_rows, nf, lambda, curve, ok, &err)) {
+    if (dt_curve_model_leave_one_out_scaled(x, b, train, t.n_rows, nf, lambda, standardize, curve,
+                                            ok, &err)) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
     }
@@ -215,13 +289,15 @@ int cmd_fit_jobs(int argc, char **argv) {
         if (!train[i]) curve[i] = dt_curve_model_predict(&model, x + i * nf), ok[i] = 1;
     int n_train = 0;
     for (int i = 0; i < t.n_rows; i++) n_train += train[i];
-    printf("regression of b0, b1, b2 on %d jobs of %s (lambda %g)\n", n_train, path, lambda);
+    printf("regression of b0, b1, b2 on %d jobs of %s (lambda %g%s)\n", n_train, path, lambda,
+           standardize ? "" : ", plain ridge: features centred, not standardised");
     dt_loss_fit unseen_curve = predict ? dt_curve_model_predict(&model, unseen) : (dt_loss_fit){0};
     for (int k = 0; k < 3; k++) {
         const dt_ridge *m = &model.b[k];
         printf("b%d = %.6g", k, m->intercept);
         for (int j = 0; j < nf; j++) printf(" %+.6g * z(%s)", m->weight[j], t.header[feat[j]]);
-        printf("   (z: standardised feature)\n");
+        printf(standardize ? "   (z: standardised feature)\n"
+                           : "   (z: centred feature, x - mean; not standardised)\n");
         double coef[DT_RIDGE_MAX_FEATURES];
         printf("   = %.6g", dt_ridge_unscaled(m, coef));
         for (int j = 0; j < nf; j++) printf(" %+.6g * %s", coef[j], t.header[feat[j]]);
@@ -250,6 +326,9 @@ int cmd_fit_jobs(int argc, char **argv) {
                             steps_col >= 0 ? t.v[i][steps_col] : -1);
         if (predict) print_steps("unseen", "--predict", &unseen_curve, target, -1);
     }
+    if (out_dir)
+        return draw_curves(cmd, &t, b, curve, ok, train, predict ? &unseen_curve : NULL, target,
+                           out_dir);
     return 0;
 }
 

@@ -16,17 +16,68 @@
 #include "dtrain/sweep.h"
 
 static void fit_usage(FILE *out) {
-    fprintf(out, "usage: dtrain fit-loss RUN.jsonl [--target-loss X | --converge-delta D]\n"
-                 "                       [--every N] [--online] [--save FILE]\n"
-                 "\n"
-                 "Fits the Optimus loss curve l(k) = 1/(b0 k + b1) + b2 (b >= 0) to the training\n"
-                 "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
-                 "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
-                 "falls by less than D per step (default D = 1e-5). --online refits after every\n"
-                 "epoch and shows how the predicted step moves against the one observed.\n"
-                 "With --target-loss, also the step observed: the first whose smoothed loss is\n"
-                 "<= X. --save FILE writes the fit (and with --target-loss, X and the observed\n"
-                 "step) for dtrain predict --loss-fit.\n");
+    fprintf(out,
+            "usage: dtrain fit-loss RUN.jsonl|LOSS.csv [--target-loss X | --converge-delta D]\n"
+            "                       [--every N] [--drop-last K] [--tail N] [--online]\n"
+            "                       [--save FILE] [--out DIR]\n"
+            "\n"
+            "Fits the Optimus loss curve l(k) = 1/(b0 k + b1) + b2 (b >= 0) to the training\n"
+            "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
+            "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
+            "falls by less than D per step (default D = 1e-5). --online refits after every\n"
+            "epoch and shows how the predicted step moves against the one observed.\n"
+            "With --target-loss, also the step observed: the first whose smoothed loss is\n"
+            "<= X. --save FILE writes the fit (and with --target-loss, X and the observed\n"
+            "step) for dtrain predict --loss-fit.\n"
+            "A file ending in .csv is a loss curve as users have it: a header naming the\n"
+            "columns step,loss or epoch,loss (required; other columns ignored), then a row\n"
+            "per point (--every N averages windows of N rows; default 1); with epoch,loss\n"
+            "the fit and its predictions are in epochs.\n"
+            "--drop-last K leaves the last K points out of the fit (a learning-rate drop\n"
+            "at the end, a spike); --tail N then fits only the last N points (the curve\n"
+            "late in training). --out DIR draws the observed points (those left out\n"
+            "marked) and the fitted curve: DIR/loss_fit.png and .svg (gnuplot).\n");
+}
+
+/* fit-loss --out: the observed points (fitted or left out) and the fitted curve. */
+static int draw_loss_fit(const char *cmd, const dt_loss_points *all, int first, int n_fit,
+                         const dt_loss_fit *fit, double pred, const char *unit, const char *dir) {
+    dt_error err;
+    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/loss_fit.dat", dir);
+    FILE *d = fopen(path, "w");
+    if (!d) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    for (int i = 0; i < all->n; i++)
+        fprintf(d, "%.9g %.9g %d\n", all->step[i], all->loss[i], i >= first && i < first + n_fit);
+    if (fclose(d) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    snprintf(path, sizeof path, "%s/loss_fit.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    double x_max = all->step[all->n - 1];
+    if (pred > x_max && pred < 10 * x_max) x_max = pred;
+    for (int t = 0; t < 2; t++)
+        fprintf(gp,
+                "set terminal %s\nset output 'loss_fit.%s'\nset grid\nset key top right box\n"
+                "set xlabel '%s'\nset ylabel 'loss'\nset xrange [0:%g]\nset samples 400\n"
+                "set title 'Loss curve fit: l(k) = 1/(%.4g k + %.4g) + %.4g'\n"
+                "plot 'loss_fit.dat' using 1:($3 == 1 ? $2 : 1/0) with points pt 7 ps 0.6 "
+                "title 'observed (fitted)', '' using 1:($3 == 0 ? $2 : 1/0) with points pt 6 "
+                "ps 0.8 title 'observed (left out)', 1/(%.17g*x + %.17g) + %.17g with lines "
+                "lw 2 title 'fitted curve'\n",
+                t ? "svg size 900,550 dynamic" : "pngcairo size 900,550", t ? "svg" : "png", unit,
+                x_max, fit->b0, fit->b1, fit->b2, fit->b0, fit->b1, fit->b2);
+    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_gnuplot_run(dir, "loss_fit.gp", "/dev/null") == 0)
+        fprintf(stderr, "plot: %s/loss_fit.png (and .svg)\n", dir);
+    else
+        fprintf(stderr, "plot not drawn: gnuplot failed or is missing (data in %s)\n", dir);
+    return 0;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
 }
 
 static double lowest(const double *l, int n) {
@@ -42,11 +93,14 @@ int cmd_fit_loss(int argc, char **argv) {
                                          {"converge-delta", required_argument, 0, 'd'},
                                          {"every", required_argument, 0, 'e'},
                                          {"online", no_argument, 0, 'o'},
+                                         {"drop-last", required_argument, 0, 'D'},
+                                         {"tail", required_argument, 0, 'T'},
+                                         {"out", required_argument, 0, 'O'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cmd = "fit-loss", *save = NULL;
+    const char *cmd = "fit-loss", *save = NULL, *out_dir = NULL;
     double target = -1, delta = 1e-5;
-    long every = 0, v;
+    long every = 0, v, drop_last = 0, tail = 0;
     int online = 0, opt;
     optind = 1;
     opterr = 0;
@@ -65,6 +119,15 @@ int cmd_fit_loss(int argc, char **argv) {
         case 'o':
             online = 1;
             break;
+        case 'D':
+            if (cli_parse_int(cmd, "--drop-last", optarg, 0, 100000000, &drop_last)) return 2;
+            break;
+        case 'T':
+            if (cli_parse_int(cmd, "--tail", optarg, 3, 100000000, &tail)) return 2;
+            break;
+        case 'O':
+            out_dir = optarg;
+            break;
         case 's':
             save = optarg;
             break;
@@ -76,13 +139,38 @@ int cmd_fit_loss(int argc, char **argv) {
         }
     }
     if (optind != argc - 1) {
-        cli_fail(cmd, "give one run log (dtrain fit-loss RUN.jsonl)");
+        cli_fail(cmd, "give one run log or loss CSV (dtrain fit-loss RUN.jsonl|LOSS.csv)");
         return 2;
     }
     const char *path = argv[optind];
-    dt_loss_points pts;
+    dt_loss_points pts, all;
     dt_error err;
-    if (dt_loss_points_from_log(path, every, &pts, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    const int csv = ends_with(path, ".csv");
+    if (csv ? dt_loss_points_from_csv(path, every, &pts, &err)
+            : dt_loss_points_from_log(path, every, &pts, &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
+    if (online && csv) {
+        dt_loss_points_free(&pts);
+        return cli_fail(cmd, "--online refits per epoch of a run log; %s is a CSV", path), 2;
+    }
+    /* all the points, for the plot; pts keeps those to fit */
+    all = pts;
+    all.step = malloc(sizeof(double) * (size_t)(pts.n > 0 ? pts.n : 1));
+    all.loss = malloc(sizeof(double) * (size_t)(pts.n > 0 ? pts.n : 1));
+    if (!all.step || !all.loss) {
+        dt_loss_points_free(&all);
+        dt_loss_points_free(&pts);
+        return cli_fail(cmd, "out of memory"), 1;
+    }
+    memcpy(all.step, pts.step, sizeof(double) * (size_t)pts.n);
+    memcpy(all.loss, pts.loss, sizeof(double) * (size_t)pts.n);
+    const long kept_end = pts.n - drop_last;
+    if (dt_loss_points_select(&pts, drop_last, tail, &err)) {
+        dt_loss_points_free(&all);
+        dt_loss_points_free(&pts);
+        return cli_fail(cmd, "%s: %s", path, err.msg), 1;
+    }
+    const int first = (int)(kept_end - pts.n);
     if (pts.truncated_lines)
         fprintf(stderr,
                 "note: the last line of %s is cut short (a run stopped while writing); "
@@ -93,30 +181,38 @@ int cmd_fit_loss(int argc, char **argv) {
     const long spe = pts.steps_per_epoch;
     every = pts.every;
     dt_loss_fit fit;
+    const char *unit = pts.unit;
     if (dt_loss_fit_points(k, l, n, &fit, &err)) {
         cli_fail(cmd, "%s: %s", path, err.msg);
-        return dt_loss_points_free(&pts), 1;
+        return dt_loss_points_free(&all), dt_loss_points_free(&pts), 1;
     }
-    printf("loss curve of %s (%d points, windows of %ld steps):\n", path, n, every);
+    if (csv)
+        printf("loss curve of %s (%d points of %d, %s,loss", path, n, all.n, unit);
+    else
+        printf("loss curve of %s (%d points of %d, windows of %ld steps", path, n, all.n, every);
+    if (drop_last > 0) printf("; the last %ld left out", drop_last);
+    if (tail > 0) printf("; the last %d before them fitted", n);
+    printf("):\n");
     printf("  l(k) = 1 / (%.6g k + %.6g) + %.6g   RMSE %.4g\n", fit.b0, fit.b1, fit.b2, fit.rmse);
     double pred =
         target > 0 ? dt_loss_step_for_target(&fit, target) : dt_loss_step_converged(&fit, delta);
     if (target > 0 && pred < 0)
         printf("  never reaches %.4g (the curve's floor b2 is %.4g)\n", target, fit.b2);
     else if (target > 0)
-        printf("  reaches loss %.4g at step %.0f\n", target, pred);
+        printf("  reaches loss %.4g at %s %.0f\n", target, unit, pred);
     else
-        printf("  converges (|dl/dk| < %.3g) at step %.0f\n", delta, pred);
+        printf("  converges (|dl/dk| < %.3g) at %s %.0f\n", delta, unit, pred);
     /* the step observed: where the smoothed loss first reaches the target */
     const double seen = target > 0 ? dt_loss_step_observed(k, l, n, target) : -1;
     if (target > 0 && seen >= 0)
-        printf("  observed: the smoothed loss first reaches %.4g at step %.0f\n", target, seen);
+        printf("  observed: the smoothed loss first reaches %.4g at %s %.0f\n", target, unit, seen);
     else if (target > 0)
         printf("  observed: the smoothed loss never reaches %.4g (lowest window %.4g)\n", target,
                lowest(l, n));
     if (save) {
         if (dt_loss_fit_save(save, &fit, k[n - 1], pred, target, seen, &err))
-            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&pts), 1;
+            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&all),
+                   dt_loss_points_free(&pts), 1;
         fprintf(stderr, "fit saved to %s\n", save);
     }
     if (online && spe > 0) {
@@ -141,8 +237,10 @@ int cmd_fit_loss(int argc, char **argv) {
                 printf("  %6ld %10d %14.0f %9.1f%%\n", e, m, p, 100.0 * (p - observed) / observed);
         }
     }
+    int rc = out_dir ? draw_loss_fit(cmd, &all, first, n, &fit, pred, unit, out_dir) : 0;
+    dt_loss_points_free(&all);
     dt_loss_points_free(&pts);
-    return 0;
+    return rc;
 }
 
 static void speed_usage(FILE *out) {
@@ -234,7 +332,55 @@ static void predict_usage(FILE *out) {
             "\n"
             "Time to convergence (S x E steps x step time) of a parameter-server job for every\n"
             "worker count and each server count, from given speed-model parameters, and the\n"
-            "best worker count for each server count (the textbook Optimus exercise).\n");
+            "best worker count for each server count (the textbook Optimus exercise).\n"
+            "With --out DIR, also writes DIR/predict.csv (the table) and DIR/predict.png\n"
+            "and .svg (hours vs workers, one line per server count; gnuplot).\n");
+}
+
+/* predict --theta's table as DIR/predict.csv (atomically) and one .dat per server
+ * count with a gnuplot script drawing hours vs workers. Returns 0, or 1 after saying
+ * what failed; *drawn whether gnuplot drew the plot. */
+static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int *servers,
+                             int n_servers, int w_lo, int w_hi, double batch, double steps,
+                             const char *dir, int *drawn) {
+    dt_error err;
+    char path[4200], tmp[4300];
+    *drawn = 0;
+    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    snprintf(path, sizeof path, "%s/predict.csv", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return cli_fail(cmd, "cannot write %s: %s", tmp, strerror(errno)), 1;
+    fputs("workers", f);
+    for (int s = 0; s < n_servers; s++) fprintf(f, ",hours_servers_%d", servers[s]);
+    fputc('\n', f);
+    for (int w = w_lo; w <= w_hi; w++) {
+        fprintf(f, "%d", w);
+        for (int s = 0; s < n_servers; s++)
+            fprintf(f, ",%.6g", steps * dt_speed_step_time(fit, w, servers[s], batch) / 3600.0);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    snprintf(path, sizeof path, "%s/predict.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\nset ylabel 'time to "
+          "convergence (hours)'\nset style data linespoints\nset datafile separator ','\n",
+          gp);
+    for (int t = 0; t < 2; t++) {
+        fprintf(gp,
+                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
+                "convergence'\nplot ",
+                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png");
+        for (int s = 0; s < n_servers; s++)
+            fprintf(gp, "%s'predict.csv' using 1:%d skip 1 title '%d server%s'", s ? ", " : "",
+                    s + 2, servers[s], servers[s] > 1 ? "s" : "");
+        fputc('\n', gp);
+    }
+    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
+    return 0;
 }
 
 /* Time to convergence for every allocation up to procs_max processes, from a saved
@@ -330,6 +476,7 @@ int cmd_predict(int argc, char **argv) {
     double batch = 0, spe = 0, epochs = 0;
     int servers[32], n_servers = 0, w_lo = 1, w_hi = 0, have_theta = 0, opt;
     const char *loss_path = NULL, *speed_path = NULL, *out_dir = "runs/predict";
+    int out_given = 0;
     long procs_max = 0;
     optind = 1;
     opterr = 0;
@@ -382,6 +529,7 @@ int cmd_predict(int argc, char **argv) {
             break;
         case 'o':
             out_dir = optarg;
+            out_given = 1;
             break;
         case 'h':
             predict_usage(stdout);
@@ -418,5 +566,12 @@ int cmd_predict(int argc, char **argv) {
                "hours\n",
                servers[s], best[s], t, spe * epochs * t / 3600.0);
     }
+    if (!out_given) return 0;
+    int drawn = 0;
+    if (write_theta_table(cmd, &fit, servers, n_servers, w_lo, w_hi, batch, spe * epochs, out_dir,
+                          &drawn))
+        return 1;
+    printf("table: %s/predict.csv; %s\n", out_dir,
+           drawn ? "plot: predict.png (and .svg)" : "plot not drawn: gnuplot failed or is missing");
     return 0;
 }

@@ -26,6 +26,10 @@ static void report_usage(FILE *out) {
             "  --params N       model parameters (for the bandwidth formula)\n"
             "  --dataset-size D training samples per epoch (for iteration counts)\n"
             "  --model NAME     shown in the report's title\n"
+            "  --cores N        the cores the speed model divides compute over and may\n"
+            "                   recommend up to (default: as the logs recorded; unknown\n"
+            "                   for --times: compute per process, recommendations within\n"
+            "                   the measured process counts)\n"
             "  --out DIR        where to write (default: the CSV's folder)\n"
             "  --help           this text\n");
 }
@@ -63,11 +67,13 @@ int cmd_report(int argc, char **argv) {
                                          {"params", required_argument, 0, 'p'},
                                          {"dataset-size", required_argument, 0, 'd'},
                                          {"model", required_argument, 0, 'm'},
+                                         {"cores", required_argument, 0, 'c'},
                                          {"out", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "report", *times = NULL, *out = NULL, *model = NULL;
     double params = 0, dataset = 0;
+    long cores = 0;
     int opt;
     optind = 1;
     opterr = 0;
@@ -85,6 +91,9 @@ int cmd_report(int argc, char **argv) {
         case 'm':
             model = optarg;
             break;
+        case 'c':
+            if (cli_parse_int(cmd, "--cores", optarg, 1, 1 << 20, &cores)) return 2;
+            break;
         case 'o':
             out = optarg;
             break;
@@ -97,6 +106,8 @@ int cmd_report(int argc, char **argv) {
     }
     dt_scale_study s;
     memset(&s, 0, sizeof s);
+    s.cores = (int)cores;
+    s.cores_given = cores > 0;
     dt_error err;
     if (times) {
         if (optind < argc) return cli_no_extra_args(cmd, argc, argv, optind);
@@ -106,6 +117,7 @@ int cmd_report(int argc, char **argv) {
         snprintf(s.data, sizeof s.data, "times from %s", times);
         if (dt_scale_read_csv(&s, times, &err)) {
             cli_fail(cmd, "%s", err.msg);
+            dt_scale_free(&s); /* the rows read before the bad line */
             return 1;
         }
         if (params <= 0) dt_scale_add_note(&s, "--params not given: no bandwidth figures");
@@ -132,6 +144,7 @@ int cmd_report(int argc, char **argv) {
     const char *dir = argv[optind];
     if (dt_scale_read_dir(dir, &s, &err)) {
         cli_fail(cmd, "%s", err.msg);
+        dt_scale_free(&s);
         return 1;
     }
     int rc = cli_publish_study(&s, out ? out : dir, 0);

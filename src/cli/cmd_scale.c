@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dtrain/compare.h"
 #include "dtrain/dataset.h"
 #include "dtrain/sweep.h"
+#include "dtrain/train_mode.h"
 #include "dtrain/zoo.h"
 
 /* Each run sets these itself: its batch size, its log in DIR, no weights. */
@@ -30,6 +32,22 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "  --procs LIST         process counts, e.g. 1,2 (default 1,2); with a parameter-\n"
             "                       server mode, worker counts (servers come on top)\n"
             "  --out DIR            where logs, report and plots go (default runs/scale)\n"
+            "  --repeats R          run every config R times, interleaved (all configs, then\n"
+            "                       all again); the report gives medians with min-max\n"
+            "                       (default 1)\n"
+            "  --wait-idle          before each run, wait (up to 5 minutes) until other\n"
+            "                       processes use under 0.25 cores for 2 s. Whether or not,\n"
+            "                       each run's log records the cores other processes used\n"
+            "                       during it; above 0.25 the report flags the config busy\n"
+            "  --cores N            the report's speed model may recommend up to N cores'\n"
+            "                       worth of processes (default: this machine's cores)\n"
+            "  --modes LIST         sweep each training mode on the same grid, e.g.\n"
+            "                       allreduce,ps-sync,ps-async: one study per mode in\n"
+            "                       DIR/<mode>, then DIR/compare.md (dtrain compare: time to\n"
+            "                       --target accuracy, bytes per role, CPU) and\n"
+            "                       DIR/accuracy_time.png. --servers applies to the\n"
+            "                       parameter-server modes\n"
+            "  --target ACC         the comparison's target test accuracy (default 0.85)\n"
             "  --force              run every config again\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
@@ -78,17 +96,72 @@ static void default_test_share(dt_train_config *train) {
     dt_dataset_close(&tr);
 }
 
+/* One study: the sweep, then its report, plots and runs.csv. 0 or 1. */
+static int sweep_and_report(const dt_sweep_config *cfg, int cores) {
+    dt_scale_study study;
+    memset(&study, 0, sizeof study);
+    study.cores = cores;
+    study.cores_given = cores > 0;
+    dt_error err;
+    if (dt_sweep_run(cfg, &study, &err)) {
+        cli_fail("scale", "%s", err.msg);
+        dt_scale_free(&study);
+        return 1;
+    }
+    int rc = cli_publish_study(&study, cfg->out_dir, 0);
+    dt_scale_free(&study);
+    return rc ? 1 : 0;
+}
+
+/* "allreduce,ps-sync" -> the modes, each a training mode (at most 8); -1 on a bad list. */
+static int parse_modes(const char *cmd, const char *text, char modes[8][32]) {
+    int n = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= 32 || n == 8)
+            return cli_fail(cmd, "--modes expects up to 8 modes like allreduce,ps-sync, got '%s'",
+                            text);
+        memcpy(modes[n], p, len);
+        modes[n][len] = 0;
+        dt_train_config probe = dt_train_config_default();
+        probe.mode = modes[n];
+        const dt_train_mode *mode;
+        dt_error err;
+        if (dt_train_mode_of(&probe, &mode, &err)) return cli_fail(cmd, "--modes: %s", err.msg);
+        for (int k = 0; k < n; k++)
+            if (!strcmp(modes[k], modes[n]))
+                return cli_fail(cmd, "--modes names %s twice", modes[n]);
+        n++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return n > 0 ? n : cli_fail(cmd, "--modes is empty");
+}
+
 int cmd_scale(int argc, char **argv) {
     static const struct option own[] = {{"batch-sizes", required_argument, 0, 'b'},
                                         {"procs", required_argument, 0, 'p'},
                                         {"out", required_argument, 0, 'o'},
                                         {"force", no_argument, 0, 'f'},
+                                        {"repeats", required_argument, 0, 'r'},
+                                        {"wait-idle", no_argument, 0, 'w'},
+                                        {"cores", required_argument, 0, 'c'},
+                                        {"modes", required_argument, 0, 'M'},
+                                        {"target", required_argument, 0, 'T'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
     const char *cmd = "scale";
+    long cores = 0;
+    char modes[8][32];
+    int n_modes = 0;
+    double compare_target = 0.85;
     int batches[32], procs[32] = {1, 2};
-    dt_sweep_config cfg = {.out_dir = "runs/scale", .procs = procs, .n_procs = 2};
+    dt_sweep_config cfg = {.out_dir = "runs/scale",
+                           .procs = procs,
+                           .n_procs = 2,
+                           .repeats = 1,
+                           .wait_idle_max_s = 300};
     /* a sweep runs many processes side by side: one thread each, short runs */
     cfg.train = dt_train_config_default();
     cfg.train.threads = 1;
@@ -113,6 +186,24 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'f':
             cfg.force = 1;
+            break;
+        case 'r': {
+            long r;
+            if (cli_parse_int(cmd, "--repeats", optarg, 1, 100, &r)) return 2;
+            cfg.repeats = (int)r;
+            break;
+        }
+        case 'w':
+            cfg.wait_idle = 1;
+            break;
+        case 'c':
+            if (cli_parse_int(cmd, "--cores", optarg, 1, 1 << 20, &cores)) return 2;
+            break;
+        case 'M':
+            if ((n_modes = parse_modes(cmd, optarg, modes)) < 0) return 2;
+            break;
+        case 'T':
+            if (cli_parse_float(cmd, "--target", optarg, 1e-6, 1.0, &compare_target)) return 2;
             break;
         case 'q':
             cfg.quiet = 1;
@@ -151,14 +242,26 @@ int cmd_scale(int argc, char **argv) {
     }
     self[len] = 0;
     cfg.dtrain = self;
-    dt_scale_study study;
-    memset(&study, 0, sizeof study);
-    if (dt_sweep_run(&cfg, &study, &err)) {
-        cli_fail(cmd, "%s", err.msg);
-        dt_scale_free(&study);
-        return 1;
+    if (n_modes == 0) return sweep_and_report(&cfg, (int)cores);
+    /* --modes: one study per mode in OUT/<mode>, on the same grid, then compared */
+    char dirs[8][4200];
+    const char *dir_ptrs[8];
+    for (int m = 0; m < n_modes; m++) {
+        dt_sweep_config one = cfg;
+        one.train.mode = modes[m];
+        snprintf(dirs[m], sizeof dirs[m], "%s/%s", cfg.out_dir, modes[m]);
+        one.out_dir = dirs[m];
+        dir_ptrs[m] = dirs[m];
+        if (!cfg.quiet) fprintf(stderr, "mode %s (%d of %d):\n", modes[m], m + 1, n_modes);
+        if (sweep_and_report(&one, (int)cores)) return 1;
     }
-    int rc = cli_publish_study(&study, cfg.out_dir, 0);
-    dt_scale_free(&study);
-    return rc ? 1 : 0;
+    dt_compare_run *runs = malloc(sizeof *runs * 512);
+    int n_runs = 0;
+    if (!runs) return cli_fail(cmd, "out of memory"), 1;
+    const int rc = dt_compare_studies(dir_ptrs, n_modes, compare_target, cfg.out_dir, runs, 512,
+                                      &n_runs, &err);
+    free(runs);
+    if (rc) return cli_fail(cmd, "%s", err.msg), 1;
+    fprintf(stderr, "compare: %s/compare.md, compare.csv, accuracy_time.png\n", cfg.out_dir);
+    return 0;
 }

@@ -18,6 +18,7 @@ static void usage(FILE *out) {
             "  models  list the models: parameters, FLOPs per sample, input shape\n"
             "  scale   the scaling study: sweep batch sizes and process counts, report + plots\n"
             "  report  rebuild a study's report from its logs, or report on a CSV of times\n"
+            "  compare put studies side by side: time to accuracy, bytes per role, CPU\n"
             "  fit-loss   fit the Optimus loss curve to a run log, predict convergence\n"
             "  fit-speed  fit the Optimus speed model to measured step times\n"
             "  predict    time to convergence per (workers, servers) from given thetas\n"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "models")) return cmd_models(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
     if (!strcmp(cmd, "fit-loss")) return cmd_fit_loss(argc - 1, argv + 1);
     if (!strcmp(cmd, "fit-speed")) return cmd_fit_speed(argc - 1, argv + 1);
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);

@@ -130,6 +130,49 @@ static const field RESUME_FIELDS[] = {
     FIELD(dt_resume_record, lost_steps, F_LONG, NULL, 0),
 };
 
+static const field SYS_FIELDS[] = {
+    FIELD(dt_sys_record, rank, F_INT, NULL, 1),
+    FIELD(dt_sys_record, role, F_STRING, NULL, 0),
+    FIELD(dt_sys_record, t, F_REAL, "%.4g", 1),
+    FIELD(dt_sys_record, cpu_user, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, cpu_sys, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, machine_cpu, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, cores, F_INT, NULL, 0),
+    FIELD(dt_sys_record, other_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_sys_record, rss_bytes, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, net_rx, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, net_tx, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, mpi_sent, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, disk_read, F_LLONG, NULL, 0),
+    FIELD(dt_sys_record, disk_write, F_LLONG, NULL, 0),
+};
+
+static const field EVAL_FIELDS[] = {
+    FIELD(dt_eval_record, epoch, F_INT, NULL, 0),
+    FIELD(dt_eval_record, step, F_LONG, NULL, 1),
+    FIELD(dt_eval_record, t, F_REAL, "%.6g", 1),
+    FIELD(dt_eval_record, t_train, F_REAL, "%.6g", 0),
+    FIELD(dt_eval_record, test_loss, F_REAL, "%.9g", 0),
+    FIELD(dt_eval_record, test_acc, F_REAL, "%.9g", 1),
+    FIELD(dt_eval_record, samples, F_LONG, NULL, 0),
+};
+
+static const field WORKER_FIELDS[] = {
+    FIELD(dt_worker_record, rank, F_INT, NULL, 1),
+    FIELD(dt_worker_record, steps, F_LONG, NULL, 0),
+    FIELD(dt_worker_record, bytes_sent, F_LLONG, NULL, 0),
+    FIELD(dt_worker_record, bytes_received, F_LLONG, NULL, 0),
+    FIELD(dt_worker_record, t_comm, F_REAL, "%.9g", 0),
+};
+
+static const field LOAD_FIELDS[] = {
+    FIELD(dt_load_record, wall_s, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, machine_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, run_cores, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, other_cores, F_REAL, "%.4g", 1),
+    FIELD(dt_load_record, cores, F_INT, NULL, 0),
+};
+
 typedef struct event_format {
     const char *name;
     dt_runlog_event event;
@@ -148,6 +191,10 @@ static const event_format EVENTS[] = {
     EVENT("ps_server", DT_EVENT_PS_SERVER, PS_SERVER_FIELDS, 0),
     EVENT("ps_epoch", DT_EVENT_PS_EPOCH, PS_EPOCH_FIELDS, 0),
     EVENT("resume", DT_EVENT_RESUME, RESUME_FIELDS, 1),
+    EVENT("sys", DT_EVENT_SYS, SYS_FIELDS, 0),
+    EVENT("load", DT_EVENT_LOAD, LOAD_FIELDS, 1),
+    EVENT("worker", DT_EVENT_WORKER, WORKER_FIELDS, 0),
+    EVENT("eval", DT_EVENT_EVAL, EVAL_FIELDS, 1),
 };
 enum { N_EVENTS = sizeof EVENTS / sizeof EVENTS[0] };
 
@@ -325,6 +372,26 @@ void dt_runlog_ps_epoch(dt_runlog *log, const dt_ps_epoch_record *r) {
 
 void dt_runlog_resume(dt_runlog *log, const dt_resume_record *r) {
     write_record(log, DT_EVENT_RESUME, r);
+}
+
+void dt_runlog_sys(dt_runlog *log, const dt_sys_record *r) {
+    write_record(log, DT_EVENT_SYS, r);
+}
+
+void dt_runlog_eval(dt_runlog *log, const dt_eval_record *r) {
+    write_record(log, DT_EVENT_EVAL, r);
+}
+
+void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r) {
+    write_record(log, DT_EVENT_WORKER, r);
+}
+
+int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err) {
+    dt_runlog log = {.file = fopen(path, "a")};
+    if (!log.file)
+        return dt_error_set(err, "cannot append to run log %s: %s", path, strerror(errno));
+    write_record(&log, DT_EVENT_LOAD, r);
+    return dt_runlog_close(&log, err);
 }
 
 int dt_runlog_close(dt_runlog *log, dt_error *err) {
@@ -548,7 +615,8 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
     if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
     char *line = NULL;
     size_t line_cap = 0;
-    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0;
+    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0,
+         cap_workers = 0, cap_evals = 0;
     ssize_t len;
     int rc = 0;
     dt_runlog_entry e;
@@ -586,6 +654,20 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
             grown = append((void **)&c->ps_epochs, &c->n_ps_epochs, &cap_ps_epochs,
                            sizeof e.ps_epoch, &e.ps_epoch);
             break;
+        case DT_EVENT_SYS:
+            grown = append((void **)&c->sys, &c->n_sys, &cap_sys, sizeof e.sys, &e.sys);
+            break;
+        case DT_EVENT_EVAL:
+            grown = append((void **)&c->evals, &c->n_evals, &cap_evals, sizeof e.eval, &e.eval);
+            break;
+        case DT_EVENT_WORKER:
+            grown = append((void **)&c->workers, &c->n_workers, &cap_workers, sizeof e.worker,
+                           &e.worker);
+            break;
+        case DT_EVENT_LOAD:
+            c->has_load = 1;
+            c->load = e.load;
+            break;
         case DT_EVENT_RESUME: /* where a run continued: not needed by the readers */
             break;
         case DT_EVENT_OTHER:
@@ -607,9 +689,16 @@ void dt_runlog_contents_free(dt_runlog_contents *c) {
     free(c->epochs);
     free(c->ps_servers);
     free(c->ps_epochs);
+    free(c->sys);
+    free(c->workers);
+    free(c->evals);
+    c->evals = NULL;
+    c->sys = NULL;
+    c->workers = NULL;
     c->steps = NULL;
     c->epochs = NULL;
     c->ps_servers = NULL;
     c->ps_epochs = NULL;
-    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = 0;
+    c->n_steps = c->n_epochs = c->n_ps_servers = c->n_ps_epochs = c->n_sys = c->n_workers =
+        c->n_evals = 0;
 }

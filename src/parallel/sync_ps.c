@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dtrain/sync.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/timer.h"
 
 static int ps_create(dt_sync *s, dt_error *err) {
@@ -62,7 +63,6 @@ static void log_server(dt_runlog *log, int server, const dt_ps_server_stats *st,
 }
 
 static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err) {
-    (void)err;
     dt_ps_client *client = s->impl;
     const dt_world *job = s->setup.job;
     /* every worker's last push has reached the servers before anyone takes the final
@@ -76,6 +76,11 @@ static int ps_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error 
         dt_ps_server_stats st;
         dt_ps_recv_stats(job, &st, server);
         log_server(log, server, &st, s->setup.epochs);
+        dt_sys_record *recs; /* the server's resource samples follow its statistics */
+        long n;
+        if (dt_sys_records_recv(job, server, &recs, &n, err)) return -1;
+        for (long i = 0; i < n; i++) dt_runlog_sys(log, &recs[i]);
+        free(recs);
     }
     return 0;
 }

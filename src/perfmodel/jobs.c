@@ -37,12 +37,18 @@ static int solve(double *a, double *b, int f) {
 
 int dt_ridge_fit(const double *x, const double *y, int n, int f, double lambda, dt_ridge *model,
                  dt_error *err) {
+    return dt_ridge_fit_scaled(x, y, n, f, lambda, 1, model, err);
+}
+
+int dt_ridge_fit_scaled(const double *x, const double *y, int n, int f, double lambda,
+                        int standardize, dt_ridge *model, dt_error *err) {
     if (f < 1 || f > DT_RIDGE_MAX_FEATURES)
         return dt_error_set(err, "ridge: %d features (1..%d supported)", f, DT_RIDGE_MAX_FEATURES);
     if (n < 2) return dt_error_set(err, "ridge: too few jobs to fit (%d; need 2)", n);
     memset(model, 0, sizeof *model);
     model->n_features = f;
     model->lambda = lambda;
+    model->standardized = standardize;
     double ymean = 0.0;
     for (int i = 0; i < n; i++) ymean += y[i] / n;
     for (int j = 0; j < f; j++) {
@@ -50,7 +56,7 @@ int dt_ridge_fit(const double *x, const double *y, int n, int f, double lambda, 
         for (int i = 0; i < n; i++) m += x[i * f + j] / n;
         for (int i = 0; i < n; i++) v += (x[i * f + j] - m) * (x[i * f + j] - m) / n;
         model->mean[j] = m;
-        model->scale[j] = v > 1e-24 ? sqrt(v) : 1.0; /* a constant feature stays 0 */
+        model->scale[j] = standardize && v > 1e-24 ? sqrt(v) : 1.0; /* a constant stays 0 */
     }
     /* (Z^T Z + lambda I) w = Z^T (y - ymean), Z the standardised features */
     double a[DT_RIDGE_MAX_FEATURES * DT_RIDGE_MAX_FEATURES] = {0}, b[DT_RIDGE_MAX_FEATURES] = {0};
@@ -142,6 +148,12 @@ double dt_ridge_unscaled(const dt_ridge *m, double *coef) {
 
 int dt_curve_model_fit(const double *x, const double *b, const int *train, int n, int f,
                        double lambda, dt_curve_model *model, dt_error *err) {
+    return dt_curve_model_fit_scaled(x, b, train, n, f, lambda, 1, model, err);
+}
+
+int dt_curve_model_fit_scaled(const double *x, const double *b, const int *train, int n, int f,
+                              double lambda, int standardize, dt_curve_model *model,
+                              dt_error *err) {
     if (f < 1 || f > DT_RIDGE_MAX_FEATURES)
         return dt_error_set(err, "ridge: %d features (1..%d supported)", f, DT_RIDGE_MAX_FEATURES);
     int m = 0;
@@ -163,7 +175,7 @@ int dt_curve_model_fit(const double *x, const double *b, const int *train, int n
         r = 0;
         for (int i = 0; i < n; i++)
             if (!train || train[i]) ys[r++] = b[(size_t)i * 3 + k];
-        if (dt_ridge_fit(xs, ys, m, f, lambda, &model->b[k], err)) rc = -1;
+        if (dt_ridge_fit_scaled(xs, ys, m, f, lambda, standardize, &model->b[k], err)) rc = -1;
     }
     free(xs);
     free(ys);
@@ -178,6 +190,12 @@ dt_loss_fit dt_curve_model_predict(const dt_curve_model *model, const double *fe
 
 int dt_curve_model_leave_one_out(const double *x, const double *b, const int *train, int n, int f,
                                  double lambda, dt_loss_fit *pred, int *ok, dt_error *err) {
+    return dt_curve_model_leave_one_out_scaled(x, b, train, n, f, lambda, 1, pred, ok, err);
+}
+
+int dt_curve_model_leave_one_out_scaled(const double *x, const double *b, const int *train, int n,
+                                        int f, double lambda, int standardize, dt_loss_fit *pred,
+                                        int *ok, dt_error *err) {
     int *rest = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (!rest) return dt_error_set(err, "out of memory for the leave-one-out fits");
     for (int i = 0; i < n; i++) {
@@ -186,7 +204,7 @@ int dt_curve_model_leave_one_out(const double *x, const double *b, const int *tr
         if (train && !train[i]) continue;
         for (int o = 0; o < n; o++) rest[o] = o != i && (!train || train[o]);
         dt_curve_model part;
-        if (dt_curve_model_fit(x, b, rest, n, f, lambda, &part, NULL) == 0) {
+        if (dt_curve_model_fit_scaled(x, b, rest, n, f, lambda, standardize, &part, NULL) == 0) {
             pred[i] = dt_curve_model_predict(&part, x + (size_t)i * f);
             ok[i] = 1;
         }

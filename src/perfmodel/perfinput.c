@@ -17,6 +17,7 @@ int dt_loss_points_from_log(const char *path, long every, dt_loss_points *pts, d
     pts->truncated_lines = log.truncated_lines;
     if (every <= 0) every = pts->steps_per_epoch >= 10 ? pts->steps_per_epoch / 10 : 1;
     pts->every = every;
+    snprintf(pts->unit, sizeof pts->unit, "step");
     long windows = log.n_steps / every + 1;
     pts->step = malloc(sizeof(double) * (size_t)windows);
     pts->loss = malloc(sizeof(double) * (size_t)windows);
@@ -86,6 +87,96 @@ static int find(char **header, int n, const char *name) {
     for (int c = 0; c < n; c++)
         if (!strcmp(header[c], name)) return c;
     return -1;
+}
+
+int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, dt_error *err) {
+    memset(pts, 0, sizeof *pts);
+    if (every <= 0) every = 1;
+    pts->every = every;
+    FILE *f = fopen(path, "r");
+    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    char *line = NULL, *field[MAX_FIELDS];
+    size_t cap = 0;
+    int rc = 0, lineno = 1, x_col = -1, l_col = -1, n_cols = 0;
+    long cap_pts = 0;
+    if (getline(&line, &cap, f) <= 0) {
+        rc = dt_error_set(err, "%s is empty", path);
+    } else {
+        n_cols = split_fields(line, field, MAX_FIELDS);
+        for (int c = 0; c < n_cols; c++) {
+            if (!strcmp(field[c], "step") || !strcmp(field[c], "epoch")) {
+                x_col = c;
+                snprintf(pts->unit, sizeof pts->unit, "%s", field[c]);
+            }
+            if (!strcmp(field[c], "loss")) l_col = c;
+        }
+        if (x_col < 0 || l_col < 0)
+            rc = dt_error_set(err,
+                              "%s: the header must name the columns step,loss or epoch,loss "
+                              "(got '%s')",
+                              path, n_cols ? field[0] : "");
+    }
+    double sum_x = 0, sum_l = 0, last_x = -INFINITY;
+    long in_window = 0;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        lineno++;
+        int k = split_fields(line, field, MAX_FIELDS);
+        if (k == 0) continue;
+        double x = 0, l = 0;
+        if (k != n_cols) {
+            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
+                              n_cols);
+        } else if (parse_number(field[x_col], &x) || parse_number(field[l_col], &l)) {
+            rc = dt_error_set(err, "%s line %d: %s and loss must be finite numbers", path, lineno,
+                              pts->unit);
+        } else if (l < 0) {
+            rc = dt_error_set(err, "%s line %d: a loss below zero (%g)", path, lineno, l);
+        } else if (!(x > last_x)) {
+            rc = dt_error_set(err, "%s line %d: the %s does not increase", path, lineno, pts->unit);
+        }
+        last_x = x;
+        if (rc) break;
+        /* windows of `every` rows, placed at the window's last row */
+        sum_x = x;
+        sum_l += l;
+        if (++in_window < every) continue;
+        if (pts->n == cap_pts) {
+            long grown = cap_pts ? 2 * cap_pts : 256;
+            double *s = realloc(pts->step, sizeof(double) * (size_t)grown);
+            if (s) pts->step = s;
+            double *ls = s ? realloc(pts->loss, sizeof(double) * (size_t)grown) : NULL;
+            if (ls) pts->loss = ls;
+            if (!s || !ls) {
+                rc = dt_error_set(err, "out of memory reading %s", path);
+                break;
+            }
+            cap_pts = grown;
+        }
+        pts->step[pts->n] = sum_x;
+        pts->loss[pts->n] = sum_l / every;
+        pts->n++;
+        sum_l = 0;
+        in_window = 0;
+    }
+    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s", path);
+    free(line);
+    fclose(f);
+    if (rc) dt_loss_points_free(pts);
+    return rc;
+}
+
+int dt_loss_points_select(dt_loss_points *pts, long drop_last, long tail, dt_error *err) {
+    long n = pts->n - (drop_last > 0 ? drop_last : 0);
+    long first = tail > 0 && tail < n ? n - tail : 0;
+    if (n - first < 3)
+        return dt_error_set(err,
+                            "too few points to fit: %ld of %d left (--drop-last %ld, "
+                            "--tail %ld); the curve needs 3",
+                            n - first < 0 ? 0 : n - first, pts->n, drop_last, tail);
+    memmove(pts->step, pts->step + first, sizeof(double) * (size_t)(n - first));
+    memmove(pts->loss, pts->loss + first, sizeof(double) * (size_t)(n - first));
+    pts->n = (int)(n - first);
+    return 0;
 }
 
 int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_point *pts, int *n,

@@ -83,6 +83,8 @@ typedef struct plotter {
     FILE *gp;
     int procs[64], batch[64];
     int np, nb;
+    char util[64][64]; /* the utilisation plots written (PNG names) */
+    int n_util;
 } plotter;
 
 /* PNG and SVG of each plot: the script draws it once per terminal. */
@@ -91,7 +93,7 @@ static const char *const terms[2][2] = {{"pngcairo size 960,600 font 'Sans,11'",
 
 /* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
  * study has a single process count, -1 on error. */
-static int plot_speedup(const plotter *pl, dt_error *err) {
+static int plot_speedup(plotter *pl, dt_error *err) {
     if (pl->np < 2) return 0;
     for (int b = 0; b < pl->nb; b++) {
         char name[64];
@@ -108,7 +110,7 @@ static int plot_speedup(const plotter *pl, dt_error *err) {
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
         fprintf(pl->gp,
-                "set title 'Strong scaling: speed-up T(1)/T(N) of the epoch time'\n"
+                "set title 'Strong scaling: speed-up T(1)/T(N) of the training time'\n"
                 "set xlabel 'processes N (log2 scale)'\nset ylabel 'speed-up'\n"
                 "set logscale x 2\nset xrange [%g:%g]\nset yrange [0:*]\nunset logscale y\n",
                 pl->procs[0] / 1.2, pl->procs[pl->np - 1] * 1.2);
@@ -122,7 +124,7 @@ static int plot_speedup(const plotter *pl, dt_error *err) {
 }
 
 /* 2. Epoch time vs batch size, one line per process count. */
-static int plot_epoch_time(const plotter *pl, dt_error *err) {
+static int plot_epoch_time(plotter *pl, dt_error *err) {
     for (int p = 0; p < pl->np; p++) {
         char name[64];
         snprintf(name, sizeof name, "epoch_p%d.dat", pl->procs[p]);
@@ -150,7 +152,7 @@ static int plot_epoch_time(const plotter *pl, dt_error *err) {
 
 /* 3. Compute / exposed communication / data wait, stacked per config; 0 without a
  * measured split (a --times CSV of totals). */
-static int plot_split(const plotter *pl, dt_error *err) {
+static int plot_split(plotter *pl, dt_error *err) {
     int have_split = 0;
     FILE *d = open_in(pl->dir, "split.dat", err);
     if (!d) return -1;
@@ -182,7 +184,7 @@ static int plot_split(const plotter *pl, dt_error *err) {
 }
 
 /* 4. Loss curves from the run logs, when the study has them. */
-static int plot_loss(const plotter *pl, dt_error *err) {
+static int plot_loss(plotter *pl, dt_error *err) {
     int curves = 0;
     char plot_cmd[8192] = "";
     size_t used = 0;
@@ -213,15 +215,142 @@ static int plot_loss(const plotter *pl, dt_error *err) {
     return 1;
 }
 
+/* 6. Test accuracy during training (--eval-every's eval records) against training
+ * wall time and against steps, one line per config. 0 without eval records. */
+static int plot_accuracy(plotter *pl, dt_error *err) {
+    char plot_t[8192] = "", plot_k[8192] = "";
+    size_t used_t = 0, used_k = 0;
+    int curves = 0;
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np; p++) {
+            char log[4200], name[64];
+            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
+            if (access(log, F_OK) != 0) continue;
+            dt_runlog_contents c;
+            if (dt_runlog_load(log, &c, err)) return -1;
+            if (c.n_evals == 0) {
+                dt_runlog_contents_free(&c);
+                continue;
+            }
+            snprintf(name, sizeof name, "accuracy_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
+            FILE *d = open_in(pl->dir, name, err);
+            if (!d) return dt_runlog_contents_free(&c), -1;
+            for (long i = 0; i < c.n_evals; i++)
+                fprintf(d, "%.6g %ld %.6g\n", c.evals[i].t_train, c.evals[i].step,
+                        100.0 * c.evals[i].test_acc);
+            dt_runlog_contents_free(&c);
+            if (close_in(d, pl->dir, name, err)) return -1;
+            if (used_t >= sizeof plot_t || used_k >= sizeof plot_k) continue;
+            used_t += (size_t)snprintf(plot_t + used_t, sizeof plot_t - used_t,
+                                       "%s'%s' using 1:3 title 'N=%d, B=%d'", curves ? ", " : "",
+                                       name, pl->procs[p], pl->batch[b]);
+            used_k += (size_t)snprintf(plot_k + used_k, sizeof plot_k - used_k,
+                                       "%s'%s' using 2:3 title 'N=%d, B=%d'", curves ? ", " : "",
+                                       name, pl->procs[p], pl->batch[b]);
+            curves++;
+        }
+    if (!curves || used_t >= sizeof plot_t || used_k >= sizeof plot_k) return 0;
+    for (int t = 0; t < 2; t++)
+        fprintf(pl->gp,
+                "set terminal %s\nset output 'accuracy.%s'\nset multiplot layout 2,1 title "
+                "'Test accuracy during training (eval records)'\nset yrange [0:100]\n"
+                "set ylabel 'test accuracy (%%)'\nset xrange [0:*]\nset title ''\n"
+                "set xlabel 'training wall time (s, evaluation excluded)'\nplot %s\n"
+                "set xlabel 'step'\nplot %s\nunset multiplot\nset xrange [*:*]\n"
+                "set yrange [*:*]\n",
+                terms[t][0], terms[t][1], plot_t, plot_k);
+    return 1;
+}
+
+/* The sys records of one log, per rank: t, CPU %, MPI MB/s and network MB/s over the
+ * interval before t, into util_p<N>_b<B>_r<rank>.dat. Returns how many ranks had
+ * records (0: no log or none), -1 on error; their numbers go to ranks[]. */
+static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int servers[64],
+                     dt_error *err) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, procs, batch);
+    if (access(log, F_OK) != 0) return 0;
+    dt_runlog_contents c;
+    if (dt_runlog_load(log, &c, err)) return -1;
+    int n = 0;
+    for (int server = 0; server < 2; server++) /* workers, then servers */
+        for (int rank = 0; rank < 32 && n < 64; rank++) {
+            double prev_t = 0, prev_mpi = 0, prev_net = 0;
+            FILE *d = NULL;
+            char name[96];
+            for (long i = 0; i < c.n_sys; i++) {
+                const dt_sys_record *x = &c.sys[i];
+                if (x->rank != rank || (strcmp(x->role, "server") == 0) != server ||
+                    !(x->t > prev_t))
+                    continue;
+                if (!d) {
+                    snprintf(name, sizeof name, "util_p%d_b%d_%s%d.dat", procs, batch,
+                             server ? "s" : "r", rank);
+                    if (!(d = open_in(pl->dir, name, err))) return dt_runlog_contents_free(&c), -1;
+                    ranks[n] = rank;
+                    servers[n++] = server;
+                }
+                const double dt = x->t - prev_t, net = (double)(x->net_rx + x->net_tx);
+                fprintf(d, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
+                        (x->mpi_sent - prev_mpi) / dt / 1e6, (net - prev_net) / dt / 1e6);
+                prev_t = x->t;
+                prev_mpi = (double)x->mpi_sent;
+                prev_net = net;
+            }
+            if (d && close_in(d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
+        }
+    dt_runlog_contents_free(&c);
+    return n;
+}
+
+/* 5. Utilisation over time per config: CPU (top) and MPI / network traffic (bottom),
+ * one line per rank. 1 if any was drawn. */
+static int plot_util(plotter *pl, dt_error *err) {
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np && pl->n_util < 64; p++) {
+            int ranks[64], servers[64];
+            const int n = util_data(pl, pl->procs[p], pl->batch[b], ranks, servers, err);
+            if (n < 0) return -1;
+            if (n == 0) continue;
+            char base[48];
+            snprintf(base, sizeof base, "util_p%d_b%d", pl->procs[p], pl->batch[b]);
+            for (int t = 0; t < 2; t++) {
+                fprintf(pl->gp,
+                        "set terminal %s\nset output '%s.%s'\nset multiplot layout 2,1 title "
+                        "'Utilisation: %d process%s, batch %d per process (sys records, one "
+                        "line per rank and server)'\nset xlabel 'seconds since the rank started'\n"
+                        "set xrange [0:*]\nset yrange [0:*]\nset ylabel 'CPU (%% of one core)'\n"
+                        "set title ''\nplot ",
+                        terms[t][0], base, terms[t][1], pl->procs[p], pl->procs[p] > 1 ? "es" : "",
+                        pl->batch[b]);
+                for (int k = 0; k < n; k++)
+                    fprintf(pl->gp, "%s'%s_%s%d.dat' using 1:2 title '%s %d'", k ? ", " : "", base,
+                            servers[k] ? "s" : "r", ranks[k], servers[k] ? "server" : "rank",
+                            ranks[k]);
+                fputs("\nset ylabel 'MB/s'\nplot ", pl->gp);
+                for (int k = 0; k < n; k++) {
+                    const char *who = servers[k] ? "server" : "rank";
+                    fprintf(pl->gp,
+                            "%s'%s_%s%d.dat' using 1:3 title '%s %d MPI sent', '' using 1:4 "
+                            "title '%s %d network'",
+                            k ? ", " : "", base, servers[k] ? "s" : "r", ranks[k], who, ranks[k],
+                            who, ranks[k]);
+                }
+                fputs("\nunset multiplot\nset xrange [*:*]\n", pl->gp);
+            }
+            snprintf(pl->util[pl->n_util++], 64, "%s.png", base);
+        }
+    return pl->n_util > 0;
+}
+
 int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n_names,
                    dt_error *err) {
     static const struct {
-        int (*draw)(const plotter *pl, dt_error *err);
+        int (*draw)(plotter *pl, dt_error *err); /* plot_util records its names */
         const char *png;
-    } plots[] = {{plot_speedup, "speedup.png"},
-                 {plot_epoch_time, "epoch_time.png"},
-                 {plot_split, "compute_comm.png"},
-                 {plot_loss, "loss.png"}};
+    } plots[] = {{plot_speedup, "speedup.png"},    {plot_epoch_time, "epoch_time.png"},
+                 {plot_split, "compute_comm.png"}, {plot_loss, "loss.png"},
+                 {plot_accuracy, "accuracy.png"},  {plot_util, NULL}}; /* names in pl.util */
     _Static_assert(sizeof plots / sizeof *plots <= DT_MAX_PLOTS, "DT_MAX_PLOTS too small");
     plotter pl = {.s = s, .dir = dir};
     pl.np = dt_scale_distinct(s, 0, pl.procs);
@@ -243,7 +372,9 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
     snprintf(errf, sizeof errf, "%s/gnuplot.err", dir);
     remove(errf);
     for (size_t i = 0; i < sizeof plots / sizeof *plots; i++)
-        if (drawn[i]) snprintf(names[(*n_names)++], 64, "%s", plots[i].png);
+        if (drawn[i] && plots[i].png) snprintf(names[(*n_names)++], 64, "%s", plots[i].png);
+    for (int i = 0; i < pl.n_util && *n_names < DT_MAX_PLOTS; i++)
+        snprintf(names[(*n_names)++], 64, "%s", pl.util[i]);
     return 0;
 }
 

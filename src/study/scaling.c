@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,18 @@ int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) 
     return 0;
 }
 
+int dt_scale_add_role(dt_scale_study *s, const dt_scale_role *role, dt_error *err) {
+    if (s->n_roles == s->cap_roles) {
+        int cap = s->cap_roles ? 2 * s->cap_roles : 16;
+        dt_scale_role *p = realloc(s->roles, sizeof *p * (size_t)cap);
+        if (!p) return dt_error_set(err, "out of memory for the study's roles");
+        s->roles = p;
+        s->cap_roles = cap;
+    }
+    s->roles[s->n_roles++] = *role;
+    return 0;
+}
+
 void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
     if (s->n_notes >= 8) return;
     va_list ap;
@@ -30,8 +43,99 @@ void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
 
 void dt_scale_free(dt_scale_study *s) {
     free(s->rows);
+    free(s->roles);
+    s->roles = NULL;
+    s->n_roles = s->cap_roles = 0;
     s->rows = NULL;
     s->n_rows = s->cap_rows = 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of the known (>= 0) values of one field over a config's rows; -1 if none. */
+static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *lo,
+                        double *hi) {
+    double v[256];
+    int k = 0;
+    for (int i = 0; i < n && k < 256; i++) {
+        const double x = *(const double *)((const char *)g[i] + offset);
+        if (x >= 0 && isfinite(x)) v[k++] = x;
+    }
+    if (lo) *lo = k ? INFINITY : -1;
+    if (hi) *hi = k ? -INFINITY : -1;
+    if (k == 0) return -1;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    if (lo) *lo = v[0];
+    if (hi) *hi = v[k - 1];
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+int dt_scale_combine(dt_scale_study *s, dt_error *err) {
+    if (s->n_rows == 0) return 0;
+    dt_scale_row *out = malloc(sizeof *out * (size_t)s->n_rows);
+    const dt_scale_row **g = malloc(sizeof *g * (size_t)s->n_rows);
+    char *used = calloc((size_t)s->n_rows, 1);
+    if (!out || !g || !used) {
+        free(out);
+        free(g);
+        free(used);
+        return dt_error_set(err, "out of memory for the study's rows");
+    }
+    int n_out = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (used[i]) continue;
+        const dt_scale_row *a = &s->rows[i];
+        int n = 0;
+        for (int j = i; j < s->n_rows; j++) {
+            const dt_scale_row *b = &s->rows[j];
+            if (!used[j] && b->procs == a->procs && b->batch == a->batch &&
+                b->lr_scaled == a->lr_scaled) {
+                used[j] = 1;
+                g[n++] = b;
+            }
+        }
+        dt_scale_row r = *a;
+        /* an already combined row (read back) keeps its own spread */
+        r.repeats = 0;
+        for (int k = 0; k < n; k++) r.repeats += g[k]->repeats > 0 ? g[k]->repeats : 1;
+#define MEDIAN(f, lo, hi) r.f = median_of(g, n, offsetof(dt_scale_row, f), lo, hi)
+        MEDIAN(t_train, &r.t_train_min, &r.t_train_max);
+        MEDIAN(t_epoch, &r.t_epoch_min, &r.t_epoch_max);
+        MEDIAN(t_data, NULL, NULL);
+        MEDIAN(t_compute, NULL, NULL);
+        MEDIAN(t_comm, NULL, NULL);
+        MEDIAN(t_comm_exposed, NULL, NULL);
+        MEDIAN(bytes_sent, NULL, NULL);
+        MEDIAN(final_loss, NULL, NULL);
+        MEDIAN(test_acc, NULL, NULL);
+        MEDIAN(cpu_pct, NULL, NULL);
+        MEDIAN(rss_mb, NULL, NULL);
+        MEDIAN(mpi_mbs, NULL, NULL);
+        MEDIAN(net_mbs, NULL, NULL);
+        MEDIAN(sys_other_cores, NULL, NULL);
+        r.sys_samples = 0;
+        for (int k = 0; k < n; k++) r.sys_samples += g[k]->sys_samples > 0 ? g[k]->sys_samples : 0;
+#undef MEDIAN
+        if (n == 1 && a->repeats > 1) { /* keep a combined row's recorded spread */
+            r.t_train_min = a->t_train_min, r.t_train_max = a->t_train_max;
+            r.t_epoch_min = a->t_epoch_min, r.t_epoch_max = a->t_epoch_max;
+        }
+        if (r.t_epoch < 0) r.t_epoch = 0; /* 0 = unknown, as in a single row */
+        r.other_cores = -1;
+        for (int k = 0; k < n; k++)
+            if (g[k]->other_cores > r.other_cores) r.other_cores = g[k]->other_cores;
+        r.busy = r.other_cores > DT_SCALE_BUSY_CORES;
+        out[n_out++] = r;
+    }
+    free(g);
+    free(used);
+    free(s->rows);
+    s->rows = out;
+    s->n_rows = s->cap_rows = n_out;
+    return 0;
 }
 
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled) {
@@ -42,8 +146,10 @@ const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch,
     return NULL;
 }
 
+/* The time speed-ups and the derived communication use: the training time (without
+ * waits for the data loader, which are not communication), else the running time. */
 static double epoch_time(const dt_scale_row *r) {
-    return r->t_epoch > 0 ? r->t_epoch : r->t_train;
+    return r->t_train > 0 ? r->t_train : r->t_epoch;
 }
 
 /* Iterations per process per epoch with the dataset split over procs (-1: unknown). */
@@ -63,6 +169,33 @@ static const dt_scale_row *base_of(const dt_scale_study *s, const dt_scale_row *
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r) {
     const dt_scale_row *b = base_of(s, r);
     return b ? epoch_time(b) / epoch_time(r) : -1;
+}
+
+/* The spread of the time epoch_time() uses; a single run's is the run itself. */
+static void time_range(const dt_scale_row *r, double *lo, double *hi) {
+    const int use_epoch = !(r->t_train > 0);
+    *lo = use_epoch ? r->t_epoch_min : r->t_train_min;
+    *hi = use_epoch ? r->t_epoch_max : r->t_train_max;
+    if (r->repeats <= 1 || *lo <= 0 || *hi <= 0) *lo = *hi = epoch_time(r);
+}
+
+int dt_scale_strong_speedup_range(const dt_scale_study *s, const dt_scale_row *r, double *lo,
+                                  double *hi) {
+    const dt_scale_row *b = base_of(s, r);
+    *lo = *hi = -1;
+    if (!b) return -1;
+    double b_lo, b_hi, r_lo, r_hi;
+    time_range(b, &b_lo, &b_hi);
+    time_range(r, &r_lo, &r_hi);
+    if (b_lo <= 0 || r_lo <= 0) return -1;
+    *lo = b_lo / r_hi;
+    *hi = b_hi / r_lo;
+    return 0;
+}
+
+int dt_scale_speedup_busy(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = base_of(s, r);
+    return r->busy || (b && b->busy);
 }
 
 double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r) {
@@ -100,11 +233,20 @@ enum {
     COL_LOSS,
     COL_ACC,
     COL_SCALED,
+    COL_REPEATS,
+    COL_TT_MIN,
+    COL_TT_MAX,
+    COL_TE_MIN,
+    COL_TE_MAX,
+    COL_OTHER,
+    COL_MODEL, /* text: one model per report */
     N_COLS
 };
 static const char *const COLUMNS[N_COLS] = {
-    "procs",  "batch_size",     "t_train",    "t_epoch",    "iterations", "t_data",   "t_compute",
-    "t_comm", "t_comm_exposed", "bytes_sent", "final_loss", "test_acc",   "lr_scaled"};
+    "procs",       "batch_size",  "t_train",     "t_epoch",        "iterations",
+    "t_data",      "t_compute",   "t_comm",      "t_comm_exposed", "bytes_sent",
+    "final_loss",  "test_acc",    "lr_scaled",   "repeats",        "t_train_min",
+    "t_train_max", "t_epoch_min", "t_epoch_max", "other_cores",    "model"};
 
 static char *trim(char *t) {
     while (*t == ' ' || *t == '\t') t++;
@@ -137,6 +279,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                                 path, COLUMNS[c]);
         }
     int lineno = 1, rc = 0;
+    char first_model[64] = "";
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         if (!*trim(line)) continue;
@@ -146,12 +289,36 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                           .t_comm_exposed = -1,
                           .bytes_sent = -1,
                           .final_loss = -1,
-                          .test_acc = -1};
+                          .test_acc = -1,
+                          .t_train_min = -1,
+                          .t_train_max = -1,
+                          .t_epoch_min = -1,
+                          .t_epoch_max = -1,
+                          .other_cores = -1,
+                          .cpu_pct = -1,
+                          .rss_mb = -1,
+                          .mpi_mbs = -1,
+                          .net_mbs = -1,
+                          .sys_other_cores = -1};
         int k = 0;
         char *save = NULL;
         for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
              tok = strtok_r(NULL, ",", &save), k++) {
             if (where[k] < 0) continue;
+            if (where[k] == COL_MODEL) { /* one curve per model would mix studies: refuse */
+                const char *m = trim(tok);
+                if (!first_model[0]) {
+                    snprintf(first_model, sizeof first_model, "%s", m);
+                    if (!s->model[0]) snprintf(s->model, sizeof s->model, "%s", m);
+                } else if (strcmp(first_model, m)) {
+                    rc = dt_error_set(err,
+                                      "%s line %d: model '%s' after '%s': report --times makes "
+                                      "one report per model; split the CSV by its model column",
+                                      path, lineno, m, first_model);
+                    break;
+                }
+                continue;
+            }
             char *end;
             double v = strtod(trim(tok), &end);
             if (end == tok || *end || !isfinite(v)) {
@@ -199,6 +366,24 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             case COL_SCALED:
                 r.lr_scaled = v != 0;
                 break;
+            case COL_REPEATS:
+                r.repeats = v >= 1 && v <= 1e6 ? (int)v : 1;
+                break;
+            case COL_TT_MIN:
+                r.t_train_min = v;
+                break;
+            case COL_TT_MAX:
+                r.t_train_max = v;
+                break;
+            case COL_TE_MIN:
+                r.t_epoch_min = v;
+                break;
+            case COL_TE_MAX:
+                r.t_epoch_max = v;
+                break;
+            case COL_OTHER:
+                r.other_cores = v;
+                break;
             }
         }
         if (rc) break;
@@ -216,7 +401,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     }
     fclose(f);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
-    return rc;
+    return rc ? rc : dt_scale_combine(s, err);
 }
 
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {
@@ -225,13 +410,18 @@ int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err)
     FILE *f = fopen(tmp, "w");
     if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
     fprintf(f, "model,params,dataset_size,procs,batch_size,lr_scaled,iterations,t_train,t_epoch,"
-               "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc\n");
+               "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc,repeats,"
+               "t_train_min,t_train_max,t_epoch_min,t_epoch_max,other_cores,busy\n");
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
-        fprintf(f, "%s,%.0f,%.0f,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        fprintf(f,
+                "%s,%.0f,%.0f,%d,%d,%d,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,"
+                "%.6g,%.6g,%.6g,%.3g,%d\n",
                 s->model, s->params, s->dataset_size, r->procs, r->batch, r->lr_scaled,
                 iterations(s, r), r->t_train, r->t_epoch, r->t_data, r->t_compute, r->t_comm,
-                r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc);
+                r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc,
+                r->repeats > 0 ? r->repeats : 1, r->t_train_min, r->t_train_max, r->t_epoch_min,
+                r->t_epoch_max, r->other_cores, r->busy);
     }
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
@@ -266,10 +456,13 @@ static void cell(FILE *out, double v, const char *fmt) {
     }
 }
 
+/* What a grid cell may add after its value: the spread, a busy-machine flag. */
+typedef void (*cell_note_fn)(FILE *out, const dt_scale_study *s, const dt_scale_row *r);
+
 /* A table with one row per batch size and one column per process count. */
 static void grid(FILE *out, const dt_scale_study *s, const int *procs, int np, const int *batch,
                  int nb, const char *fmt,
-                 double (*value)(const dt_scale_study *, const dt_scale_row *)) {
+                 double (*value)(const dt_scale_study *, const dt_scale_row *), cell_note_fn note) {
     fputs("| batch per process |", out);
     for (int p = 0; p < np; p++) fprintf(out, " %d proc%s |", procs[p], procs[p] > 1 ? "s" : "");
     fputs("\n|---|", out);
@@ -279,11 +472,47 @@ static void grid(FILE *out, const dt_scale_study *s, const int *procs, int np, c
         fprintf(out, "| %d |", batch[b]);
         for (int p = 0; p < np; p++) {
             const dt_scale_row *r = dt_scale_find(s, procs[p], batch[b], 0);
-            cell(out, r ? value(s, r) : -1, fmt);
+            const double v = r ? value(s, r) : -1;
+            if (v < 0 || !isfinite(v)) {
+                fputs(" n/a |", out);
+                continue;
+            }
+            fputc(' ', out);
+            fprintf(out, fmt, v);
+            if (note) note(out, s, r);
+            fputs(" |", out);
         }
         fputc('\n', out);
     }
     fputc('\n', out);
+}
+
+/* " [min-max]" of a time over the repeats, " busy" for a busy-machine run. */
+static void note_train(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    if (r->repeats > 1 && r->t_train_min > 0)
+        fprintf(out, " [%.2f-%.2f]", r->t_train_min, r->t_train_max);
+    if (r->busy) fputs(" busy", out);
+}
+static void note_epoch(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    (void)s;
+    if (r->repeats > 1 && r->t_epoch_min > 0)
+        fprintf(out, " [%.2f-%.2f]", r->t_epoch_min, r->t_epoch_max);
+    if (r->busy) fputs(" busy", out);
+}
+static void note_speedup(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    double lo, hi;
+    if (r->procs > 1 && dt_scale_strong_speedup_range(s, r, &lo, &hi) == 0 && hi > lo)
+        fprintf(out, " [%.2f-%.2f]", lo, hi);
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
+}
+static void note_efficiency(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    const double x = dt_scale_strong_speedup(s, r);
+    if (r->procs > 1 && x > r->procs) fputs(" suspect", out);
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
+}
+static void note_busy(FILE *out, const dt_scale_study *s, const dt_scale_row *r) {
+    if (dt_scale_speedup_busy(s, r)) fputs(" busy", out);
 }
 
 static double v_train(const dt_scale_study *s, const dt_scale_row *r) {
@@ -300,6 +529,14 @@ static double v_strong(const dt_scale_study *s, const dt_scale_row *r) {
 static double v_strong_eff(const dt_scale_study *s, const dt_scale_row *r) {
     double x = dt_scale_strong_speedup(s, r);
     return x < 0 ? -1 : 100.0 * x / r->procs;
+}
+static double v_strong_running(const dt_scale_study *s, const dt_scale_row *r) {
+    const dt_scale_row *b = dt_scale_find(s, 1, r->batch, r->lr_scaled);
+    return b && b->t_epoch > 0 && r->t_epoch > 0 ? b->t_epoch / r->t_epoch : -1;
+}
+static double v_n_t1_tn(const dt_scale_study *s, const dt_scale_row *r) {
+    const double x = dt_scale_strong_speedup(s, r);
+    return x < 0 ? -1 : r->procs * x;
 }
 static double v_weak(const dt_scale_study *s, const dt_scale_row *r) {
     return dt_scale_weak_speedup(s, r);
@@ -342,34 +579,94 @@ static void report_header(const report *rp) {
           "dataset split over N processes); efficiency S/N. Weak speed-up N t(1)/t(N) with t "
           "the time of one iteration (the same work per process per iteration); efficiency "
           "t(1)/t(N). When each process runs 1/N of the dataset, as here, the two coincide up "
-          "to the rounding of iteration counts. T = t_epoch where measured, else t_train.\n\n",
+          "to the rounding of iteration counts. T = t_train, the training time (loader waits "
+          "are not communication); the running time's speed-up is shown beside it where "
+          "measured.\n\n",
           out);
+    int repeats = 0, measured = 0, busy = 0;
+    for (int i = 0; i < s->n_rows; i++) {
+        if (s->rows[i].repeats > repeats) repeats = s->rows[i].repeats;
+        measured += s->rows[i].other_cores >= 0;
+        busy += s->rows[i].busy;
+    }
+    if (repeats > 1)
+        fprintf(out,
+                "Each config ran up to %d times, interleaved (every config, then every config "
+                "again); figures are medians, [min-max] the spread over the repeats (a "
+                "speed-up's spread: T(1) min / T(N) max to T(1) max / T(N) min).\n\n",
+                repeats);
+    else
+        fputs("Each config ran once: there is no spread to judge the noise by (`dtrain scale "
+              "--repeats R`).\n\n",
+              out);
+    if (!measured) return;
+    fprintf(out,
+            "## Machine load during the runs\n\nCores other processes used on average "
+            "during each run (the machine's busy CPU time from /proc/stat less the run's own "
+            "processes'; the largest over the repeats). Above %.2f cores a config is flagged "
+            "*busy* in every table and in the reading: its times are not the program's "
+            "alone.\n\n| procs | batch | lr scaled | repeats | other processes (cores) | "
+            "flag |\n|---|---|---|---|---|---|\n",
+            DT_SCALE_BUSY_CORES);
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        fprintf(out, "| %d | %d | %s | %d |", r->procs, r->batch, r->lr_scaled ? "yes" : "no",
+                r->repeats > 0 ? r->repeats : 1);
+        cell(out, r->other_cores, "%.2f");
+        fprintf(out, " %s |\n", r->busy ? "**busy**" : r->other_cores >= 0 ? "quiet" : "n/a");
+    }
+    fputc('\n', out);
+    if (busy)
+        fprintf(out,
+                "**%d config%s ran on a busy machine.** Re-run on a quiet machine (`dtrain "
+                "scale --wait-idle --force`) before trusting %s.\n\n",
+                busy, busy > 1 ? "s" : "", busy > 1 ? "their figures" : "its figures");
 }
 
 static void report_grid(const report *rp, const char *fmt,
-                        double (*value)(const dt_scale_study *, const dt_scale_row *)) {
-    grid(rp->out, rp->s, rp->procs, rp->np, rp->batch, rp->nb, fmt, value);
+                        double (*value)(const dt_scale_study *, const dt_scale_row *),
+                        cell_note_fn note) {
+    grid(rp->out, rp->s, rp->procs, rp->np, rp->batch, rp->nb, fmt, value, note);
 }
 
 /* Sections 1 and 2: times, speed-ups and efficiencies as grids. */
 static void report_times_and_speedups(const report *rp) {
     FILE *out = rp->out;
     fputs("## 1. Training time and running time per epoch (s)\n\nTraining time t_train:\n\n", out);
-    report_grid(rp, "%.2f", v_train);
+    report_grid(rp, "%.2f", v_train, note_train);
     fputs("Running time t_epoch:\n\n", out);
-    report_grid(rp, "%.2f", v_epoch);
-    fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N):\n\n", out);
+    report_grid(rp, "%.2f", v_epoch, note_epoch);
+    fputs("## 2. Speed-up and efficiency\n\nStrong scaling speed-up T(1)/T(N) of the training "
+          "time t_train:\n\n",
+          out);
     if (rp->np < 2 || rp->procs[0] != 1)
         fputs("Cannot compute: the study needs a 1-process run and at least one more process "
               "count.\n\n",
               out);
-    report_grid(rp, "%.2f", v_strong);
-    fputs("Strong scaling efficiency (%):\n\n", out);
-    report_grid(rp, "%.0f", v_strong_eff);
+    report_grid(rp, "%.2f", v_strong, note_speedup);
+    fputs("Strong scaling efficiency (%; *suspect*: above 100%, a superlinear speed-up, "
+          "which a CPU job of this kind does not reach without a measurement problem):\n\n",
+          out);
+    report_grid(rp, "%.0f", v_strong_eff, note_efficiency);
     fputs("Weak scaling speed-up N t(1)/t(N):\n\n", out);
-    report_grid(rp, "%.2f", v_weak);
+    report_grid(rp, "%.2f", v_weak, note_busy);
     fputs("Weak scaling efficiency (%):\n\n", out);
-    report_grid(rp, "%.0f", v_weak_eff);
+    report_grid(rp, "%.0f", v_weak_eff, note_busy);
+    int have_running = 0;
+    for (int i = 0; i < rp->s->n_rows; i++) have_running |= rp->s->rows[i].t_epoch > 0;
+    if (have_running) {
+        fputs("Strong scaling speed-up of the running time t_epoch (loader waits included; "
+              "they are not communication, so the figures above use the training time):\n\n",
+              out);
+        report_grid(rp, "%.2f", v_strong_running, note_busy);
+    }
+    fputs("N x T(1)/T(N) of the training time, for readers whose course asks for it: by "
+          "definition N times the strong speed-up. It is a weak-scaling speed-up only when "
+          "each of the N processes handles as much data as the 1 process did; here each "
+          "handles 1/N of it, so it does not measure weak scaling (the weak speed-up above "
+          "does, per iteration):\n\n",
+          out);
+    report_grid(rp, "%.2f", v_n_t1_tn, note_busy);
 }
 
 /* The unscaled row of (batch b, procs p) by index, or NULL. */
@@ -383,7 +680,7 @@ static void report_compute_vs_comm(const report *rp) {
     fputs("## 3. Compute vs communication (s per epoch)\n\nMeasured per step and summed "
           "(means over ranks): compute (forward, backward, update), communication exposed "
           "(the step waited for it) and hidden (overlapped with backward); derived as in the "
-          "classic analysis: T_comp = T(1)/N, T_comm = T(N) - T(1)/N.\n\n"
+          "classic analysis from the training time T: T_comp = T(1)/N, T_comm = T(N) - T(1)/N.\n\n"
           "| procs | batch | measured compute | measured comm exposed | measured comm hidden | "
           "derived T_comp | derived T_comm |\n|---|---|---|---|---|---|---|\n",
           out);
@@ -408,11 +705,108 @@ static void report_compute_vs_comm(const report *rp) {
     fputc('\n', out);
 }
 
+/* Bytes a gradient element takes on the wire (the study's --comm-dtype). */
+static double push_bytes_per_param(const dt_scale_study *s) {
+    return !strcmp(s->comm_dtype, "bf16") || !strcmp(s->comm_dtype, "fp16") ? 2.0 : 4.0;
+}
+
+/* Section 4 for the parameter-server modes: the formula that fits them (every
+ * iteration each worker pulls the parameters and pushes its gradient; the servers
+ * carry all workers' traffic), measured beside it, then the per-role accounting. */
+static void report_ps_traffic(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
+    const double push = push_bytes_per_param(s);
+    fprintf(out,
+            "## 4. Parameter-server traffic\n\nMode %s: the ring all-reduce formula does "
+            "not describe it. Per iteration each worker pulls the parameters (4 x params "
+            "bytes) and pushes its gradient (%.0f x params bytes, %s on the wire), so per "
+            "worker per epoch: iterations x (4 + %.0f) x params; the servers together carry "
+            "every worker's: N times that. Measured beside it: per worker, the bytes its "
+            "steps sent and received (worker records; mean over the workers); the servers' "
+            "bytes in + out (ps_server records, all servers), per epoch (whole run / "
+            "epochs). Rates: the formula's bytes over the measured communication time "
+            "(t_comm, mean over the workers).\n\n| workers | batch | iterations | formula "
+            "per worker (MB/epoch) | measured per worker (MB/epoch) | formula servers "
+            "(MB/epoch) | measured servers (MB/epoch) | formula rate per worker (MB/s) "
+            "|\n|---|---|---|---|---|---|---|---|\n",
+            s->mode[0] ? s->mode : "parameter server", push,
+            s->comm_dtype[0] ? s->comm_dtype : "fp32", push);
+    for (int b = 0; b < rp->nb; b++)
+        for (int p = 0; p < rp->np; p++) {
+            const dt_scale_row *r = report_row(rp, b, p);
+            if (!r) continue;
+            const double it = iterations(s, r);
+            const double per_worker = it > 0 && s->params > 0 ? it * (4.0 + push) * s->params : -1;
+            double w_bytes = 0, sv_bytes = 0;
+            int n_w = 0, n_sv = 0, epochs = 1;
+            for (int i = 0; i < s->n_roles; i++) {
+                const dt_scale_role *x = &s->roles[i];
+                if (x->procs != r->procs || x->batch != r->batch || x->lr_scaled || x->repeat)
+                    continue;
+                epochs = x->epochs > 0 ? x->epochs : 1;
+                if (x->is_server)
+                    sv_bytes += x->bytes_in + x->bytes_out, n_sv++;
+                else
+                    w_bytes += x->bytes_in + x->bytes_out, n_w++;
+            }
+            fprintf(out, "| %d | %d |", r->procs, r->batch);
+            cell(out, it, "%.0f");
+            cell(out, per_worker / 1e6, "%.3f");
+            cell(out, n_w ? w_bytes / n_w / epochs / 1e6 : -1, "%.3f");
+            cell(out, per_worker > 0 ? per_worker * r->procs / 1e6 : -1, "%.3f");
+            cell(out, n_sv ? sv_bytes / epochs / 1e6 : -1, "%.3f");
+            cell(out, per_worker > 0 && r->t_comm > 0 ? per_worker / r->t_comm / 1e6 : -1, "%.1f");
+            fputc('\n', out);
+        }
+    fputs("\nPer role over the whole run (first repeat of each config): bytes in and out as "
+          "each role's own counters have them (a worker's: its steps' pulls and pushes; a "
+          "server's also holds the final pull each worker makes after training, which no "
+          "step counts), updates (servers: parameter versions made; workers: steps), "
+          "gradients applied and dropped, the mean staleness of applied gradients (server "
+          "version minus the version the worker computed on) with the non-empty bins of its "
+          "histogram, and the servers' busy fraction (time serving / the training "
+          "loops' time).\n\n| workers | batch | role | bytes in | bytes out | updates | "
+          "applied | dropped | mean staleness | staleness histogram | busy |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < s->n_roles; i++) {
+        const dt_scale_role *x = &s->roles[i];
+        if (x->lr_scaled || x->repeat) continue;
+        fprintf(out, "| %d | %d | %s %d | %.0f | %.0f | %ld |", x->procs, x->batch,
+                x->is_server ? "server" : "worker", x->index, x->bytes_in, x->bytes_out,
+                x->updates);
+        cell(out, (double)x->applied, "%.0f");
+        cell(out, (double)x->dropped, "%.0f");
+        cell(out, x->staleness_mean, "%.2f");
+        if (x->is_server) {
+            int any = 0;
+            for (int b = 0; b < 16; b++)
+                if (x->staleness_hist[b]) {
+                    fprintf(out, "%s%s%d: %ld", any ? ", " : " ", b == 15 ? ">=" : "", b,
+                            x->staleness_hist[b]);
+                    any = 1;
+                }
+            fputs(any ? " |" : " n/a |", out);
+        } else {
+            fputs(" n/a |", out);
+        }
+        cell(out, x->busy_frac >= 0 ? 100.0 * x->busy_frac : -1, "%.0f%%");
+        fputc('\n', out);
+    }
+    fputc('\n', out);
+}
+
 static void report_bandwidth(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
-    fputs("## 4. All-reduce bandwidth utilisation\n\nBy the formula iterations x 2(P-1)/P x "
-          "4 x params / T_comm with the derived T_comm, per process and aggregate (P times); "
+    if (s->servers > 0 || s->n_roles > 0) {
+        report_ps_traffic(rp);
+        return;
+    }
+    fputs("## 4. All-reduce bandwidth utilisation\n\nMode all-reduce (ring): by the formula "
+          "iterations x 2(P-1)/P x 4 x params / T_comm with the derived T_comm, per process and "
+          "aggregate (P times); "
           "beside it the measured bytes sent per process / measured all-reduce time.\n\n"
           "| procs | batch | iterations | formula per process (MB/s) | formula aggregate (MB/s) "
           "| measured bytes/time per process (MB/s) |\n|---|---|---|---|---|---|\n",
@@ -454,7 +848,8 @@ static void report_accuracy(const report *rp) {
     fputc('\n', out);
 }
 
-/* One line per multi-process config: speed-up, efficiency, exposed share, regime.
+/* One line per multi-process config: speed-up, efficiency, exposed share, regime -
+ * or why the figure is not to be trusted (a busy machine, a superlinear speed-up).
  * Returns whether it said anything. */
 static int reading_per_config(const report *rp) {
     const dt_scale_study *s = rp->s;
@@ -465,19 +860,41 @@ static int reading_per_config(const report *rp) {
             if (!r || r->procs < 2) continue;
             double sp = dt_scale_strong_speedup(s, r);
             if (sp < 0) continue;
+            double lo, hi;
+            if (dt_scale_strong_speedup_range(s, r, &lo, &hi)) lo = hi = sp;
             double exposed_share =
                 r->t_comm_exposed >= 0 && r->t_train > 0
                     ? r->t_comm_exposed / r->t_train
                     : (dt_scale_derived_comm(s, r) > 0 ? dt_scale_derived_comm(s, r) / epoch_time(r)
                                                        : 0);
-            const char *regime = sp / r->procs >= 0.8  ? "scales well"
-                                 : exposed_share > 0.3 ? "communication-bound"
-                                 : sp < 1.0            ? "slower than one process"
-                                                       : "scales partly";
+            const int busy = dt_scale_speedup_busy(s, r);
+            const char *regime = busy            ? "measured on a busy machine: not trustworthy"
+                                 : lo > r->procs ? "superlinear beyond the spread: suspect"
+                                 : sp > r->procs
+                                     ? "above 100% efficiency within the spread: suspect"
+                                 : sp / r->procs >= 0.8 ? "scales well"
+                                 : exposed_share > 0.3  ? "communication-bound"
+                                 : sp < 1.0             ? "slower than one process"
+                                                        : "scales partly";
+            fprintf(rp->out, "- Batch %d per process, %d processes: speed-up %.2f", r->batch,
+                    r->procs, sp);
+            if (hi > lo) fprintf(rp->out, " [%.2f-%.2f]", lo, hi);
             fprintf(rp->out,
-                    "- Batch %d per process, %d processes: speed-up %.2f (efficiency %.0f%%); "
-                    "%.0f%% of the training time waits for communication: %s.\n",
-                    r->batch, r->procs, sp, 100.0 * sp / r->procs, 100.0 * exposed_share, regime);
+                    " (efficiency %.0f%%); %.0f%% of the training time waits for communication: "
+                    "%s",
+                    100.0 * sp / r->procs, 100.0 * exposed_share, regime);
+            if (busy) {
+                const dt_scale_row *base = dt_scale_find(s, 1, r->batch, r->lr_scaled);
+                double other = r->other_cores;
+                if (base && base->other_cores > other) other = base->other_cores;
+                fprintf(rp->out, " (other processes used up to %.2f cores%s)", other,
+                        base && base->busy && !r->busy ? " during the 1-process run" : "");
+            } else if (sp > r->procs) {
+                fputs(" (a CPU job does not get faster than N times on N processes; look for a "
+                      "disturbed 1-process run or a cache effect)",
+                      rp->out);
+            }
+            fputs(".\n", rp->out);
             said = 1;
         }
     }
@@ -540,20 +957,37 @@ static void report_reading(const report *rp) {
               rp->out);
 }
 
+/* Compute units of N processes: threads x N, at most the cores (0 cores = unknown:
+ * one unit per process, as measured elsewhere). */
+static double compute_units(const dt_scale_study *s, int N) {
+    const double t = s->threads > 0 ? s->threads : 1;
+    if (s->cores <= 0) return N;
+    return N * t < s->cores ? N * t : s->cores;
+}
+
+/* The model's point of a config: the compute term th0 M/N becomes th0 M/units(N), by
+ * handing the fit M N / units(N) as the batch. */
+static dt_speed_point model_point(const dt_scale_study *s, int N, double global_batch,
+                                  double step_time) {
+    return (dt_speed_point){N, 0, global_batch * N / compute_units(s, N), step_time};
+}
+
 /* The all-reduce speed model fitted to every measured config (time per iteration
- * against global batch and process count), each config's epoch time predicted from
- * it, and the process count the model would pick. */
+ * against global batch, process count and the cores they get), its leave-one-out
+ * check, each config's time predicted, and - only where the model fits - the process
+ * count it would pick, within the hardware unless told it grows. */
 static void report_model(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
     fputs("\n## 7. Model vs measurement\n\n", out);
     dt_speed_point pts[256];
-    int n = 0;
+    int n = 0, max_measured = 1;
     for (int i = 0; i < s->n_rows && n < 256; i++) {
         const dt_scale_row *r = &s->rows[i];
         double it = iterations(s, r);
         if (r->lr_scaled || it <= 0) continue;
-        pts[n++] = (dt_speed_point){r->procs, 0, (double)r->procs * r->batch, epoch_time(r) / it};
+        pts[n++] = model_point(s, r->procs, (double)r->procs * r->batch, epoch_time(r) / it);
+        if (r->procs > max_measured) max_measured = r->procs;
     }
     dt_speed_fit fit;
     dt_error err;
@@ -561,38 +995,134 @@ static void report_model(const report *rp) {
         fprintf(out, "No model: %s.\n", err.msg);
         return;
     }
-    fprintf(out,
-            "All-reduce speed model fitted by NNLS (relative residuals) to the %d "
-            "configs: time per iteration = %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
-            "seconds (M global batch, N processes).\n\n| procs | batch | measured "
-            "epoch (s) | model (s) | error |\n|---|---|---|---|---|\n",
-            n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
-    for (int b = 0; b < rp->nb; b++)
-        for (int p = 0; p < rp->np; p++) {
-            const dt_scale_row *r = report_row(rp, b, p);
-            if (!r || iterations(s, r) <= 0) continue;
-            double pred = iterations(s, r) *
-                          dt_speed_step_time(&fit, r->procs, 0, (double)r->procs * r->batch);
-            fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |\n", r->procs, r->batch, epoch_time(r),
-                    pred, 100.0 * (pred - epoch_time(r)) / epoch_time(r));
-        }
-    fputs("\nPredicted best process count per batch size (1 to 16 processes, epoch "
-          "time = iterations x modelled time per iteration; beyond the measured counts "
-          "this is extrapolation):\n\n",
+    double loo_pred[256], loo_err[256];
+    dt_loo_summary loo = {0, -1, -1};
+    if (dt_speed_leave_one_out(DT_SPEED_ALLREDUCE, pts, n, loo_pred, loo_err, &loo, &err))
+        loo.n = 0;
+    if (s->cores > 0)
+        fprintf(out,
+                "All-reduce speed model fitted by NNLS (relative residuals) to the %d configs, "
+                "compute divided over the cores the processes get (U = min(N x %d thread%s, "
+                "%d cores)): time per iteration = %.4g M/U + %.4g + %.4g 2(N-1)/N + %.4g (N-1) "
+                "seconds (M global batch, N processes; training time).\n\n",
+                n, s->threads > 0 ? s->threads : 1, s->threads > 1 ? "s" : "", s->cores,
+                fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+    else
+        fprintf(out,
+                "All-reduce speed model fitted by NNLS (relative residuals) to the %d configs "
+                "(cores unknown: compute per process, M/N; give --cores): time per iteration "
+                "= %.4g M/N + %.4g + %.4g 2(N-1)/N + %.4g (N-1) seconds (M global batch, N "
+                "processes; training time).\n\n",
+                n, fit.theta[0], fit.theta[1], fit.theta[2], fit.theta[3]);
+    fputs("| procs | batch | measured (s) | model (s) | error | leave-one-out error (size) |\n"
+          "|---|---|---|---|---|---|\n",
           out);
+    int k = 0;
+    for (int i = 0; i < s->n_rows && k < 256; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        const double it = iterations(s, r);
+        if (r->lr_scaled || it <= 0) continue;
+        const double pred = it * dt_speed_step_time(&fit, pts[k].w, 0, pts[k].batch);
+        fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |", r->procs, r->batch, epoch_time(r), pred,
+                100.0 * (pred - epoch_time(r)) / epoch_time(r));
+        if (loo.n > 0 && loo_pred[k] >= 0)
+            fprintf(out, " %.1f%% |\n", 100.0 * loo_err[k]);
+        else
+            fputs(" n/a |\n", out);
+        k++;
+    }
+    fputc('\n', out);
+    if (loo.n == 0) {
+        fputs("**No leave-one-out check** (too few configs to fit without one): the model is "
+              "not validated, so it recommends nothing.\n",
+              out);
+        return;
+    }
+    fprintf(out,
+            "Leave-one-out error (each config predicted by the fit of the others): median "
+            "%.1f%%, worst %.1f%%.\n\n",
+            100.0 * loo.median, 100.0 * loo.worst);
+    if (loo.worst > 0.20) {
+        fputs("**The model does not fit** these measurements (a leave-one-out error above "
+              "20%): no process count is recommended from it.\n",
+              out);
+        return;
+    }
+    /* the hardware's process count: cores / threads (or what --cores says) */
+    int hw = max_measured;
+    if (s->cores > 0) {
+        const int t = s->threads > 0 ? s->threads : 1;
+        if (s->cores / t > hw) hw = s->cores / t;
+    }
+    fprintf(out,
+            "Predicted best process count per batch size, from 1 to %d processes (%s); "
+            "measured up to %d:\n\n",
+            hw,
+            s->cores_given ? "the hardware --cores describes"
+            : s->cores > 0 ? "what this machine's cores hold"
+                           : "the measured range: cores unknown",
+            max_measured);
     for (int b = 0; b < rp->nb; b++) {
         int best = 1;
         double best_t = INFINITY;
-        for (int N = 1; N <= 16; N++) {
+        for (int N = 1; N <= hw; N++) {
             double it = split_iterations(s->dataset_size, N, rp->batch[b]);
             if (it <= 0) break;
-            double t = it * dt_speed_step_time(&fit, N, 0, (double)N * rp->batch[b]);
+            const dt_speed_point q = model_point(s, N, (double)N * rp->batch[b], 0);
+            double t = it * dt_speed_step_time(&fit, q.w, 0, q.batch);
             if (t < best_t) best_t = t, best = N;
         }
-        if (isfinite(best_t))
-            fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)\n", rp->batch[b],
-                    best, best_t);
+        if (!isfinite(best_t)) continue;
+        fprintf(out, "- batch %d per process: %d processes (%.2f s per epoch)", rp->batch[b], best,
+                best_t);
+        if (best > max_measured)
+            fprintf(out, " - extrapolated %d process%s beyond the largest measured count",
+                    best - max_measured, best - max_measured > 1 ? "es" : "");
+        fputs("\n", out);
     }
+}
+
+/* Means of the runs' sys records (dtrain's built-in dstat) and the per-config plots. */
+static void report_utilisation(const report *rp, const char *const *plots, int n_plots) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
+    int any = 0;
+    for (int i = 0; i < s->n_rows; i++) any |= s->rows[i].sys_samples > 0;
+    if (!any) return;
+    fputs("\n## 8. Utilisation (the runs' sys records)\n\nEvery training rank and "
+          "parameter server samples /proc once a second (--sys-interval). CPU per rank in % of one "
+          "core (user + system; 100 "
+          "= one busy "
+          "core), the machine's other processes in cores (the job's other ranks count as "
+          "other here), the largest resident memory of a rank, MPI bytes dtrain sent and "
+          "network bytes (interfaces other than loopback, both directions) per rank per "
+          "second. Medians over the repeats of each run's means; runs shorter than a second "
+          "have no samples.\n\n| procs | batch | samples | CPU per rank (%) | other processes "
+          "(cores) | RSS max (MB) | MPI sent (MB/s per rank) | network (MB/s per rank) "
+          "|\n|---|---|---|---|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < s->n_rows; i++) {
+        const dt_scale_row *r = &s->rows[i];
+        if (r->lr_scaled) continue;
+        fprintf(out, "| %d | %d | %ld |", r->procs, r->batch, r->sys_samples);
+        cell(out, r->cpu_pct, "%.0f");
+        cell(out, r->sys_other_cores, "%.2f");
+        cell(out, r->rss_mb, "%.0f");
+        cell(out, r->mpi_mbs, "%.2f");
+        cell(out, r->net_mbs, "%.3f");
+        fputc('\n', out);
+    }
+    int listed = 0;
+    for (int i = 0; i < n_plots; i++)
+        if (!strncmp(plots[i], "util_", 5)) {
+            fprintf(out, "%s`%s`",
+                    listed ? ", "
+                           : "\nCPU and MPI traffic over time, one line "
+                             "per rank (first repeat of each config): ",
+                    plots[i]);
+            listed = 1;
+        }
+    if (listed) fputs(".\n", out);
 }
 
 void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
@@ -607,6 +1137,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     report_accuracy(&rp);
     report_reading(&rp);
     report_model(&rp);
+    report_utilisation(&rp, plots, n_plots);
     if (n_plots > 0) {
         fputs("\n## Plots\n\n", out);
         for (int i = 0; i < n_plots; i++) fprintf(out, "![%s](%s)\n\n", plots[i], plots[i]);

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dtrain/runlog.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_flags.h"
 #include "dtrain/train_mode.h"
@@ -28,6 +30,101 @@ static void copy_text(char *dst, size_t size, const char *src) {
     size_t n = strnlen(src, size - 1);
     memcpy(dst, src, n);
     dst[n] = 0;
+}
+
+/* The utilisation figures of a row from the log's sys records: CPU and other cores as
+ * means over every sample, memory the largest, MPI and network bytes per rank as each
+ * rank's last count over its last t, averaged over the ranks. */
+static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
+    row->sys_samples = log->n_sys;
+    row->cpu_pct = row->rss_mb = row->mpi_mbs = row->net_mbs = row->sys_other_cores = -1;
+    if (log->n_sys == 0) return;
+    double cpu = 0, other = 0, rss = 0;
+    long n_cpu = 0, n_other = 0;
+    enum { MAX_RANKS = 1024 };
+    double mpi_rate[MAX_RANKS], net_rate[MAX_RANKS], last_t[MAX_RANKS];
+    for (int r = 0; r < MAX_RANKS; r++) mpi_rate[r] = net_rate[r] = last_t[r] = -1.0;
+    for (long i = 0; i < log->n_sys; i++) {
+        const dt_sys_record *x = &log->sys[i];
+        if (x->cpu_user >= 0 && x->cpu_sys >= 0) cpu += x->cpu_user + x->cpu_sys, n_cpu++;
+        if (x->other_cores >= 0) other += x->other_cores, n_other++;
+        if (x->rss_bytes / 1e6 > rss) rss = x->rss_bytes / 1e6;
+        /* servers after the workers: their numbers start at 0 too */
+        const int key = x->rank + (!strcmp(x->role, "server") ? MAX_RANKS / 2 : 0);
+        if (x->rank < 0 || key >= MAX_RANKS || !(x->t > last_t[key])) continue;
+        last_t[key] = x->t;
+        mpi_rate[key] = x->mpi_sent >= 0 ? x->mpi_sent / x->t / 1e6 : -1.0;
+        net_rate[key] =
+            x->net_tx >= 0 && x->net_rx >= 0 ? (x->net_tx + x->net_rx) / x->t / 1e6 : -1.0;
+    }
+    double mpi = 0, net = 0;
+    int n_mpi = 0, n_net = 0;
+    for (int r = 0; r < MAX_RANKS; r++) {
+        if (mpi_rate[r] >= 0) mpi += mpi_rate[r], n_mpi++;
+        if (net_rate[r] >= 0) net += net_rate[r], n_net++;
+    }
+    row->cpu_pct = n_cpu ? cpu / n_cpu : -1;
+    row->sys_other_cores = n_other ? other / n_other : -1;
+    row->rss_mb = rss > 0 ? rss : -1;
+    row->mpi_mbs = n_mpi ? mpi / n_mpi : -1;
+    row->net_mbs = n_net ? net / n_net : -1;
+}
+
+/* The repeat a log holds, from its name (..._r<k>.jsonl is repeat k-1; else 0). */
+static int repeat_of(const char *path) {
+    const char *r = strrchr(path, '_');
+    int k = 0;
+    char tail[16];
+    if (r && sscanf(r, "_r%d%15s", &k, tail) == 2 && !strcmp(tail, ".jsonl") && k > 1) return k - 1;
+    return 0;
+}
+
+/* The per-role accounting of a parameter-server log: each server's record, each
+ * worker's totals. */
+static int add_roles(const char *path, const dt_runlog_contents *log, const dt_scale_row *row,
+                     dt_scale_study *study, dt_error *err) {
+    if (log->n_ps_servers == 0) return 0;
+    double loop_time = 0; /* the training loops' time: what the servers were busy within */
+    for (long e = 0; e < log->n_epochs; e++)
+        if (isfinite(log->epochs[e].t_epoch)) loop_time += log->epochs[e].t_epoch;
+    dt_scale_role base = {.procs = row->procs,
+                          .batch = row->batch,
+                          .lr_scaled = row->lr_scaled,
+                          .repeat = repeat_of(path),
+                          .epochs = log->run.epochs > 0 ? log->run.epochs : (int)log->n_epochs,
+                          .busy_frac = -1,
+                          .staleness_mean = -1};
+    for (long i = 0; i < log->n_ps_servers; i++) {
+        const dt_ps_server_record *x = &log->ps_servers[i];
+        dt_scale_role r = base;
+        r.is_server = 1;
+        r.index = x->server;
+        r.bytes_in = (double)x->bytes_in;
+        r.bytes_out = (double)x->bytes_out;
+        r.updates = x->updates;
+        r.applied = x->applied;
+        r.dropped = x->dropped;
+        r.busy_frac = loop_time > 0 && isfinite(x->busy_s) ? x->busy_s / loop_time : -1;
+        double n = 0, sum = 0;
+        for (int b = 0; b < DT_RUNLOG_STALENESS_BINS; b++) {
+            r.staleness_hist[b] = x->staleness_hist[b];
+            n += (double)x->staleness_hist[b];
+            sum += (double)b * (double)x->staleness_hist[b];
+        }
+        r.staleness_mean = n > 0 ? sum / n : -1;
+        if (dt_scale_add_role(study, &r, err)) return -1;
+    }
+    for (long i = 0; i < log->n_workers; i++) {
+        const dt_worker_record *x = &log->workers[i];
+        dt_scale_role r = base;
+        r.index = x->rank;
+        r.bytes_in = (double)x->bytes_received;
+        r.bytes_out = (double)x->bytes_sent;
+        r.updates = x->steps;
+        r.applied = r.dropped = -1;
+        if (dt_scale_add_role(study, &r, err)) return -1;
+    }
+    return 0;
 }
 
 int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row *row, int *complete,
@@ -50,10 +147,17 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     if (run->mode[0] && strcmp(run->mode, "single"))
         copy_text(study->mode, sizeof study->mode, run->mode);
     if (run->servers > 0) study->servers = run->servers;
+    if (run->threads > 0) study->threads = run->threads;
+    if (run->comm_dtype[0]) copy_text(study->comm_dtype, sizeof study->comm_dtype, run->comm_dtype);
+    if (log.has_load && log.load.cores > 0 && !study->cores_given) study->cores = log.load.cores;
     if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
     if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
     row->t_data = row->t_compute = row->t_comm = row->t_comm_exposed = -1;
     row->bytes_sent = row->final_loss = row->test_acc = -1;
+    row->t_train_min = row->t_train_max = row->t_epoch_min = row->t_epoch_max = -1;
+    row->repeats = 1;
+    row->other_cores = log.has_load ? known(log.load.other_cores, -1) : -1;
+    sys_summary(&log, row);
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */
         const dt_epoch_record *m = &log.epochs[log.n_epochs >= 2 ? 1 : 0];
@@ -70,14 +174,23 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         row->test_acc = known(last->test_acc, -1);
     }
     *complete = run->epochs > 0 && log.n_epochs >= run->epochs;
+    if (*complete && add_roles(path, &log, row, study, err)) {
+        dt_runlog_contents_free(&log);
+        return -1;
+    }
     if (log.truncated_lines && *complete)
         dt_scale_add_note(study, "%s: its last line is cut short (skipped)", path);
     dt_runlog_contents_free(&log);
     return 0;
 }
 
-static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled) {
-    snprintf(out, size, "%s/run_p%d_b%d%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "");
+/* Repeat 0 keeps the historical name; repeat k > 0 adds _r<k+1>. */
+static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
+                     int repeat) {
+    char rep[16] = "";
+    if (repeat > 0) snprintf(rep, sizeof rep, "_r%d", repeat + 1);
+    snprintf(out, size, "%s/run_p%d_b%d%s%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "",
+             rep);
 }
 
 int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
@@ -102,7 +215,7 @@ int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
     closedir(d);
     if (rc == 0 && study->n_rows == 0)
         rc = dt_error_set(err, "%s holds no complete run logs (run_*.jsonl)", dir);
-    return rc;
+    return rc ? rc : dt_scale_combine(study, err);
 }
 
 /* Progress from the run log the child is writing: its run record (steps per epoch)
@@ -176,6 +289,8 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     argv[a++] = "--quiet";
     argv[a] = NULL;
     unlink(log);
+    unsigned long long busy0 = 0, total0 = 0, busy1 = 0, total1 = 0;
+    const int have_ticks = dt_sysmon_machine_ticks(&busy0, &total0) == 0;
     double started = dt_now();
     pid_t pid = fork();
     if (pid < 0) return dt_error_set(err, "cannot start a run: %s", strerror(errno));
@@ -196,8 +311,10 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     long offset = 0, steps_per_epoch = 1;
     const int live = !cfg->quiet && isatty(STDERR_FILENO); /* else a line per config */
     int status = 0;
+    struct rusage usage; /* the whole run's: mpirun waits for its ranks */
+    memset(&usage, 0, sizeof usage);
     for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
+        pid_t r = wait4(pid, &status, WNOHANG, &usage);
         if (r == pid) break;
         if (r < 0 && errno != EINTR) break;
         struct timespec ts = {0, 300 * 1000 * 1000};
@@ -211,6 +328,19 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     if (live) fputs("\r\033[K", stderr);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         unlink(errpath);
+        const double wall = dt_now() - started;
+        const long hz = sysconf(_SC_CLK_TCK), cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (have_ticks && dt_sysmon_machine_ticks(&busy1, &total1) == 0 && wall > 0 && hz > 0) {
+            const double run_cpu = (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 +
+                                   (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
+            dt_load_record load = {.wall_s = wall,
+                                   .machine_cores = (double)(busy1 - busy0) / hz / wall,
+                                   .run_cores = run_cpu / wall,
+                                   .cores = (int)cores};
+            load.other_cores = load.machine_cores - load.run_cores;
+            if (load.other_cores < 0) load.other_cores = 0;
+            if (dt_runlog_append_load(log, &load, err)) return -1;
+        }
         return 0;
     }
     /* The child's own one-line error, for the memory stop or to pass on. */
@@ -250,60 +380,104 @@ int dt_make_dirs(const char *path, dt_error *err) {
     return 0;
 }
 
+/* Waits until other processes use less than DT_SCALE_BUSY_CORES cores for two
+ * seconds running (the sweep runs nothing meanwhile), at most max_s; returns whether
+ * the machine got quiet. */
+static int wait_idle(double max_s, int quiet) {
+    const double give_up = dt_now() + max_s;
+    int quiet_seconds = 0, said = 0;
+    unsigned long long b0, t0, b1, t1;
+    if (dt_sysmon_machine_ticks(&b0, &t0)) return 0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    while (dt_now() < give_up) {
+        double start = dt_now();
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        if (dt_sysmon_machine_ticks(&b1, &t1)) return 0;
+        const double busy = (double)(b1 - b0) / (hz > 0 ? hz : 100) / (dt_now() - start);
+        b0 = b1;
+        quiet_seconds = busy < DT_SCALE_BUSY_CORES ? quiet_seconds + 1 : 0;
+        if (quiet_seconds >= 2) return 1;
+        if (!quiet && !said) {
+            fprintf(stderr, "waiting for a quiet machine (other processes use %.2f cores)\n", busy);
+            said = 1;
+        }
+    }
+    return 0;
+}
+
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
     if (dt_make_dirs(cfg->out_dir, err)) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
     snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
-    int total = 0, index = 0;
+    const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
+    int total = 0, index = 0, n_batches = cfg->n_batches, never_quiet = 0;
     for (int b = 0; b < cfg->n_batches; b++)
         for (int p = 0; p < cfg->n_procs; p++) total += 1 + (cfg->lr_scaling && cfg->procs[p] > 1);
-    for (int b = 0; b < cfg->n_batches; b++) {
-        int memory_stop = 0;
-        for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
-            for (int scaled = 0; scaled <= (cfg->lr_scaling && cfg->procs[p] > 1); scaled++) {
-                char log[4096];
-                log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b], scaled);
-                index++;
-                dt_scale_row row;
-                int complete = 0;
-                if (!cfg->force && access(log, R_OK) == 0 &&
-                    dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 && complete) {
-                    if (!cfg->quiet)
+    total *= repeats;
+    /* Repeats interleave: every config once, then every config again, so a slow spell
+     * of the machine spreads over configs rather than sinking one. */
+    for (int rep = 0; rep < repeats; rep++) {
+        for (int b = 0; b < n_batches; b++) {
+            int memory_stop = 0;
+            for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
+                for (int scaled = 0; scaled <= (cfg->lr_scaling && cfg->procs[p] > 1); scaled++) {
+                    char log[4096];
+                    log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b], scaled,
+                             rep);
+                    index++;
+                    dt_scale_row row;
+                    int complete = 0;
+                    if (!cfg->force && access(log, R_OK) == 0 &&
+                        dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 && complete) {
+                        if (!cfg->quiet)
+                            fprintf(stderr,
+                                    "[config %d/%d] %d proc%s, batch %d: done before, kept "
+                                    "(--force to run again)\n",
+                                    index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
+                                    cfg->batches[b]);
+                        if (dt_scale_add_row(study, &row, err)) return -1;
+                        continue;
+                    }
+                    if (cfg->wait_idle && !wait_idle(cfg->wait_idle_max_s, cfg->quiet))
+                        never_quiet++;
+                    int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index,
+                                        total, err);
+                    if (rc < 0) return -1;
+                    if (rc == 1) {
+                        dt_scale_add_note(study,
+                                          "batch size %d per process does not fit in memory with "
+                                          "%d process%s; the sweep stopped there (larger batch "
+                                          "sizes were not run)",
+                                          cfg->batches[b], cfg->procs[p],
+                                          cfg->procs[p] > 1 ? "es" : "");
+                        unlink(log);
+                        memory_stop = 1;
+                        break;
+                    }
+                    if (dt_scale_row_from_log(log, study, &row, &complete, err) ||
+                        dt_scale_add_row(study, &row, err))
+                        return -1;
+                    if (!cfg->quiet) {
                         fprintf(stderr,
-                                "[config %d/%d] %d proc%s, batch %d: done before, kept "
-                                "(--force to run again)\n",
-                                index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
-                                cfg->batches[b]);
-                    if (dt_scale_add_row(study, &row, err)) return -1;
-                    continue;
-                }
-                int rc =
-                    run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index, total, err);
-                if (rc < 0) return -1;
-                if (rc == 1) {
-                    dt_scale_add_note(study,
-                                      "batch size %d per process does not fit in memory with %d "
-                                      "process%s; the sweep stopped there (larger batch sizes "
-                                      "were not run)",
-                                      cfg->batches[b], cfg->procs[p],
-                                      cfg->procs[p] > 1 ? "es" : "");
-                    unlink(log);
-                    memory_stop = 1;
-                    break;
-                }
-                if (dt_scale_row_from_log(log, study, &row, &complete, err) ||
-                    dt_scale_add_row(study, &row, err))
-                    return -1;
-                if (!cfg->quiet) {
-                    fprintf(stderr,
-                            "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
-                            "accuracy %.2f%%\n",
-                            index, total, row.procs, row.procs > 1 ? "s" : "", row.batch,
-                            row.t_epoch, 100.0 * row.test_acc);
+                                "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
+                                "accuracy %.2f%%%s\n",
+                                index, total, row.procs, row.procs > 1 ? "s" : "", row.batch,
+                                row.t_epoch, 100.0 * row.test_acc,
+                                row.other_cores > DT_SCALE_BUSY_CORES ? " (machine busy)" : "");
+                    }
                 }
             }
+            if (memory_stop) { /* later repeats stop there too */
+                n_batches = b;
+                break;
+            }
         }
-        if (memory_stop) break;
     }
-    return 0;
+    if (never_quiet)
+        dt_scale_add_note(study,
+                          "--wait-idle: the machine did not get quiet within %.0f s before %d "
+                          "run%s; they ran anyway",
+                          cfg->wait_idle_max_s, never_quiet, never_quiet > 1 ? "s" : "");
+    return dt_scale_combine(study, err);
 }

@@ -1,9 +1,12 @@
 /* The server ranks of the parameter-server modes. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/dataset.h"
 #include "dtrain/ps_server.h"
 #include "dtrain/resume.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 
@@ -50,8 +53,21 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
         if (cfg->resume_dir) rc = dt_resume_load(cfg->resume_dir, cfg, &s.model, &s.opt, &at, err);
         dt_ps_server_stats st;
         memset(&st, 0, sizeof st);
+        /* the server's resources too: its sys records follow its statistics */
+        dt_sysmon mon;
+        dt_error ignored; /* without a sampler the server still serves, with no records */
+        dt_sysmon_start(&mon, job->rank, cfg->sys_interval > 0 ? cfg->sys_interval : 1.0, &ignored);
         if (rc == 0) rc = dt_ps_serve(job, &ps, &s.model, &s.opt, &s.sched, at.opt_steps, &st, err);
-        if (rc == 0) dt_ps_send_stats(job, &st, ps.servers); /* to the first worker */
+        dt_sys_record *recs = NULL;
+        long n = 0;
+        if (rc == 0 && dt_sysmon_take(&mon, &recs, &n)) n = 0; /* out of memory: none */
+        dt_sysmon_stop(&mon);
+        if (rc == 0) {
+            dt_ps_send_stats(job, &st, ps.servers); /* to the first worker */
+            for (long i = 0; i < n; i++) snprintf(recs[i].role, sizeof recs[i].role, "server");
+            dt_sys_records_send(job, ps.servers, recs, n);
+        }
+        free(recs);
     }
     dt_train_state_free(&s);
     return rc;

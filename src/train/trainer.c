@@ -19,6 +19,7 @@
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
 #include "dtrain/sync.h"
+#include "dtrain/sysmon.h"
 #include "dtrain/threads.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_mode.h"
@@ -53,7 +54,9 @@ typedef struct trainer {
     dt_loader *loader;
     dt_sync sync;
     dt_runlog log;
-    int32_t *labels; /* [batch] */
+    dt_sysmon sysmon;        /* every worker rank samples its resources (sys records) */
+    dt_worker_record totals; /* this rank's steps and bytes over the run */
+    int32_t *labels;         /* [batch] */
     long steps_per_epoch;
     /* resumable training */
     long ckpt_every;
@@ -75,6 +78,7 @@ typedef struct epoch_sums {
 } epoch_sums;
 
 static void trainer_free(trainer *t) {
+    dt_sysmon_stop(&t->sysmon);
     dt_sync_destroy(&t->sync);
     dt_loader_destroy(t->loader);
     dt_sampler_free(&t->sampler);
@@ -241,6 +245,11 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     e->t[E_T_COMM] += c.t_comm;
     e->t[E_T_EXPOSED] += c.t_comm_exposed;
     e->bytes += (double)c.bytes_sent;
+    dt_sysmon_add_mpi_bytes(&t->sysmon, c.bytes_sent);
+    t->totals.steps++;
+    t->totals.bytes_sent += c.bytes_sent;
+    t->totals.bytes_received += c.bytes_received;
+    t->totals.t_comm += c.t_comm;
     e->loss += loss * n;
     e->correct += hits;
     e->images += n;
@@ -294,12 +303,82 @@ static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) 
                              .images = (long long)totals[2]};
 }
 
-static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
+/* Rank 0 writes the sys records every worker took since the last call: its own, then
+ * each other rank's in rank order. Collective over the workers. */
+static int log_sys(trainer *t, dt_error *err) {
+    dt_sys_record *recs;
+    long n;
+    if (dt_sysmon_take(&t->sysmon, &recs, &n)) return dt_error_set(err, "out of memory (sys)");
+    for (long i = 0; i < n; i++) snprintf(recs[i].role, sizeof recs[i].role, "worker");
+    const dt_world *w = &t->workers;
+    if (w->rank > 0) {
+        dt_sys_records_send(w, 0, recs, n);
+        free(recs);
+        return 0;
+    }
+    for (long i = 0; i < n; i++) dt_runlog_sys(&t->log, &recs[i]);
+    free(recs);
+    for (int r = 1; r < w->size; r++) {
+        if (dt_sys_records_recv(w, r, &recs, &n, err)) return -1;
+        for (long i = 0; i < n; i++) dt_runlog_sys(&t->log, &recs[i]);
+        free(recs);
+    }
+    return 0;
+}
+
+/* worker totals travel on their own tag, after the sys records */
+enum { WORKER_TAG = 7403 };
+
+/* Rank 0 writes every worker's totals, its own first (collective over the workers). */
+static void log_workers(trainer *t) {
+    const dt_world *w = &t->workers;
+    t->totals.rank = w->rank;
+    if (w->rank > 0) {
+        dt_world_send_bytes(w, &t->totals, sizeof t->totals, 0, WORKER_TAG, "worker totals");
+        return;
+    }
+    dt_runlog_worker(&t->log, &t->totals);
+    for (int r = 1; r < w->size; r++) {
+        dt_worker_record theirs;
+        dt_world_recv_bytes(w, &theirs, sizeof theirs, r, WORKER_TAG, "worker totals");
+        dt_runlog_worker(&t->log, &theirs);
+    }
+}
+
+/* samples > 0: only the first samples of the test set (a shallow view of it). */
+static int evaluate_some(trainer *t, long samples, double *loss, double *acc, dt_error *err) {
+    dt_dataset view = t->test;
+    if (samples > 0 && samples < view.size) view.size = (int)samples;
     dt_eval_result r;
-    if (dt_evaluate(&t->state.model, &t->test, &t->test_tf, &t->workers, &r, err)) return -1;
+    if (dt_evaluate(&t->state.model, &view, &t->test_tf, &t->workers, &r, err)) return -1;
     *loss = r.loss;
     *acc = r.accuracy;
     dt_eval_result_free(&r);
+    return 0;
+}
+
+static int evaluate(trainer *t, double *loss, double *acc, dt_error *err) {
+    return evaluate_some(t, 0, loss, acc, err);
+}
+
+/* --eval-every: an eval record after this step; the time it takes goes to *eval_time
+ * (kept out of the epoch's times and the records' t_train). */
+static int eval_during(trainer *t, int epoch, double run_start, double *eval_time, dt_error *err) {
+    const double t0 = dt_now();
+    double loss, acc;
+    if (evaluate_some(t, t->cfg->eval_samples, &loss, &acc, err)) return -1;
+    const long size = t->test.size;
+    const long n =
+        t->cfg->eval_samples > 0 && t->cfg->eval_samples < size ? t->cfg->eval_samples : size;
+    const dt_eval_record r = {.epoch = epoch,
+                              .step = t->state.step,
+                              .t = t0 - run_start,
+                              .t_train = t0 - run_start - *eval_time,
+                              .test_loss = loss,
+                              .test_acc = acc,
+                              .samples = n};
+    dt_runlog_eval(&t->log, &r);
+    *eval_time += dt_now() - t0;
     return 0;
 }
 
@@ -331,6 +410,8 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     const long spe = t->steps_per_epoch;
     const long global_batch = (long)cfg->batch_size * t->workers.size;
     double last_loss = NAN, images_per_s = 0.0, test_loss = NAN, test_acc = NAN;
+    const double run_start = dt_now();
+    double eval_time = 0; /* all evaluation so far: not training time */
     int stop = 0;
     for (int epoch = t->state.epoch; epoch < cfg->epochs && !stop; epoch++) {
         t->state.epoch = epoch;
@@ -347,7 +428,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         t->epoch_pos = start;
         epoch_sums e;
         memset(&e, 0, sizeof e);
-        const double epoch_start = dt_now();
+        const double epoch_start = dt_now(), eval_before = eval_time;
         int ckpt_at_end = 0;
         for (long step = 0; step < steps && !stop; step++) {
             last_loss = train_step(t, epoch, &e);
@@ -371,6 +452,9 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                         .images_per_s = images_per_s,
                                         .eta_s = elapsed / (step + 1) * left});
             stop = cfg->max_steps > 0 && t->state.step >= cfg->max_steps;
+            if (cfg->eval_every > 0 && t->state.step % cfg->eval_every == 0 &&
+                eval_during(t, epoch, run_start, &eval_time, err))
+                return -1;
             const int due = t->ckpt_unit == DT_CKPT_STEPS && t->state.step % t->ckpt_every == 0;
             /* after an epoch's last step, the checkpoint waits for its record */
             if (step == steps - 1)
@@ -378,7 +462,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
             else if ((due || stop) && checkpoint(t, epoch, t->epoch_pos, err))
                 return -1;
         }
-        e.t[E_T_LOOP] = dt_now() - epoch_start;
+        e.t[E_T_LOOP] = dt_now() - epoch_start - (eval_time - eval_before);
         dt_sync_epoch_end(&t->sync, epoch);
         dt_epoch_record er = epoch_record(t, epoch, &e);
         const double eval_start = dt_now();
@@ -386,7 +470,9 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
+        eval_time += er.t_eval;
         dt_runlog_epoch(&t->log, &er);
+        if (log_sys(t, err)) return -1;
         report(t, progress, ctx,
                &(dt_train_progress){.epoch = epoch,
                                     .epochs = cfg->epochs,
@@ -405,6 +491,8 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
             checkpoint(t, epoch + 1, 0, err))
             return -1;
     }
+    if (log_sys(t, err)) return -1;
+    log_workers(t);
     int replaced = 0;
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
@@ -453,6 +541,9 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     }
     dt_threads_set(cfg->threads);
     int rc = setup(&t, err);
+    if (rc == 0)
+        rc = dt_sysmon_start(&t.sysmon, t.workers.rank,
+                             cfg->sys_interval > 0 ? cfg->sys_interval : 1.0, err);
     if (rc == 0) {
         if (!t.log_continued) log_run(&t);
         if (t.resumed)
