@@ -13,6 +13,7 @@
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
 #include "dtrain/evaluate.h"
+#include "dtrain/fingerprint.h"
 #include "dtrain/loader.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
@@ -82,6 +83,16 @@ static int open_data(trainer *t, dt_error *err) {
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
+/* Collective over w: whether every rank runs the same thing. On a mismatch rank 0
+ * returns the error (its caller ends the job with that one line) while the others
+ * wait to be ended, so the message is printed once. */
+static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, dt_error *err) {
+    int rc = filled == 0 ? dt_fingerprint_compare(w, fp, err) : -1;
+    dt_fingerprint_free(fp);
+    if (rc && filled == 0 && w->rank != 0) dt_world_barrier(w, "rank 0's report of a mismatch");
+    return rc;
+}
+
 /* The RNG stream of the dropout seed of rank 0 (rank r: + r), apart from the tensors'
  * initialisation streams (0 .. tensors - 1). */
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
@@ -108,6 +119,12 @@ static int setup(trainer *t, dt_error *err) {
                          0, err))
         return -1;
     t->steps_per_epoch = (t->sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
+    dt_fingerprint fp; /* before the first exchange of model-sized buffers */
+    dt_fingerprint_init(&fp);
+    if (w->size > 1 &&
+        ranks_agree(w, &fp, dt_fingerprint_model(&fp, &t->state.model, &t->train, &t->test, err),
+                    err))
+        return -1;
     t->state.sched = (dt_lr_schedule){
         cfg->lr_schedule,   cfg->lr,    cfg->lr_scaling_linear ? w->size : 1.0, cfg->warmup_epochs,
         t->steps_per_epoch, cfg->epochs};
@@ -350,6 +367,11 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     if (t.mode->has_servers && (!job || servers < 1 || procs <= servers))
         return dt_error_set(err, "%s needs more processes than --servers %d (got %d)", t.mode->name,
                             cfg->ps.servers, procs);
+    if (job && job->size > 1) { /* every rank, servers included, before any other message */
+        dt_fingerprint fp;
+        dt_fingerprint_init(&fp);
+        if (ranks_agree(job, &fp, dt_fingerprint_config(&fp, cfg, err), err)) return -1;
+    }
     if (!job) {
         t.workers = (dt_world){.comm = MPI_COMM_NULL, .rank = 0, .size = 1, .timeout_s = 25.0};
     } else if (servers > 0) { /* ranks 0..servers-1 serve, the others train */
