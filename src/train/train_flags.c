@@ -230,7 +230,8 @@ static const dt_train_flag flags[] = {
      .value = "FILE",
      STRING_ROW(save_path),
      .per_rank = 1,
-     .help = "write the final weights (safetensors, PyTorch names)"},
+     .help = "write the final weights (safetensors, PyTorch names; the\n"
+             "path is checked before training, diverged weights never saved)"},
     {.name = "init",
      .value = "FILE",
      STRING_ROW(init_path),

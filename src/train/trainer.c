@@ -15,6 +15,7 @@
 #include "dtrain/evaluate.h"
 #include "dtrain/fingerprint.h"
 #include "dtrain/loader.h"
+#include "dtrain/outfile.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
@@ -83,6 +84,15 @@ static int open_data(trainer *t, dt_error *err) {
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
+/* Index of the first parameter or buffer that is NaN or infinite, or -1. */
+static long first_non_finite(const dt_model *m) {
+    for (size_t i = 0; i < m->n_params; i++)
+        if (!isfinite(m->params[i])) return (long)i;
+    for (size_t i = 0; i < m->n_buffers; i++)
+        if (!isfinite(m->buffers[i])) return (long)(m->n_params + i);
+    return -1;
+}
+
 /* Collective over w: whether every rank runs the same thing. On a mismatch rank 0
  * returns the error (its caller ends the job with that one line) while the others
  * wait to be ended, so the message is printed once. */
@@ -101,10 +111,14 @@ static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
+    /* a typo in --save must not cost the whole run */
+    if (cfg->save_path && w->rank == 0 && dt_outfile_check(cfg->save_path, err)) return -1;
     if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err) ||
         dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
+    if (cfg->init_path && first_non_finite(&t->state.model) >= 0)
+        return dt_error_set(err, "%s: the weights hold NaN or infinite values", cfg->init_path);
     /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
      * different units, as independent replicas would. */
     dt_rng dropout_rng = dt_rng_make(cfg->seed, DROPOUT_STREAM + (uint64_t)w->rank);
@@ -320,6 +334,12 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         dt_epoch_record er = epoch_record(t, epoch, &e);
         const double eval_start = dt_now();
         if (evaluate(t, &test_loss, &test_acc, err)) return -1;
+        if (!isfinite(test_loss) || first_non_finite(&t->state.model) >= 0)
+            return dt_error_set(err,
+                                "the weights diverged in epoch %d (test loss %s; learning rate %g "
+                                "too high?); stopping without saving",
+                                epoch, isfinite(test_loss) ? "finite, weights not" : "not finite",
+                                dt_lr_at(&t->state.sched, t->state.step));
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
