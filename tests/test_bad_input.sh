@@ -142,5 +142,80 @@ expect "safetensors with overlapping tensors" \
 expect "safetensors with fractional offsets" "dtrain train: frac.safetensors: tensor a: bad data_offsets" \
     "frac.safetensors" "$DTRAIN" train $Q --init frac.safetensors
 
+# --- report --times: never overwrites its input; strict CSV
+printf 'procs,batch_size,t_train,mine\n1,32,10,a\n2,32,6,b\n' >runs.csv
+expect "report over its own input" \
+    "dtrain report: runs.csv would be overwritten by the report's runs.csv (give --out DIR)" \
+    "runs.csv" "$DTRAIN" report --times runs.csv
+csv() { # name, header, row
+    printf '%s\n%s\n' "$2" "$3" >"$1"
+}
+csv abc.csv procs,batch_size,t_train 1,32,abc
+csv 2x.csv procs,batch_size,t_train 2x,32,1
+csv empty.csv procs,batch_size,t_epoch,t_train 1,32,,10
+csv frac.csv procs,batch_size,t_train 1.5,32,10
+csv huge.csv procs,batch_size,t_train 2000000000,32,10
+csv short.csv procs,batch_size,t_train 1,32
+expect "CSV: a word as a number" "dtrain report: abc.csv line 2: t_train is not a number: 'abc'" \
+    "abc.csv" "$DTRAIN" report --times abc.csv --out rep
+expect "CSV: a number with a suffix" "dtrain report: 2x.csv line 2: procs is not a number: '2x'" \
+    "2x.csv" "$DTRAIN" report --times 2x.csv --out rep
+expect "CSV: an empty field" "dtrain report: empty.csv line 2: t_epoch is not a number: ''" \
+    "empty.csv" "$DTRAIN" report --times empty.csv --out rep
+expect "CSV: a fractional process count" \
+    "dtrain report: frac.csv line 2: procs must be a whole number from 0 to 1048576, got '1.5'" \
+    "frac.csv" "$DTRAIN" report --times frac.csv --out rep
+expect "CSV: a process count that overflows" \
+    "dtrain report: huge.csv line 2: procs must be a whole number from 0 to 1048576, got '2000000000'" \
+    "huge.csv" "$DTRAIN" report --times huge.csv --out rep
+expect "CSV: a short row" "dtrain report: short.csv line 2: 2 fields, the header has 3" \
+    "short.csv" "$DTRAIN" report --times short.csv --out rep
+python3 -c "print('procs,batch_size,t_train'); print('1,32,' + '1' * 2000000)" >long.csv
+expect "CSV: a line of 2 MB" "dtrain report: long.csv line 2: longer than 1048576 bytes" \
+    "long.csv" "$DTRAIN" report --times long.csv --out rep
+python3 -c "
+print('procs,batch_size,t_train')
+for p in range(1, 70): print('%d,32,%g' % (p, 10.0 / p))" >p69.csv
+expect "CSV: more process counts than the report holds" \
+    "dtrain report: p69.csv line 66: more than 64 different process counts (the report's limit)" \
+    "p69.csv" "$DTRAIN" report --times p69.csv --out rep
+ok_case() { # description, command...: must succeed
+    what=$1
+    shift
+    cases=$((cases + 1))
+    if "$@" >/dev/null 2>"$tmp/err"; then passed=$((passed + 1)); else
+        failed=$((failed + 1)); echo "FAIL: $what"; cat "$tmp/err"; fi
+}
+printf 'procs,batch_size,t_train\r\n1,32,10\r\n2,32,6\r\n' >crlf.csv
+ok_case "CSV with CRLF line ends" "$DTRAIN" report --times crlf.csv --out rep
+python3 -c "
+print('procs,batch_size,t_train')
+for p in range(1, 13):
+    for b in range(1, 13): print('%d,%d,%g' % (p, 16 * b, 10.0 / p + b))" >sweep144.csv
+ok_case "a report of 144 configs" "$DTRAIN" report --times sweep144.csv --out rep144
+cases=$((cases + 1))
+if [ "$(grep -c '^| ' rep144/report.md)" -ge 144 ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: the 144-config report lacks rows"; fi
+
+# --- runaways: bounded output, bounded time
+P="predict --theta 1,1,1,1,1 --batch 128 --steps-per-epoch 100 --epochs 1 --servers 1,2"
+expect "predict over 10^11 workers" \
+    "dtrain predict: --workers expects a range LO..HI like 1..99, got '1..99999999999'" "" \
+    "$DTRAIN" $P --workers 1..99999999999
+expect "predict over 16 M workers" "dtrain predict: --workers 1..16777216: at most 65536 worker counts" "" \
+    "$DTRAIN" $P --workers 1..16777216
+expect "predict with an infinite theta" \
+    "dtrain predict: --theta expects 5 non-negative numbers, got '1,1,1e400,1,1'" "" \
+    "$DTRAIN" predict --theta 1,1,1e400,1,1 --batch 128 --steps-per-epoch 100 --epochs 1 --servers 1 --workers 1..4
+python3 -c '
+import json
+print(json.dumps({"event": "run", "model": "lenet5", "steps_per_epoch": 10, "epochs": 1, "procs": 1}))
+for i in range(50):
+    print(json.dumps({"event": "step", "rank": 0, "epoch": 0, "step": i * 10 if i < 49 else 10**15,
+                      "loss": 2.0 / (1 + i * 0.1) + 0.1}))' >hugesteps.jsonl
+expect "fit-loss --online on huge step numbers" \
+    "dtrain fit-loss: hugesteps.jsonl: --online would print 100000000000000 epochs of 10 steps (at most 10000)" \
+    "hugesteps.jsonl" "$DTRAIN" fit-loss hugesteps.jsonl --online
+
 echo "$cases cases: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

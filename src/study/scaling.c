@@ -6,9 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/perfmodel.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
+    /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is
+     * refused rather than some silently left out */
+    int new_procs = 1, new_batch = 1, procs[64], batch[64];
+    for (int i = 0; i < s->n_rows; i++) {
+        new_procs &= s->rows[i].procs != row->procs;
+        new_batch &= s->rows[i].batch != row->batch;
+    }
+    if ((new_procs && dt_scale_distinct(s, 0, procs) == 64) ||
+        (new_batch && dt_scale_distinct(s, 1, batch) == 64))
+        return dt_error_set(err, "more than 64 different %s (the report's limit)",
+                            new_procs ? "process counts" : "batch sizes");
     if (s->n_rows == s->cap_rows) {
         int cap = s->cap_rows ? 2 * s->cap_rows : 16;
         dt_scale_row *p = realloc(s->rows, sizeof *p * (size_t)cap);
@@ -114,32 +126,82 @@ static char *trim(char *t) {
     return t;
 }
 
+enum { MAX_CSV_FIELDS = 256, MAX_CSV_LINE = 1 << 20 };
+
+/* Splits line in place at every comma, empty fields kept, each trimmed; the count, or
+ * -1 if there are more than max. */
+static int split_csv(char *line, char **fields, int max) {
+    int n = 0;
+    for (char *p = line;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (n == max) return -1;
+        fields[n++] = trim(p);
+        if (!comma) return n;
+        p = comma + 1;
+    }
+}
+
+/* The field of column c as a number: the whole field, finite; integers where the
+ * column counts something. */
+static int csv_number(const char *path, int lineno, int c, const char *text, double *out,
+                      dt_error *err) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || end == text || *end || !isfinite(v))
+        return dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno, COLUMNS[c],
+                            text);
+    const int counts = c == COL_PROCS || c == COL_BATCH || c == COL_ITER;
+    const double max = c == COL_PROCS ? 1 << 20 : c == COL_BATCH ? 1 << 24 : 1e15;
+    if (counts && (v != floor(v) || v < 0 || v > max))
+        return dt_error_set(err, "%s line %d: %s must be a whole number from 0 to %.0f, got '%s'",
+                            path, lineno, COLUMNS[c], max, text);
+    *out = v;
+    return 0;
+}
+
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    char line[4096];
-    int where[64], n_fields = 0;
-    if (!fgets(line, sizeof line, f)) {
-        fclose(f);
-        return dt_error_set(err, "%s is empty", path);
-    }
+    char *line = NULL, *fields[MAX_CSV_FIELDS];
+    size_t cap = 0;
+    int where[MAX_CSV_FIELDS], n_fields = 0, lineno = 1, rc = 0;
+    ssize_t got = getline(&line, &cap, f);
     int have[N_COLS] = {0};
-    for (char *tok = strtok(line, ","); tok && n_fields < 64; tok = strtok(NULL, ",")) {
-        where[n_fields] = -1;
-        for (int c = 0; c < N_COLS; c++)
-            if (!strcmp(trim(tok), COLUMNS[c])) where[n_fields] = c, have[c] = 1;
-        n_fields++;
-    }
-    for (int c = COL_PROCS; c <= COL_T_TRAIN; c++)
-        if (!have[c]) {
-            fclose(f);
-            return dt_error_set(err, "%s: missing column '%s' (need procs,batch_size,t_train)",
-                                path, COLUMNS[c]);
+    if (got <= 0) {
+        rc = dt_error_set(err, "%s is empty", path);
+    } else if (got > MAX_CSV_LINE || (n_fields = split_csv(line, fields, MAX_CSV_FIELDS)) < 0) {
+        rc = dt_error_set(err, "%s line 1: more than %d columns or %d bytes", path, MAX_CSV_FIELDS,
+                          MAX_CSV_LINE);
+    } else {
+        for (int k = 0; k < n_fields && rc == 0; k++) {
+            where[k] = -1;
+            for (int c = 0; c < N_COLS; c++)
+                if (!strcmp(fields[k], COLUMNS[c])) {
+                    if (have[c])
+                        rc = dt_error_set(err, "%s: column '%s' appears twice", path, COLUMNS[c]);
+                    where[k] = c, have[c] = 1;
+                }
         }
-    int lineno = 1, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+        for (int c = COL_PROCS; c <= COL_T_TRAIN && rc == 0; c++)
+            if (!have[c])
+                rc = dt_error_set(err, "%s: missing column '%s' (need procs,batch_size,t_train)",
+                                  path, COLUMNS[c]);
+    }
+    while (rc == 0 && (got = getline(&line, &cap, f)) > 0) {
         lineno++;
+        if (got > MAX_CSV_LINE) {
+            rc = dt_error_set(err, "%s line %d: longer than %d bytes", path, lineno, MAX_CSV_LINE);
+            break;
+        }
         if (!*trim(line)) continue;
+        int k = split_csv(line, fields, MAX_CSV_FIELDS);
+        if (k != n_fields) {
+            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno,
+                              k < 0 ? MAX_CSV_FIELDS + 1 : k, n_fields);
+            break;
+        }
         dt_scale_row r = {.t_data = -1,
                           .t_compute = -1,
                           .t_comm = -1,
@@ -147,19 +209,14 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                           .bytes_sent = -1,
                           .final_loss = -1,
                           .test_acc = -1};
-        int k = 0;
-        char *save = NULL;
-        for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
-             tok = strtok_r(NULL, ",", &save), k++) {
-            if (where[k] < 0) continue;
-            char *end;
-            double v = strtod(trim(tok), &end);
-            if (end == tok || *end || !isfinite(v)) {
-                rc = dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno,
-                                  COLUMNS[where[k]], trim(tok));
+        for (int i = 0; i < k && rc == 0; i++) {
+            if (where[i] < 0) continue;
+            double v = 0;
+            if (csv_number(path, lineno, where[i], fields[i], &v, err)) {
+                rc = -1;
                 break;
             }
-            switch (where[k]) {
+            switch (where[i]) {
             case COL_PROCS:
                 r.procs = (int)v;
                 break;
@@ -202,28 +259,29 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             }
         }
         if (rc) break;
-        if (k < n_fields)
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
-                              n_fields);
-        else if (r.procs < 1 || r.batch < 1)
+        if (r.procs < 1 || r.batch < 1)
             rc = dt_error_set(err, "%s line %d: procs and batch_size must be positive", path,
                               lineno);
         else if (r.t_train <= 0 || (have[COL_T_EPOCH] && r.t_epoch <= 0))
             rc = dt_error_set(err, "%s line %d: times must be positive (t_train %g)", path, lineno,
                               r.t_train);
-        else
-            rc = dt_scale_add_row(s, &r, err);
+        else if (dt_scale_add_row(s, &r, err)) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            rc = dt_error_set(err, "%s line %d: %s", path, lineno, why);
+        }
     }
+    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s: %s", path, strerror(errno));
+    free(line);
     fclose(f);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
     return rc;
 }
 
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+    dt_outfile out;
+    if (dt_outfile_open(&out, path, err)) return -1;
+    FILE *f = out.f;
     fprintf(f, "model,params,dataset_size,procs,batch_size,lr_scaled,iterations,t_train,t_epoch,"
                "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc\n");
     for (int i = 0; i < s->n_rows; i++) {
@@ -233,9 +291,7 @@ int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err)
                 iterations(s, r), r->t_train, r->t_epoch, r->t_data, r->t_compute, r->t_comm,
                 r->t_comm_exposed, r->bytes_sent, r->final_loss, r->test_acc);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return dt_outfile_commit(&out, err);
 }
 
 /* ---- report ---- */
@@ -445,7 +501,7 @@ static void report_accuracy(const report *rp) {
           out);
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
-        fprintf(out, "| %d | %d | %d | %s |", r->procs, r->batch, r->procs * r->batch,
+        fprintf(out, "| %d | %d | %lld | %s |", r->procs, r->batch, (long long)r->procs * r->batch,
                 r->lr_scaled ? "yes" : "no");
         cell(out, r->final_loss, "%.4f");
         cell(out, r->test_acc >= 0 ? 100.0 * r->test_acc : -1, "%.2f%%");
@@ -547,9 +603,13 @@ static void report_model(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
     fputs("\n## 7. Model vs measurement\n\n", out);
-    dt_speed_point pts[256];
+    dt_speed_point *pts = malloc(sizeof *pts * (size_t)(s->n_rows > 0 ? s->n_rows : 1));
+    if (!pts) {
+        fputs("No model: out of memory.\n", out);
+        return;
+    }
     int n = 0;
-    for (int i = 0; i < s->n_rows && n < 256; i++) {
+    for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
         double it = iterations(s, r);
         if (r->lr_scaled || it <= 0) continue;
@@ -557,7 +617,9 @@ static void report_model(const report *rp) {
     }
     dt_speed_fit fit;
     dt_error err;
-    if (dt_speed_fit_points(DT_SPEED_ALLREDUCE, pts, n, &fit, &err)) {
+    const int failed = dt_speed_fit_points(DT_SPEED_ALLREDUCE, pts, n, &fit, &err);
+    free(pts);
+    if (failed) {
         fprintf(out, "No model: %s.\n", err.msg);
         return;
     }
