@@ -217,5 +217,36 @@ expect "fit-loss --online on huge step numbers" \
     "dtrain fit-loss: hugesteps.jsonl: --online would print 100000000000000 epochs of 10 steps (at most 10000)" \
     "hugesteps.jsonl" "$DTRAIN" fit-loss hugesteps.jsonl --online
 
+# --- scale: a finished log is replaced only by a finished rerun of the same settings;
+# killing the sweep ends its runs
+S="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1 --batch-sizes 32 --epochs 1 --max-samples 64 --test-samples 32 --threads 1 --out study"
+$S --quiet >/dev/null 2>&1 || echo "FAIL: the first sweep"
+expect "scale --force whose rerun fails" \
+    "dtrain scale: run with 1 process, batch 32 failed (dtrain train: cannot open nodata/train-images-idx3-ubyte: neither it nor train-images-idx3-ubyte.gz exists; see study/run_p1_b32.jsonl.stderr)" \
+    "study/run_p1_b32.jsonl study/run_p1_b32.jsonl.args" $S --quiet --force --data mnist:nodata
+cases=$((cases + 1))
+$S --max-samples 48 >rerun.out 2>&1
+if grep -q "its log was made with other settings ('--max-samples 64' in the log, '--max-samples 48' now); running again" rerun.out &&
+    grep -q '"dataset_size":48' study/run_p1_b32.jsonl; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: a log of other settings was reused"; cat rerun.out; fi
+$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 5 --threads 1 \
+    --quiet --out killed >/dev/null 2>killed.err &
+sweep=$!
+for _ in $(seq 50); do pgrep -f "$tmp/killed/run_p2" >/dev/null && break; sleep 0.2; done
+sleep 1
+kill -INT $sweep
+wait $sweep
+status=$?
+sleep 0.5
+cases=$((cases + 1))
+if [ $status -ne 0 ] && ! pgrep -f "$tmp/killed/run_p2" >/dev/null &&
+    [ "$(cat killed.err)" = "dtrain scale: stopped by signal 2 (Interrupt): the run with 2 processes, batch 32, was ended with it" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: killing dtrain scale (status $status) left:"
+    pgrep -fa "$tmp/killed/run_p2"; cat killed.err
+    for p in $(pgrep -f "$tmp/killed/run_p2"); do kill -9 "$p"; done
+fi
+
 echo "$cases cases: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
