@@ -217,6 +217,19 @@ expect "fit-loss --online on huge step numbers" \
     "dtrain fit-loss: hugesteps.jsonl: --online would print 100000000000000 epochs of 10 steps (at most 10000)" \
     "hugesteps.jsonl" "$DTRAIN" fit-loss hugesteps.jsonl --online
 
+# --- a gzip bomb: 256 MiB of zeros behind a header declaring 10 images, stopped while
+# inflating (not after)
+mkdir -p bomb
+cp /usr/share/datasets/fashion-mnist/*.gz bomb/ 2>/dev/null
+python3 -c '
+import gzip, struct
+with gzip.open("bomb/train-images-idx3-ubyte.gz", "wb", compresslevel=1) as f:
+    f.write(struct.pack(">IIII", 0x803, 10, 28, 28))
+    for _ in range(16): f.write(bytes(1 << 24))'
+expect "a gzip bomb" \
+    "dtrain train: bomb/train-images-idx3-ubyte.gz: holds more than the 7856 bytes its header declares (a gzip bomb or a corrupt file); stopped while inflating" \
+    "bomb/train-images-idx3-ubyte.gz" "$DTRAIN" train --data fashion-mnist:bomb --quiet --threads 1
+
 # --- scale: a finished log is replaced only by a finished rerun of the same settings;
 # killing the sweep ends its runs
 S="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1 --batch-sizes 32 --epochs 1 --max-samples 64 --test-samples 32 --threads 1 --out study"
