@@ -217,6 +217,21 @@ expect "fit-loss --online on huge step numbers" \
     "dtrain fit-loss: hugesteps.jsonl: --online would print 100000000000000 epochs of 10 steps (at most 10000)" \
     "hugesteps.jsonl" "$DTRAIN" fit-loss hugesteps.jsonl --online
 
+# --- a parameter server does not take a worker's evaluation for its death: with a
+# 0.2 s peer timeout, a run whose evaluation takes longer (t_eval in its log) succeeds
+cases=$((cases + 1))
+if DTRAIN_PEER_TIMEOUT=0.2 timeout 120 mpirun -x DTRAIN_PEER_TIMEOUT -np 2 "$DTRAIN" train --mode ps-sync \
+    --data synthetic:mnist --max-samples 128 --epochs 2 --threads 1 --quiet --log ps.jsonl >ps.out 2>&1 &&
+    python3 -c '
+import json, sys
+ev = [json.loads(l)["t_eval"] for l in open("ps.jsonl") if "\"epoch\"" in l and "t_eval" in l]
+sys.exit(0 if len(ev) == 2 and min(ev) > 0.2 else 1)'; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: a parameter-server run with evaluations longer than the peer timeout"
+    grep -v '^\[' ps.out | head -5; grep -o '"t_eval":[0-9.e-]*' ps.jsonl
+fi
+
 # --- a gzip bomb: 256 MiB of zeros behind a header declaring 10 images, stopped while
 # inflating (not after)
 mkdir -p bomb

@@ -30,6 +30,7 @@ enum {
     DT_PS_TAG_GRADS = 15,
     DT_PS_TAG_DONE = 16,
     DT_PS_TAG_STATS = 17,
+    DT_PS_TAG_BUSY = 18, /* a worker enters a long phase (evaluation); its next message ends it */
 };
 
 typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
@@ -85,6 +86,11 @@ void dt_ps_client_free(dt_ps_client *c);
 void dt_ps_pull(dt_ps_client *c);
 /* Sends m->grads, shard by shard, tagged with the versions pulled; advances the clock. */
 void dt_ps_push(dt_ps_client *c);
+/* Tells every server this worker enters a phase in which it sends nothing for a while
+ * (evaluation): the servers do not count that silence as a failure until the worker's
+ * next message. A worker that dies meanwhile is noticed by mpirun; one that hangs, by
+ * its peers' timeouts in the evaluation's reductions. */
+void dt_ps_busy(dt_ps_client *c);
 /* Tells every server this worker is finished. */
 void dt_ps_done(dt_ps_client *c);
 

@@ -97,6 +97,12 @@ void dt_ps_push(dt_ps_client *c) {
     dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: pushing gradients");
 }
 
+void dt_ps_busy(dt_ps_client *c) {
+    int64_t dummy[3] = {0, 0, 0};
+    for (int s = 0; s < c->cfg.servers; s++)
+        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_BUSY, c->world->comm));
+}
+
 void dt_ps_done(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
