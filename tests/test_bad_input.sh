@@ -4,6 +4,7 @@
 # files byte for byte as they were.
 set -u
 DTRAIN=$1
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 tmp=$(mktemp -d)
@@ -196,6 +197,23 @@ ok_case "a report of 144 configs" "$DTRAIN" report --times sweep144.csv --out re
 cases=$((cases + 1))
 if [ "$(grep -c '^| ' rep144/report.md)" -ge 144 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL: the 144-config report lacks rows"; fi
+
+# --- no shell: an output folder with quotes and semicolons is only a name (gnuplot runs
+# with an argument vector)
+cases=$((cases + 1))
+odd="o';touch INJECTED;'\"\$(touch INJECTED2)"
+if "$DTRAIN" report --times crlf.csv --out "$odd" >/dev/null 2>&1 && [ -s "$odd/report.md" ] &&
+    [ ! -e INJECTED ] && [ ! -e INJECTED2 ] && [ ! -e "$odd/INJECTED" ]; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1)); echo "FAIL: an output folder's name ran as a command"
+fi
+cases=$((cases + 1))
+if grep -rnE '\b(system|popen)\(' "$SRC/src" | grep -q .; then
+    failed=$((failed + 1)); echo "FAIL: the sources call system() or popen()"
+else
+    passed=$((passed + 1))
+fi
 
 # --- runaways: bounded output, bounded time
 P="predict --theta 1,1,1,1,1 --batch 128 --steps-per-epoch 100 --epochs 1 --servers 1,2"
