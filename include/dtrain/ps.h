@@ -30,7 +30,9 @@ enum {
     DT_PS_TAG_GRADS = 15,
     DT_PS_TAG_DONE = 16,
     DT_PS_TAG_STATS = 17,
-    DT_PS_TAG_BUSY = 18, /* a worker enters a long phase (evaluation); its next message ends it */
+    /* a worker enters a long phase (evaluation); its next message ends it. 30: clear of
+     * the tags other branches add after 17 */
+    DT_PS_TAG_BUSY = 30,
 };
 
 typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
