@@ -230,7 +230,7 @@ static void test_vgg16_bn_narrow_matches_pytorch(void **state) {
 
 static void test_resnet50_narrow_matches_pytorch(void **state) {
     (void)state;
-    run_committed("resnet50_w2.safetensors");
+    run_committed("resnet50_w4.safetensors");
 }
 
 static void test_googlenet_narrow_matches_pytorch(void **state) {

@@ -21,4 +21,10 @@ void dt_adaptive_avgpool2d_forward(float *out,      /* [n, c, ho, wo] */
 void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w,
                                     int ho, int wo);
 
+/* The same with the input (and din) in nChw16c, c a multiple of 16; output NCHW. */
+void dt_adaptive_avgpool2d_forward_blocked_in(float *out, const float *in, int n, int c, int h,
+                                              int w, int ho, int wo);
+void dt_adaptive_avgpool2d_backward_blocked_in(float *din, const float *dout, int n, int c, int h,
+                                               int w, int ho, int wo);
+
 #endif

@@ -22,4 +22,17 @@ void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const flo
                              const float *in, const float *save_mean, const float *save_invstd,
                              const float *weight, int n, int c, int hw);
 
+/* The same on nChw16c data ([n, c/16, hw, 16]; c a multiple of 16), bit for bit. */
+void dt_batchnorm2d_forward_train_blocked(float *out, float *save_mean, float *save_invstd,
+                                          float *running_mean, float *running_var, const float *in,
+                                          const float *weight, const float *bias, int n, int c,
+                                          int hw, float momentum, float eps);
+void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const float *running_mean,
+                                         const float *running_var, const float *weight,
+                                         const float *bias, int n, int c, int hw, float eps);
+void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, const float *dout,
+                                     const float *in, const float *save_mean,
+                                     const float *save_invstd, const float *weight, int n, int c,
+                                     int hw);
+
 #endif

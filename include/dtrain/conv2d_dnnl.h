@@ -1,7 +1,8 @@
 /* conv2d on oneDNN (the library PyTorch uses for CPU convolutions): same semantics
- * and NCHW/OIHW buffers as dt_conv2d_*, computed by oneDNN's direct convolution in
- * its blocked layouts. Each call reorders into shared scratch buffers and back, as
- * PyTorch does for NCHW tensors, so the rest of the model keeps plain layouts.
+ * and OIHW weights as dt_conv2d_*, computed by oneDNN's direct convolution in its
+ * blocked layouts. Activations the model keeps in nChw16c (io) go in and out as they
+ * are; NCHW ones and the weights are reordered into shared scratch buffers and back,
+ * as PyTorch does for NCHW tensors.
  *
  * A plan holds the primitives of one layer for the batch sizes it has seen (the
  * full batch and one other, e.g. the last partial batch). */
@@ -12,6 +13,7 @@
 
 #include "dtrain/conv2d.h"
 #include "dtrain/error.h"
+#include "dtrain/exec.h"
 
 typedef struct dt_dnnl dt_dnnl;               /* engine + stream, one per model */
 typedef struct dt_conv2d_plan dt_conv2d_plan; /* one per conv layer */
@@ -30,8 +32,10 @@ int dt_dnnl_create(dt_dnnl **ctx, dt_error *err);
 void dt_dnnl_destroy(dt_dnnl *ctx);
 
 /* s->n is the largest batch; adds this layer's needs to scratch's *_bytes (max). */
+/* io: the activations' layouts (exec.h); NULL: NCHW, accumulating. */
 int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
-                          int has_bias, dt_dnnl_scratch *needs, dt_error *err);
+                          int has_bias, const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs,
+                          dt_error *err);
 void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
 
 /* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run

@@ -29,10 +29,17 @@ int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_error *err);
 /* Destroy every plan first: oneDNN plans hold the context's engine. */
 void dt_exec_destroy(dt_exec *exec);
 
+/* Where a conv layer's activations live (the model's layout pass decides). */
+typedef struct dt_exec_conv2d_io {
+    int in_blocked, out_blocked; /* nChw16c (oneDNN only) instead of NCHW, data and grad */
+    int din_sole_writer;         /* din is zero on entry and no other op adds to it: the conv may
+                                    write it instead of adding (saves a pass over it) */
+} dt_exec_conv2d_io;
+
 /* Plans a conv2d layer for batches of up to s->n and grows the shared scratch to
- * what it needs. */
+ * what it needs. io NULL: NCHW, accumulating. */
 int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
-                        dt_exec_conv2d **conv, dt_error *err);
+                        const dt_exec_conv2d_io *io, dt_exec_conv2d **conv, dt_error *err);
 void dt_exec_conv2d_destroy(dt_exec_conv2d *conv);
 
 /* Bytes of the shared scratch the planned layers need; then allocates it (once,

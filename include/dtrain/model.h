@@ -46,6 +46,13 @@ typedef struct dt_value {
 typedef struct dt_storage {
     size_t per_sample; /* floats */
     int needs_grad;
+    /* Layout of data and grad, set by dt_model_alloc's layout pass: 0 NCHW, 1 oneDNN's
+     * nChw16c (channel blocks of 16 innermost: [n, c/16, h, w, 16]), kept from a conv
+     * through BatchNorm, ReLU and residual adds to the next conv so that no reorder
+     * runs between them. Only on the oneDNN backend, for channel counts divisible by 16. */
+    int blocked;
+    int readers; /* ops that read it (in-place ReLU not counted): 1 lets its reader write
+                    the gradient instead of adding to it */
     int first_writer, last_user; /* op indices; last_user == n_ops means "the loss" */
     int grad_slot;
     float *data; /* [max_batch, per_sample] */
@@ -82,6 +89,7 @@ typedef struct dt_model {
     uint64_t dropout_seed;
     uint64_t dropout_calls;
     dt_conv_backend conv_backend; /* set before dt_model_alloc; picks the exec context */
+    int plain_layouts; /* set before dt_model_alloc: every activation NCHW (tests compare) */
 
     dt_tensor_entry *tensors;
     int n_tensors, cap_tensors;
@@ -185,6 +193,10 @@ int dt_model_find_tensor(const dt_model *m, const char *name);
  * its gradient (NULL if it needs none), a tensor's data and gradient (NULL for -1). */
 static inline float *dt_model_value_data(dt_model *m, int v) {
     return m->storages[m->values[v].storage].data;
+}
+
+static inline int dt_model_value_blocked(const dt_model *m, int v) {
+    return m->storages[m->values[v].storage].blocked;
 }
 
 static inline int dt_model_value_needs_grad(const dt_model *m, int v) {

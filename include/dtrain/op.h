@@ -31,11 +31,20 @@ typedef enum dt_op_kind {
 typedef struct dt_model dt_model;
 typedef struct dt_op dt_op;
 
+/* Which activation layouts an op's row handles (model.h, dt_storage.blocked). */
+typedef enum dt_op_layouts {
+    DT_OP_PLAIN_ONLY = 0,   /* NCHW in and out */
+    DT_OP_ANY_LAYOUTS,      /* each input and the output in either layout (conv2d) */
+    DT_OP_SAME_LAYOUT,      /* either, the inputs' and the output's the same */
+    DT_OP_ANY_IN_PLAIN_OUT, /* input in either layout, output NCHW */
+} dt_op_layouts;
+
 /* Every function gets the model (to find values and tensors) and the op; n is the
  * batch of this call, max_batch the one the model is allocated for. NULL entries:
  * the op has nothing to do there. */
 typedef struct dt_op_class {
     const char *name; /* e.g. "conv2d": profiles and messages */
+    dt_op_layouts layouts;
     /* Before anything is allocated: adds the bytes the op's own state will take to
      * *bytes (so the model can refuse a batch that does not fit) and asks the
      * model's exec context for backend plans, which reserve shared scratch. */

@@ -35,6 +35,9 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "\n"
             "  --steps N            timed steps (default 20, after 3 warm-up steps)\n"
             "  --conv B             conv2d backend: dnnl (oneDNN, default) | im2col (OpenBLAS)\n"
+            "  --layouts L          activations between oneDNN convs: blocked (default: nChw16c\n"
+            "                       through BatchNorm, ReLU and adds where channels allow) |\n"
+            "                       nchw (every activation NCHW, reordered at each conv)\n"
             "  --profile            also print time per layer kind (forward, backward) to stderr\n"
             "  --infer              time inference instead: forward passes only, in eval mode;\n"
             "                       one JSON line: model, dtype, batch_size, threads, steps,\n"
@@ -188,12 +191,13 @@ int cmd_bench(int argc, char **argv) {
                                         {"infer", no_argument, 0, 'i'},
                                         {"int8", no_argument, 0, '8'},
                                         {"int8-engine", required_argument, 0, 'e'},
+                                        {"layouts", required_argument, 0, 'l'},
                                         {0, 0, 0, 0}};
     const char *cmd = "bench";
     dt_train_config cfg = dt_train_config_default();
     cfg.model = "resnet18";
     long steps = 20;
-    int profile = 0, infer = 0, int8 = 0;
+    int profile = 0, infer = 0, int8 = 0, plain_layouts = 0;
     dt_conv_backend backend = DT_CONV_DNNL;
     dt_int8_engine engine = DT_INT8_DNNL;
     cli_flags flags;
@@ -215,6 +219,14 @@ int cmd_bench(int argc, char **argv) {
                 backend = DT_CONV_IM2COL;
             else {
                 cli_fail(cmd, "--conv must be dnnl or im2col, got '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            if (!strcmp(optarg, "blocked") || !strcmp(optarg, "nchw"))
+                plain_layouts = !strcmp(optarg, "nchw");
+            else {
+                cli_fail(cmd, "--layouts must be blocked or nchw, got '%s'", optarg);
                 return 2;
             }
             break;
@@ -273,6 +285,7 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     m.conv_backend = backend;
+    m.plain_layouts = plain_layouts;
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     double *times = malloc(sizeof(double) * (size_t)steps);
     if (!labels || !times || dt_model_alloc(&m, (int)batch, &err) ||
@@ -311,12 +324,12 @@ int cmd_bench(int argc, char **argv) {
     double median = times[steps / 2];
     double flops = dt_model_train_flops(&m, (int)batch);
     printf("{\"model\":\"%s\",\"conv\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,"
-           "\"threads\":%ld,"
+           "\"threads\":%ld,\"layouts\":\"%s\","
            "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f,"
            "\"blas_core\":\"%s\"}\n",
            model_name, backend == DT_CONV_DNNL ? "dnnl" : "im2col", spec.width, m.n_params, batch,
-           threads, steps, batch * steps / total, 1e3 * median, flops / median * 1e-9,
-           dt_blas_core_loaded());
+           threads, plain_layouts || backend != DT_CONV_DNNL ? "nchw" : "blocked", steps,
+           batch * steps / total, 1e3 * median, flops / median * 1e-9, dt_blas_core_loaded());
     if (profile && m.op_forward_s) {
         double fwd[DT_OP_COUNT] = {0}, bwd[DT_OP_COUNT] = {0};
         for (int i = 0; i < m.n_ops; i++) {

@@ -35,6 +35,7 @@ struct dt_conv2d_plan {
     dt_dnnl *ctx;
     dt_conv2d_shape s;
     int has_bias;
+    dt_exec_conv2d_io io;
     variant v[2];
     int n_variants, next_evict;
     dt_dnnl_scratch limits; /* slot sizes the model allocated (max batch) */
@@ -159,7 +160,7 @@ static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_e
 }
 
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
-                        dt_dnnl_scratch *needs, dt_error *err) {
+                        const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs, dt_error *err) {
     const dt_conv2d_shape *s = s0;
     dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
     dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
@@ -173,8 +174,12 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                          (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
     dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, src_any, dst_any, wei_any;
     v->n = n;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32, dnnl_nchw), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32,
+                                          io->in_blocked ? dnnl_nChw16c : dnnl_nchw),
+             "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, dnnl_f32,
+                                          io->out_blocked ? dnnl_nChw16c : dnnl_nchw),
+             "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
@@ -246,8 +251,8 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                             1, needs, err);
         rc = rc ? rc
                 : port_init(&v->bd_dsrc, ctx, &src_u,
-                            dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_src_md, 0), 1, 1, 0,
-                            0, needs, err);
+                            dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_src_md, 0), 1,
+                            !io->din_sole_writer, 0, 0, needs, err);
         dnnl_primitive_desc_destroy(bdpd);
     }
     dnnl_primitive_desc_destroy(fpd);
@@ -262,13 +267,19 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
 }
 
 int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
-                          int has_bias, dt_dnnl_scratch *needs, dt_error *err) {
+                          int has_bias, const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs,
+                          dt_error *err) {
     dt_conv2d_plan *p = calloc(1, sizeof *p);
     if (!p) return dt_error_set(err, "out of memory for a conv plan");
     p->ctx = ctx;
     p->s = *s;
     p->has_bias = has_bias;
-    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, needs, err)) {
+    if (io) p->io = *io;
+    if ((p->io.in_blocked && s->c_in % 16) || (p->io.out_blocked && s->c_out % 16)) {
+        free(p);
+        return dt_error_set(err, "conv2d: blocked activations need channels in multiples of 16");
+    }
+    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, needs, err)) {
         variant_destroy(&p->v[0]);
         free(p);
         return -1;
@@ -297,7 +308,7 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     dt_dnnl_scratch needs;
     memset(&needs, 0, sizeof needs);
     dt_error err;
-    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &needs, &err)) {
+    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, &needs, &err)) {
         fprintf(stderr, "dtrain: conv2d for batch %d: %s\n", n, err.msg);
         exit(1);
     }

@@ -37,14 +37,16 @@ void dt_exec_destroy(dt_exec *exec) {
 }
 
 int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
-                        dt_exec_conv2d **conv, dt_error *err) {
+                        const dt_exec_conv2d_io *io, dt_exec_conv2d **conv, dt_error *err) {
     dt_exec_conv2d *c = calloc(1, sizeof *c);
     if (!c) return dt_error_set(err, "out of memory for a conv plan");
     c->s = *s;
     *conv = c;
     if (exec->conv_backend == DT_CONV_DNNL)
-        return dt_conv2d_plan_create(&c->dnnl_plan, exec->dnnl, s, has_bias, &exec->dnnl_scratch,
-                                     err);
+        return dt_conv2d_plan_create(&c->dnnl_plan, exec->dnnl, s, has_bias, io,
+                                     &exec->dnnl_scratch, err);
+    if (io && (io->in_blocked || io->out_blocked))
+        return dt_error_set(err, "conv2d: blocked activations need the oneDNN backend");
     size_t need = dt_conv2d_workspace_floats(s);
     if (need > exec->workspace_floats) exec->workspace_floats = need;
     return 0;

@@ -4,11 +4,21 @@
 
 #include "dtrain/model.h"
 
-void dt_adaptive_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int ho,
-                                   int wo) {
+/* Where plane (sample m, channel ch) of the input starts and how far apart its
+ * pixels are: NCHW, or nChw16c ([n, c/16, h, w, 16]) when blocked. */
+static size_t plane_base(int plane, int c, int hw, int blocked, size_t *stride) {
+    *stride = blocked ? 16 : 1;
+    if (!blocked) return (size_t)plane * hw;
+    const int m = plane / c, ch = plane % c;
+    return ((size_t)m * (c / 16) + ch / 16) * hw * 16 + ch % 16;
+}
+
+static void pool_forward(float *out, const float *in, int n, int c, int h, int w, int ho, int wo,
+                         int blocked) {
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        const float *x = in + (size_t)plane * h * w;
+        size_t st;
+        const float *x = in + plane_base(plane, c, h * w, blocked, &st);
         float *y = out + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++) {
             const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
@@ -16,19 +26,20 @@ void dt_adaptive_avgpool2d_forward(float *out, const float *in, int n, int c, in
                 const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
                 float acc = 0.0f;
                 for (int i = y0; i < y1; i++)
-                    for (int j = x0; j < x1; j++) acc += x[i * w + j];
+                    for (int j = x0; j < x1; j++) acc += x[(size_t)(i * w + j) * st];
                 y[oy * wo + ox] = acc / (float)((y1 - y0) * (x1 - x0));
             }
         }
     }
 }
 
-void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w,
-                                    int ho, int wo) {
+static void pool_backward(float *din, const float *dout, int n, int c, int h, int w, int ho, int wo,
+                          int blocked) {
     /* One plane per iteration: overlapping cells add into their own plane only. */
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        float *dx = din + (size_t)plane * h * w;
+        size_t st;
+        float *dx = din + plane_base(plane, c, h * w, blocked, &st);
         const float *dy = dout + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++) {
             const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
@@ -36,10 +47,30 @@ void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c,
                 const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
                 const float g = dy[oy * wo + ox] / (float)((y1 - y0) * (x1 - x0));
                 for (int i = y0; i < y1; i++)
-                    for (int j = x0; j < x1; j++) dx[i * w + j] += g;
+                    for (int j = x0; j < x1; j++) dx[(size_t)(i * w + j) * st] += g;
             }
         }
     }
+}
+
+void dt_adaptive_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int ho,
+                                   int wo) {
+    pool_forward(out, in, n, c, h, w, ho, wo, 0);
+}
+
+void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w,
+                                    int ho, int wo) {
+    pool_backward(din, dout, n, c, h, w, ho, wo, 0);
+}
+
+void dt_adaptive_avgpool2d_forward_blocked_in(float *out, const float *in, int n, int c, int h,
+                                              int w, int ho, int wo) {
+    pool_forward(out, in, n, c, h, w, ho, wo, 1);
+}
+
+void dt_adaptive_avgpool2d_backward_blocked_in(float *din, const float *dout, int n, int c, int h,
+                                               int w, int ho, int wo) {
+    pool_backward(din, dout, n, c, h, w, ho, wo, 1);
 }
 
 /* The op in the model graph: the output size is the output value's shape. No FLOPs
@@ -47,20 +78,21 @@ void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c,
 
 static void adaptive_avgpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-    dt_adaptive_avgpool2d_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
-                                  n, x->c, x->h, x->w, y->h, y->w);
+    pool_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in), n, x->c, x->h,
+                 x->w, y->h, y->w, dt_model_value_blocked(m, op->in));
 }
 
 static void adaptive_avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
     float *din = dt_model_value_grad(m, op->in);
     if (din)
-        dt_adaptive_avgpool2d_backward(din, dt_model_value_grad(m, op->out), n, x->c, x->h, x->w,
-                                       y->h, y->w);
+        pool_backward(din, dt_model_value_grad(m, op->out), n, x->c, x->h, x->w, y->h, y->w,
+                      dt_model_value_blocked(m, op->in));
 }
 
 const dt_op_class dt_adaptive_avgpool2d_op = {
     .name = "adaptive_avgpool2d",
+    .layouts = DT_OP_ANY_IN_PLAIN_OUT,
     .forward = adaptive_avgpool2d_op_forward,
     .backward = adaptive_avgpool2d_op_backward,
 };

@@ -203,7 +203,13 @@ static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, 
     dt_conv2d_shape s;
     dt_conv2d_shape_make(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel,
                          op->stride, op->pad);
-    return dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, (dt_exec_conv2d **)&op->state, err);
+    const dt_storage *in = &m->storages[x->storage];
+    dt_exec_conv2d_io io = {
+        .in_blocked = in->blocked,
+        .out_blocked = dt_model_value_blocked(m, op->out),
+        .din_sole_writer = in->readers == 1,
+    };
+    return dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, &io, (dt_exec_conv2d **)&op->state, err);
 }
 
 static void conv2d_op_free(dt_model *m, dt_op *op) {
@@ -238,6 +244,7 @@ static double conv2d_op_flops(const dt_model *m, const dt_op *op, int n) {
 
 const dt_op_class dt_conv2d_op = {
     .name = "conv2d",
+    .layouts = DT_OP_ANY_LAYOUTS,
     .plan = conv2d_op_plan,
     .free = conv2d_op_free,
     .forward = conv2d_op_forward,

@@ -357,13 +357,88 @@ static int plan_grad_slots(dt_model *m, int max_batch, dt_error *err) {
     return 0;
 }
 
+/* The storages an op reads, in order; returns how many. */
+static int op_inputs(const dt_model *m, const dt_op *op, int *storages) {
+    int count = 0;
+    if (op->n_ins > 0) {
+        for (int k = 0; k < op->n_ins; k++) storages[count++] = m->values[op->ins[k]].storage;
+        return count;
+    }
+    storages[count++] = m->values[op->in].storage;
+    if (op->in2 >= 0) storages[count++] = m->values[op->in2].storage;
+    return count;
+}
+
+static int layout_root(int *parent, int s) {
+    while (parent[s] != s) s = parent[s] = parent[parent[s]];
+    return s;
+}
+
+/* Counts each storage's readers and picks its layout. Ops that keep one layout from
+ * input to output (BatchNorm, ReLU, add) tie their storages into a group; a group is
+ * blocked when the oneDNN backend computes the convs, every channel count in it is a
+ * multiple of 16 and every op touching it handles blocked data, so activations stay
+ * blocked from one conv to the next (the reorders on both sides of every conv were
+ * a quarter of resnet50's conv time). */
+static int plan_layouts(dt_model *m, dt_error *err) {
+    int *parent = malloc(sizeof(int) * (size_t)m->n_storages);
+    int *ok = malloc(sizeof(int) * (size_t)m->n_storages);
+    if (!parent || !ok) {
+        free(parent);
+        free(ok);
+        return dt_error_set(err, "out of memory while planning activation layouts");
+    }
+    for (int si = 0; si < m->n_storages; si++) {
+        parent[si] = si;
+        m->storages[si].readers = 0;
+        m->storages[si].blocked = 0;
+        ok[si] = si > 0 && m->conv_backend == DT_CONV_DNNL && !m->plain_layouts;
+    }
+    for (int v = 0; v < m->n_values; v++) {
+        const dt_value *x = &m->values[v];
+        /* a flattened view (h = w = 1 with c = c*h*w) reads as a vector: its reader
+         * (linear) is plain-only and settles it below */
+        if (x->c % 16 != 0) ok[x->storage] = 0;
+    }
+    ok[m->values[m->n_values - 1].storage] = 0; /* the logits */
+    for (int i = 0; i < m->n_ops; i++) {
+        const dt_op *op = &m->ops[i];
+        int ins[DT_OP_MAX_INPUTS];
+        const int n_in = op_inputs(m, op, ins), out = m->values[op->out].storage;
+        for (int k = 0; k < n_in; k++)
+            if (ins[k] != out) m->storages[ins[k]].readers++;
+        switch (dt_op_class_of(op->kind)->layouts) {
+        case DT_OP_PLAIN_ONLY:
+            for (int k = 0; k < n_in; k++) ok[ins[k]] = 0;
+            ok[out] = 0;
+            break;
+        case DT_OP_ANY_IN_PLAIN_OUT:
+            ok[out] = 0;
+            break;
+        case DT_OP_SAME_LAYOUT:
+            for (int k = 0; k < n_in; k++)
+                parent[layout_root(parent, ins[k])] = layout_root(parent, out);
+            break;
+        case DT_OP_ANY_LAYOUTS:
+            break;
+        }
+    }
+    for (int si = 0; si < m->n_storages; si++)
+        if (!ok[si]) ok[layout_root(parent, si)] = 0;
+    for (int si = 0; si < m->n_storages; si++)
+        m->storages[si].blocked = ok[layout_root(parent, si)];
+    free(parent);
+    free(ok);
+    return 0;
+}
+
 int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
     if (m->build_failed) return dt_error_set(err, "%s", m->build_error.msg);
     if (m->n_ops == 0) return dt_error_set(err, "model %s has no layers", m->name);
     if (max_batch < 1) return dt_error_set(err, "batch size must be at least 1, got %d", max_batch);
     m->max_batch = max_batch;
     m->storages[m->values[m->n_values - 1].storage].last_user = m->n_ops; /* the loss */
-    if (plan_grad_slots(m, max_batch, err)) return -1;
+    if (plan_grad_slots(m, max_batch, err) || plan_layouts(m, err)) return -1;
 
     /* Everything this model will hold, summed before touching any of it: the graph's
      * buffers, each op's own state and the exec context's scratch. */

@@ -29,6 +29,7 @@ static void relu_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_relu_op = {
     .name = "relu",
+    .layouts = DT_OP_SAME_LAYOUT,
     .forward = relu_op_forward,
     .backward = relu_op_backward,
 };

@@ -29,6 +29,7 @@ static void add_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_add_op = {
     .name = "add",
+    .layouts = DT_OP_SAME_LAYOUT,
     .forward = add_op_forward,
     .backward = add_op_backward,
 };
