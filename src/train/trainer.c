@@ -344,6 +344,9 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
         dt_runlog_epoch(&t->log, &er);
+        if (t->log.write_failed) /* a full disk: stop now, not after the last epoch */
+            return dt_error_set(err, "cannot write %s: %s", cfg->log_path,
+                                strerror(t->log.write_failed));
         report(t, progress, ctx,
                &(dt_train_progress){.epoch = epoch,
                                     .epochs = cfg->epochs,
