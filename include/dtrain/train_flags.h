@@ -2,7 +2,8 @@
  * help text and the dt_train_config field it sets). `train`, `scale`, `bench` and
  * `eval` parse their shared flags through it, and a sweep turns a config back into a
  * child's arguments with it, so names, ranges and help text exist once. Adding a
- * training flag = one dt_train_config field + one row in train_flags.c. */
+ * training flag = one dt_train_config field + one row in train_flags.c (per_rank if
+ * ranks may give it different values; all others must match on every rank). */
 #ifndef DTRAIN_TRAIN_FLAGS_H
 #define DTRAIN_TRAIN_FLAGS_H
 
