@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/fingerprint.h"
 #include "dtrain/train_flags.h"
 
 /* Parses "--name value" pairs (and switches) from argv into cfg, as the CLI does. */
@@ -138,12 +139,40 @@ static void test_bad_values_name_the_flag_and_range(void **state) {
                         "--mode must be allreduce, ps-sync, ps-async or ssp, got 'gossip'");
 }
 
+/* Ranks compare every row not marked per_rank: a flag added later (--comm-dtype) is
+ * covered without touching the fingerprint, and the per-rank ones (threads, paths)
+ * are left out. */
+static void test_fingerprint_covers_every_shared_flag(void **state) {
+    (void)state;
+    dt_train_config cfg = dt_train_config_default();
+    dt_fingerprint fp;
+    dt_error err;
+    dt_fingerprint_init(&fp);
+    assert_int_equal(dt_fingerprint_config(&fp, &cfg, &err), 0);
+    int count, shared = 0;
+    const dt_train_flag *flags = dt_train_flags(&count);
+    for (int i = 0; i < count; i++) shared += !flags[i].per_rank;
+    assert_int_equal(fp.n, shared);
+    int comm_dtype = -1, threads = -1, save = -1;
+    for (int i = 0; i < fp.n; i++) {
+        if (!strcmp(fp.names[i], "--comm-dtype")) comm_dtype = i;
+        if (!strcmp(fp.names[i], "--threads")) threads = i;
+        if (!strcmp(fp.names[i], "--save")) save = i;
+    }
+    assert_true(comm_dtype >= 0);
+    assert_string_equal(fp.values[comm_dtype], "fp32");
+    assert_int_equal(threads, -1);
+    assert_int_equal(save, -1);
+    dt_fingerprint_free(&fp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_to_argv_round_trips_every_changed_field),
         cmocka_unit_test(test_to_argv_of_the_defaults_names_only_threads),
         cmocka_unit_test(test_to_argv_refuses_short_storage),
         cmocka_unit_test(test_bad_values_name_the_flag_and_range),
+        cmocka_unit_test(test_fingerprint_covers_every_shared_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

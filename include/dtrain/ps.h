@@ -34,6 +34,9 @@ enum {
     DT_PS_TAG_STATE = 19,     /* server -> worker: version, optimizer steps */
     DT_PS_TAG_STATE_PARAMS = 20,
     DT_PS_TAG_STATE_MOMENTUM = 21,
+    /* a worker enters a long phase (evaluation); its next message ends it. 30: clear of
+     * the state tags above */
+    DT_PS_TAG_BUSY = 30,
 };
 
 typedef enum dt_ps_mode { DT_PS_NONE, DT_PS_SYNC, DT_PS_ASYNC, DT_PS_SSP } dt_ps_mode;
@@ -96,6 +99,12 @@ void dt_ps_push(dt_ps_client *c);
  * boundary. */
 void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *version,
                        long *opt_steps);
+
+/* Tells every server this worker enters a phase in which it sends nothing for a while
+ * (evaluation): the servers do not count that silence as a failure until the worker's
+ * next message. A worker that dies meanwhile is noticed by mpirun; one that hangs, by
+ * its peers' timeouts in the evaluation's reductions. */
+void dt_ps_busy(dt_ps_client *c);
 /* Tells every server this worker is finished. */
 void dt_ps_done(dt_ps_client *c);
 

@@ -40,7 +40,7 @@ typedef struct dt_run_record {
     int procs; /* all ranks (servers included in the parameter-server modes) */
     char mode[32];
     int batch_size, global_batch;
-    char data[1024];
+    char data[4200]; /* a spec with a path of up to PATH_MAX */
     int dataset_size;
     long steps_per_epoch;
     int epochs;

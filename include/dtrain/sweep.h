@@ -32,6 +32,12 @@ typedef struct dt_sweep_config {
     double wait_idle_max_s; /* ... at most this long, then run anyway (noted) */
 } dt_sweep_config;
 
+/* The settings of one config's run, as recorded beside its log (LOG.args): the
+ * process count and the child's `dtrain train` flags, one per line. A finished log is
+ * reused only when its recorded settings equal the sweep's. */
+int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, char *out,
+                  size_t size, dt_error *err);
+
 /* mkdir -p. */
 int dt_make_dirs(const char *path, dt_error *err);
 

@@ -2,7 +2,8 @@
  * help text and the dt_train_config field it sets). `train`, `scale`, `bench` and
  * `eval` parse their shared flags through it, and a sweep turns a config back into a
  * child's arguments with it, so names, ranges and help text exist once. Adding a
- * training flag = one dt_train_config field + one row in train_flags.c. */
+ * training flag = one dt_train_config field + one row in train_flags.c (per_rank if
+ * ranks may give it different values; all others must match on every rank). */
 #ifndef DTRAIN_TRAIN_FLAGS_H
 #define DTRAIN_TRAIN_FLAGS_H
 
@@ -49,6 +50,9 @@ typedef struct dt_train_flag {
     const char *(*choice_of)(const dt_train_config *cfg);
     /* to_argv always emits it: its default depends on the machine (threads) */
     int always_emit;
+    /* may differ between ranks (threads, file names); every other row must match on
+     * all ranks, which the rank fingerprint checks (fingerprint.h) */
+    int per_rank;
 } dt_train_flag;
 
 /* The table; *count rows. */
@@ -66,6 +70,12 @@ int dt_train_flag_selected(const dt_train_flag *flag, const char *const *only,
  * text pointer itself, so text must outlive cfg (argv does). */
 int dt_train_flag_parse(const dt_train_flag *flag, dt_train_config *cfg, const char *text,
                         dt_error *err);
+
+/* The value text of row flag in cfg ("32", "0.1", "ring", "" for a switch that is on),
+ * or NULL when cfg has no value for it (a switch that is off, a NULL string). Numbers
+ * are formatted into buf[size]. */
+const char *dt_train_flag_value(const dt_train_flag *flag, const dt_train_config *cfg, char *buf,
+                                size_t size);
 
 /* The selected rows' help, one "  --name VALUE   text" entry each, aligned. */
 void dt_train_flags_help(FILE *out, const char *const *only, const char *const *except);

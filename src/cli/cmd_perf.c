@@ -25,7 +25,8 @@ static void fit_usage(FILE *out) {
             "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
             "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
             "falls by less than D per step (default D = 1e-5). --online refits after every\n"
-            "epoch and shows how the predicted step moves against the one observed.\n"
+            "epoch (at most 10000) and shows how the predicted step moves against the one\n"
+            "observed.\n"
             "With --target-loss, also the step observed: the first whose smoothed loss is\n"
             "<= X. --save FILE writes the fit (and with --target-loss, X and the observed\n"
             "step) for dtrain predict --loss-fit.\n"
@@ -215,6 +216,11 @@ int cmd_fit_loss(int argc, char **argv) {
                    dt_loss_points_free(&pts), 1;
         fprintf(stderr, "fit saved to %s\n", save);
     }
+    if (online && spe > 0 && (k[n - 1] + every) / spe > 10000) { /* a line per epoch */
+        cli_fail(cmd, "%s: --online would print %.0f epochs of %g steps (at most 10000)", path,
+                 (k[n - 1] + every) / spe, (double)spe);
+        return dt_loss_points_free(&pts), 1;
+    }
     if (online && spe > 0) {
         /* the step observed, else the full fit's prediction stands in for it */
         double observed = seen >= 0 ? seen : pred;
@@ -333,6 +339,7 @@ static void predict_usage(FILE *out) {
             "Time to convergence (S x E steps x step time) of a parameter-server job for every\n"
             "worker count and each server count, from given speed-model parameters, and the\n"
             "best worker count for each server count (the textbook Optimus exercise).\n"
+            "A range covers at most 65536 worker counts (a line each).\n"
             "With --out DIR, also writes DIR/predict.csv (the table) and DIR/predict.png\n"
             "and .svg (hours vs workers, one line per server count; gnuplot).\n");
 }
@@ -487,7 +494,7 @@ int cmd_predict(int argc, char **argv) {
             char *s = optarg, *end;
             while (*s && k < 5) {
                 fit.theta[k++] = strtod(s, &end);
-                if (end == s || fit.theta[k - 1] < 0) break;
+                if (end == s || !(fit.theta[k - 1] >= 0) || !isfinite(fit.theta[k - 1])) break;
                 s = *end == ',' ? end + 1 : end;
             }
             if (k != 5 || *s) {
@@ -515,6 +522,10 @@ int cmd_predict(int argc, char **argv) {
         case 'w':
             if (parse_range(optarg, &w_lo, &w_hi)) {
                 cli_fail(cmd, "--workers expects a range LO..HI like 1..99, got '%s'", optarg);
+                return 2;
+            }
+            if (w_hi - w_lo >= 65536) { /* a table line per count */
+                cli_fail(cmd, "--workers %s: at most 65536 worker counts", optarg);
                 return 2;
             }
             break;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "dtrain/outfile.h"
 #include "dtrain/plots.h"
 #include "dtrain/scaling.h"
 #include "dtrain/sweep.h"
@@ -30,8 +31,27 @@ static void report_usage(FILE *out) {
             "                   recommend up to (default: as the logs recorded; unknown\n"
             "                   for --times: compute per process, recommendations within\n"
             "                   the measured process counts)\n"
-            "  --out DIR        where to write (default: the CSV's folder)\n"
+            "  --out DIR        where to write (default: the CSV's folder, refused if the\n"
+            "                   report would overwrite the CSV itself)\n"
             "  --help           this text\n");
+}
+
+/* Whether writing the report into dir would replace the input CSV (a user's
+ * runs.csv with columns of their own): said in one line, and 1. */
+static int overwrites_input(const char *input, const char *dir) {
+    static const char *const outputs[] = {"runs.csv", "report.md", "plots.gp"};
+    struct stat in, o;
+    if (stat(input, &in) != 0) return 0;
+    for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, outputs[i]);
+        if (stat(path, &o) == 0 && o.st_dev == in.st_dev && o.st_ino == in.st_ino) {
+            cli_fail("report", "%s would be overwritten by the report's %s (give --out DIR)", input,
+                     outputs[i]);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int cli_publish_study(dt_scale_study *s, const char *dir, int print_tables) {
@@ -48,14 +68,11 @@ int cli_publish_study(dt_scale_study *s, const char *dir, int print_tables) {
         n_plots = 0;
     }
     for (int i = 0; i < n_plots; i++) plots[i] = names[i];
-    snprintf(path, sizeof path, "%s/report.md.tmp", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return cli_fail("report", "cannot write %s: %s", path, strerror(errno));
-    dt_scale_write_report(s, f, plots, n_plots);
-    char final[4200];
-    snprintf(final, sizeof final, "%s/report.md", dir);
-    if (fclose(f) != 0 || rename(path, final) != 0)
-        return cli_fail("report", "cannot write %s: %s", final, strerror(errno));
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    dt_outfile out;
+    if (dt_outfile_open(&out, path, &err)) return cli_fail("report", "%s", err.msg);
+    dt_scale_write_report(s, out.f, plots, n_plots);
+    if (dt_outfile_commit(&out, &err)) return cli_fail("report", "%s", err.msg);
     if (print_tables) dt_scale_write_report(s, stdout, plots, 0);
     fprintf(stderr, "report: %s/report.md, runs.csv, %d plot%s (PNG + SVG)\n", dir, n_plots,
             n_plots == 1 ? "" : "s");
@@ -124,7 +141,7 @@ int cmd_report(int argc, char **argv) {
         if (dataset <= 0)
             dt_scale_add_note(&s, "--dataset-size not given: iteration counts only from the CSV");
         char dir[4096];
-        if (!out) {
+        if (!out) { /* beside the CSV, which then must not be one of the outputs */
             snprintf(dir, sizeof dir, "%s", times);
             char *slash = strrchr(dir, '/');
             if (slash)
@@ -133,7 +150,7 @@ int cmd_report(int argc, char **argv) {
                 snprintf(dir, sizeof dir, ".");
             out = dir;
         }
-        int rc = cli_publish_study(&s, out, 1);
+        int rc = overwrites_input(times, out) || cli_publish_study(&s, out, 1);
         dt_scale_free(&s);
         return rc ? 1 : 0;
     }

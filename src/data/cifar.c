@@ -48,7 +48,8 @@ int dt_cifar_read_split(const char *dir, int train, int *count, uint8_t **pixels
             snprintf(path, sizeof path, "%s/test_batch.bin", dir);
         uint8_t *data = NULL;
         size_t bytes;
-        int rc = dt_read_maybe_gz(path, &data, &bytes, err);
+        /* an official batch holds 10000 records; a whole dataset's worth is the most */
+        int rc = dt_read_maybe_gz(path, NULL, (size_t)60000 * DT_CIFAR_RECORD, &data, &bytes, err);
         if (rc == 0) rc = dt_cifar_parse(data, bytes, path, count, pixels, labels, err);
         free(data);
         if (rc) {

@@ -57,11 +57,13 @@ static int open_idx(dt_dataset *ds, const char *dir, int train, dt_error *err) {
     uint8_t *data;
     size_t bytes;
     int n_images, n_labels, rows, cols;
-    if (dt_read_maybe_gz(images, &data, &bytes, err)) return -1;
+    /* 2^32 bytes: far beyond any IDX set; the header's size is the real limit */
+    const size_t max = (size_t)1 << 32;
+    if (dt_read_maybe_gz(images, dt_idx_images_size, max, &data, &bytes, err)) return -1;
     int rc = dt_idx_parse_images(data, bytes, images, &n_images, &rows, &cols, &ds->pixels, err);
     free(data);
     if (rc) return -1;
-    if (dt_read_maybe_gz(labels, &data, &bytes, err)) return -1;
+    if (dt_read_maybe_gz(labels, dt_idx_labels_size, max, &data, &bytes, err)) return -1;
     rc = dt_idx_parse_labels(data, bytes, labels, ds->classes, &n_labels, &ds->labels, err);
     free(data);
     if (rc) return -1;

@@ -1,6 +1,7 @@
 #include "dtrain/idx.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,19 @@ int dt_idx_parse_labels(const uint8_t *data, size_t bytes, const char *name, int
     return 0;
 }
 
-int dt_read_maybe_gz(const char *path, uint8_t **data, size_t *bytes, dt_error *err) {
+size_t dt_idx_images_size(const uint8_t *head, size_t n) {
+    if (n < 16 || be32(head) != IDX_IMAGES || be32(head + 8) > 4096 || be32(head + 12) > 4096)
+        return SIZE_MAX; /* the parser names an implausible header */
+    return (size_t)(16 + (uint64_t)be32(head + 4) * be32(head + 8) * be32(head + 12));
+}
+
+size_t dt_idx_labels_size(const uint8_t *head, size_t n) {
+    if (n < 8 || be32(head) != IDX_LABELS) return SIZE_MAX;
+    return (size_t)(8 + (uint64_t)be32(head + 4));
+}
+
+int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_bytes,
+                     uint8_t **data, size_t *bytes, dt_error *err) {
     FILE *probe = fopen(path, "rb");
     if (!probe) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
     fclose(probe);
@@ -77,7 +90,17 @@ int dt_read_maybe_gz(const char *path, uint8_t **data, size_t *bytes, dt_error *
         gzclose(f);
         return dt_error_set(err, "%s: out of memory", path);
     }
+    size_t limit = max_bytes; /* lowered to the header's size once it is read */
+    int header_seen = 0;
     for (;;) {
+        if (used > limit) {
+            free(buf);
+            gzclose(f);
+            return dt_error_set(err,
+                                "%s: holds more than the %zu bytes %s (a gzip bomb or a corrupt "
+                                "file); stopped while inflating",
+                                path, limit, header_seen ? "its header declares" : "allowed");
+        }
         if (used == cap) {
             uint8_t *bigger = cap < ((size_t)1 << 34) ? realloc(buf, cap * 2) : NULL;
             if (!bigger) {
@@ -88,7 +111,7 @@ int dt_read_maybe_gz(const char *path, uint8_t **data, size_t *bytes, dt_error *
             buf = bigger;
             cap *= 2;
         }
-        size_t want = cap - used > (1u << 30) ? (1u << 30) : cap - used;
+        size_t want = cap - used > (1u << 20) ? (1u << 20) : cap - used;
         int got = gzread(f, buf + used, (unsigned)want);
         if (got < 0) {
             int code;
@@ -100,6 +123,11 @@ int dt_read_maybe_gz(const char *path, uint8_t **data, size_t *bytes, dt_error *
         }
         if (got == 0) break;
         used += (size_t)got;
+        if (declared && !header_seen && used >= 16) {
+            const size_t d = declared(buf, used);
+            if (d < limit) limit = d;
+            header_seen = 1;
+        }
     }
     /* zlib reports a stream cut short only as an error at the end. */
     int code;

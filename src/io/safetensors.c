@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "dtrain/outfile.h"
 
 static size_t dtype_size(const char *dtype) {
     if (!strcmp(dtype, "F32") || !strcmp(dtype, "I32")) return 4;
@@ -19,6 +22,11 @@ static size_t dtype_size(const char *dtype) {
 static int read_whole_file(const char *path, uint8_t **out, size_t *bytes, dt_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    struct stat st; /* a folder "opens" and seeks to LONG_MAX */
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return dt_error_set(err, "cannot read %s: not a regular file", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return dt_error_set(err, "cannot seek in %s: %s", path, strerror(errno));
@@ -52,6 +60,10 @@ static int parse_tensor(dt_safetensors *st, const cJSON *item, size_t data_bytes
     if (strlen(item->string) >= sizeof t->name)
         return dt_error_set(err, "%s: tensor name too long: %.40s...", st->path, item->string);
     strcpy(t->name, item->string);
+    for (int i = 0; i < st->n_tensors; i++) /* cJSON keeps duplicate keys */
+        if (!strcmp(st->tensors[i].name, t->name))
+            return dt_error_set(err, "%s: tensor %s appears twice in the header", st->path,
+                                t->name);
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
@@ -71,14 +83,21 @@ static int parse_tensor(dt_safetensors *st, const cJSON *item, size_t data_bytes
     t->numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         const cJSON *d = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 4e9)
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 4e9 ||
+            d->valuedouble != (double)(int64_t)d->valuedouble)
             return dt_error_set(err, "%s: tensor %s: bad shape", st->path, t->name);
         t->shape[i] = (int64_t)d->valuedouble;
+        /* elements beyond the file's bytes cannot be there; also keeps numel from wrapping */
+        if (t->shape[i] > 0 && t->numel > data_bytes / (size_t)t->shape[i])
+            return dt_error_set(err, "%s: tensor %s: shape larger than the file", st->path,
+                                t->name);
         t->numel *= (size_t)t->shape[i];
     }
     const cJSON *b = cJSON_GetArrayItem(offs, 0), *e = cJSON_GetArrayItem(offs, 1);
     if (!cJSON_IsNumber(b) || !cJSON_IsNumber(e) || b->valuedouble < 0 ||
-        e->valuedouble < b->valuedouble)
+        e->valuedouble < b->valuedouble || e->valuedouble > 1.8e19 ||
+        b->valuedouble != (double)(uint64_t)b->valuedouble ||
+        e->valuedouble != (double)(uint64_t)e->valuedouble)
         return dt_error_set(err, "%s: tensor %s: bad data_offsets", st->path, t->name);
     size_t begin = (size_t)b->valuedouble, end = (size_t)e->valuedouble;
     if (end > data_bytes)
@@ -89,6 +108,12 @@ static int parse_tensor(dt_safetensors *st, const cJSON *item, size_t data_bytes
     if (end - begin != t->numel * esize)
         return dt_error_set(err, "%s: tensor %s: %zu bytes of data for %zu elements of %s",
                             st->path, t->name, end - begin, t->numel, t->dtype);
+    for (int i = 0; i < st->n_tensors; i++) { /* two tensors sharing bytes */
+        const size_t ob = (size_t)(st->tensors[i].data - data), oe = ob + st->tensors[i].bytes;
+        if (begin < oe && ob < end && begin < end && ob < oe)
+            return dt_error_set(err, "%s: tensors %s and %s overlap (bytes %zu..%zu and %zu..%zu)",
+                                st->path, st->tensors[i].name, t->name, ob, oe, begin, end);
+    }
     t->data = data + begin;
     t->bytes = end - begin;
     st->n_tensors++;
@@ -135,7 +160,12 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
         if (!strcmp(item->string, "__metadata__")) {
             const cJSON *kv;
             cJSON_ArrayForEach(kv, item) {
-                if (st->n_meta >= 64 || !cJSON_IsString(kv)) continue;
+                if (!cJSON_IsString(kv)) continue;
+                if (st->n_meta >= 64) { /* rather than dropping some silently */
+                    cJSON_Delete(root);
+                    dt_safetensors_free(st);
+                    return dt_error_set(err, "%s: more than 64 metadata entries", path);
+                }
                 snprintf(st->meta[st->n_meta].key, sizeof st->meta[0].key, "%s", kv->string);
                 snprintf(st->meta[st->n_meta].value, sizeof st->meta[0].value, "%s",
                          kv->valuestring);
@@ -234,20 +264,6 @@ int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t co
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t bytes) {
-    const char *p = buf;
-    while (bytes > 0) {
-        ssize_t w = write(fd, p, bytes);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        bytes -= (size_t)w;
-    }
-    return 0;
-}
-
 int dt_safetensors_write(const char *path, const dt_st_entry *entries, int n_entries,
                          const dt_st_meta *meta, int n_meta, dt_error *err) {
     cJSON *root = cJSON_CreateObject();
@@ -284,32 +300,26 @@ int dt_safetensors_write(const char *path, const dt_st_entry *entries, int n_ent
     uint8_t len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (uint8_t)((uint64_t)padded >> (8 * i));
 
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
+    dt_outfile out;
+    if (dt_outfile_open(&out, path, err)) {
         free(json);
-        return dt_error_set(err, "cannot create %s: %s", tmp, strerror(errno));
+        return -1;
     }
-    int failed = write_all(fd, len_bytes, 8) || write_all(fd, json, json_len) ||
-                 write_all(fd, "        ", padded - json_len);
+    int failed = fwrite(len_bytes, 1, 8, out.f) != 8 ||
+                 fwrite(json, 1, json_len, out.f) != json_len ||
+                 fwrite("        ", 1, padded - json_len, out.f) != padded - json_len;
     free(json);
     for (int i = 0; !failed && i < n_entries; i++) {
         const dt_st_entry *e = &entries[i];
         size_t numel = 1;
         for (int d = 0; d < e->ndim; d++) numel *= (size_t)e->shape[d];
-        failed = write_all(fd, e->data, numel * dtype_size(e->dtype));
+        const size_t bytes = numel * dtype_size(e->dtype);
+        failed = fwrite(e->data, 1, bytes, out.f) != bytes;
     }
-    if (!failed) failed = fsync(fd);
-    int saved_errno = errno;
-    if (close(fd) != 0 && !failed) {
-        failed = 1;
-        saved_errno = errno;
+    if (failed) {
+        dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+        dt_outfile_discard(&out);
+        return -1;
     }
-    if (failed || rename(tmp, path) != 0) {
-        if (!failed) saved_errno = errno;
-        unlink(tmp);
-        return dt_error_set(err, "cannot write %s: %s", path, strerror(saved_errno));
-    }
-    return 0;
+    return dt_outfile_commit(&out, err);
 }

@@ -119,6 +119,12 @@ void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *ve
     *opt_steps = (long)state[0][1];
 }
 
+void dt_ps_busy(dt_ps_client *c) {
+    int64_t dummy[3] = {0, 0, 0};
+    for (int s = 0; s < c->cfg.servers; s++)
+        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_BUSY, c->world->comm));
+}
+
 void dt_ps_done(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)

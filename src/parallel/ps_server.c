@@ -25,18 +25,22 @@ typedef struct server {
     long *last_pushed; /* [workers] version of each worker's last push */
     long *clock;       /* [workers] steps pushed; LONG_MAX once done */
     int *pending;      /* [workers] a pull (1) or a state request (2) waits */
+    int *busy;         /* [workers] in an announced long phase (evaluation) */
     long version;      /* updates applied to the shard */
     long count;        /* ps-sync: gradients accumulated for the current version */
 } server;
 
 static void server_free(server *sv) {
     dt_free(sv->grad), dt_free(sv->acc), dt_free(sv->wire);
-    free(sv->last_pushed), free(sv->clock), free(sv->pending);
+    free(sv->last_pushed), free(sv->clock), free(sv->pending), free(sv->busy);
 }
 
 /* Waits for the next message header from any worker; not forever: a dead worker must
- * not hang the server. Yields the core now and then, which oversubscribed runs share. */
+ * not hang the server, unless some worker announced a long phase (dt_ps_busy). Yields
+ * the core now and then, which oversubscribed runs share. */
 static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *status) {
+    int busy = 0;
+    for (int i = 0; i < sv->workers; i++) busy |= sv->busy[i];
     const dt_world *w = sv->job;
     MPI_Request req;
     DT_CHECK_MPI(MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &req));
@@ -46,7 +50,7 @@ static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *st
     while (!flag) {
         DT_CHECK_MPI(MPI_Test(&req, &flag, status));
         if (flag || (++polls & 1023)) continue;
-        if (dt_now() - start > w->timeout_s)
+        if (!busy && dt_now() - start > w->timeout_s)
             dt_world_abort(w,
                            "parameter server %d: no message from any worker for %.0f s "
                            "(a worker died or hangs)",
@@ -171,9 +175,13 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
     sv.last_pushed = calloc((size_t)sv.workers, sizeof(long));
     sv.clock = calloc((size_t)sv.workers, sizeof(long));
     sv.pending = calloc((size_t)sv.workers, sizeof(int));
+    sv.busy = calloc((size_t)sv.workers, sizeof(int));
+    /* setting up (loading data, allocating the model) is a long phase too: a worker is
+     * busy until its first message */
+    for (int i = 0; sv.busy && i < sv.workers; i++) sv.busy[i] = 1;
     if (cfg->comm_dtype != DT_COMM_FP32)
         sv.wire = dt_alloc(sizeof(uint16_t) * (sv.n ? sv.n : 1), "server packed gradient", err);
-    if (!sv.grad || !sv.acc || !sv.last_pushed || !sv.clock || !sv.pending ||
+    if (!sv.grad || !sv.acc || !sv.last_pushed || !sv.clock || !sv.pending || !sv.busy ||
         (cfg->comm_dtype != DT_COMM_FP32 && !sv.wire)) {
         server_free(&sv);
         return dt_error_set(err, "parameter server %d: out of memory", job->rank);
@@ -185,6 +193,7 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
         wait_for_message(&sv, header, &status);
         const double t0 = dt_now();
         const int from = status.MPI_SOURCE, wi = from - cfg->servers;
+        sv.busy[wi] = status.MPI_TAG == DT_PS_TAG_BUSY; /* any other message ends it */
         if (status.MPI_TAG == DT_PS_TAG_DONE) {
             sv.clock[wi] = LONG_MAX; /* no longer holds the others back */
             finished++;

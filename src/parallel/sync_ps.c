@@ -95,10 +95,17 @@ static int ps_collect(dt_sync *s, dt_error *err) {
     return 0;
 }
 
+/* The trainer evaluates after each epoch: silence the servers must not take for death. */
+static void ps_epoch_end(dt_sync *s, int epoch) {
+    (void)epoch;
+    dt_ps_busy(s->impl);
+}
+
 const dt_sync_kind dt_sync_ps_worker = {.name = "ps-worker",
                                         .create = ps_create,
                                         .destroy = ps_destroy,
                                         .step_begin = ps_step_begin,
                                         .after_backward = ps_after_backward,
+                                        .epoch_end = ps_epoch_end,
                                         .finish = ps_finish,
                                         .collect = ps_collect};

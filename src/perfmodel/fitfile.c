@@ -6,18 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Writes root (and frees it). */
+#include "dtrain/outfile.h"
+
+/* Writes root (and frees it), whole or not at all. */
 static int save(const char *path, cJSON *root, dt_error *err) {
     char *text = root ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!text) return dt_error_set(err, "cannot write %s: out of memory", path);
-    errno = 0;
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0) ok = 0;
+    dt_outfile out;
+    if (dt_outfile_open(&out, path, err)) {
+        free(text);
+        return -1;
+    }
+    fputs(text, out.f);
     free(text);
-    if (!ok) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-    return 0;
+    return dt_outfile_commit(&out, err); /* checks every write */
 }
 
 /* The whole file parsed, or NULL with err set. */

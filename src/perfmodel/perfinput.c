@@ -58,7 +58,8 @@ void dt_loss_points_free(dt_loss_points *pts) {
 enum { MAX_FIELDS = 64 };
 
 /* Splits line in place at every comma (empty fields kept) after cutting its line
- * end; returns the number of fields (0 for an empty line). */
+ * end; returns the number of fields (0 for an empty line), or max + 1 if there are
+ * more than max (an error for the caller, never a silent cut). */
 static int split_fields(char *line, char **fields, int max) {
     line[strcspn(line, "\r\n")] = 0;
     if (!*line) return 0;
@@ -70,7 +71,7 @@ static int split_fields(char *line, char **fields, int max) {
         if (!*p) break;
         *p = 0;
     }
-    return n < max ? n : max;
+    return n <= max ? n : max + 1;
 }
 
 /* A whole field that is a finite number. */
@@ -192,6 +193,10 @@ int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_poin
         line = NULL;
         cap = 0;
         n_cols = split_fields(header_line, header, MAX_FIELDS);
+        if (n_cols > MAX_FIELDS) {
+            rc = dt_error_set(err, "%s: more than %d columns", path, MAX_FIELDS);
+            n_cols = 0;
+        }
     }
     static const char *const NAMES[4] = {"workers", "servers", "batch", "step_time"};
     /* dtrain scale's runs.csv: procs, batch_size (per process), t_train, iterations */
@@ -213,7 +218,7 @@ int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_poin
         lineno++;
         int k = split_fields(line, field, MAX_FIELDS);
         if (k == 0) continue;
-        if (k < n_cols) {
+        if (k != n_cols) {
             rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
                               n_cols);
             break;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/plots.h"
 
 /* One row of the table: a layer (conv or linear, or the input) and its output. */
@@ -18,18 +19,15 @@ typedef struct row {
     const dt_qvalue_stats *act; /* NULL for float logits */
 } row;
 
-static FILE *open_in(const char *dir, const char *name, dt_error *err) {
+/* DIR/name through the atomic writer (never onto a symlink, every write checked). */
+static FILE *open_in(const char *dir, const char *name, dt_outfile *o, dt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    return f;
+    return dt_outfile_open(o, path, err) ? NULL : o->f;
 }
 
-static int close_in(FILE *f, const char *dir, const char *name, dt_error *err) {
-    if (fclose(f) != 0)
-        return dt_error_set(err, "cannot write %s/%s: %s", dir, name, strerror(errno));
-    return 0;
+static int close_in(dt_outfile *o, dt_error *err) {
+    return dt_outfile_commit(o, err);
 }
 
 static int rows_of(const dt_qnet *q, row *rows) {
@@ -59,15 +57,16 @@ static double clipped_fraction(const dt_qvalue_stats *a) {
 }
 
 static int write_tables(const dt_qnet *q, const row *rows, int n, const char *dir, dt_error *err) {
-    FILE *csv = open_in(dir, "layers.csv", err);
+    dt_outfile csv_out, md_out;
+    FILE *csv = open_in(dir, "layers.csv", &csv_out, err);
     if (!csv) return -1;
     fputs("layer,weight_min,weight_max,weight_scale_min,weight_scale_max,weight_sqnr_db,"
           "activation,act_min,act_max,act_mean_minus_3sigma,act_mean_plus_3sigma,range_lo,"
           "range_hi,act_scale,int_lo,int_hi,clipped_fraction,act_sqnr_db\n",
           csv);
-    FILE *md = open_in(dir, "report.md", err);
+    FILE *md = open_in(dir, "report.md", &md_out, err);
     if (!md) {
-        fclose(csv);
+        dt_outfile_discard(&csv_out);
         return -1;
     }
     char method[64];
@@ -127,14 +126,18 @@ static int write_tables(const dt_qnet *q, const row *rows, int n, const char *di
     fputs("\nHistograms: weights.png (60 bins per layer), activations.png (30 bins per layer, "
           "over min..max); SVG beside them; histograms.gp redraws them.\n",
           md);
-    int rc = close_in(csv, dir, "layers.csv", err);
-    int rc2 = close_in(md, dir, "report.md", err);
-    return rc ? rc : rc2;
+    int rc = close_in(&csv_out, err);
+    if (rc) {
+        dt_outfile_discard(&md_out);
+        return rc;
+    }
+    return close_in(&md_out, err);
 }
 
 /* One gnuplot data block (index k) per panel: bin centre, count. */
 static int write_histograms(const row *rows, int n, const char *dir, dt_error *err) {
-    FILE *w = open_in(dir, "weights.dat", err);
+    dt_outfile out;
+    FILE *w = open_in(dir, "weights.dat", &out, err);
     if (!w) return -1;
     for (int r = 1; r < n; r++) {
         const dt_qweight_stats *s = rows[r].w;
@@ -144,8 +147,8 @@ static int write_histograms(const row *rows, int n, const char *dir, dt_error *e
             fprintf(w, "%.6g %llu\n", s->min + width * (b + 0.5), (unsigned long long)s->hist[b]);
         fputs("\n\n", w);
     }
-    if (close_in(w, dir, "weights.dat", err)) return -1;
-    FILE *a = open_in(dir, "activations.dat", err);
+    if (close_in(&out, err)) return -1;
+    FILE *a = open_in(dir, "activations.dat", &out, err);
     if (!a) return -1;
     for (int r = 0; r < n; r++) {
         if (!rows[r].value) continue;
@@ -157,7 +160,7 @@ static int write_histograms(const row *rows, int n, const char *dir, dt_error *e
                     (unsigned long long)c->hist_report[b]);
         fputs("\n\n", a);
     }
-    return close_in(a, dir, "activations.dat", err);
+    return close_in(&out, err);
 }
 
 /* A multiplot of `panels` histograms from data file `data`, PNG and SVG. */
@@ -215,7 +218,8 @@ int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
     }
     int rc = write_tables(q, rows, n, dir, err);
     if (rc == 0) rc = write_histograms(rows, n, dir, err);
-    FILE *gp = rc == 0 ? open_in(dir, "histograms.gp", err) : NULL;
+    dt_outfile gp_out;
+    FILE *gp = rc == 0 ? open_in(dir, "histograms.gp", &gp_out, err) : NULL;
     if (gp) {
         fputs("# Made by dtrain quantize; redraw with: gnuplot histograms.gp\n"
               "set style fill solid 0.6 noborder\nset key off\nset format y '%g'\n",
@@ -223,7 +227,7 @@ int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
         plot_panels(gp, "weights", "weights.dat", "weights (60 bins over min..max)", wt, nw);
         plot_panels(gp, "activations", "activations.dat",
                     "activations over the calibration images (30 bins over min..max)", at, na);
-        rc = close_in(gp, dir, "histograms.gp", err);
+        rc = close_in(&gp_out, err);
         if (rc == 0 && dt_gnuplot_run(dir, "histograms.gp", "gnuplot.err") != 0)
             rc = dt_error_set(
                 err, "gnuplot failed or is missing (install gnuplot-nox); see %s/gnuplot.err", dir);

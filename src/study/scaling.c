@@ -7,9 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/perfmodel.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
+    /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is
+     * refused rather than some silently left out */
+    int new_procs = 1, new_batch = 1, procs[64], batch[64];
+    for (int i = 0; i < s->n_rows; i++) {
+        new_procs &= s->rows[i].procs != row->procs;
+        new_batch &= s->rows[i].batch != row->batch;
+    }
+    if ((new_procs && dt_scale_distinct(s, 0, procs) == 64) ||
+        (new_batch && dt_scale_distinct(s, 1, batch) == 64))
+        return dt_error_set(err, "more than 64 different %s (the report's limit)",
+                            new_procs ? "process counts" : "batch sizes");
     if (s->n_rows == s->cap_rows) {
         int cap = s->cap_rows ? 2 * s->cap_rows : 16;
         dt_scale_row *p = realloc(s->rows, sizeof *p * (size_t)cap);
@@ -256,33 +268,83 @@ static char *trim(char *t) {
     return t;
 }
 
+enum { MAX_CSV_FIELDS = 256, MAX_CSV_LINE = 1 << 20 };
+
+/* Splits line in place at every comma, empty fields kept, each trimmed; the count, or
+ * -1 if there are more than max. */
+static int split_csv(char *line, char **fields, int max) {
+    int n = 0;
+    for (char *p = line;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        if (n == max) return -1;
+        fields[n++] = trim(p);
+        if (!comma) return n;
+        p = comma + 1;
+    }
+}
+
+/* The field of column c as a number: the whole field, finite; integers where the
+ * column counts something. */
+static int csv_number(const char *path, int lineno, int c, const char *text, double *out,
+                      dt_error *err) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (!*text || end == text || *end || !isfinite(v))
+        return dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno, COLUMNS[c],
+                            text);
+    const int counts = c == COL_PROCS || c == COL_BATCH || c == COL_ITER;
+    const double max = c == COL_PROCS ? 1 << 20 : c == COL_BATCH ? 1 << 24 : 1e15;
+    if (counts && (v != floor(v) || v < 0 || v > max))
+        return dt_error_set(err, "%s line %d: %s must be a whole number from 0 to %.0f, got '%s'",
+                            path, lineno, COLUMNS[c], max, text);
+    *out = v;
+    return 0;
+}
+
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    char line[4096];
-    int where[64], n_fields = 0;
-    if (!fgets(line, sizeof line, f)) {
-        fclose(f);
-        return dt_error_set(err, "%s is empty", path);
-    }
+    char *line = NULL, *fields[MAX_CSV_FIELDS];
+    size_t cap = 0;
+    int where[MAX_CSV_FIELDS], n_fields = 0, lineno = 1, rc = 0;
+    ssize_t got = getline(&line, &cap, f);
     int have[N_COLS] = {0};
-    for (char *tok = strtok(line, ","); tok && n_fields < 64; tok = strtok(NULL, ",")) {
-        where[n_fields] = -1;
-        for (int c = 0; c < N_COLS; c++)
-            if (!strcmp(trim(tok), COLUMNS[c])) where[n_fields] = c, have[c] = 1;
-        n_fields++;
-    }
-    for (int c = COL_PROCS; c <= COL_T_TRAIN; c++)
-        if (!have[c]) {
-            fclose(f);
-            return dt_error_set(err, "%s: missing column '%s' (need procs,batch_size,t_train)",
-                                path, COLUMNS[c]);
+    if (got <= 0) {
+        rc = dt_error_set(err, "%s is empty", path);
+    } else if (got > MAX_CSV_LINE || (n_fields = split_csv(line, fields, MAX_CSV_FIELDS)) < 0) {
+        rc = dt_error_set(err, "%s line 1: more than %d columns or %d bytes", path, MAX_CSV_FIELDS,
+                          MAX_CSV_LINE);
+    } else {
+        for (int k = 0; k < n_fields && rc == 0; k++) {
+            where[k] = -1;
+            for (int c = 0; c < N_COLS; c++)
+                if (!strcmp(fields[k], COLUMNS[c])) {
+                    if (have[c])
+                        rc = dt_error_set(err, "%s: column '%s' appears twice", path, COLUMNS[c]);
+                    where[k] = c, have[c] = 1;
+                }
         }
-    int lineno = 1, rc = 0;
+        for (int c = COL_PROCS; c <= COL_T_TRAIN && rc == 0; c++)
+            if (!have[c])
+                rc = dt_error_set(err, "%s: missing column '%s' (need procs,batch_size,t_train)",
+                                  path, COLUMNS[c]);
+    }
     char first_model[64] = "";
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && (got = getline(&line, &cap, f)) > 0) {
         lineno++;
+        if (got > MAX_CSV_LINE) {
+            rc = dt_error_set(err, "%s line %d: longer than %d bytes", path, lineno, MAX_CSV_LINE);
+            break;
+        }
         if (!*trim(line)) continue;
+        int k = split_csv(line, fields, MAX_CSV_FIELDS);
+        if (k != n_fields) {
+            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno,
+                              k < 0 ? MAX_CSV_FIELDS + 1 : k, n_fields);
+            break;
+        }
         dt_scale_row r = {.t_data = -1,
                           .t_compute = -1,
                           .t_comm = -1,
@@ -300,13 +362,10 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                           .mpi_mbs = -1,
                           .net_mbs = -1,
                           .sys_other_cores = -1};
-        int k = 0;
-        char *save = NULL;
-        for (char *tok = strtok_r(line, ",", &save); tok && k < n_fields;
-             tok = strtok_r(NULL, ",", &save), k++) {
-            if (where[k] < 0) continue;
-            if (where[k] == COL_MODEL) { /* one curve per model would mix studies: refuse */
-                const char *m = trim(tok);
+        for (int i = 0; i < k && rc == 0; i++) {
+            if (where[i] < 0) continue;
+            if (where[i] == COL_MODEL) { /* one curve per model would mix studies: refuse */
+                const char *m = trim(fields[i]);
                 if (!first_model[0]) {
                     snprintf(first_model, sizeof first_model, "%s", m);
                     if (!s->model[0]) snprintf(s->model, sizeof s->model, "%s", m);
@@ -319,14 +378,12 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                 }
                 continue;
             }
-            char *end;
-            double v = strtod(trim(tok), &end);
-            if (end == tok || *end || !isfinite(v)) {
-                rc = dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno,
-                                  COLUMNS[where[k]], trim(tok));
+            double v = 0;
+            if (csv_number(path, lineno, where[i], fields[i], &v, err)) {
+                rc = -1;
                 break;
             }
-            switch (where[k]) {
+            switch (where[i]) {
             case COL_PROCS:
                 r.procs = (int)v;
                 break;
@@ -387,28 +444,29 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             }
         }
         if (rc) break;
-        if (k < n_fields)
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
-                              n_fields);
-        else if (r.procs < 1 || r.batch < 1)
+        if (r.procs < 1 || r.batch < 1)
             rc = dt_error_set(err, "%s line %d: procs and batch_size must be positive", path,
                               lineno);
         else if (r.t_train <= 0 || (have[COL_T_EPOCH] && r.t_epoch <= 0))
             rc = dt_error_set(err, "%s line %d: times must be positive (t_train %g)", path, lineno,
                               r.t_train);
-        else
-            rc = dt_scale_add_row(s, &r, err);
+        else if (dt_scale_add_row(s, &r, err)) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            rc = dt_error_set(err, "%s line %d: %s", path, lineno, why);
+        }
     }
+    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s: %s", path, strerror(errno));
+    free(line);
     fclose(f);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
     return rc ? rc : dt_scale_combine(s, err);
 }
 
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+    dt_outfile out;
+    if (dt_outfile_open(&out, path, err)) return -1;
+    FILE *f = out.f;
     fprintf(f, "model,params,dataset_size,procs,batch_size,lr_scaled,iterations,t_train,t_epoch,"
                "t_data,t_compute,t_comm,t_comm_exposed,bytes_sent,final_loss,test_acc,repeats,"
                "t_train_min,t_train_max,t_epoch_min,t_epoch_max,other_cores,busy\n");
@@ -423,9 +481,7 @@ int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err)
                 r->repeats > 0 ? r->repeats : 1, r->t_train_min, r->t_train_max, r->t_epoch_min,
                 r->t_epoch_max, r->other_cores, r->busy);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return dt_outfile_commit(&out, err);
 }
 
 /* ---- report ---- */
@@ -839,7 +895,7 @@ static void report_accuracy(const report *rp) {
           out);
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
-        fprintf(out, "| %d | %d | %d | %s |", r->procs, r->batch, r->procs * r->batch,
+        fprintf(out, "| %d | %d | %lld | %s |", r->procs, r->batch, (long long)r->procs * r->batch,
                 r->lr_scaled ? "yes" : "no");
         cell(out, r->final_loss, "%.4f");
         cell(out, r->test_acc >= 0 ? 100.0 * r->test_acc : -1, "%.2f%%");
@@ -976,13 +1032,30 @@ static dt_speed_point model_point(const dt_scale_study *s, int N, double global_
  * against global batch, process count and the cores they get), its leave-one-out
  * check, each config's time predicted, and - only where the model fits - the process
  * count it would pick, within the hardware unless told it grows. */
+static void report_model_in(const report *rp, dt_speed_point *pts, double *loo_pred,
+                            double *loo_err);
+
 static void report_model(const report *rp) {
+    const size_t rows = (size_t)(rp->s->n_rows > 0 ? rp->s->n_rows : 1);
+    dt_speed_point *pts = malloc(sizeof *pts * rows);
+    double *loo_pred = malloc(sizeof(double) * rows), *loo_err = malloc(sizeof(double) * rows);
+    if (pts && loo_pred && loo_err)
+        report_model_in(rp, pts, loo_pred, loo_err);
+    else
+        fputs("\n## 7. Model vs measurement\n\nNo model: out of memory.\n", rp->out);
+    free(pts);
+    free(loo_pred);
+    free(loo_err);
+}
+
+/* pts, loo_pred and loo_err: room for every row of the study. */
+static void report_model_in(const report *rp, dt_speed_point *pts, double *loo_pred,
+                            double *loo_err) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
     fputs("\n## 7. Model vs measurement\n\n", out);
-    dt_speed_point pts[256];
     int n = 0, max_measured = 1;
-    for (int i = 0; i < s->n_rows && n < 256; i++) {
+    for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
         double it = iterations(s, r);
         if (r->lr_scaled || it <= 0) continue;
@@ -995,7 +1068,6 @@ static void report_model(const report *rp) {
         fprintf(out, "No model: %s.\n", err.msg);
         return;
     }
-    double loo_pred[256], loo_err[256];
     dt_loo_summary loo = {0, -1, -1};
     if (dt_speed_leave_one_out(DT_SPEED_ALLREDUCE, pts, n, loo_pred, loo_err, &loo, &err))
         loo.n = 0;
@@ -1018,7 +1090,7 @@ static void report_model(const report *rp) {
           "|---|---|---|---|---|---|\n",
           out);
     int k = 0;
-    for (int i = 0; i < s->n_rows && k < 256; i++) {
+    for (int i = 0; i < s->n_rows && k < n; i++) {
         const dt_scale_row *r = &s->rows[i];
         const double it = iterations(s, r);
         if (r->lr_scaled || it <= 0) continue;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sysmon.h"
 #include "dtrain/timer.h"
@@ -256,17 +257,68 @@ static void show_progress(FILE *log, long *offset, int index, int total, int pro
             done - epoch * *steps_per_epoch, *steps_per_epoch, rate, eta);
 }
 
-/* Runs one configuration; returns 0, 1 if it does not fit in memory, -1 on error. */
+/* The signal that asked the sweep to stop, or 0. A signal handler can only set a flag;
+ * the wait loop below passes the signal on to the run's process group. */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) {
+    stop_signal = sig;
+}
+
+/* The settings a config's log was made with, beside it: the child's arguments (not
+ * the binary's path nor the log's), one per line. A log is reused only when these
+ * are the sweep's current ones. */
+static void args_path(char *out, size_t size, const char *log) {
+    snprintf(out, size, "%s.args", log);
+}
+
+/* The first line where two argument lists differ, for the message. */
+static void first_difference(const char *old, const char *now, char *out, size_t size) {
+    while (*old && *now) {
+        size_t a = strcspn(old, "\n"), b = strcspn(now, "\n");
+        if (a != b || memcmp(old, now, a)) break;
+        old += a + (old[a] != 0);
+        now += b + (now[b] != 0);
+    }
+    snprintf(out, size, "'%.*s' in the log, '%.*s' now", (int)strcspn(old, "\n"), old,
+             (int)strcspn(now, "\n"), now);
+}
+
+/* Whether log's recorded settings are args; if not, why in out. */
+static int same_settings(const char *log, const char *args, char *why, size_t size) {
+    char path[4200];
+    args_path(path, sizeof path, log);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(why, size, "its settings were not recorded");
+        return 0;
+    }
+    char old[8192];
+    size_t n = fread(old, 1, sizeof old - 1, f);
+    old[n] = 0;
+    const int cut = !feof(f);
+    fclose(f);
+    if (!cut && !strcmp(old, args)) return 1;
+    first_difference(old, args, why, size);
+    return 0;
+}
+
+/* Runs one configuration into log (written as log.partial and renamed when the run
+ * succeeds, so a finished log is replaced only by another finished one); returns 0,
+ * 1 if it does not fit in memory, -1 on error. */
 static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, const char *log,
                       int index, int total, dt_error *err) {
-    char errpath[4200];
+    char errpath[4200], partial[4200], argspath[4200];
     snprintf(errpath, sizeof errpath, "%s.stderr", log);
+    snprintf(partial, sizeof partial, "%s.partial", log);
+    args_path(argspath, sizeof argspath, log);
     /* The child's flags: the sweep's training config with this run's settings. */
     dt_train_config run = cfg->train;
     run.batch_size = batch;
     run.lr_scaling_linear = scaled;
     run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0; /* warm-up goes with scaling */
-    run.log_path = log;
+    run.log_path = partial;
+    char args[8192];
+    if (dt_sweep_args(cfg, procs, batch, scaled, args, sizeof args, err)) return -1;
     const dt_train_mode *mode;
     if (dt_train_mode_of(&run, &mode, err)) return -1;
     char np[16], flag_text[2048];
@@ -288,13 +340,27 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     a += flags;
     argv[a++] = "--quiet";
     argv[a] = NULL;
-    unlink(log);
+    unlink(partial);
     unsigned long long busy0 = 0, total0 = 0, busy1 = 0, total1 = 0;
     const int have_ticks = dt_sysmon_machine_ticks(&busy0, &total0) == 0;
     double started = dt_now();
+    /* SIGINT/SIGTERM: passed on to the run's process group (mpirun and its ranks), which
+     * is waited for, so killing the sweep leaves nothing running */
+    struct sigaction stop = {.sa_handler = on_stop_signal}, old_int, old_term;
+    sigemptyset(&stop.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &stop, &old_int);
+    sigaction(SIGTERM, &stop, &old_term);
     pid_t pid = fork();
-    if (pid < 0) return dt_error_set(err, "cannot start a run: %s", strerror(errno));
+    if (pid < 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        return dt_error_set(err, "cannot start a run: %s", strerror(errno));
+    }
     if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         FILE *e = freopen(errpath, "w", stderr);
         if (!e || !freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "r", stdin))
             _exit(127);
@@ -307,25 +373,44 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid); /* also here: the child may not have run yet */
     FILE *logf = NULL;
     long offset = 0, steps_per_epoch = 1;
     const int live = !cfg->quiet && isatty(STDERR_FILENO); /* else a line per config */
-    int status = 0;
+    int status = 0, forwarded = 0;
+    double stop_at = 0;
     struct rusage usage; /* the whole run's: mpirun waits for its ranks */
     memset(&usage, 0, sizeof usage);
     for (;;) {
         pid_t r = wait4(pid, &status, WNOHANG, &usage);
         if (r == pid) break;
         if (r < 0 && errno != EINTR) break;
+        if (stop_signal && !forwarded) {
+            kill(-pid, stop_signal);
+            forwarded = stop_signal;
+            stop_at = dt_now();
+        } else if (forwarded && dt_now() - stop_at > 10) {
+            kill(-pid, SIGKILL); /* mpirun did not end its ranks in 10 s */
+        }
         struct timespec ts = {0, 300 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        if (!live) continue;
-        if (!logf) logf = fopen(log, "r"); /* once the child has created it */
+        if (!live || forwarded) continue;
+        if (!logf) logf = fopen(partial, "r"); /* once the child has created it */
         show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs,
                       &steps_per_epoch, started);
     }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (logf) fclose(logf);
     if (live) fputs("\r\033[K", stderr);
+    if (forwarded) {
+        unlink(partial);
+        unlink(errpath);
+        return dt_error_set(err,
+                            "stopped by signal %d (%s): the run with %d process%s, batch %d, "
+                            "was ended with it",
+                            forwarded, strsignal(forwarded), procs, procs > 1 ? "es" : "", batch);
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         unlink(errpath);
         const double wall = dt_now() - started;
@@ -339,10 +424,19 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
                                    .cores = (int)cores};
             load.other_cores = load.machine_cores - load.run_cores;
             if (load.other_cores < 0) load.other_cores = 0;
-            if (dt_runlog_append_load(log, &load, err)) return -1;
+            if (dt_runlog_append_load(partial, &load, err)) return -1;
         }
-        return 0;
+        /* old settings out first: a kill between the steps leaves a log with none, which
+         * runs again, never one with another log's settings */
+        unlink(argspath);
+        if (rename(partial, log) != 0)
+            return dt_error_set(err, "cannot rename %s: %s", partial, strerror(errno));
+        dt_outfile out;
+        if (dt_outfile_open(&out, argspath, err)) return -1;
+        fputs(args, out.f);
+        return dt_outfile_commit(&out, err);
     }
+    unlink(partial);
     /* The child's own one-line error, for the memory stop or to pass on. */
     char first[512] = "";
     FILE *e = fopen(errpath, "r");
@@ -362,6 +456,25 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     }
     return dt_error_set(err, "run with %d process%s, batch %d failed (%s; see %s)", procs,
                         procs > 1 ? "es" : "", batch, first[0] ? first : "no message", errpath);
+}
+
+int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, char *out,
+                  size_t size, dt_error *err) {
+    dt_train_config run = cfg->train;
+    run.batch_size = batch;
+    run.lr_scaling_linear = scaled;
+    run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0;
+    run.log_path = NULL; /* where the log goes is not a setting of the run */
+    const char *argv[96];
+    char text[2048];
+    const int n = dt_train_flags_to_argv(&run, argv, 95, text, sizeof text, err);
+    if (n < 0) return -1;
+    size_t used = (size_t)snprintf(out, size, "procs %d\n", procs);
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", argv[i],
+                                 i + 1 < n && argv[i + 1][0] != '-' ? " " : "\n");
+    if (used >= size) return dt_error_set(err, "too many arguments for a sweep's run");
+    return 0;
 }
 
 int dt_make_dirs(const char *path, dt_error *err) {
@@ -428,8 +541,21 @@ int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *er
                     index++;
                     dt_scale_row row;
                     int complete = 0;
+                    char args[8192], why[600];
+                    if (dt_sweep_args(cfg, cfg->procs[p], cfg->batches[b], scaled, args,
+                                      sizeof args, err))
+                        return -1;
                     if (!cfg->force && access(log, R_OK) == 0 &&
-                        dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 && complete) {
+                        !same_settings(log, args, why, sizeof why)) {
+                        if (!cfg->quiet)
+                            fprintf(stderr,
+                                    "[config %d/%d] %d proc%s, batch %d: its log was made with "
+                                    "other settings (%s); running again\n",
+                                    index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
+                                    cfg->batches[b], why);
+                    } else if (!cfg->force && access(log, R_OK) == 0 &&
+                               dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 &&
+                               complete) {
                         if (!cfg->quiet)
                             fprintf(stderr,
                                     "[config %d/%d] %d proc%s, batch %d: done before, kept "
@@ -451,7 +577,6 @@ int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *er
                                           "sizes were not run)",
                                           cfg->batches[b], cfg->procs[p],
                                           cfg->procs[p] > 1 ? "es" : "");
-                        unlink(log);
                         memory_stop = 1;
                         break;
                     }

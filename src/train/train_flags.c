@@ -96,6 +96,7 @@ static const dt_train_flag flags[] = {
     {.name = "data",
      .value = "SPEC",
      STRING_ROW(data),
+     .per_rank = 1, /* a path may differ between hosts: the fingerprint compares the data */
      .help = "fashion-mnist | fashion-mnist:DIR | mnist:DIR | cifar10:DIR |\n"
              "synthetic:mnist | synthetic:cifar10 | synthetic:imagenet (default:\n"
              "synthetic data of a 3-channel model's shape, else fashion-mnist).\n"
@@ -136,6 +137,7 @@ static const dt_train_flag flags[] = {
      .value = "T",
      INT_ROW(threads, 1, 1024),
      .always_emit = 1,
+     .per_rank = 1,
      .help = "compute threads per process (default: all cores)"},
     {.name = "seed",
      .value = "S",
@@ -170,6 +172,7 @@ static const dt_train_flag flags[] = {
     {.name = "loader-workers",
      .value = "W",
      INT_ROW(loader_workers, 0, 64),
+     .per_rank = 1,
      .help = "threads decoding batches ahead of training (default 1;\n"
              "0 = decode in the training thread)"},
     {.name = "augment",
@@ -223,6 +226,7 @@ static const dt_train_flag flags[] = {
      .field = DT_FIELD_INT,
      .offset = FIELD(delay_worker),
      .offset2 = FIELD(delay_ms),
+     .per_rank = 1,
      .imin = 0,
      .imax = INT_MAX,
      .help = "testing aid: worker (or rank) WORKER sleeps MS ms every step"},
@@ -233,15 +237,19 @@ static const dt_train_flag flags[] = {
     {.name = "log",
      .value = "FILE",
      STRING_ROW(log_path),
+     .per_rank = 1,
      .heading = "",
      .help = "write the JSON Lines run log to FILE"},
     {.name = "save",
      .value = "FILE",
      STRING_ROW(save_path),
-     .help = "write the final weights (safetensors, PyTorch names)"},
+     .per_rank = 1,
+     .help = "write the final weights (safetensors, PyTorch names; the\n"
+             "path is checked before training, diverged weights never saved)"},
     {.name = "init",
      .value = "FILE",
      STRING_ROW(init_path),
+     .per_rank = 1,
      .help = "start from the weights in FILE (safetensors)"},
     {.name = "checkpoint",
      .value = "DIR",
@@ -422,10 +430,8 @@ static void format_number(char *out, size_t size, double v, int single) {
     }
 }
 
-/* The value text of row f in cfg, or NULL when cfg has no value for it (a switch that
- * is off, a NULL string). */
-static const char *value_text(const dt_train_flag *f, const dt_train_config *cfg, char *buf,
-                              size_t size) {
+const char *dt_train_flag_value(const dt_train_flag *f, const dt_train_config *cfg, char *buf,
+                                size_t size) {
     const void *field = field_in(cfg, f->offset);
     switch (f->kind) {
     case DT_FLAG_INT:
@@ -463,8 +469,8 @@ int dt_train_flags_to_argv(const dt_train_config *cfg, const char **argv, int ma
     for (int i = 0; i < N_FLAGS; i++) {
         const dt_train_flag *f = &flags[i];
         char mine[64], theirs[64];
-        const char *value = value_text(f, cfg, mine, sizeof mine);
-        const char *base = value_text(f, &defaults, theirs, sizeof theirs);
+        const char *value = dt_train_flag_value(f, cfg, mine, sizeof mine);
+        const char *base = dt_train_flag_value(f, &defaults, theirs, sizeof theirs);
         if (!value || (!f->always_emit && base && !strcmp(value, base))) continue;
         const int entries = f->kind == DT_FLAG_SWITCH ? 1 : 2;
         /* the flag name and a number's text live in text[]; strings stay in cfg */

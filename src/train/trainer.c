@@ -13,8 +13,10 @@
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
 #include "dtrain/evaluate.h"
+#include "dtrain/fingerprint.h"
 #include "dtrain/loader.h"
 #include "dtrain/resume.h"
+#include "dtrain/outfile.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
@@ -96,6 +98,25 @@ static int open_data(trainer *t, dt_error *err) {
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
+/* Index of the first parameter or buffer that is NaN or infinite, or -1. */
+static long first_non_finite(const dt_model *m) {
+    for (size_t i = 0; i < m->n_params; i++)
+        if (!isfinite(m->params[i])) return (long)i;
+    for (size_t i = 0; i < m->n_buffers; i++)
+        if (!isfinite(m->buffers[i])) return (long)(m->n_params + i);
+    return -1;
+}
+
+/* Collective over w: whether every rank runs the same thing. On a mismatch rank 0
+ * returns the error (its caller ends the job with that one line) while the others
+ * wait to be ended, so the message is printed once. */
+static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, dt_error *err) {
+    int rc = filled == 0 ? dt_fingerprint_compare(w, fp, err) : -1;
+    dt_fingerprint_free(fp);
+    if (rc && filled == 0 && w->rank != 0) dt_world_barrier(w, "rank 0's report of a mismatch");
+    return rc;
+}
+
 /* The RNG stream of the dropout seed of rank 0 (rank r: + r), apart from the tensors'
  * initialisation streams (0 .. tensors - 1). */
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
@@ -126,10 +147,14 @@ static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
+    /* a typo in --save must not cost the whole run */
+    if (cfg->save_path && w->rank == 0 && dt_outfile_check(cfg->save_path, err)) return -1;
     if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err) ||
         dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
+    if (cfg->init_path && first_non_finite(&t->state.model) >= 0)
+        return dt_error_set(err, "%s: the weights hold NaN or infinite values", cfg->init_path);
     /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
      * different units, as independent replicas would. */
     dt_rng dropout_rng = dt_rng_make(cfg->seed, DROPOUT_STREAM + (uint64_t)w->rank);
@@ -144,6 +169,12 @@ static int setup(trainer *t, dt_error *err) {
                          0, err))
         return -1;
     t->steps_per_epoch = (t->sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
+    dt_fingerprint fp; /* before the first exchange of model-sized buffers */
+    dt_fingerprint_init(&fp);
+    if (w->size > 1 &&
+        ranks_agree(w, &fp, dt_fingerprint_model(&fp, &t->state.model, &t->train, &t->test, err),
+                    err))
+        return -1;
     t->state.sched = (dt_lr_schedule){
         cfg->lr_schedule,   cfg->lr,    cfg->lr_scaling_linear ? w->size : 1.0, cfg->warmup_epochs,
         t->steps_per_epoch, cfg->epochs};
@@ -467,12 +498,21 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         dt_epoch_record er = epoch_record(t, epoch, &e);
         const double eval_start = dt_now();
         if (evaluate(t, &test_loss, &test_acc, err)) return -1;
+        if (!isfinite(test_loss) || first_non_finite(&t->state.model) >= 0)
+            return dt_error_set(err,
+                                "the weights diverged in epoch %d (test loss %s; learning rate %g "
+                                "too high?); stopping without saving",
+                                epoch, isfinite(test_loss) ? "finite, weights not" : "not finite",
+                                dt_lr_at(&t->state.sched, t->state.step));
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
         eval_time += er.t_eval;
         dt_runlog_epoch(&t->log, &er);
         if (log_sys(t, err)) return -1;
+        if (t->log.write_failed) /* a full disk: stop now, not after the last epoch */
+            return dt_error_set(err, "cannot write %s: %s", cfg->log_path,
+                                strerror(t->log.write_failed));
         report(t, progress, ctx,
                &(dt_train_progress){.epoch = epoch,
                                     .epochs = cfg->epochs,
@@ -527,6 +567,11 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     if (t.mode->has_servers && (!job || servers < 1 || procs <= servers))
         return dt_error_set(err, "%s needs more processes than --servers %d (got %d)", t.mode->name,
                             cfg->ps.servers, procs);
+    if (job && job->size > 1) { /* every rank, servers included, before any other message */
+        dt_fingerprint fp;
+        dt_fingerprint_init(&fp);
+        if (ranks_agree(job, &fp, dt_fingerprint_config(&fp, cfg, err), err)) return -1;
+    }
     if (!job) {
         t.workers = (dt_world){.comm = MPI_COMM_NULL, .rank = 0, .size = 1, .timeout_s = 25.0};
     } else if (servers > 0) { /* ranks 0..servers-1 serve, the others train */

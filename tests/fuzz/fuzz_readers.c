@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(f);
     uint8_t *out;
     size_t bytes;
-    if (dt_read_maybe_gz(path, &out, &bytes, &err) == 0) free(out);
+    if (dt_read_maybe_gz(path, dt_idx_images_size, (size_t)1 << 26, &out, &bytes, &err) == 0)
+        free(out);
     return 0;
 }
