@@ -8,7 +8,8 @@
 # Before each row the other processes' CPU use is sampled for 2 s (busy% column); rerun
 # rows where it is not near 0. Both sides use the same OpenBLAS kernels. Raw JSON lines go to bench/results/ (gitignored).
 #   bench/compare_torch.sh [DTRAIN] [THREADS] [MODELS...]
-#   env: REPEATS (3), BATCH (128), STEPS (per model: 1000 small, 200 lenet5, 5 large)
+#   env: REPEATS (3), BATCH (128), STEPS (per model: 1000 small, 200 lenet5, 5 large),
+#        PRECISION (fp32 | bf16: dtrain --precision bf16 against torch.autocast bf16)
 set -eu
 DTRAIN=${1:-build/dtrain}
 THREADS=${2:-2}
@@ -16,6 +17,9 @@ shift 2 2>/dev/null || shift $#
 MODELS=${*:-"logreg mlp lenet5 resnet18"}
 REPEATS=${REPEATS:-3}
 BATCH=${BATCH:-128}
+PRECISION=${PRECISION:-fp32}
+torch_prec=""
+[ "$PRECISION" = bf16 ] && torch_prec="--bf16"
 here=$(dirname "$0")
 mkdir -p "$here/results"
 out="$here/results/compare_torch_$(date +%Y%m%d_%H%M%S).jsonl"
@@ -49,7 +53,7 @@ for model in $MODELS; do
     r=0
     while [ "$r" -lt "$REPEATS" ]; do
         d=$("$DTRAIN" bench --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$steps")
+            --steps "$steps" --precision "$PRECISION")
         echo "$d" >>"$out"
         echo "$d" >>"$out.d"
         # PyTorch links the same OpenBLAS: give it the kernels dtrain chose
@@ -61,7 +65,7 @@ for model in $MODELS; do
                 [ "$lay" = cl ] && flag="--channels-last"
                 t=$(OPENBLAS_CORETYPE=$core OMP_NUM_THREADS=$nt OPENBLAS_NUM_THREADS=$nt /usr/bin/python3 \
                     "$here/torch_bench.py" --model "$model" --batch-size "$BATCH" \
-                    --threads "$nt" --steps "$steps" $flag)
+                    --threads "$nt" --steps "$steps" $flag $torch_prec)
                 echo "$t" >>"$out"
                 echo "$t" >>"$out.t.$nt.$lay"
             done
@@ -89,4 +93,4 @@ rm -f "$out.d"
 peak=$("$(dirname "$DTRAIN")/bench_sgemm_peak" "$THREADS")
 echo "$peak" >>"$out"
 echo "OpenBLAS sgemm peak at $THREADS threads (2048^3, best of 10): $(echo "$peak" | field sgemm_gflops) GFLOP/s"
-echo "medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"
+echo "precision $PRECISION (torch: ${torch_prec:-fp32}); medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"

@@ -23,6 +23,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--channels-last", action="store_true",
                     help="model and input in channels_last (NHWC) memory format")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bf16 mixed precision: torch.autocast('cpu', torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -40,7 +42,8 @@ def main():
     for step in range(-3, args.steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -50,7 +53,7 @@ def main():
     times.sort()
     print(json.dumps({"framework": "pytorch " + torch.__version__, "model": args.model,
                       "batch_size": args.batch_size, "threads": args.threads,
-                      "channels_last": args.channels_last,
+                      "channels_last": args.channels_last, "bf16": args.bf16,
                       "steps": args.steps, "images_per_s": round(args.batch_size * args.steps / total, 1),
                       "ms_per_step": round(1e3 * times[len(times) // 2], 3)}))
 

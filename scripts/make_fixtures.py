@@ -11,6 +11,11 @@ as float32: it is then the exact answer the float32 C code should approach, not
 one float32 rounding of it (oneDNN's and OpenBLAS's roundings differ).
 
     scripts/make_fixtures.py                  # writes tests/fixtures/*.safetensors
+    scripts/make_fixtures.py --bf16-only
+        # only the bf16 autocast references (*_bf16.safetensors) from the committed
+        # fixtures: PyTorch's torch.autocast("cpu", torch.bfloat16) loss and step-1
+        # gradients on the fixture's first batch, and their errors against its float64
+        # reference (test_parity's bf16 case holds dtrain --precision bf16 to those)
     scripts/make_fixtures.py --full BUILD/tests/test_parity
         # also makes full-width resnet18 and resnet20 fixtures in a temporary folder and
         # runs the C parity test on them (too big to commit; run by hand, outside CI)
@@ -138,15 +143,73 @@ def make_fixture(path, model, name, width, input_shape, batch, seed, lr=0.1, f32
           f"{sum(p.numel() for p in model.parameters())} parameters")
 
 
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    dtypes = {"F32": np.float32, "I64": np.int64, "I32": np.int32}
+    tensors = {}
+    for name, h in header.items():
+        lo, hi = h["data_offsets"]
+        a = np.frombuffer(data[lo:hi], dtype=dtypes[h["dtype"]]).reshape(h["shape"])
+        tensors[name] = torch.from_numpy(a.copy())
+    return tensors, meta
+
+
+def whole_err(g, ref):
+    diff = sum(((g[k] - ref[k]) ** 2).sum() for k in ref)
+    return (diff / sum((v ** 2).sum() for v in ref.values())).sqrt().item()
+
+
+def make_bf16_fixture(fixture, out, model):
+    """PyTorch's bf16 autocast on a committed fixture's first batch: its loss and
+    gradients, and their errors against the fixture's float64 reference."""
+    tensors, meta = load_safetensors(fixture)
+    model.load_state_dict({k: tensors[k] for k in model.state_dict()})
+    model.train()
+    x, y = tensors["input1"], tensors["labels1"].long()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    loss.float().backward()
+    ref = {k: tensors[f"grad.{k}"].double() for k, _ in model.named_parameters()}
+    grads = {k: p.grad.detach().double() for k, p in model.named_parameters()}
+    ref_loss = tensors["loss1"].item()
+    out_t = {"bf16.loss1": loss.detach().float().reshape(1)}
+    out_t.update({f"bf16.grad.{k}": g.float() for k, g in grads.items()})
+    meta_out = {"model": meta["model"], "fixture": os.path.basename(fixture),
+                "torch": torch.__version__,
+                "torch_bf16_loss_err": "%.3g" % (abs(loss.item() - ref_loss) / abs(ref_loss)),
+                "torch_bf16_grad_err": "%.3g" % grad_err(grads, ref),
+                "torch_bf16_grad_whole_err": "%.3g" % whole_err(grads, ref)}
+    save_safetensors(out, out_t, meta_out)
+    print(f"wrote {out}: torch bf16 autocast vs float64: loss error "
+          f"{meta_out['torch_bf16_loss_err']}, worst gradient error "
+          f"{meta_out['torch_bf16_grad_err']}")
+
+
+def bf16_fixtures(folder):
+    for fixture, model in [("lenet5", LeNet5()), ("resnet18_w4", ResNet18(4)),
+                           ("resnet20_w4", CifarResNet(3, 4))]:
+        make_bf16_fixture(os.path.join(folder, f"{fixture}.safetensors"),
+                          os.path.join(folder, f"{fixture}_bf16.safetensors"), model)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                   "fixtures"))
     ap.add_argument("--full", metavar="TEST_PARITY",
                     help="also check full-width resnet18 and resnet20 with this test_parity binary")
+    ap.add_argument("--bf16-only", action="store_true",
+                    help="only the bf16 autocast references, from the committed fixtures")
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
+    if args.bf16_only:
+        bf16_fixtures(args.out)
+        return
     torch.manual_seed(1)
     make_fixture(os.path.join(args.out, "lenet5.safetensors"), LeNet5(), "lenet5", 0,
                  (1, 28, 28), 4, 2)
@@ -182,6 +245,7 @@ def main():
                      build_imagenet(name, width, 10, no_dropout=True), name, width,
                      (3, side, side), batch, seed, lr=lr, f32_errors=f32,
                      extra_meta={"input": f"3x{side}x{side}", "classes": "10", "no_dropout": "1"})
+    bf16_fixtures(args.out)
     if args.full:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "resnet18_w64.safetensors")

@@ -45,7 +45,8 @@ static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, 
     memset(&scratch, 0, sizeof scratch);
     dt_conv2d_plan *plan;
     dt_error err;
-    if (dt_conv2d_plan_create(&plan, ctx, &s, bias, NULL, &scratch, &err)) fail_msg("%s", err.msg);
+    if (dt_conv2d_plan_create(&plan, ctx, &s, bias, NULL, 0, &scratch, &err))
+        fail_msg("%s", err.msg);
     for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) scratch.act[i] = test_alloc(scratch.act_bytes[i]);
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++)
         scratch.weight[i] = test_alloc(scratch.weight_bytes[i]);

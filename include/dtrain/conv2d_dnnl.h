@@ -30,12 +30,15 @@ typedef struct dt_dnnl_scratch {
 
 int dt_dnnl_create(dt_dnnl **ctx, dt_error *err);
 void dt_dnnl_destroy(dt_dnnl *ctx);
+/* 1 when the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). */
+int dt_dnnl_has_bf16(void);
 
 /* s->n is the largest batch; adds this layer's needs to scratch's *_bytes (max). */
-/* io: the activations' layouts (exec.h); NULL: NCHW, accumulating. */
+/* io: the activations' layouts (exec.h); NULL: NCHW, accumulating. bf16: multiply in
+ * bf16 (src, weights and diff_dst converted on the way in; fp32 results). */
 int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
-                          int has_bias, const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs,
-                          dt_error *err);
+                          int has_bias, const dt_exec_conv2d_io *io, int bf16,
+                          dt_dnnl_scratch *needs, dt_error *err);
 void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
 
 /* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run

@@ -89,6 +89,7 @@ typedef struct dt_model {
     uint64_t dropout_seed;
     uint64_t dropout_calls;
     dt_conv_backend conv_backend; /* set before dt_model_alloc; picks the exec context */
+    dt_precision precision;       /* set before dt_model_alloc: conv2d's multiply format */
     int plain_layouts; /* set before dt_model_alloc: every activation NCHW (tests compare) */
 
     dt_tensor_entry *tensors;

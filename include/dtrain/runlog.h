@@ -50,6 +50,7 @@ typedef struct dt_run_record {
     int threads, loader_workers;
     char allreduce[16];
     char comm_dtype[8]; /* gradients on the wire: fp32, bf16, fp16 */
+    char precision[8];  /* conv2d's multiplies: fp32, bf16 */
     double bucket_mb;
     int buckets;
     int overlap;             /* boolean in the file */

@@ -34,6 +34,7 @@ typedef struct dt_train_config {
     const char *mode;
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype; /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
+    dt_precision precision;   /* conv2d multiplies in fp32 (0) or bf16 (mixed precision) */
     double bucket_mb;         /* 0 = 25 */
     int no_overlap;
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */

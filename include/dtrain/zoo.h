@@ -16,6 +16,7 @@ typedef struct dt_model_spec {
     int width;      /* the first conv's channels (the rest scale alike); 0 = the model's default */
     int no_dropout; /* 1: dropout layers with p = 0 (PyTorch parity fixtures: its random
                        numbers cannot be reproduced, so the references drop nothing) */
+    dt_precision precision; /* conv2d's multiply format (fp32 = 0) */
 } dt_model_spec;
 
 /* Builds the graph of a named model (not yet allocated). Returns 0, or -1 with an

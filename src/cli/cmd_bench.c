@@ -18,8 +18,8 @@
 #include "dtrain/zoo.h"
 
 /* The training flags bench takes from the shared table; its default model differs. */
-static const char *const bench_shared[] = {"model",   "data", "width", "batch-size",
-                                           "threads", "init", NULL};
+static const char *const bench_shared[] = {"model",   "data", "width",     "batch-size",
+                                           "threads", "init", "precision", NULL};
 
 static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain bench [options]\n"
@@ -247,6 +247,11 @@ int cmd_bench(int argc, char **argv) {
             return 0;
         }
     }
+    if (cfg.precision == DT_PRECISION_BF16 && (infer || backend != DT_CONV_DNNL)) {
+        cli_fail(cmd,
+                 "--precision bf16 times training on oneDNN: not with --infer or --conv im2col");
+        return 2;
+    }
     if (int8 && !infer) {
         cli_fail(cmd, "--int8 times inference: add --infer");
         return 2;
@@ -280,6 +285,7 @@ int cmd_bench(int argc, char **argv) {
                                     backend, (int)batch, (int)threads,  steps};
         return bench_infer(&a, &spec);
     }
+    spec.precision = cfg.precision;
     if (dt_zoo_build(&m, &spec, &err)) {
         cli_fail(cmd, "%s", err.msg);
         return 1;
@@ -324,12 +330,13 @@ int cmd_bench(int argc, char **argv) {
     double median = times[steps / 2];
     double flops = dt_model_train_flops(&m, (int)batch);
     printf("{\"model\":\"%s\",\"conv\":\"%s\",\"width\":%d,\"params\":%zu,\"batch_size\":%ld,"
-           "\"threads\":%ld,\"layouts\":\"%s\","
+           "\"threads\":%ld,\"layouts\":\"%s\",\"precision\":\"%s\","
            "\"steps\":%ld,\"images_per_s\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.2f,"
            "\"blas_core\":\"%s\"}\n",
            model_name, backend == DT_CONV_DNNL ? "dnnl" : "im2col", spec.width, m.n_params, batch,
-           threads, plain_layouts || backend != DT_CONV_DNNL ? "nchw" : "blocked", steps,
-           batch * steps / total, 1e3 * median, flops / median * 1e-9, dt_blas_core_loaded());
+           threads, plain_layouts || backend != DT_CONV_DNNL ? "nchw" : "blocked",
+           dt_precision_name(cfg.precision), steps, batch * steps / total, 1e3 * median,
+           flops / median * 1e-9, dt_blas_core_loaded());
     if (profile && m.op_forward_s) {
         double fwd[DT_OP_COUNT] = {0}, bwd[DT_OP_COUNT] = {0};
         for (int i = 0; i < m.n_ops; i++) {

@@ -1,6 +1,9 @@
 #include "dtrain/conv2d_dnnl.h"
 
 #include <oneapi/dnnl/dnnl.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@ struct dt_conv2d_plan {
     dt_conv2d_shape s;
     int has_bias;
     dt_exec_conv2d_io io;
+    int bf16; /* multiply in bf16: inputs, weights and incoming gradients converted */
     variant v[2];
     int n_variants, next_evict;
     dt_dnnl_scratch limits; /* slot sizes the model allocated (max batch) */
@@ -63,6 +67,26 @@ int dt_dnnl_create(dt_dnnl **ctx, dt_error *err) {
     DNNL_TRY(dnnl_stream_create(&(*ctx)->stream, (*ctx)->engine, dnnl_stream_default_flags),
              "stream creation");
     return 0;
+}
+
+int dt_dnnl_has_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    /* CPUID leaf 7: sub-leaf 1 EAX bit 5 is AVX512_BF16; sub-leaf 0 EDX bit 22 is
+     * AMX-BF16. Without either oneDNN falls back to slow emulated kernels. */
+    unsigned a, b, c, d;
+    if (__get_cpuid_max(0, NULL) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    int amx = (d >> 22) & 1;
+    unsigned max_sub = a;
+    int avx512_bf16 = 0;
+    if (max_sub >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        avx512_bf16 = (a >> 5) & 1;
+    }
+    return amx || avx512_bf16;
+#else
+    return 0;
+#endif
 }
 
 void dt_dnnl_destroy(dt_dnnl *ctx) {
@@ -160,7 +184,8 @@ static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_e
 }
 
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
-                        const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs, dt_error *err) {
+                        const dt_exec_conv2d_io *io, int bf16, dt_dnnl_scratch *needs,
+                        dt_error *err) {
     const dt_conv2d_shape *s = s0;
     dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
     dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
@@ -172,7 +197,11 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
      * (in + pad_l + pad_r - k) / stride + 1 land exactly on it. */
     dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + s->kh - s->h_in - s->pad,
                          (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
-    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, src_any, dst_any, wei_any;
+    /* bf16: the products' operands (src, weights, diff_dst) in bf16, what they
+     * produce (dst, diff_src, diff_weights, bias) in fp32. */
+    dnnl_data_type_t lp = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, src_any, dst_any, wei_any, ddst_any, dsrc_any,
+        dwei_any;
     v->n = n;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32,
                                           io->in_blocked ? dnnl_nChw16c : dnnl_nchw),
@@ -182,11 +211,14 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
              "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
-             "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, lp, dnnl_format_tag_any), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any),
              "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, lp, dnnl_format_tag_any), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&ddst_any, 4, dst_dims, lp, dnnl_format_tag_any), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dsrc_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
+             "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dwei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
              "md");
     const dnnl_memory_desc_t *bias_md = has_bias ? &bias_u : NULL;
 
@@ -211,7 +243,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
     if (rc == 0 && dnnl_convolution_backward_weights_desc_init(
-                       &bwd, dnnl_convolution_direct, &src_any, &wei_any, bias_md, &dst_any,
+                       &bwd, dnnl_convolution_direct, &src_any, &dwei_any, bias_md, &ddst_any,
                        strides, pad_l, pad_r) != dnnl_success)
         rc = dt_error_set(err, "oneDNN: convolution backward-weights description failed");
     if (rc == 0 && dnnl_primitive_desc_create(&bwpd, &bwd, NULL, ctx->engine, fpd) != dnnl_success)
@@ -233,8 +265,8 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
         dnnl_primitive_desc_destroy(bwpd);
     }
     if (rc == 0 &&
-        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &src_any, &wei_any,
-                                                 &dst_any, strides, pad_l, pad_r) != dnnl_success)
+        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &dsrc_any, &wei_any,
+                                                 &ddst_any, strides, pad_l, pad_r) != dnnl_success)
         rc = dt_error_set(err, "oneDNN: convolution backward-data description failed");
     if (rc == 0 && dnnl_primitive_desc_create(&bdpd, &bdd, NULL, ctx->engine, fpd) != dnnl_success)
         rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
@@ -267,19 +299,20 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
 }
 
 int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
-                          int has_bias, const dt_exec_conv2d_io *io, dt_dnnl_scratch *needs,
-                          dt_error *err) {
+                          int has_bias, const dt_exec_conv2d_io *io, int bf16,
+                          dt_dnnl_scratch *needs, dt_error *err) {
     dt_conv2d_plan *p = calloc(1, sizeof *p);
     if (!p) return dt_error_set(err, "out of memory for a conv plan");
     p->ctx = ctx;
     p->s = *s;
     p->has_bias = has_bias;
+    p->bf16 = bf16;
     if (io) p->io = *io;
     if ((p->io.in_blocked && s->c_in % 16) || (p->io.out_blocked && s->c_out % 16)) {
         free(p);
         return dt_error_set(err, "conv2d: blocked activations need channels in multiples of 16");
     }
-    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, needs, err)) {
+    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, bf16, needs, err)) {
         variant_destroy(&p->v[0]);
         free(p);
         return -1;
@@ -308,7 +341,7 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     dt_dnnl_scratch needs;
     memset(&needs, 0, sizeof needs);
     dt_error err;
-    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, &needs, &err)) {
+    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, p->bf16, &needs, &err)) {
         fprintf(stderr, "dtrain: conv2d for batch %d: %s\n", n, err.msg);
         exit(1);
     }

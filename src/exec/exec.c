@@ -7,6 +7,7 @@
 
 struct dt_exec {
     dt_conv_backend conv_backend;
+    dt_precision precision;
     dt_dnnl *dnnl; /* DT_CONV_DNNL: engine + stream */
     dt_dnnl_scratch dnnl_scratch;
     float *workspace; /* DT_CONV_IM2COL: shared by all layers */
@@ -18,12 +19,33 @@ struct dt_exec_conv2d {
     dt_conv2d_plan *dnnl_plan; /* NULL on im2col */
 };
 
-int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_error *err) {
+const char *dt_precision_name(dt_precision precision) {
+    return precision == DT_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+int dt_precision_parse(const char *name, dt_precision *precision) {
+    if (!strcmp(name, "fp32"))
+        *precision = DT_PRECISION_FP32;
+    else if (!strcmp(name, "bf16"))
+        *precision = DT_PRECISION_BF16;
+    else
+        return -1;
+    return 0;
+}
+
+int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision precision,
+                   dt_error *err) {
     dt_exec *e = calloc(1, sizeof *e);
     if (!e) return dt_error_set(err, "out of memory creating the execution context");
     e->conv_backend = conv_backend;
+    e->precision = precision;
     *exec = e;
+    if (precision == DT_PRECISION_BF16 && conv_backend != DT_CONV_DNNL)
+        return dt_error_set(err, "bf16 precision needs the oneDNN conv backend (not im2col)");
     if (conv_backend == DT_CONV_DNNL && dt_dnnl_create(&e->dnnl, err)) return -1;
+    if (precision == DT_PRECISION_BF16 && !dt_dnnl_has_bf16())
+        return dt_error_set(err, "bf16 precision: this CPU has neither AVX512-BF16 nor AMX "
+                                 "(oneDNN would emulate it slowly); use --precision fp32");
     return 0;
 }
 
@@ -44,7 +66,8 @@ int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
     *conv = c;
     if (exec->conv_backend == DT_CONV_DNNL)
         return dt_conv2d_plan_create(&c->dnnl_plan, exec->dnnl, s, has_bias, io,
-                                     &exec->dnnl_scratch, err);
+                                     exec->precision == DT_PRECISION_BF16, &exec->dnnl_scratch,
+                                     err);
     if (io && (io->in_blocked || io->out_blocked))
         return dt_error_set(err, "conv2d: blocked activations need the oneDNN backend");
     size_t need = dt_conv2d_workspace_floats(s);

@@ -56,6 +56,7 @@ static const field RUN_FIELDS[] = {
     FIELD(dt_run_record, loader_workers, F_INT, NULL, 0),
     FIELD(dt_run_record, allreduce, F_STRING, NULL, 0),
     FIELD(dt_run_record, comm_dtype, F_STRING, NULL, 0),
+    FIELD(dt_run_record, precision, F_STRING, NULL, 0),
     FIELD(dt_run_record, bucket_mb, F_REAL, "%g", 0),
     FIELD(dt_run_record, buckets, F_INT, NULL, 0),
     FIELD(dt_run_record, overlap, F_BOOL, NULL, 0),

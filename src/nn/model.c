@@ -446,7 +446,7 @@ int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
     for (int i = 0; i < m->n_storages; i++) floats += m->storages[i].per_sample * max_batch;
     for (int k = 0; k < m->n_grad_slots; k++) floats += m->grad_slot_floats[k];
     size_t op_bytes = 0;
-    if (dt_exec_create(&m->exec, m->conv_backend, err)) return -1;
+    if (dt_exec_create(&m->exec, m->conv_backend, m->precision, err)) return -1;
     for (int i = 0; i < m->n_ops; i++) {
         const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
         if (cls->plan && cls->plan(m, &m->ops[i], max_batch, &op_bytes, err)) return -1;

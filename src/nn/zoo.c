@@ -471,6 +471,7 @@ int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
         return dt_error_set(err, "unknown model '%s' (known: %s)", spec->name, dt_zoo_names());
     }
     dt_model_init_empty(m, spec->name, spec->classes);
+    m->precision = spec->precision;
     const int x = dt_model_input(m, spec->in_c, spec->in_h, spec->in_w);
     dt_model_spec resolved = *spec;
     if (resolved.width <= 0) resolved.width = e->width;

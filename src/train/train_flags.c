@@ -66,6 +66,16 @@ static const char *comm_dtype_of(const dt_train_config *cfg) {
     return dt_comm_dtype_name(cfg->comm_dtype);
 }
 
+static const char *precision_names(void) {
+    return "fp32, bf16";
+}
+static int precision_parse(dt_train_config *cfg, const char *text) {
+    return dt_precision_parse(text, &cfg->precision);
+}
+static const char *precision_of(const dt_train_config *cfg) {
+    return dt_precision_name(cfg->precision);
+}
+
 #define FIELD(member) offsetof(dt_train_config, member)
 #define INT_ROW(member, lo, hi)                                                                    \
     .kind = DT_FLAG_INT, .field = DT_FIELD_INT, .offset = FIELD(member), .imin = (lo), .imax = (hi)
@@ -194,6 +204,12 @@ static const dt_train_flag flags[] = {
      CHOICE_ROW(allreduce_names, allreduce_parse, allreduce_of),
      .help = "auto (default: ring for buckets >= 64 KiB, else mpi) |\n"
              "ring (own reduce-scatter + all-gather) | mpi"},
+    {.name = "precision",
+     .value = "P",
+     CHOICE_ROW(precision_names, precision_parse, precision_of),
+     .help = "fp32 (default) | bf16: mixed precision, convolutions multiply\n"
+             "in bf16 (oneDNN; needs AVX512-BF16 or AMX), everything else\n"
+             "and the weights stay fp32"},
     {.name = "comm-dtype",
      .value = "T",
      CHOICE_ROW(comm_dtype_names, comm_dtype_parse, comm_dtype_of),

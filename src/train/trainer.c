@@ -149,8 +149,10 @@ static int setup(trainer *t, dt_error *err) {
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
     /* a typo in --save must not cost the whole run */
     if (cfg->save_path && w->rank == 0 && dt_outfile_check(cfg->save_path, err)) return -1;
-    if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err) ||
-        dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
+    if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err))
+        return -1;
+    spec.precision = cfg->precision;
+    if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
     if (cfg->init_path && first_non_finite(&t->state.model) >= 0)
@@ -236,6 +238,7 @@ static void log_run(trainer *t) {
     snprintf(r.lr_scaling, sizeof r.lr_scaling, "%s", cfg->lr_scaling_linear ? "linear" : "none");
     snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
     snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
+    snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
     dt_runlog_run(&t->log, &r);
 }
 

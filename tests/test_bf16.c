@@ -1,0 +1,190 @@
+/* bf16 mixed precision (--precision bf16) against PyTorch's bf16 autocast: on the
+ * first batch of a committed parity fixture, dtrain's bf16 loss and gradients must
+ * be as close to the fixture's float64 reference as torch.autocast("cpu",
+ * torch.bfloat16) is (its errors are in *_bf16.safetensors, made by
+ * scripts/make_fixtures.py --bf16-only), within a factor of 2. They must also differ
+ * from the float32 results by more than float32 rounding: proof that the bf16 path
+ * ran. Finite differences cannot check bf16 (its rounding is 2^-8), hence no FD here;
+ * the fp32 code under it is FD-checked in test_layers_grad. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/conv2d_dnnl.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/zoo.h"
+#include "testutil.h"
+
+typedef struct errors {
+    double loss, grad; /* against the float64 reference: relative, worst tensor */
+    double grad_whole; /* ... all gradients as one vector */
+    double grad_vs_torch_bf16, grad_whole_vs_torch_bf16;
+} errors;
+
+static double meta_number(const dt_safetensors *st, const char *key) {
+    const char *v = dt_safetensors_meta(st, key);
+    if (!v) fail_msg("fixture metadata lacks %s", key);
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end) fail_msg("fixture metadata %s is not a number: '%s'", key, v);
+    return x;
+}
+
+static void fixture_path(char *path, size_t size, const char *file) {
+    const char *dir = getenv("DT_FIXTURES");
+    snprintf(path, size, "%s/%s", dir ? dir : "tests/fixtures", file);
+}
+
+/* Worst per-tensor relative error of m's gradients against "<prefix><name>" in st;
+ * tensors holding less than 1e-4 of the whole gradient's norm are compared at that
+ * scale (as test_parity.c and make_fixtures.py do). *whole: the error of all of them
+ * as one vector. */
+static double worst_grad_error(const dt_model *m, const dt_safetensors *st, const char *prefix,
+                               double *whole) {
+    float *ref = test_alloc(sizeof(float) * m->n_params);
+    char key[200];
+    dt_error err;
+    double whole2 = 0.0, diff2 = 0.0, worst = 0.0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < m->n_tensors; i++) {
+            const dt_tensor_entry *t = &m->tensors[i];
+            if (!t->is_param) continue;
+            snprintf(key, sizeof key, "%s%s", prefix, t->name);
+            if (dt_safetensors_get_f32(st, key, t->ndim, t->shape, ref, &err))
+                fail_msg("%s", err.msg);
+            double norm2 = 0.0;
+            for (size_t k = 0; k < t->numel; k++) norm2 += (double)ref[k] * ref[k];
+            if (pass == 0) {
+                whole2 += norm2;
+                continue;
+            }
+            for (size_t k = 0; k < t->numel; k++) {
+                double d = (double)m->grads[t->offset + k] - ref[k];
+                diff2 += d * d;
+            }
+            double floor = 1e-4 * sqrt(whole2);
+            double e = rel_error(m->grads + t->offset, ref, t->numel) * sqrt(norm2) /
+                       fmax(sqrt(norm2), floor);
+            if (e > worst) worst = e;
+        }
+    free(ref);
+    *whole = sqrt(diff2 / fmax(whole2, 1e-300));
+    return worst;
+}
+
+/* Step 1 of the fixture at the given precision: loss and gradients. */
+static errors run_step1(const char *file, const dt_safetensors *bf16_ref, dt_precision precision) {
+    char path[512];
+    fixture_path(path, sizeof path, file);
+    dt_error err;
+    dt_safetensors st;
+    if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
+    dt_model_spec spec;
+    assert_int_equal(dt_zoo_default_spec(&spec, dt_safetensors_meta(&st, "model")), 0);
+    int width = (int)meta_number(&st, "width"), batch = (int)meta_number(&st, "batch");
+    if (width > 0) spec.width = width;
+    spec.precision = precision;
+    dt_model m;
+    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err) ||
+        dt_checkpoint_load(&m, NULL, path, &err))
+        fail_msg("%s", err.msg);
+    const dt_st_tensor *x = dt_safetensors_find(&st, "input1");
+    assert_non_null(x);
+    assert_int_equal(x->numel, dt_model_input_floats_per_sample(&m) * (size_t)batch);
+    memcpy(dt_model_input_data(&m), x->data, x->bytes);
+    int32_t *labels = test_alloc(sizeof(int32_t) * batch);
+    if (dt_safetensors_get_i32(&st, "labels1", (size_t)batch, labels, &err))
+        fail_msg("%s", err.msg);
+    dt_model_zero_grad(&m);
+    dt_model_forward(&m, batch);
+    double loss = dt_model_loss(&m, labels, batch, NULL);
+    dt_model_backward(&m, labels, batch);
+    float ref_loss;
+    int one[1] = {1};
+    if (dt_safetensors_get_f32(&st, "loss1", 1, one, &ref_loss, &err)) fail_msg("%s", err.msg);
+    errors e = {.loss = fabs(loss - ref_loss) / fabs(ref_loss)};
+    e.grad = worst_grad_error(&m, &st, "grad.", &e.grad_whole);
+    e.grad_vs_torch_bf16 =
+        worst_grad_error(&m, bf16_ref, "bf16.grad.", &e.grad_whole_vs_torch_bf16);
+    free(labels);
+    dt_model_free(&m);
+    dt_safetensors_free(&st);
+    return e;
+}
+
+static void check_bf16(const char *fixture, const char *bf16_file) {
+    if (!dt_dnnl_has_bf16()) {
+        print_message("skipped: this CPU has neither AVX512-BF16 nor AMX-BF16\n");
+        skip();
+    }
+    char path[512];
+    fixture_path(path, sizeof path, bf16_file);
+    dt_error err;
+    dt_safetensors ref;
+    if (dt_safetensors_read(&ref, path, &err)) fail_msg("%s", err.msg);
+    const double torch_loss = meta_number(&ref, "torch_bf16_loss_err"),
+                 torch_grad = meta_number(&ref, "torch_bf16_grad_err"),
+                 torch_whole = meta_number(&ref, "torch_bf16_grad_whole_err");
+    errors f32 = run_step1(fixture, &ref, DT_PRECISION_FP32);
+    errors b16 = run_step1(fixture, &ref, DT_PRECISION_BF16);
+    print_message("%s against float64: loss error fp32 %.2e, dtrain bf16 %.2e, torch bf16 "
+                  "autocast %.2e; gradients (worst tensor / whole) fp32 %.2e / %.2e, dtrain "
+                  "bf16 %.2e / %.2e, torch bf16 %.2e / %.2e; dtrain bf16 vs torch bf16 "
+                  "%.2e / %.2e\n",
+                  fixture, f32.loss, b16.loss, torch_loss, f32.grad, f32.grad_whole, b16.grad,
+                  b16.grad_whole, torch_grad, torch_whole, b16.grad_vs_torch_bf16,
+                  b16.grad_whole_vs_torch_bf16);
+    /* bf16 ran: its gradients are off by bf16 rounding, far above fp32's. */
+    assert_true(b16.grad > 10.0 * f32.grad);
+    assert_true(b16.loss <= fmax(2.0 * torch_loss, 1e-3));
+    assert_true(b16.grad <= 2.0 * torch_grad);
+    assert_true(b16.grad_whole <= 2.0 * torch_whole);
+    dt_safetensors_free(&ref);
+}
+
+static void test_lenet5_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("lenet5.safetensors", "lenet5_bf16.safetensors");
+}
+
+static void test_resnet18_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("resnet18_w4.safetensors", "resnet18_w4_bf16.safetensors");
+}
+
+static void test_resnet20_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("resnet20_w4.safetensors", "resnet20_w4_bf16.safetensors");
+}
+
+/* The im2col backend has no bf16: building such a model fails with a message. */
+static void test_bf16_needs_onednn(void **state) {
+    (void)state;
+    dt_model_spec spec;
+    assert_int_equal(dt_zoo_default_spec(&spec, "lenet5"), 0);
+    spec.precision = DT_PRECISION_BF16;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_build(&m, &spec, &err), 0);
+    m.conv_backend = DT_CONV_IM2COL;
+    assert_int_not_equal(dt_model_alloc(&m, 4, &err), 0);
+    assert_non_null(strstr(err.msg, "oneDNN"));
+    dt_model_free(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lenet5_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_resnet18_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_resnet20_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_bf16_needs_onednn),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
