@@ -25,6 +25,8 @@ test: deps all
 bench: all
 	scripts/install-deps.sh --bench
 	bench/compare_torch.sh $(BUILD)/dtrain
+	PRECISION=bf16 bench/compare_torch.sh $(BUILD)/dtrain 2 lenet5 resnet18
+	bench/int8_compare.sh $(BUILD)/dtrain
 
 format:
 	clang-format -i include/dtrain/*.h src/*/*.c tests/*.c

@@ -35,10 +35,20 @@ busy() {
         printf "%.0f", 100 * (1 - (ia - ib) / (ta - tb)) }'
 }
 
+# The yardstick for the %peak column, measured first (before anything else runs):
+# OpenBLAS sgemm for fp32, oneDNN's bf16 inner product for bf16.
+if [ "$PRECISION" = bf16 ]; then
+    peak_json=$("$(dirname "$DTRAIN")/bench_dnnl_peak" bf16 "$THREADS")
+    peak=$(echo "$peak_json" | field bf16_gflops) peak_what="oneDNN bf16 GEMM"
+else
+    peak_json=$("$(dirname "$DTRAIN")/bench_sgemm_peak" "$THREADS")
+    peak=$(echo "$peak_json" | field sgemm_gflops) peak_what="OpenBLAS sgemm"
+fi
+
 torch_variants="1"
 [ "$THREADS" -gt 1 ] && torch_variants="1 $THREADS"
-printf '%-9s %5s %7s %6s %13s %13s %-16s %6s %9s\n' model batch threads busy% \
-    dtrain_img/s torch_img/s torch_best ratio dtr_GF/s
+printf '%-9s %5s %7s %6s %13s %13s %-16s %6s %9s %6s\n' model batch threads busy% \
+    dtrain_img/s torch_img/s torch_best ratio dtr_GF/s %peak
 for model in $MODELS; do
     steps=1000
     layouts="plain"
@@ -84,13 +94,13 @@ for model in $MODELS; do
             fi
         done
     done
-    printf '%-9s %5s %7s %6s %13.1f %13.1f %-16s %6.2f %9s\n' "$model" "$BATCH" "$THREADS" \
+    printf '%-9s %5s %7s %6s %13.1f %13.1f %-16s %6.2f %9s %6.0f\n' "$model" "$BATCH" "$THREADS" \
         "$load" "$(awk -v m="$dms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" \
         "$(awk -v m="$best_ms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" "$best" \
-        "$(awk -v a="$dms" -v b="$best_ms" 'BEGIN { print b / a }')" "$gf"
+        "$(awk -v a="$dms" -v b="$best_ms" 'BEGIN { print b / a }')" "$gf" \
+        "$(awk -v g="$gf" -v p="$peak" 'BEGIN { print 100 * g / p }')"
 done
 rm -f "$out.d"
-peak=$("$(dirname "$DTRAIN")/bench_sgemm_peak" "$THREADS")
-echo "$peak" >>"$out"
-echo "OpenBLAS sgemm peak at $THREADS threads (2048^3, best of 10): $(echo "$peak" | field sgemm_gflops) GFLOP/s"
+echo "$peak_json" >>"$out"
+echo "peak at $THREADS threads (2048^3, best of 10): $peak_what $peak GFLOP/s"
 echo "precision $PRECISION (torch: ${torch_prec:-fp32}); medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"

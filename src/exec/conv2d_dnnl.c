@@ -183,6 +183,66 @@ static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_e
     return 0;
 }
 
+/* The shapes of one convolution, for building its primitive descriptors. */
+typedef struct conv_geom {
+    const dnnl_dims_t *src, *dst, *wei, *strides, *pad_l, *pad_r;
+    const dnnl_memory_desc_t *bias; /* NULL: no bias */
+} conv_geom;
+
+typedef enum conv_kind { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHTS } conv_kind;
+
+/* One primitive descriptor with operands of type lp (src/weights for forward,
+ * diff_dst/weights or src/diff_dst for the backward ones) and fp32 results, any
+ * layout; hint: the forward descriptor backward ones follow. */
+static dnnl_status_t conv_pd(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv_geom *g,
+                             conv_kind kind, dnnl_data_type_t lp,
+                             const_dnnl_primitive_desc_t hint) {
+    dnnl_memory_desc_t src_lp, src_f32, wei_lp, wei_f32, dst_lp, dst_f32;
+    dnnl_status_t st;
+    if ((st = dnnl_memory_desc_init_by_tag(&src_lp, 4, *g->src, lp, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&src_f32, 4, *g->src, dnnl_f32, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wei_lp, 4, *g->wei, lp, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wei_f32, 4, *g->wei, dnnl_f32, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&dst_lp, 4, *g->dst, lp, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&dst_f32, 4, *g->dst, dnnl_f32, dnnl_format_tag_any)))
+        return st;
+    dnnl_convolution_desc_t d;
+    const dnnl_alg_kind_t alg = dnnl_convolution_direct;
+    if (kind == CONV_FORWARD)
+        st = dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &src_lp, &wei_lp,
+                                                g->bias, &dst_f32, *g->strides, *g->pad_l,
+                                                *g->pad_r);
+    else if (kind == CONV_BACKWARD_DATA)
+        st = dnnl_convolution_backward_data_desc_init(&d, alg, &src_f32, &wei_lp, &dst_lp,
+                                                      *g->strides, *g->pad_l, *g->pad_r);
+    else
+        st = dnnl_convolution_backward_weights_desc_init(
+            &d, alg, &src_lp, &wei_f32, g->bias, &dst_lp, *g->strides, *g->pad_l, *g->pad_r);
+    return st ? st : dnnl_primitive_desc_create(pd, &d, NULL, ctx->engine, hint);
+}
+
+/* oneDNN's JIT direct and brgemm kernels; the others here are its GEMM-based and
+ * reference ones, which in bf16 are far slower than fp32 (lenet5's first conv, one
+ * input channel: weight gradient 12.8 ms in bf16 on x64:gemm:jit, 8 ms for the whole
+ * fp32 backward pass). */
+static int fast_impl(const_dnnl_primitive_desc_t pd) {
+    const char *impl = "";
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
+    return !strncmp(impl, "jit", 3) || !strncmp(impl, "brg", 3);
+}
+
+/* A backward primitive: bf16 where asked (a bf16 forward hint given) and fast, else
+ * fp32. */
+static dnnl_status_t conv_pd_best(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv_geom *g,
+                                  conv_kind kind, const_dnnl_primitive_desc_t hint_bf16,
+                                  const_dnnl_primitive_desc_t hint_f32) {
+    if (hint_bf16 && conv_pd(pd, ctx, g, kind, dnnl_bf16, hint_bf16) == dnnl_success) {
+        if (fast_impl(*pd)) return dnnl_success;
+        dnnl_primitive_desc_destroy(*pd);
+    }
+    return conv_pd(pd, ctx, g, kind, dnnl_f32, hint_f32);
+}
+
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
                         const dt_exec_conv2d_io *io, int bf16, dt_dnnl_scratch *needs,
                         dt_error *err) {
@@ -197,11 +257,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
      * (in + pad_l + pad_r - k) / stride + 1 land exactly on it. */
     dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + s->kh - s->h_in - s->pad,
                          (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
-    /* bf16: the products' operands (src, weights, diff_dst) in bf16, what they
-     * produce (dst, diff_src, diff_weights, bias) in fp32. */
-    dnnl_data_type_t lp = bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u, src_any, dst_any, wei_any, ddst_any, dsrc_any,
-        dwei_any;
+    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u;
     v->n = n;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32,
                                           io->in_blocked ? dnnl_nChw16c : dnnl_nchw),
@@ -211,24 +267,23 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
              "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_any, 4, src_dims, lp, dnnl_format_tag_any), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_dims, dnnl_f32, dnnl_format_tag_any),
-             "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wei_dims, lp, dnnl_format_tag_any), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&ddst_any, 4, dst_dims, lp, dnnl_format_tag_any), "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dsrc_any, 4, src_dims, dnnl_f32, dnnl_format_tag_any),
-             "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dwei_any, 4, wei_dims, dnnl_f32, dnnl_format_tag_any),
-             "md");
-    const dnnl_memory_desc_t *bias_md = has_bias ? &bias_u : NULL;
-
-    dnnl_convolution_desc_t fd, bdd, bwd;
-    dnnl_primitive_desc_t fpd, bdpd, bwpd;
-    DNNL_TRY(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                                &src_any, &wei_any, bias_md, &dst_any, strides,
-                                                pad_l, pad_r),
-             "convolution forward description");
-    DNNL_TRY(dnnl_primitive_desc_create(&fpd, &fd, NULL, ctx->engine, NULL), "convolution forward");
+    const conv_geom g = {.src = &src_dims,
+                         .dst = &dst_dims,
+                         .wei = &wei_dims,
+                         .strides = &strides,
+                         .pad_l = &pad_l,
+                         .pad_r = &pad_r,
+                         .bias = has_bias ? &bias_u : NULL};
+    /* fp32 primitives, and with bf16 the bf16 ones where oneDNN has a fast kernel for
+     * them; each forward descriptor is the hint of the backward ones of its type. */
+    dnnl_primitive_desc_t fpd_bf16 = NULL, fpd_f32 = NULL, fpd, bdpd, bwpd;
+    if (bf16 && conv_pd(&fpd_bf16, ctx, &g, CONV_FORWARD, dnnl_bf16, NULL) != dnnl_success)
+        fpd_bf16 = NULL;
+    if (conv_pd(&fpd_f32, ctx, &g, CONV_FORWARD, dnnl_f32, NULL) != dnnl_success) {
+        if (fpd_bf16) dnnl_primitive_desc_destroy(fpd_bf16);
+        return dt_error_set(err, "oneDNN: convolution forward failed");
+    }
+    fpd = fpd_bf16 && fast_impl(fpd_bf16) ? fpd_bf16 : fpd_f32;
     int rc = make_primitive(&v->fwd, fpd, err);
     rc = rc ? rc
             : port_init(&v->f_src, ctx, &src_u,
@@ -242,11 +297,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
             : port_init(&v->f_dst, ctx, &dst_u,
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
-    if (rc == 0 && dnnl_convolution_backward_weights_desc_init(
-                       &bwd, dnnl_convolution_direct, &src_any, &dwei_any, bias_md, &ddst_any,
-                       strides, pad_l, pad_r) != dnnl_success)
-        rc = dt_error_set(err, "oneDNN: convolution backward-weights description failed");
-    if (rc == 0 && dnnl_primitive_desc_create(&bwpd, &bwd, NULL, ctx->engine, fpd) != dnnl_success)
+    if (rc == 0 && conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-weights failed");
     if (rc == 0) {
         rc = make_primitive(&v->bwd_weights, bwpd, err);
@@ -264,11 +315,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                             1, 2, needs, err);
         dnnl_primitive_desc_destroy(bwpd);
     }
-    if (rc == 0 &&
-        dnnl_convolution_backward_data_desc_init(&bdd, dnnl_convolution_direct, &dsrc_any, &wei_any,
-                                                 &ddst_any, strides, pad_l, pad_r) != dnnl_success)
-        rc = dt_error_set(err, "oneDNN: convolution backward-data description failed");
-    if (rc == 0 && dnnl_primitive_desc_create(&bdpd, &bdd, NULL, ctx->engine, fpd) != dnnl_success)
+    if (rc == 0 && conv_pd_best(&bdpd, ctx, &g, CONV_BACKWARD_DATA, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
     if (rc == 0) {
         const dnnl_memory_desc_t *ddst =
@@ -287,7 +334,8 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                             !io->din_sole_writer, 0, 0, needs, err);
         dnnl_primitive_desc_destroy(bdpd);
     }
-    dnnl_primitive_desc_destroy(fpd);
+    if (fpd_bf16) dnnl_primitive_desc_destroy(fpd_bf16);
+    dnnl_primitive_desc_destroy(fpd_f32);
     if (rc) return rc;
     if (has_bias) {
         v->dbias_tmp = calloc((size_t)s->c_out, sizeof(float));

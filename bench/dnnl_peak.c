@@ -1,7 +1,9 @@
-/* The machine's int8 peak as oneDNN reaches it: u8 x s8 -> s32 inner products of
- * 2048 x 2048 x 2048 (oneDNN's VNNI GEMM), best of 10, at the thread count given. The
- * yardstick for dtrain's achieved int8 GOP/s (multiply-adds x 2).
- *   bench_int8_peak [THREADS]  ->  {"int8_gops": X, "threads": T, "n": 2048, "impl": ...} */
+/* The machine's int8 and bf16 peaks as oneDNN reaches them: inner products of
+ * 2048 x 2048 x 2048, best of 10, at the thread count given; int8 is u8 x s8 -> s32
+ * (the VNNI GEMM), bf16 is bf16 x bf16 -> f32 (AVX512-BF16 or AMX). The yardsticks for
+ * dtrain's achieved int8 GOP/s and bf16 GFLOP/s (multiply-adds x 2).
+ *   bench_dnnl_peak int8|bf16 [THREADS]
+ *     ->  {"int8_gops"|"bf16_gflops": X, "threads": T, "n": 2048, "impl": ...} */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,25 +15,35 @@
 #define CHECK(call)                                                                                \
     do {                                                                                           \
         if ((call) != dnnl_success) {                                                              \
-            fprintf(stderr, "bench_int8_peak: %s failed\n", #call);                                \
+            fprintf(stderr, "bench_dnnl_peak: %s failed\n", #call);                                \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
 
 int main(int argc, char **argv) {
     const int n = 2048;
-    int threads = argc > 1 ? atoi(argv[1]) : 2;
-    if (threads < 1) threads = 1;
-    dt_threads_set(threads);
+    const int bf16 = argc > 1 && !strcmp(argv[1], "bf16");
+    if (argc < 2 || (!bf16 && strcmp(argv[1], "int8"))) {
+        fprintf(stderr, "usage: bench_dnnl_peak int8|bf16 [THREADS]\n");
+        return 2;
+    }
+    char *end = NULL;
+    long threads = argc > 2 ? strtol(argv[2], &end, 10) : 2;
+    if ((end && *end) || threads < 1 || threads > 1024) {
+        fprintf(stderr, "bench_dnnl_peak: THREADS must be 1..1024\n");
+        return 2;
+    }
+    dt_threads_set((int)threads);
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     CHECK(dnnl_engine_create(&engine, dnnl_cpu, 0));
     CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
     dnnl_dims_t sd = {n, n}, wd = {n, n}, dd = {n, n};
     dnnl_memory_desc_t src, wei, dst;
-    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_u8, dnnl_nc));
-    CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, dnnl_s8, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_s32, dnnl_nc));
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, bf16 ? dnnl_bf16 : dnnl_u8, dnnl_nc));
+    CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, bf16 ? dnnl_bf16 : dnnl_s8,
+                                       dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, bf16 ? dnnl_f32 : dnnl_s32, dnnl_nc));
     dnnl_inner_product_desc_t ipd;
     CHECK(
         dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src, &wei, NULL, &dst));
@@ -50,9 +62,11 @@ int main(int argc, char **argv) {
     CHECK(dnnl_memory_create(&md, &dst, engine, DNNL_MEMORY_ALLOCATE));
     void *p;
     CHECK(dnnl_memory_get_data_handle(ms, &p));
-    memset(p, 3, (size_t)n * n);
+    /* int8: 3s and 1s; bf16: the bit pattern 0x3f80, i.e. 1.0 (any finite value times
+     * the same speed) */
+    memset(p, bf16 ? 0x3f : 3, dnnl_memory_desc_get_size(&src));
     CHECK(dnnl_memory_get_data_handle(mw, &p));
-    memset(p, 1,
+    memset(p, bf16 ? 0x3f : 1,
            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)));
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}};
     double best = 1e30;
@@ -63,8 +77,9 @@ int main(int argc, char **argv) {
         double dt = dt_now() - t0;
         if (dt < best) best = dt;
     }
-    printf("{\"int8_gops\":%.1f,\"threads\":%d,\"n\":%d,\"impl\":\"%s\"}\n",
-           2.0 * n * n * n / best * 1e-9, threads, n, impl_name);
+    printf("{\"%s\":%.1f,\"threads\":%ld,\"n\":%d,\"impl\":\"%s\"}\n",
+           bf16 ? "bf16_gflops" : "int8_gops", 2.0 * n * n * n / best * 1e-9, threads, n,
+           impl_name);
     dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_destroy(ip);
     dnnl_memory_destroy(ms);
