@@ -41,8 +41,8 @@ int main(int argc, char **argv) {
     dnnl_dims_t sd = {n, n}, wd = {n, n}, dd = {n, n};
     dnnl_memory_desc_t src, wei, dst;
     CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, bf16 ? dnnl_bf16 : dnnl_u8, dnnl_nc));
-    CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, bf16 ? dnnl_bf16 : dnnl_s8,
-                                       dnnl_format_tag_any));
+    CHECK(
+        dnnl_memory_desc_init_by_tag(&wei, 2, wd, bf16 ? dnnl_bf16 : dnnl_s8, dnnl_format_tag_any));
     CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, bf16 ? dnnl_f32 : dnnl_s32, dnnl_nc));
     dnnl_inner_product_desc_t ipd;
     CHECK(
