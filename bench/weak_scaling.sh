@@ -3,7 +3,7 @@
 # every rank runs the same number of steps of the same per-rank batch, so 2 ranks do
 # twice the work; speed-up = 2 T(1) / T(2), efficiency = T(1) / T(2) (T = the training
 # loop's wall time, t_epoch of the run log). For 2 ranks also the communication hidden
-# by overlap, 1 - t_comm_exposed / t_comm, with and without overlap, from the per-rank
+# by overlap, 1 - t_comm_exposed / t_comm, for --overlap auto (the default), on and off, from the per-rank
 # means of the run log (the max over ranks also counts one rank waiting for a slower
 # one; it is printed beside).
 #   bench/weak_scaling.sh [DTRAIN]
@@ -22,9 +22,8 @@ for spec in "lenet5 128 300 synthetic:mnist 25" "resnet18 32 12 synthetic:cifar1
     common="--model $model --data $data --batch-size $batch --max-steps $steps --epochs 1 --lr 0.05 --threads 1 --loader-workers 1 --test-samples 256 --bucket-mb $bucket --quiet"
     "$DTRAIN" train $common --log "$tmp/one.jsonl"
     t1=$(get "$tmp/one.jsonl" t_epoch)
-    for mode in overlap no-overlap; do
-        flag=""
-        [ "$mode" = no-overlap ] && flag=--no-overlap
+    for mode in auto on off; do
+        flag="--overlap $mode"
         mpirun -np 2 "$DTRAIN" train $common $flag --log "$tmp/two.jsonl"
         t2=$(get "$tmp/two.jsonl" t_epoch)
         comm=$(get "$tmp/two.jsonl" t_comm_mean)

@@ -40,7 +40,7 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
     snprintf(path, sizeof path, "/tmp/dtrain_ddp_%d_dist.safetensors", (int)getppid());
     dt_train_config cfg = equivalence_config(model, b);
     cfg.allreduce = algo;
-    cfg.no_overlap = !overlap;
+    cfg.overlap = overlap ? DT_OVERLAP_ON : DT_OVERLAP_OFF;
     cfg.bucket_mb = bucket_mb;
     cfg.save_path = path;
     dt_error err;

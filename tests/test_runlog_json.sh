@@ -15,6 +15,11 @@ scale="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --batch-s
 mkdir "$tmp/orig"
 (cd "$tmp/orig" && $scale --quiet >/dev/null 2>&1)
 check "the study ran" [ -s "$tmp/orig/s/run_p2_b32.jsonl" ]
+# --overlap auto: the run record says what it chose and why, consistently (which one
+# depends on the cores and on mpirun's binding of the ranks).
+run=$(head -1 "$tmp/orig/s/run_p2_b32.jsonl")
+check "--overlap auto's choice and reason in the run record" \
+    sh -c 'echo "$1" | grep -qE "\"overlap\":(true,\"overlap_why\":\"on: |false,\"overlap_why\":\"off: )"' - "$run"
 
 rewrite() { # style, folder: re-serialises every run log of the folder in place
     "$PYTHON" - "$@" <<'EOF'

@@ -46,7 +46,7 @@ static void test_to_argv_round_trips_every_changed_field(void **state) {
     cfg.mode = "ps-sync";
     cfg.allreduce = DT_ALLREDUCE_RING;
     cfg.bucket_mb = 0.25;
-    cfg.no_overlap = 1;
+    cfg.overlap = DT_OVERLAP_OFF;
     cfg.ps.servers = 2;
     cfg.ps.replicas = 3;
     cfg.ps.staleness = 5;
@@ -87,7 +87,7 @@ static void test_to_argv_round_trips_every_changed_field(void **state) {
     assert_int_equal(back.loader_workers, cfg.loader_workers);
     assert_int_equal(back.augment, cfg.augment);
     assert_int_equal(back.allreduce, cfg.allreduce);
-    assert_int_equal(back.no_overlap, cfg.no_overlap);
+    assert_int_equal(back.overlap, cfg.overlap);
     assert_int_equal(back.ps.servers, cfg.ps.servers);
     assert_int_equal(back.ps.replicas, cfg.ps.replicas);
     assert_int_equal(back.ps.staleness, cfg.ps.staleness);
@@ -141,7 +141,7 @@ static void test_bad_values_name_the_flag_and_range(void **state) {
 
 /* Ranks compare every row not marked per_rank: a flag added later (--comm-dtype) is
  * covered without touching the fingerprint, and the per-rank ones (threads, paths)
- * are left out. */
+ * and aliases (--no-overlap, which --overlap covers) are left out. */
 static void test_fingerprint_covers_every_shared_flag(void **state) {
     (void)state;
     dt_train_config cfg = dt_train_config_default();
@@ -151,10 +151,11 @@ static void test_fingerprint_covers_every_shared_flag(void **state) {
     assert_int_equal(dt_fingerprint_config(&fp, &cfg, &err), 0);
     int count, shared = 0;
     const dt_train_flag *flags = dt_train_flags(&count);
-    for (int i = 0; i < count; i++) shared += !flags[i].per_rank;
+    for (int i = 0; i < count; i++) shared += !flags[i].per_rank && !flags[i].alias;
     assert_int_equal(fp.n, shared);
-    int comm_dtype = -1, threads = -1, save = -1;
+    int comm_dtype = -1, threads = -1, save = -1, no_overlap = -1;
     for (int i = 0; i < fp.n; i++) {
+        if (!strcmp(fp.names[i], "--no-overlap")) no_overlap = i;
         if (!strcmp(fp.names[i], "--comm-dtype")) comm_dtype = i;
         if (!strcmp(fp.names[i], "--threads")) threads = i;
         if (!strcmp(fp.names[i], "--save")) save = i;
@@ -163,6 +164,7 @@ static void test_fingerprint_covers_every_shared_flag(void **state) {
     assert_string_equal(fp.values[comm_dtype], "fp32");
     assert_int_equal(threads, -1);
     assert_int_equal(save, -1);
+    assert_int_equal(no_overlap, -1);
     dt_fingerprint_free(&fp);
 }
 

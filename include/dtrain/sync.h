@@ -15,6 +15,7 @@
 
 #include "dtrain/allreduce.h"
 #include "dtrain/error.h"
+#include "dtrain/overlap.h"
 #include "dtrain/model.h"
 #include "dtrain/ps.h"
 #include "dtrain/runlog.h"
@@ -38,7 +39,7 @@ typedef struct dt_sync_setup {
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype; /* allreduce's wire format (ps: in ps.comm_dtype) */
     double bucket_mb;
-    int overlap;
+    dt_overlap_mode overlap;
     dt_ps_config ps;
     int epochs; /* of the run: per-epoch statistics */
 } dt_sync_setup;
@@ -65,9 +66,10 @@ typedef struct dt_sync_kind {
 struct dt_sync {
     const dt_sync_kind *kind;
     dt_sync_setup setup;
-    void *impl;  /* the strategy's own state */
-    int buckets; /* for the run record: gradient buckets (allreduce) */
-    int overlap; /* 1 if communication overlaps backward */
+    void *impl;            /* the strategy's own state */
+    int buckets;           /* for the run record: gradient buckets (allreduce) */
+    int overlap;           /* 1 if communication overlaps backward */
+    char overlap_why[160]; /* how --overlap was decided (allreduce; for the run record) */
 };
 
 extern const dt_sync_kind dt_sync_local;     /* one worker: plain SGD */

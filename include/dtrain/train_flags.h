@@ -53,6 +53,9 @@ typedef struct dt_train_flag {
     /* may differ between ranks (threads, file names); every other row must match on
      * all ranks, which the rank fingerprint checks (fingerprint.h) */
     int per_rank;
+    /* another spelling of a row above (--no-overlap for --overlap off): parsed and in
+     * help, but never emitted by to_argv nor fingerprinted */
+    int alias;
 } dt_train_flag;
 
 /* The table; *count rows. */

@@ -9,6 +9,7 @@
 #include "dtrain/allreduce.h"
 #include "dtrain/error.h"
 #include "dtrain/lr_schedule.h"
+#include "dtrain/overlap.h"
 #include "dtrain/ps.h"
 #include "dtrain/world.h"
 
@@ -33,10 +34,10 @@ typedef struct dt_train_config {
      * mode set in ps.mode by library callers. */
     const char *mode;
     dt_allreduce_algo allreduce;
-    dt_comm_dtype comm_dtype; /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
-    dt_precision precision;   /* conv2d multiplies in fp32 (0) or bf16 (mixed precision) */
-    double bucket_mb;         /* 0 = 25 */
-    int no_overlap;
+    dt_comm_dtype comm_dtype;   /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
+    dt_precision precision;     /* conv2d multiplies in fp32 (0) or bf16 (mixed precision) */
+    double bucket_mb;           /* 0 = 25 */
+    dt_overlap_mode overlap;    /* the gradient all-reduce during backward: auto (0), on, off */
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
     int delay_worker, delay_ms; /* testing aid: worker delay_worker sleeps delay_ms a step */

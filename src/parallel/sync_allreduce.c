@@ -1,19 +1,45 @@
 /* Synchronous data parallelism (PyTorch DDP): every worker starts from rank 0's
  * weights; gradients are summed in buckets during backward (ddp.h) and averaged;
  * every worker then applies the same SGD step. */
+#include <stdio.h>
+
 #include "dtrain/ddp.h"
 #include "dtrain/sync.h"
+#include "dtrain/threads.h"
+#include "dtrain/world.h"
+
+/* --overlap auto: decided per host, then on only if every rank's host says on (the
+ * ranks then run the same schedule). */
+static int choose_overlap(dt_sync *s) {
+    const dt_sync_setup *u = &s->setup;
+    if (u->overlap != DT_OVERLAP_AUTO) {
+        snprintf(s->overlap_why, sizeof s->overlap_why, "%s: asked (--overlap %s)",
+                 u->overlap == DT_OVERLAP_ON ? "on" : "off", dt_overlap_mode_name(u->overlap));
+        return u->overlap == DT_OVERLAP_ON;
+    }
+    int local_ranks = 1, spans_hosts = 0;
+    dt_world_hosts(u->workers, &local_ranks, &spans_hosts);
+    int on = dt_overlap_auto(dt_overlap_host_cores(), dt_overlap_own_cores(), local_ranks,
+                             dt_threads_get(), spans_hosts, s->overlap_why, sizeof s->overlap_why);
+    double all = on;
+    dt_world_allreduce_doubles(u->workers, &all, 1, MPI_MIN);
+    if (on && !all)
+        snprintf(s->overlap_why, sizeof s->overlap_why,
+                 "off: another host's ranks have no core to spare");
+    return all > 0;
+}
 
 static int allreduce_create(dt_sync *s, dt_error *err) {
     const dt_sync_setup *u = &s->setup;
+    const int overlap = choose_overlap(s);
     dt_ddp *ddp;
     if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce, u->comm_dtype,
-                      u->bucket_mb > 0 ? u->bucket_mb : 25.0, u->overlap, err))
+                      u->bucket_mb > 0 ? u->bucket_mb : 25.0, overlap, err))
         return -1;
     dt_ddp_broadcast_model(ddp);
     s->impl = ddp;
     s->buckets = dt_ddp_bucket_count(ddp);
-    s->overlap = u->overlap;
+    s->overlap = overlap;
     return 0;
 }
 

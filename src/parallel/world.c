@@ -116,6 +116,19 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
     }
 }
 
+void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
+    MPI_Comm local;
+    DT_CHECK_MPI(
+        MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &local));
+    int n = 1;
+    DT_CHECK_MPI(MPI_Comm_size(local, &n));
+    DT_CHECK_MPI(MPI_Comm_free(&local));
+    double fewest = n;
+    dt_world_allreduce_doubles(w, &fewest, 1, MPI_MIN);
+    *local_ranks = n;
+    *spans_hosts = (int)fewest < w->size;
+}
+
 void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op) {
     MPI_Request req;
     DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, w->comm, &req));

@@ -39,7 +39,7 @@ int dt_fingerprint_config(dt_fingerprint *fp, const dt_train_config *cfg, dt_err
     int count;
     const dt_train_flag *flags = dt_train_flags(&count);
     for (int i = 0; i < count; i++) {
-        if (flags[i].per_rank) continue;
+        if (flags[i].per_rank || flags[i].alias) continue;
         char name[64], buf[64];
         snprintf(name, sizeof name, "--%s", flags[i].name);
         const char *value = dt_train_flag_value(&flags[i], cfg, buf, sizeof buf);

@@ -25,7 +25,7 @@ static const char *const matched[] = {"model",       "width",
                                       "max-samples", "augment",
                                       "no-augment",  "mode",
                                       "allreduce",   "comm-dtype",
-                                      "bucket-mb",   "no-overlap",
+                                      "bucket-mb",   "overlap",
                                       "servers",     "replicas-to-aggregate",
                                       "staleness",   NULL};
 

@@ -76,6 +76,16 @@ static const char *precision_of(const dt_train_config *cfg) {
     return dt_precision_name(cfg->precision);
 }
 
+static const char *overlap_names(void) {
+    return "auto, on, off";
+}
+static int overlap_parse(dt_train_config *cfg, const char *text) {
+    return dt_overlap_mode_parse(text, &cfg->overlap);
+}
+static const char *overlap_of(const dt_train_config *cfg) {
+    return dt_overlap_mode_name(cfg->overlap);
+}
+
 #define FIELD(member) offsetof(dt_train_config, member)
 #define INT_ROW(member, lo, hi)                                                                    \
     .kind = DT_FLAG_INT, .field = DT_FIELD_INT, .offset = FIELD(member), .imin = (lo), .imax = (hi)
@@ -220,9 +230,17 @@ static const dt_train_flag flags[] = {
      .value = "X",
      FLOAT_ROW(bucket_mb, DT_FIELD_DOUBLE, 1e-6, 1e5),
      .help = "gradient bucket size in MiB (default 25)"},
+    {.name = "overlap",
+     .value = "O",
+     CHOICE_ROW(overlap_names, overlap_parse, overlap_of),
+     .help = "auto (default) | on | off: all-reduce buckets during backward\n"
+             "on a communication thread; auto turns it on when every rank's\n"
+             "thread gets a core of its own or the ranks span hosts (the run\n"
+             "record's overlap_why says which)"},
     {.name = "no-overlap",
-     SWITCH_ROW(no_overlap, 1),
-     .help = "all-reduce after backward instead of during it"},
+     SWITCH_ROW(overlap, DT_OVERLAP_OFF),
+     .alias = 1,
+     .help = "the same as --overlap off"},
     {.name = "servers",
      .value = "P",
      INT_ROW(ps.servers, 1, 63),
@@ -484,6 +502,7 @@ int dt_train_flags_to_argv(const dt_train_config *cfg, const char **argv, int ma
     size_t used = 0;
     for (int i = 0; i < N_FLAGS; i++) {
         const dt_train_flag *f = &flags[i];
+        if (f->alias) continue;
         char mine[64], theirs[64];
         const char *value = dt_train_flag_value(f, cfg, mine, sizeof mine);
         const char *base = dt_train_flag_value(f, &defaults, theirs, sizeof theirs);

@@ -193,7 +193,7 @@ static int setup(trainer *t, dt_error *err) {
                                 .allreduce = cfg->allreduce,
                                 .comm_dtype = cfg->comm_dtype,
                                 .bucket_mb = cfg->bucket_mb,
-                                .overlap = !cfg->no_overlap,
+                                .overlap = cfg->overlap,
                                 .ps = ps,
                                 .epochs = cfg->epochs};
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
@@ -239,6 +239,7 @@ static void log_run(trainer *t) {
     snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
     snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
     snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
+    snprintf(r.overlap_why, sizeof r.overlap_why, "%s", t->sync.overlap_why);
     dt_runlog_run(&t->log, &r);
 }
 
