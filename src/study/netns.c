@@ -158,15 +158,17 @@ void dt_netns_down(dt_netns *n) {
 }
 
 /* tbf (and netem under it for a delay) on dev in namespace ns: the rate of one
- * direction of a host's link. */
-static int shape(const char *ns, const char *dev, const dt_link *link, dt_error *err) {
+ * direction of a host's link. The delay goes on the host's side only, so that a
+ * packet from host to host (two shaped hops through the bridge) is delayed once. */
+static int shape(const char *ns, const char *dev, const dt_link *link, int with_delay,
+                 dt_error *err) {
     char rate[32], burst[32], delay[32];
     snprintf(rate, sizeof rate, "%.0fbit", link->rate_bps);
     /* at least 256 KiB (the measured recipe of mpi-here.md), 2 ms of traffic above that:
      * tbf needs a burst of at least one timer tick's worth of bytes */
     double b = link->rate_bps / 8 * 0.002;
     snprintf(burst, sizeof burst, "%.0f", b > 262144 ? b : 262144);
-    if (link->delay_s <= 0) {
+    if (!with_delay || link->delay_s <= 0) {
         const char *tbf[] = {"tc",  "-n",   ns,   "qdisc", "replace", "dev",     dev,    "root",
                              "tbf", "rate", rate, "burst", burst,     "latency", "50ms", NULL};
         return step(tbf, "", err);
@@ -222,7 +224,7 @@ int dt_netns_up(dt_netns *n, int hosts, int ranks_per_host, const dt_link *link,
         const char *lo_up[] = {"ip", "-n", h, "link", "set", "lo", "up", NULL};
         if (step(veth, "", err) || step(master, "", err) || step(port_up, "", err) ||
             step(ip_addr, "", err) || step(eth_up, "", err) || step(lo_up, "", err) ||
-            shape(h, "eth0", link, err) || shape(br, port, link, err))
+            shape(h, "eth0", link, 1, err) || shape(br, port, link, 0, err))
             goto fail;
     }
     return 0;
