@@ -255,9 +255,9 @@ int dt_netns_remove_stale(int *removed, dt_error *err) {
     int n = 0;
     for (struct dirent *e; (e = readdir(d)) && n < 256;) {
         long pid = owner_of(e->d_name, 0);
-        if (pid && strlen(e->d_name) < sizeof names[0] && kill((pid_t)pid, 0) != 0 &&
-            errno == ESRCH)
-            snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+        const size_t len = strlen(e->d_name);
+        if (pid && len < sizeof names[0] && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            memcpy(names[n++], e->d_name, len + 1);
     }
     closedir(d);
     /* hosts before their bridge, as dt_netns_down does */
