@@ -2,7 +2,7 @@
 # dtrain scale --hosts netns:H: a short sweep over 2 emulated hosts writes the report and
 # the link table (per bucket size, beside the ring model) and removes its namespaces;
 # a link delay the kernel cannot emulate fails with one line and removes what was
-# built; a sweep stopped with SIGTERM ends its ranks and removes its namespaces; one
+# built; a sweep stopped with SIGTERM or SIGINT ends its ranks and removes its namespaces; one
 # killed with SIGKILL leaves them behind, and the next sweep removes them and the
 # processes inside. Exit 77 (skipped) when network namespaces cannot be made here.
 set -u
@@ -75,16 +75,18 @@ else
 fi
 
 long="--hosts netns:2 --link 1gbit --model lenet5 --data synthetic:mnist --procs 2 --epochs 50 --batch-sizes 32 --test-samples 64"
-# 3. SIGTERM during a run: its ranks end, its namespaces go, non-zero exit.
-"$DTRAIN" scale $long --out "$tmp/t" >/dev/null 2>"$tmp/err3" &
-job=$!
-check "SIGTERM: the ranks started in the hosts" wait_ranks "$job" "$tmp/pids3"
-kill -TERM "$job"
-wait "$job"
-check "SIGTERM: the sweep exits non-zero" [ $? -ne 0 ]
-check "SIGTERM: a line says the run was stopped with it" grep -q "stopped by signal 15 (Terminated): the run with 2 processes" "$tmp/err3"
-check "SIGTERM: its namespaces are removed" [ "$(ours "$job")" -eq 0 ]
-check "SIGTERM: no process of the run is left" [ "$(alive "$tmp/pids3")" -eq 0 ]
+# 3. SIGTERM or SIGINT (Ctrl-C) during a run: its ranks end, its namespaces go, non-zero exit.
+for sig in TERM INT; do
+    "$DTRAIN" scale $long --out "$tmp/t$sig" >/dev/null 2>"$tmp/err3" &
+    job=$!
+    check "SIG$sig: the ranks started in the hosts" wait_ranks "$job" "$tmp/pids3"
+    kill -"$sig" "$job"
+    wait "$job"
+    check "SIG$sig: the sweep exits non-zero" [ $? -ne 0 ]
+    check "SIG$sig: a line says the run was stopped with it" grep -q "stopped by signal [0-9]* (.*): the run with 2 processes" "$tmp/err3"
+    check "SIG$sig: its namespaces are removed" [ "$(ours "$job")" -eq 0 ]
+    check "SIG$sig: no process of the run is left" [ "$(alive "$tmp/pids3")" -eq 0 ]
+done
 
 # 4. SIGKILL: nothing can clean up then; the next sweep removes the leftovers.
 "$DTRAIN" scale $long --out "$tmp/k" >/dev/null 2>&1 &
