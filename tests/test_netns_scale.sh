@@ -2,9 +2,9 @@
 # dtrain scale --hosts netns:H: a short sweep over 2 emulated hosts writes the report and
 # the link table (per bucket size, beside the ring model) and removes its namespaces;
 # a link delay the kernel cannot emulate fails with one line and removes what was
-# built; a sweep stopped with SIGTERM or SIGINT ends its ranks and removes its namespaces; one
-# killed with SIGKILL leaves them behind, and the next sweep removes them and the
-# processes inside. Exit 77 (skipped) when network namespaces cannot be made here.
+# built, and so does a sweep whose run fails; a sweep stopped with SIGTERM or SIGINT
+# ends its ranks and removes its namespaces; one killed with SIGKILL leaves them
+# behind, and the next sweep removes them and the processes inside. Exit 77 (skipped) when network namespaces cannot be made here.
 set -u
 DTRAIN=$1
 [ "$(id -u)" = 0 ] || { echo "skipped: network namespaces need root (CAP_SYS_ADMIN, CAP_NET_ADMIN)"; exit 77; }
@@ -73,6 +73,14 @@ else
     check "... with one line saying netem is missing" sh -c "[ \$(wc -l <'$tmp/err2') -eq 1 ] && grep -q 'this kernel has no netem qdisc' '$tmp/err2'"
     check "... and removes the namespaces it built" [ "$(ours "$(cat "$tmp/pid2")")" -eq 0 ]
 fi
+
+# 2b. A run that fails inside the sweep (no such data): one line, namespaces removed.
+sh -c 'echo $$ >"$1"; shift; exec "$@"' _ "$tmp/pid5" "$DTRAIN" scale --hosts netns:2 \
+    --link 1gbit --model lenet5 --data mnist:/nonexistent --procs 2 --batch-sizes 32 \
+    --out "$tmp/f" >/dev/null 2>"$tmp/err5"
+check "a failing run fails the sweep" [ $? -ne 0 ]
+check "... naming the run and its cause" grep -q "^dtrain scale: run with 2 processes, batch 32 failed (dtrain: rank 0: cannot open /nonexistent" "$tmp/err5"
+check "... and the namespaces are removed" [ "$(ours "$(cat "$tmp/pid5")")" -eq 0 ]
 
 long="--hosts netns:2 --link 1gbit --model lenet5 --data synthetic:mnist --procs 2 --epochs 50 --batch-sizes 32 --test-samples 64"
 # 3. SIGTERM or SIGINT (Ctrl-C) during a run: its ranks end, its namespaces go, non-zero exit.
