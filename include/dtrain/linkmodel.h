@@ -22,8 +22,11 @@ int dt_link_buckets(double params, double bucket_mb);
 
 /* Reads the studies in dirs (each swept at bucket_mb[i] MiB), writes
  * out_dir/network.md and out_dir/network.csv, and prints the markdown to print (if
- * not NULL). */
+ * not NULL). Ranks fill hosts ranks_per_host at a time (mpirun's slots, in rank order),
+ * so a ring crosses each used host's link once per direction whatever ranks_per_host
+ * is, and a config that fits on one host crosses no link (model 0). */
 int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,
-                   const char *where, const char *out_dir, FILE *print, dt_error *err);
+                   int ranks_per_host, const char *where, const char *out_dir, FILE *print,
+                   dt_error *err);
 
 #endif

@@ -192,9 +192,9 @@ static int parse_modes(const char *cmd, const char *text, char modes[8][32]) {
 /* The link table of the studies in dirs (swept at bucket_mb[i] MiB), into out_dir and
  * printed. 0 or 1. */
 static int link_table(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,
-                      const char *where, const char *out_dir) {
+                      int ranks_per_host, const char *where, const char *out_dir) {
     dt_error err;
-    if (dt_link_report(dirs, bucket_mb, n, link, where, out_dir, stdout, &err))
+    if (dt_link_report(dirs, bucket_mb, n, link, ranks_per_host, where, out_dir, stdout, &err))
         return cli_fail("scale", "%s", err.msg), 1;
     fprintf(stderr, "network: %s/network.md, network.csv\n", out_dir);
     return 0;
@@ -204,14 +204,16 @@ static int link_table(const char *const *dirs, const double *bucket_mb, int n, c
  * when a link was given. 0 or 1. */
 static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32], int n_modes,
                        const double *bucket_mb, int n_buckets, double compare_target,
-                       const dt_link *link, const char *where) {
+                       const dt_link *link, int ranks_per_host, const char *where) {
     const char *cmd = "scale";
     dt_error err;
     if (n_modes == 0 && n_buckets == 0) {
         if (sweep_and_report(cfg, cores)) return 1;
         const double mb = cfg->train.bucket_mb > 0 ? cfg->train.bucket_mb : 25;
         const char *dir = cfg->out_dir;
-        return link->rate_bps > 0 ? link_table(&dir, &mb, 1, link, where, cfg->out_dir) : 0;
+        return link->rate_bps > 0
+                   ? link_table(&dir, &mb, 1, link, ranks_per_host, where, cfg->out_dir)
+                   : 0;
     }
     if (n_buckets > 0) { /* one study per bucket size in OUT/bucket_<MiB> */
         char dirs[16][4200];
@@ -225,9 +227,9 @@ static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32],
                 fprintf(stderr, "bucket size %g MiB (%d of %d):\n", bucket_mb[b], b + 1, n_buckets);
             if (scale_stop || sweep_and_report(&one, cores)) return 1;
         }
-        return link->rate_bps > 0
-                   ? link_table(dir_ptrs, bucket_mb, n_buckets, link, where, cfg->out_dir)
-                   : 0;
+        return link->rate_bps > 0 ? link_table(dir_ptrs, bucket_mb, n_buckets, link, ranks_per_host,
+                                               where, cfg->out_dir)
+                                  : 0;
     }
     /* --modes: one study per mode in OUT/<mode>, on the same grid, then compared */
     char dirs[8][4200];
@@ -436,7 +438,7 @@ int cmd_scale(int argc, char **argv) {
     }
     if (!hosts_text)
         return run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
-                           &link, where);
+                           &link, (int)ranks_per_host, where);
     if (strchr(self, ' '))
         return cli_fail(cmd,
                         "the dtrain binary's path '%s' has a space: mpirun's rsh agent "
@@ -466,7 +468,9 @@ int cmd_scale(int argc, char **argv) {
     const char *launch[] = {"ip", "netns", "exec", h1, NULL};
     /* mpirun inside host 1; the options of shared/notes/mpi-here.md: no tree spawn (every
      * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
-     * starve the veth receive path) and two TCP links (one reached half the rate) */
+     * starve the veth receive path) and two TCP links (one reached half the rate). TCP
+     * also between ranks of one host: shared memory (vader) crashed there, its segments
+     * named by a hostname all the emulated hosts share. */
     const char *mpi[] = {"--host",
                          net.host_list,
                          "--mca",
@@ -480,7 +484,7 @@ int cmd_scale(int argc, char **argv) {
                          net.subnet,
                          "--mca",
                          "btl",
-                         "self,vader,tcp",
+                         "self,tcp",
                          "--mca",
                          "btl_tcp_if_include",
                          net.subnet,
@@ -500,7 +504,7 @@ int cmd_scale(int argc, char **argv) {
             fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n", hosts,
                     net.prefix, hosts, net.prefix);
         rc = run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
-                         &link, where);
+                         &link, (int)ranks_per_host, where);
     }
 done:
     dt_netns_down(&net);

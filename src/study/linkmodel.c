@@ -37,8 +37,8 @@ static const char *fig(char *buf, size_t size, double v, const char *fmt) {
     return buf;
 }
 
-static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, const char *where,
-                     const dt_scale_study *first, double bytes) {
+static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, int rph,
+                     const char *where, const dt_scale_study *first, double bytes) {
     fprintf(f, "# Communication over the link: %s\n\n", where);
     fprintf(f,
             "Model %s, %.0f parameters, %.0f bytes all-reduced per step. Ring model per "
@@ -46,9 +46,13 @@ static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, co
             "alpha = 2(P-1) d, d = %g us one-way delay%s (packet headers not counted). "
             "Per epoch: iterations x T. Measured: the 2nd epoch's training time, compute "
             "and all-reduce time (means over ranks; the all-reduce overlaps backward, the "
-            "exposed part is what the epoch waited).\n\n",
+            "exposed part is what the epoch waited).%s\n\n",
             first->model, first->params, bytes, link->rate_bps, link->delay_s * 1e6,
-            link->delay_s > 0 ? "" : " (none)");
+            link->delay_s > 0 ? "" : " (none)",
+            rph > 1 ? " Consecutive ranks share a host: a config on one host crosses no "
+                      "link (no model), and the ring crosses each used host's link once "
+                      "per direction."
+                    : "");
     fprintf(f, "| bucket MiB | procs | batch/proc | buckets | steps | epoch s | compute s | "
                "all-reduce s | exposed s | ring model s | measured/model | compute + model "
                "s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -62,7 +66,7 @@ static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, co
                 fig(a, sizeof a, r->t_train, "%.2f"), r->busy ? " busy" : "",
                 fig(b, sizeof b, r->t_compute, "%.2f"), fig(c, sizeof c, r->t_comm, "%.2f"),
                 fig(d, sizeof d, r->t_comm_exposed, "%.2f"),
-                fig(e, sizeof e, r->procs > 1 ? l[i].model_comm : -1, "%.2f"),
+                fig(e, sizeof e, r->procs > rph ? l[i].model_comm : -1, "%.2f"),
                 fig(g, sizeof g, ratio, "%.2f"), fig(h, sizeof h, sum, "%.2f"));
     }
     fprintf(f,
@@ -72,7 +76,9 @@ static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, co
 }
 
 int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,
-                   const char *where, const char *out_dir, FILE *print, dt_error *err) {
+                   int ranks_per_host, const char *where, const char *out_dir, FILE *print,
+                   dt_error *err) {
+    if (ranks_per_host < 1) ranks_per_host = 1;
     dt_scale_study *studies = calloc((size_t)n, sizeof *studies);
     link_line *lines = NULL;
     int n_lines = 0, cap = 0, rc = -1;
@@ -98,8 +104,11 @@ int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, cons
             l->bucket_mb = bucket_mb[s];
             l->r = &st->rows[i];
             l->buckets = dt_link_buckets(st->params, bucket_mb[s]);
+            /* ranks on one host cross no link */
             l->model_comm =
-                l->r->iterations * dt_link_ring_seconds(link, l->r->procs, bytes, l->buckets);
+                l->r->procs <= ranks_per_host
+                    ? 0
+                    : l->r->iterations * dt_link_ring_seconds(link, l->r->procs, bytes, l->buckets);
         }
     }
     if (n_lines == 0) {
@@ -110,7 +119,7 @@ int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, cons
     dt_outfile out;
     snprintf(path, sizeof path, "%s/network.md", out_dir);
     if (dt_outfile_open(&out, path, err)) goto done;
-    write_md(out.f, lines, n_lines, link, where, &studies[0], bytes);
+    write_md(out.f, lines, n_lines, link, ranks_per_host, where, &studies[0], bytes);
     if (dt_outfile_commit(&out, err)) goto done;
     snprintf(path, sizeof path, "%s/network.csv", out_dir);
     if (dt_outfile_open(&out, path, err)) goto done;
@@ -124,7 +133,7 @@ int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, cons
                 r->t_comm_exposed, lines[i].model_comm, r->busy);
     }
     if (dt_outfile_commit(&out, err)) goto done;
-    if (print) write_md(print, lines, n_lines, link, where, &studies[0], bytes);
+    if (print) write_md(print, lines, n_lines, link, ranks_per_host, where, &studies[0], bytes);
     rc = 0;
 done:
     for (int s = 0; s < n; s++) dt_scale_free(&studies[s]);
