@@ -55,6 +55,16 @@ expect "bench threads out of range" "dtrain bench: --threads must be between 1 a
 expect "scale epochs out of range" "dtrain scale: --epochs must be between 1 and 100000, got 0" "$DTRAIN" scale --epochs 0
 expect "scale bad mode" "dtrain scale: --mode must be allreduce, ps-sync, ps-async or ssp, got 'gossip'" "$DTRAIN" scale --mode gossip
 expect "scale bad schedule" "dtrain scale: --lr-schedule must be constant, cosine or step, got 'fast'" "$DTRAIN" scale --lr-schedule fast
+# scale over hosts: each bad flag is one line before anything is built or run
+expect "scale --hosts not netns" "dtrain scale: --hosts expects netns:H (emulated hosts), got 'cluster'" "$DTRAIN" scale --hosts cluster
+expect "scale --hosts netns:0" "dtrain scale: --hosts netns: must be between 1 and 64, got 0" "$DTRAIN" scale --hosts netns:0
+expect "scale --link bad unit" "dtrain scale: --link: '1gbps' is not a rate from 8kbit to 1000gbit" "$DTRAIN" scale --link 1gbps
+expect "scale --link bad delay" "dtrain scale: --link: '5' is not a delay up to 10 s" "$DTRAIN" scale --link 1gbit,5
+expect "scale --hosts without --link" "dtrain scale: --hosts netns:2 needs --link RATE[,DELAY]" "$DTRAIN" scale --model lenet5 --hosts netns:2
+expect "scale --procs beyond the hosts" "dtrain scale: --procs 4 is more than --hosts netns:2 x --ranks-per-host 1 slots" "$DTRAIN" scale --model lenet5 --hosts netns:2 --link 1gbit --procs 2,4
+expect "scale --ranks-per-host alone" "dtrain scale: --ranks-per-host goes with --hosts netns:H" "$DTRAIN" scale --model lenet5 --ranks-per-host 2
+expect "scale --bucket-sizes not ascending" "dtrain scale: --bucket-sizes expects ascending MiB values like 1,5,25, got '5,1'" "$DTRAIN" scale --bucket-sizes 5,1
+expect "netns-rsh unknown host" "dtrain netns-rsh: unknown host 10.0.0.1" "$DTRAIN" netns-rsh dtrain-1 10.0.0.1 true
 expect "test delay with trailing junk" "--test-delay expects WORKER:MS, got '2x'" "$DTRAIN" train --test-delay 2x
 expect "test delay with a bad MS" "--test-delay expects WORKER:MS, got '2:5x'" "$DTRAIN" train --test-delay 2:5x
 for cmd in train scale; do

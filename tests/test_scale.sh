@@ -43,6 +43,18 @@ check "--force runs again" [ "$(grep -c 'done before' "$tmp/out3")" -eq 0 ]
     --batch-sizes 32 --epochs 2 --max-samples 640 --test-samples 64 --out "$tmp/ps" >"$tmp/out8" 2>&1
 check "scale --mode ps-sync runs and says so" grep -q "Mode ps-sync with 1 parameter server" "$tmp/ps/report.md"
 
+# --hostfile: the multi-process runs go to mpirun --hostfile (here this machine alone),
+# the settings record where they ran; a missing hostfile is one line before any run.
+printf 'localhost slots=2\n' >"$tmp/hosts"
+"$DTRAIN" scale --hostfile "$tmp/hosts" --link 1gbit --model lenet5 --data synthetic:mnist \
+    --procs 2 --batch-sizes 32 --epochs 2 --max-samples 128 --test-samples 16 --out "$tmp/hf" >"$tmp/out12" 2>&1
+check "scale --hostfile runs" [ $? -eq 0 ]
+check "... recording the hosts with the run's settings" grep -q "^hosts hostfile $tmp/hosts, link 1gbit$" "$tmp/hf/run_p2_b32.jsonl.args"
+check "... and writes the link table" grep -q "^lenet5,25,2,32,1,2,1000000000," "$tmp/hf/network.csv"
+"$DTRAIN" scale --hostfile "$tmp/nohosts" --model lenet5 --procs 2 --out "$tmp/hf2" 2>"$tmp/err12" >/dev/null
+check "a missing --hostfile fails" [ $? -ne 0 ]
+check "... with one line naming it" sh -c "[ \$(wc -l <'$tmp/err12') -eq 1 ] && grep -q 'cannot read --hostfile $tmp/nohosts' '$tmp/err12'"
+
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
 "$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1

@@ -3,11 +3,17 @@
 # shaped to 1 Gbit/s, MPI over TCP between them (scripts/netns-hosts.sh). Trains a few
 # steps with each all-reduce algorithm and checks the weights equal the shared-memory
 # run's, bit for bit. Cleans up after itself, also when it fails. Exit 77 (skipped)
-# when not root.
+# when network namespaces cannot be made (not root, or no CAP_SYS_ADMIN/CAP_NET_ADMIN).
 set -u
 DTRAIN=$1
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root for network namespaces"; exit 77; }
 command -v ip >/dev/null || { echo "skipped: iproute2 missing"; exit 77; }
+# root is not enough in a container without CAP_SYS_ADMIN / CAP_NET_ADMIN
+if ! why=$(ip netns add "dtprobe_$$" 2>&1); then
+    echo "skipped: cannot create a network namespace here (ip netns add: $why)"
+    exit 77
+fi
+ip netns del "dtprobe_$$"
 . "$(dirname "$0")/../scripts/netns-hosts.sh"
 tmp=$(mktemp -d)
 trap 'netns_down; rm -rf "$tmp"' EXIT INT TERM

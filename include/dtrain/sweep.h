@@ -30,6 +30,13 @@ typedef struct dt_sweep_config {
     int repeats;            /* runs per config, interleaved (0 or 1: once) */
     int wait_idle;          /* wait for a quiet machine before each run */
     double wait_idle_max_s; /* ... at most this long, then run anyway (noted) */
+    /* Where multi-process runs go (all NULL: this machine). NULL-terminated argv words
+     * put before "mpirun" (ip netns exec NS) and after "-np N" (--host, --mca ...), and
+     * a line recorded with each run's settings ("hosts netns:4 link 1gbit"), so a log
+     * made elsewhere is not reused. */
+    const char *const *launch_pre;
+    const char *const *mpirun_extra;
+    const char *hosts;
 } dt_sweep_config;
 
 /* The settings of one config's run, as recorded beside its log (LOG.args): the
@@ -41,6 +48,8 @@ int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, 
 /* mkdir -p. */
 int dt_make_dirs(const char *path, dt_error *err);
 
+/* SIGINT and SIGTERM during the sweep end the running config's processes and make it
+ * return -1 (between configs too), so the caller can tear down what it set up. */
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err);
 
 /* Reads one run log into a row (the 2nd epoch's times, the last epoch's loss and

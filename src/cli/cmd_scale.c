@@ -1,4 +1,6 @@
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,8 @@
 #include "cli.h"
 #include "dtrain/compare.h"
 #include "dtrain/dataset.h"
+#include "dtrain/linkmodel.h"
+#include "dtrain/netns.h"
 #include "dtrain/sweep.h"
 #include "dtrain/train_mode.h"
 #include "dtrain/zoo.h"
@@ -49,6 +53,29 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "                       DIR/accuracy_time.png. --servers applies to the\n"
             "                       parameter-server modes\n"
             "  --target ACC         the comparison's target test accuracy (default 0.85)\n"
+            "  --hosts netns:H      run the multi-process configs across H emulated hosts:\n"
+            "                       network namespaces on this machine, each joined to a\n"
+            "                       bridge by a veth link shaped to --link (needs root, or\n"
+            "                       CAP_SYS_ADMIN + CAP_NET_ADMIN, and iproute2). mpirun\n"
+            "                       starts the ranks through `dtrain netns-rsh`; everything\n"
+            "                       is removed on exit, Ctrl-C, SIGTERM and failure, and\n"
+            "                       what a SIGKILLed sweep left is removed by the next one.\n"
+            "                       Default --procs: 1, 2, 4, ... up to H x ranks per host\n"
+            "  --link RATE[,DELAY]  the hosts' links, e.g. 1gbit or 100mbit,200us (rate in\n"
+            "                       bit|kbit|mbit|gbit, tc's decimal units; delay in us|ms|s,\n"
+            "                       needs tc's netem qdisc, which some kernels lack: then\n"
+            "                       the sweep says so and stops). With --link the sweep\n"
+            "                       also writes DIR/network.md and network.csv:\n"
+            "                       measured all-reduce time per epoch beside the ring model\n"
+            "                       k alpha + 2(P-1)/P n/B per step, alpha = 2(P-1) x delay\n"
+            "  --ranks-per-host R   ranks on each emulated host (default 1)\n"
+            "  --hostfile FILE      run the multi-process configs on the machines of FILE\n"
+            "                       (mpirun --hostfile: ssh to each, dtrain at the same path\n"
+            "                       everywhere); --link then only states the link for the\n"
+            "                       model\n"
+            "  --bucket-sizes LIST  sweep gradient bucket sizes in MiB, e.g. 1,5,25: one\n"
+            "                       study per size in DIR/bucket_<MiB>, then (with --link)\n"
+            "                       network.md over them all\n"
             "  --force              run every config again\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
@@ -77,6 +104,29 @@ static int parse_list(const char *cmd, const char *flag, const char *text, int *
         p = *end ? end + 1 : end;
     }
     return n > 0 ? n : cli_fail(cmd, "%s is empty", flag);
+}
+
+/* "1,5,25" -> ascending positive MiB values; -1 on a bad list. */
+static int parse_mb_list(const char *cmd, const char *text, double *out, int max) {
+    int n = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= 1e-3 && v <= 1e5) || (*end && *end != ',') || n == max ||
+            (n > 0 && v <= out[n - 1]))
+            return cli_fail(
+                cmd, "--bucket-sizes expects ascending MiB values like 1,5,25, got '%s'", text);
+        out[n++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return n > 0 ? n : cli_fail(cmd, "--bucket-sizes is empty");
+}
+
+/* A signal while the hosts are built or between studies: noted, and the hosts are
+ * torn down before exiting (dt_sweep_run catches them itself while it runs). */
+static volatile sig_atomic_t scale_stop;
+static void on_scale_stop(int sig) {
+    scale_stop = sig;
 }
 
 /* --max-samples without --test-samples: each run evaluates on the same share of the
@@ -139,6 +189,72 @@ static int parse_modes(const char *cmd, const char *text, char modes[8][32]) {
     return n > 0 ? n : cli_fail(cmd, "--modes is empty");
 }
 
+/* The link table of the studies in dirs (swept at bucket_mb[i] MiB), into out_dir and
+ * printed. 0 or 1. */
+static int link_table(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,
+                      int ranks_per_host, const char *where, const char *out_dir) {
+    dt_error err;
+    if (dt_link_report(dirs, bucket_mb, n, link, ranks_per_host, where, out_dir, stdout, &err))
+        return cli_fail("scale", "%s", err.msg), 1;
+    fprintf(stderr, "network: %s/network.md, network.csv\n", out_dir);
+    return 0;
+}
+
+/* The study (or one per bucket size, or per mode) on cfg's grid, then the link table
+ * when a link was given. 0 or 1. */
+static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32], int n_modes,
+                       const double *bucket_mb, int n_buckets, double compare_target,
+                       const dt_link *link, int ranks_per_host, const char *where) {
+    const char *cmd = "scale";
+    dt_error err;
+    if (n_modes == 0 && n_buckets == 0) {
+        if (sweep_and_report(cfg, cores)) return 1;
+        const double mb = cfg->train.bucket_mb > 0 ? cfg->train.bucket_mb : 25;
+        const char *dir = cfg->out_dir;
+        return link->rate_bps > 0
+                   ? link_table(&dir, &mb, 1, link, ranks_per_host, where, cfg->out_dir)
+                   : 0;
+    }
+    if (n_buckets > 0) { /* one study per bucket size in OUT/bucket_<MiB> */
+        char dirs[16][4200];
+        const char *dir_ptrs[16];
+        for (int b = 0; b < n_buckets; b++) {
+            dt_sweep_config one = *cfg;
+            one.train.bucket_mb = bucket_mb[b];
+            snprintf(dirs[b], sizeof dirs[b], "%s/bucket_%g", cfg->out_dir, bucket_mb[b]);
+            one.out_dir = dir_ptrs[b] = dirs[b];
+            if (!cfg->quiet)
+                fprintf(stderr, "bucket size %g MiB (%d of %d):\n", bucket_mb[b], b + 1, n_buckets);
+            if (scale_stop || sweep_and_report(&one, cores)) return 1;
+        }
+        return link->rate_bps > 0 ? link_table(dir_ptrs, bucket_mb, n_buckets, link, ranks_per_host,
+                                               where, cfg->out_dir)
+                                  : 0;
+    }
+    /* --modes: one study per mode in OUT/<mode>, on the same grid, then compared */
+    char dirs[8][4200];
+    const char *dir_ptrs[8];
+    for (int m = 0; m < n_modes; m++) {
+        dt_sweep_config one = *cfg;
+        one.train.mode = modes[m];
+        snprintf(dirs[m], sizeof dirs[m], "%s/%s", cfg->out_dir, modes[m]);
+        one.out_dir = dirs[m];
+        dir_ptrs[m] = dirs[m];
+        if (!cfg->quiet) fprintf(stderr, "mode %s (%d of %d):\n", modes[m], m + 1, n_modes);
+        if (scale_stop) return 1;
+        if (sweep_and_report(&one, cores)) return 1;
+    }
+    dt_compare_run *runs = malloc(sizeof *runs * 512);
+    int n_runs = 0;
+    if (!runs) return cli_fail(cmd, "out of memory"), 1;
+    const int rc = dt_compare_studies(dir_ptrs, n_modes, compare_target, cfg->out_dir, runs, 512,
+                                      &n_runs, &err);
+    free(runs);
+    if (rc) return cli_fail(cmd, "%s", err.msg), 1;
+    fprintf(stderr, "compare: %s/compare.md, compare.csv, accuracy_time.png\n", cfg->out_dir);
+    return 0;
+}
+
 int cmd_scale(int argc, char **argv) {
     static const struct option own[] = {{"batch-sizes", required_argument, 0, 'b'},
                                         {"procs", required_argument, 0, 'p'},
@@ -149,6 +265,11 @@ int cmd_scale(int argc, char **argv) {
                                         {"cores", required_argument, 0, 'c'},
                                         {"modes", required_argument, 0, 'M'},
                                         {"target", required_argument, 0, 'T'},
+                                        {"hosts", required_argument, 0, 'H'},
+                                        {"link", required_argument, 0, 'L'},
+                                        {"ranks-per-host", required_argument, 0, 'R'},
+                                        {"hostfile", required_argument, 0, 'F'},
+                                        {"bucket-sizes", required_argument, 0, 'B'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
@@ -157,6 +278,11 @@ int cmd_scale(int argc, char **argv) {
     char modes[8][32];
     int n_modes = 0;
     double compare_target = 0.85;
+    long hosts = 0, ranks_per_host = 1;
+    const char *hosts_text = NULL, *link_text = NULL, *hostfile = NULL;
+    dt_link link = {0, 0};
+    double bucket_mb[16];
+    int n_buckets = 0, procs_given = 0;
     int batches[32], procs[32] = {1, 2};
     dt_sweep_config cfg = {.out_dir = "runs/scale",
                            .procs = procs,
@@ -181,6 +307,33 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'p':
             if ((cfg.n_procs = parse_list(cmd, "--procs", optarg, procs, 32)) < 0) return 2;
+            procs_given = 1;
+            break;
+        case 'H':
+            if (strncmp(optarg, "netns:", 6))
+                return cli_fail(cmd,
+                                "--hosts expects netns:H (emulated hosts), got '%s'; real "
+                                "machines: --hostfile FILE",
+                                optarg),
+                       2;
+            if (cli_parse_int(cmd, "--hosts netns:", optarg + 6, 1, DT_NETNS_MAX_HOSTS, &hosts))
+                return 2;
+            hosts_text = optarg;
+            break;
+        case 'L': {
+            dt_error lerr;
+            if (dt_link_parse(optarg, &link, &lerr)) return cli_fail(cmd, "%s", lerr.msg), 2;
+            link_text = optarg;
+            break;
+        }
+        case 'R':
+            if (cli_parse_int(cmd, "--ranks-per-host", optarg, 1, 256, &ranks_per_host)) return 2;
+            break;
+        case 'F':
+            hostfile = optarg;
+            break;
+        case 'B':
+            if ((n_buckets = parse_mb_list(cmd, optarg, bucket_mb, 16)) < 0) return 2;
             break;
         case 'o':
             cfg.out_dir = optarg;
@@ -217,6 +370,31 @@ int cmd_scale(int argc, char **argv) {
     /* here --lr-scaling linear asks for extra runs; the sweep scales those itself */
     cfg.lr_scaling = cfg.train.lr_scaling_linear;
     cfg.train.lr_scaling_linear = 0;
+    if (hostfile && hosts_text)
+        return cli_fail(cmd, "--hosts and --hostfile exclude each other"), 2;
+    if (hosts_text && !link_text)
+        return cli_fail(cmd, "--hosts %s needs --link RATE[,DELAY], e.g. --link 1gbit", hosts_text),
+               2;
+    if (ranks_per_host != 1 && !hosts_text)
+        return cli_fail(cmd, "--ranks-per-host goes with --hosts netns:H"), 2;
+    if (n_buckets && n_modes) return cli_fail(cmd, "--bucket-sizes and --modes: one at a time"), 2;
+    if (hostfile) {
+        FILE *f = fopen(hostfile, "r");
+        if (!f) return cli_fail(cmd, "cannot read --hostfile %s: %s", hostfile, strerror(errno)), 2;
+        fclose(f);
+    }
+    if (hosts_text && !procs_given) { /* 1, 2, 4, ... and every slot */
+        const int slots = (int)(hosts * ranks_per_host);
+        cfg.n_procs = 0;
+        for (int p = 1; p < slots && cfg.n_procs < 31; p *= 2) procs[cfg.n_procs++] = p;
+        procs[cfg.n_procs++] = slots;
+    } else if (hosts_text && procs[cfg.n_procs - 1] > hosts * ranks_per_host) {
+        return cli_fail(cmd,
+                        "--procs %d is more than --hosts %s x --ranks-per-host %ld slots; give "
+                        "more hosts or --ranks-per-host",
+                        procs[cfg.n_procs - 1], hosts_text, ranks_per_host),
+               2;
+    }
     dt_model_spec spec;
     if (cli_model_and_data(cmd, &cfg.train, &spec)) return 2;
     default_test_share(&cfg.train);
@@ -243,26 +421,95 @@ int cmd_scale(int argc, char **argv) {
     }
     self[len] = 0;
     cfg.dtrain = self;
-    if (n_modes == 0) return sweep_and_report(&cfg, (int)cores);
-    /* --modes: one study per mode in OUT/<mode>, on the same grid, then compared */
-    char dirs[8][4200];
-    const char *dir_ptrs[8];
-    for (int m = 0; m < n_modes; m++) {
-        dt_sweep_config one = cfg;
-        one.train.mode = modes[m];
-        snprintf(dirs[m], sizeof dirs[m], "%s/%s", cfg.out_dir, modes[m]);
-        one.out_dir = dirs[m];
-        dir_ptrs[m] = dirs[m];
-        if (!cfg.quiet) fprintf(stderr, "mode %s (%d of %d):\n", modes[m], m + 1, n_modes);
-        if (sweep_and_report(&one, (int)cores)) return 1;
+    char where[4400] = "";
+    const char *extra[32];
+    const char *pre[8];
+    char agent[4200];
+    dt_netns net;
+    memset(&net, 0, sizeof net);
+    if (hostfile) {
+        extra[0] = "--hostfile";
+        extra[1] = hostfile;
+        extra[2] = NULL;
+        cfg.mpirun_extra = extra;
+        snprintf(where, sizeof where, "hostfile %s%s%s", hostfile, link_text ? ", link " : "",
+                 link_text ? link_text : "");
+        cfg.hosts = where;
     }
-    dt_compare_run *runs = malloc(sizeof *runs * 512);
-    int n_runs = 0;
-    if (!runs) return cli_fail(cmd, "out of memory"), 1;
-    const int rc = dt_compare_studies(dir_ptrs, n_modes, compare_target, cfg.out_dir, runs, 512,
-                                      &n_runs, &err);
-    free(runs);
-    if (rc) return cli_fail(cmd, "%s", err.msg), 1;
-    fprintf(stderr, "compare: %s/compare.md, compare.csv, accuracy_time.png\n", cfg.out_dir);
-    return 0;
+    if (!hosts_text)
+        return run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
+                           &link, (int)ranks_per_host, where);
+    if (strchr(self, ' '))
+        return cli_fail(cmd,
+                        "the dtrain binary's path '%s' has a space: mpirun's rsh agent "
+                        "cannot take it",
+                        self),
+               1;
+    snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host", hosts_text, link_text,
+             ranks_per_host, ranks_per_host > 1 ? "s" : "");
+    cfg.hosts = where;
+    /* from here on a signal must not skip the teardown */
+    struct sigaction stop = {.sa_handler = on_scale_stop}, old_int, old_term;
+    sigemptyset(&stop.sa_mask);
+    sigaction(SIGINT, &stop, &old_int);
+    sigaction(SIGTERM, &stop, &old_term);
+    int removed = 0, rc = 1;
+    if (dt_netns_remove_stale(&removed, &err) ||
+        dt_netns_up(&net, (int)hosts, (int)ranks_per_host, &link, &err)) {
+        cli_fail(cmd, "%s", err.msg);
+        goto done;
+    }
+    if (removed && !cfg.quiet)
+        fprintf(stderr, "removed %d network namespace%s left by a killed sweep\n", removed,
+                removed > 1 ? "s" : "");
+    char h1[64];
+    dt_netns_name(&net, 1, h1, sizeof h1);
+    snprintf(agent, sizeof agent, "%s netns-rsh %s", self, net.prefix);
+    const char *launch[] = {"ip", "netns", "exec", h1, NULL};
+    /* mpirun inside host 1; the options of shared/notes/mpi-here.md: no tree spawn (every
+     * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
+     * starve the veth receive path) and two TCP links (one reached half the rate). TCP
+     * also between ranks of one host: shared memory (vader) crashed there, its segments
+     * named by a hostname all the emulated hosts share. */
+    const char *mpi[] = {"--host",
+                         net.host_list,
+                         "--mca",
+                         "plm_rsh_agent",
+                         agent,
+                         "--mca",
+                         "plm_rsh_no_tree_spawn",
+                         "1",
+                         "--mca",
+                         "oob_tcp_if_include",
+                         net.subnet,
+                         "--mca",
+                         "btl",
+                         "self,tcp",
+                         "--mca",
+                         "btl_tcp_if_include",
+                         net.subnet,
+                         "--mca",
+                         "mpi_yield_when_idle",
+                         "1",
+                         "--mca",
+                         "btl_tcp_links",
+                         "2",
+                         NULL};
+    memcpy(pre, launch, sizeof launch);
+    memcpy(extra, mpi, sizeof mpi);
+    cfg.launch_pre = pre;
+    cfg.mpirun_extra = extra;
+    if (!scale_stop) {
+        if (!cfg.quiet)
+            fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n", hosts,
+                    net.prefix, hosts, net.prefix);
+        rc = run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
+                         &link, (int)ranks_per_host, where);
+    }
+done:
+    dt_netns_down(&net);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (scale_stop && rc == 0) rc = 1;
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -327,9 +328,13 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     const int argv_size = (int)(sizeof argv / sizeof *argv);
     int a = 0;
     if (procs > 1 || mode->has_servers) {
+        for (int k = 0; cfg->launch_pre && cfg->launch_pre[k] && a < 16; k++)
+            argv[a++] = cfg->launch_pre[k];
         argv[a++] = "mpirun";
         argv[a++] = "-np";
         argv[a++] = np;
+        for (int k = 0; cfg->mpirun_extra && cfg->mpirun_extra[k] && a < 48; k++)
+            argv[a++] = cfg->mpirun_extra[k];
     }
     argv[a++] = cfg->dtrain;
     argv[a++] = "train";
@@ -344,21 +349,16 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     unsigned long long busy0 = 0, total0 = 0, busy1 = 0, total1 = 0;
     const int have_ticks = dt_sysmon_machine_ticks(&busy0, &total0) == 0;
     double started = dt_now();
-    /* SIGINT/SIGTERM: passed on to the run's process group (mpirun and its ranks), which
-     * is waited for, so killing the sweep leaves nothing running */
-    struct sigaction stop = {.sa_handler = on_stop_signal}, old_int, old_term;
-    sigemptyset(&stop.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &stop, &old_int);
-    sigaction(SIGTERM, &stop, &old_term);
+    /* SIGINT/SIGTERM (caught for the whole sweep by dt_sweep_run): passed on to the
+     * run's process group (mpirun and its ranks), which is waited for, so killing the
+     * sweep leaves nothing running */
+    const pid_t sweep_pid = getpid();
     pid_t pid = fork();
-    if (pid < 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        return dt_error_set(err, "cannot start a run: %s", strerror(errno));
-    }
+    if (pid < 0) return dt_error_set(err, "cannot start a run: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, 0);
+        /* a SIGKILLed sweep cannot pass anything on: the kernel ends the run instead */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != sweep_pid) _exit(127);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         FILE *e = freopen(errpath, "w", stderr);
@@ -399,8 +399,6 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
         show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs,
                       &steps_per_epoch, started);
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (logf) fclose(logf);
     if (live) fputs("\r\033[K", stderr);
     if (forwarded) {
@@ -470,6 +468,8 @@ int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, 
     const int n = dt_train_flags_to_argv(&run, argv, 95, text, sizeof text, err);
     if (n < 0) return -1;
     size_t used = (size_t)snprintf(out, size, "procs %d\n", procs);
+    if (cfg->hosts && used < size)
+        used += (size_t)snprintf(out + used, size - used, "hosts %s\n", cfg->hosts);
     for (int i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s%s", argv[i],
                                  i + 1 < n && argv[i + 1][0] != '-' ? " " : "\n");
@@ -502,7 +502,7 @@ static int wait_idle(double max_s, int quiet) {
     unsigned long long b0, t0, b1, t1;
     if (dt_sysmon_machine_ticks(&b0, &t0)) return 0;
     const long hz = sysconf(_SC_CLK_TCK);
-    while (dt_now() < give_up) {
+    while (dt_now() < give_up && !stop_signal) {
         double start = dt_now();
         struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
@@ -519,7 +519,21 @@ static int wait_idle(double max_s, int quiet) {
     return 0;
 }
 
+static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err);
+
 int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
+    struct sigaction stop = {.sa_handler = on_stop_signal}, old_int, old_term;
+    sigemptyset(&stop.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &stop, &old_int);
+    sigaction(SIGTERM, &stop, &old_term);
+    const int rc = sweep_all(cfg, study, err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return rc;
+}
+
+static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
     if (dt_make_dirs(cfg->out_dir, err)) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
     snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
@@ -567,6 +581,9 @@ int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *er
                     }
                     if (cfg->wait_idle && !wait_idle(cfg->wait_idle_max_s, cfg->quiet))
                         never_quiet++;
+                    if (stop_signal) /* between runs: nothing to pass on */
+                        return dt_error_set(err, "stopped by signal %d (%s)", (int)stop_signal,
+                                            strsignal(stop_signal));
                     int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index,
                                         total, err);
                     if (rc < 0) return -1;

@@ -1,0 +1,317 @@
+#define _GNU_SOURCE
+#include "dtrain/netns.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define NETNS_DIR "/run/netns" /* where `ip netns add` mounts its namespaces */
+#define NETNS_NET "10.213.0"   /* exists only inside the namespaces made here */
+
+/* A number with a unit from units (names and factors, longest names first so that
+ * "mbit" is not read as "bit"); strict: nothing else may follow. */
+static int number_with_unit(const char *text, const char *const *names, const double *factors,
+                            double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !isfinite(v) || v <= 0) return -1;
+    for (int u = 0; names[u]; u++)
+        if (!strcmp(end, names[u])) {
+            *out = v * factors[u];
+            return 0;
+        }
+    return -1;
+}
+
+int dt_link_parse(const char *text, dt_link *link, dt_error *err) {
+    static const char *const rates[] = {"gbit", "mbit", "kbit", "bit", NULL};
+    static const double rate_f[] = {1e9, 1e6, 1e3, 1};
+    static const char *const delays[] = {"ms", "us", "s", NULL};
+    static const double delay_f[] = {1e-3, 1e-6, 1};
+    char rate[64] = "";
+    const char *comma = strchr(text, ',');
+    size_t len = comma ? (size_t)(comma - text) : strlen(text);
+    if (len == 0 || len >= sizeof rate)
+        return dt_error_set(err, "--link expects RATE[,DELAY] like 1gbit or 1gbit,100us, got '%s'",
+                            text);
+    memcpy(rate, text, len);
+    rate[len] = 0;
+    link->delay_s = 0;
+    if (number_with_unit(rate, rates, rate_f, &link->rate_bps) || link->rate_bps < 8000 ||
+        link->rate_bps > 1e12)
+        return dt_error_set(err,
+                            "--link: '%s' is not a rate from 8kbit to 1000gbit (a number with "
+                            "bit, kbit, mbit or gbit)",
+                            rate);
+    if (comma &&
+        (number_with_unit(comma + 1, delays, delay_f, &link->delay_s) || link->delay_s > 10))
+        return dt_error_set(
+            err, "--link: '%s' is not a delay up to 10 s (a number with us, ms or s)", comma + 1);
+    return 0;
+}
+
+void dt_netns_name(const dt_netns *n, int i, char *out, size_t size) {
+    if (i == 0)
+        snprintf(out, size, "%s-br", n->prefix);
+    else
+        snprintf(out, size, "%s-h%d", n->prefix, i);
+}
+
+void dt_netns_addr(int i, char *out, size_t size) {
+    snprintf(out, size, NETNS_NET ".%d", i);
+}
+
+/* Runs argv (no shell), its stdout and stderr captured into out (NUL-terminated,
+ * cut to size); returns its exit status, or -1 when it could not start (out says
+ * why) or was killed. */
+static int run_tool(const char *const *argv, char *out, size_t size) {
+    int fds[2];
+    out[0] = 0;
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        snprintf(out, size, "cannot make a pipe: %s", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    if (!rc) rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (rc) {
+        close(fds[0]);
+        snprintf(out, size, "cannot run %s: %s", argv[0], strerror(rc));
+        return -1;
+    }
+    size_t used = 0;
+    char drain[512];
+    for (;;) { /* read all of it, keep what fits: the tool must not block on a full pipe */
+        char *dst = used + 1 < size ? out + used : drain;
+        size_t room = used + 1 < size ? size - 1 - used : sizeof drain;
+        ssize_t got = read(fds[0], dst, room);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        if (dst == out + used) used += (size_t)got;
+    }
+    out[used] = 0;
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Runs one setup step; on failure err names the command and the tool's first line. */
+static int step(const char *const *argv, const char *hint, dt_error *err) {
+    char out[1024];
+    if (run_tool(argv, out, sizeof out) == 0) return 0;
+    char cmd[512];
+    size_t used = 0;
+    for (int i = 0; argv[i] && used < sizeof cmd; i++)
+        used += (size_t)snprintf(cmd + used, sizeof cmd - used, "%s%s", i ? " " : "", argv[i]);
+    out[strcspn(out, "\n")] = 0;
+    return dt_error_set(err, "'%s' failed: %s%s", cmd, out[0] ? out : "no message", hint);
+}
+
+/* Kills every process inside namespace name (a killed sweep's mpirun and ranks). */
+static void kill_inside(const char *name) {
+    const char *argv[] = {"ip", "netns", "pids", name, NULL};
+    char out[4096];
+    if (run_tool(argv, out, sizeof out) != 0) return;
+    for (char *p = out; *p;) {
+        char *end;
+        long pid = strtol(p, &end, 10);
+        if (end == p) break;
+        if (pid > 1 && pid != (long)getpid()) kill((pid_t)pid, SIGKILL);
+        p = end;
+    }
+}
+
+static void remove_namespace(const char *name) {
+    kill_inside(name);
+    const char *argv[] = {"ip", "netns", "del", name, NULL};
+    char out[512];
+    run_tool(argv, out, sizeof out); /* best effort: teardown goes on with the others */
+}
+
+void dt_netns_down(dt_netns *n) {
+    /* hosts first, bridge last: a host's veth goes with its namespace */
+    for (int i = n->made - 1; i >= 0; i--) {
+        char name[64];
+        dt_netns_name(n, i, name, sizeof name);
+        remove_namespace(name);
+    }
+    n->made = 0;
+}
+
+/* tbf (and netem under it for a delay) on dev in namespace ns: the rate of one
+ * direction of a host's link. The delay goes on the host's side only, so that a
+ * packet from host to host (two shaped hops through the bridge) is delayed once. */
+static int shape(const char *ns, const char *dev, const dt_link *link, int with_delay,
+                 dt_error *err) {
+    char rate[32], burst[32], delay[32];
+    snprintf(rate, sizeof rate, "%.0fbit", link->rate_bps);
+    /* at least 256 KiB (the measured recipe of mpi-here.md), 2 ms of traffic above that:
+     * tbf needs a burst of at least one timer tick's worth of bytes */
+    double b = link->rate_bps / 8 * 0.002;
+    snprintf(burst, sizeof burst, "%.0f", b > 262144 ? b : 262144);
+    if (!with_delay || link->delay_s <= 0) {
+        const char *tbf[] = {"tc",  "-n",   ns,   "qdisc", "replace", "dev",     dev,    "root",
+                             "tbf", "rate", rate, "burst", burst,     "latency", "50ms", NULL};
+        return step(tbf, "", err);
+    }
+    snprintf(delay, sizeof delay, "%.0fus", link->delay_s * 1e6);
+    const char *netem[] = {"tc",   "-n",     ns,   "qdisc", "replace", "dev", dev,
+                           "root", "handle", "1:", "netem", "delay",   delay, NULL};
+    if (step(netem, "", err))
+        return dt_error_set(err,
+                            "cannot add the link delay with tc netem (%s): this kernel has no "
+                            "netem qdisc (sch_netem); give --link RATE without a delay",
+                            err->msg);
+    const char *tbf[] = {"tc",     "-n",  ns,        "qdisc", "add", "dev",  dev,
+                         "parent", "1:1", "handle",  "10:",   "tbf", "rate", rate,
+                         "burst",  burst, "latency", "50ms",  NULL};
+    return step(tbf, "", err);
+}
+
+int dt_netns_up(dt_netns *n, int hosts, int ranks_per_host, const dt_link *link, dt_error *err) {
+    memset(n, 0, sizeof *n);
+    if (hosts < 1 || hosts > DT_NETNS_MAX_HOSTS)
+        return dt_error_set(err, "netns: %d hosts (1 to %d)", hosts, DT_NETNS_MAX_HOSTS);
+    n->hosts = hosts;
+    snprintf(n->prefix, sizeof n->prefix, "dtrain-%ld", (long)getpid());
+    snprintf(n->subnet, sizeof n->subnet, NETNS_NET ".0/24");
+    static const char need[] =
+        " (--hosts netns:H needs root, or CAP_SYS_ADMIN and CAP_NET_ADMIN, and iproute2)";
+    char br[64], h[64], addr[40], port[16];
+    dt_netns_name(n, 0, br, sizeof br);
+    const char *add_br[] = {"ip", "netns", "add", br, NULL};
+    if (step(add_br, need, err)) return -1;
+    n->made = 1;
+    const char *bridge[] = {"ip", "-n", br, "link", "add", "br0", "type", "bridge", NULL};
+    const char *bridge_up[] = {"ip", "-n", br, "link", "set", "br0", "up", NULL};
+    if (step(bridge, "", err) || step(bridge_up, "", err)) goto fail;
+    size_t used = 0;
+    for (int i = 1; i <= hosts; i++) {
+        dt_netns_name(n, i, h, sizeof h);
+        dt_netns_addr(i, addr, sizeof addr);
+        used += (size_t)snprintf(n->host_list + used, sizeof n->host_list - used, "%s%s:%d",
+                                 i > 1 ? "," : "", addr, ranks_per_host);
+        strcat(addr, "/24");
+        snprintf(port, sizeof port, "p%d", i);
+        const char *add_h[] = {"ip", "netns", "add", h, NULL};
+        if (step(add_h, need, err)) goto fail;
+        n->made++;
+        const char *veth[] = {"ip",   "-n",   br,     "link", "add",   port, "type",
+                              "veth", "peer", "name", "eth0", "netns", h,    NULL};
+        const char *master[] = {"ip", "-n", br, "link", "set", port, "master", "br0", NULL};
+        const char *port_up[] = {"ip", "-n", br, "link", "set", port, "up", NULL};
+        const char *ip_addr[] = {"ip", "-n", h, "addr", "add", addr, "dev", "eth0", NULL};
+        const char *eth_up[] = {"ip", "-n", h, "link", "set", "eth0", "up", NULL};
+        const char *lo_up[] = {"ip", "-n", h, "link", "set", "lo", "up", NULL};
+        if (step(veth, "", err) || step(master, "", err) || step(port_up, "", err) ||
+            step(ip_addr, "", err) || step(eth_up, "", err) || step(lo_up, "", err) ||
+            shape(h, "eth0", link, 1, err) || shape(br, port, link, 0, err))
+            goto fail;
+    }
+    return 0;
+fail:
+    dt_netns_down(n);
+    return -1;
+}
+
+/* "dtrain-<pid>-..." (or exactly "dtrain-<pid>" when whole) -> pid, or 0 when name is
+ * not one of ours. */
+static long owner_of(const char *name, int whole) {
+    if (strncmp(name, "dtrain-", 7)) return 0;
+    char *end;
+    errno = 0;
+    long pid = strtol(name + 7, &end, 10);
+    if (errno || end == name + 7 || *end != (whole ? 0 : '-') || pid < 1) return 0;
+    return pid;
+}
+
+int dt_netns_remove_stale(int *removed, dt_error *err) {
+    *removed = 0;
+    DIR *d = opendir(NETNS_DIR);
+    if (!d) {
+        if (errno == ENOENT) return 0; /* no namespace was ever added */
+        return dt_error_set(err, "cannot list %s: %s", NETNS_DIR, strerror(errno));
+    }
+    char names[256][64];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 256;) {
+        long pid = owner_of(e->d_name, 0);
+        const size_t len = strlen(e->d_name);
+        if (pid && len < sizeof names[0] && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            memcpy(names[n++], e->d_name, len + 1);
+    }
+    closedir(d);
+    /* hosts before their bridge, as dt_netns_down does */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            const int is_bridge = strstr(names[i], "-br") != NULL;
+            if (is_bridge == pass) {
+                remove_namespace(names[i]);
+                ++*removed;
+            }
+        }
+    return 0;
+}
+
+int dt_netns_rsh(int argc, char **argv) {
+    /* argv[0] = the prefix, then what mpirun passes an ssh: options, host, command */
+    if (argc < 3 || owner_of(argv[0], 1) == 0) {
+        fprintf(stderr, "dtrain netns-rsh: usage: netns-rsh dtrain-<pid> [options] HOST CMD...\n");
+        return 2;
+    }
+    int a = 1;
+    while (a < argc && argv[a][0] == '-') a++;
+    if (a + 1 >= argc) {
+        fprintf(stderr, "dtrain netns-rsh: no host and command\n");
+        return 2;
+    }
+    const char *host = argv[a++];
+    char *end;
+    errno = 0;
+    long i = strncmp(host, NETNS_NET ".", sizeof NETNS_NET)
+                 ? 0
+                 : strtol(host + sizeof NETNS_NET, &end, 10);
+    if (i < 1 || i > DT_NETNS_MAX_HOSTS || errno || *end) {
+        fprintf(stderr, "dtrain netns-rsh: unknown host %s\n", host);
+        return 2;
+    }
+    size_t len = 1;
+    for (int k = a; k < argc; k++) len += strlen(argv[k]) + 1;
+    char *cmd = malloc(len);
+    if (!cmd) {
+        fprintf(stderr, "dtrain netns-rsh: out of memory\n");
+        return 1;
+    }
+    cmd[0] = 0;
+    for (int k = a; k < argc; k++) {
+        strcat(cmd, argv[k]);
+        if (k + 1 < argc) strcat(cmd, " ");
+    }
+    char ns[64];
+    snprintf(ns, sizeof ns, "%s-h%ld", argv[0], i);
+    /* sshd runs the command string with the user's shell; so does this stand-in */
+    char *const run[] = {"ip", "netns", "exec", ns, "sh", "-c", cmd, NULL};
+    execvp(run[0], run);
+    fprintf(stderr, "dtrain netns-rsh: cannot run ip: %s\n", strerror(errno));
+    free(cmd);
+    return 127;
+}
