@@ -43,8 +43,8 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
 /* Collectives for the trainer's bookkeeping, with the same timeout. In place. */
 void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op);
 void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n);
-/* Collective over w: how many of w's ranks run on this rank's host (share memory with
- * it), and whether w's ranks span more than one host. */
+/* Collective over w: how many of w's ranks run on this rank's host (by host name:
+ * emulated hosts on one machine count as one), and whether w's ranks span hosts. */
 void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts);
 /* Waits until every rank of w has arrived. */
 void dt_world_barrier(const dt_world *w, const char *what);

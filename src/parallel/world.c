@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dtrain/timer.h"
 
@@ -116,16 +117,27 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
     }
 }
 
+/* By host name, not MPI_Comm_split_type: emulated hosts (network namespaces) share the
+ * machine's name and its cores, which is what the callers want counted, and Open MPI
+ * 4.1's split by shared memory crashed there (TCP between ranks it thought local). */
 void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
-    MPI_Comm local;
-    DT_CHECK_MPI(
-        MPI_Comm_split_type(w->comm, MPI_COMM_TYPE_SHARED, w->rank, MPI_INFO_NULL, &local));
-    int n = 1;
-    DT_CHECK_MPI(MPI_Comm_size(local, &n));
-    DT_CHECK_MPI(MPI_Comm_free(&local));
-    double fewest = n;
+    char mine[MPI_MAX_PROCESSOR_NAME];
+    memset(mine, 0, sizeof mine);
+    int len = 0;
+    DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
+    char *all = malloc((size_t)MPI_MAX_PROCESSOR_NAME * (size_t)w->size);
+    if (!all) dt_world_abort(w, "out of memory for the ranks' host names");
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
+                                MPI_CHAR, w->comm, &req));
+    dt_world_wait_all(w, 1, &req, -1, "the ranks' host names");
+    int same = 0;
+    for (int r = 0; r < w->size; r++)
+        same += !strncmp(all + (size_t)r * MPI_MAX_PROCESSOR_NAME, mine, MPI_MAX_PROCESSOR_NAME);
+    free(all);
+    *local_ranks = same;
+    double fewest = same;
     dt_world_allreduce_doubles(w, &fewest, 1, MPI_MIN);
-    *local_ranks = n;
     *spans_hosts = (int)fewest < w->size;
 }
 
