@@ -19,49 +19,52 @@
 enum { MAX_WORKER_COUNTS = 64 };
 
 static void simulate_usage(FILE *out) {
-    fprintf(out,
-            "usage: dtrain simulate --profile FILE.json --link RATE[,LATENCY] [options]\n"
-            "       dtrain simulate --validate FILE.csv [--max-median-error PCT]\n"
-            "\n"
-            "Predicts the step time of data-parallel training on 1..N workers (N up to 2^20)\n"
-            "from a model's measured per-op forward and backward times (dtrain bench\n"
-            "--profile-out), by a discrete-event schedule of backward and DDP's bucket\n"
-            "all-reduces (overlap), without running anything. Prints per worker count the\n"
-            "step time, the compute and exposed-communication split, the communication time\n"
-            "(hidden or not), speed-up N t(1)/t(N) at the same batch per worker, efficiency\n"
-            "and images/s. Compute is this machine's (the profile's) divided by\n"
-            "--compute-speedup. Assumes identical workers: no stragglers, and communication\n"
-            "that does not slow compute (docs/scaling.md says when to trust it).\n"
-            "\n"
-            "  --profile FILE       per-op times (dtrain bench --profile-out FILE)\n"
-            "  --model M            check that the profile is of model M\n"
-            "  --batch-size B       per worker (default: the profile's); compute scales with B\n"
-            "  --workers LIST       LO..HI (powers of two from LO, and HI) or N1,N2,..\n"
-            "                       (default 1..1024; at most %d counts)\n"
-            "  --link RATE[,LAT]    each worker's (node's) link: RATE in bit|kbit|mbit|gbit\n"
-            "                       (per second) or B/s|KB/s|MB/s|GB/s, LAT in s|ms|us|ns\n"
-            "                       (default 0), e.g. 10gbit,50us\n"
-            "  --topology T         ring (default) | tree:K (K workers per node: ring inside\n"
-            "                       the node on --intra-link, ring over the nodes on --link) |\n"
-            "                       ps:S (S parameter servers; the ps modes)\n"
-            "  --intra-link R[,L]   the link inside a node for tree:K (default: --link)\n"
-            "  --mode M             allreduce (default, buckets overlapped with backward) |\n"
-            "                       allreduce-no-overlap | ps-sync | ps-async\n"
-            "  --compute-speedup X  the device's throughput over the profile's (default 1)\n"
-            "  --bucket-mb MB       gradient bucket size in MiB, as dtrain train (default 25)\n"
-            "  --comm-dtype T       fp32 (default) | bf16 | fp16: bytes per gradient value\n"
-            "  --dataset-size D     samples per epoch for the epoch times and plots (default\n"
-            "                       50000): epoch = D / (N B) steps, not rounded\n"
-            "  --out DIR            also write DIR/simulate.csv, simulate.md and the scaling\n"
-            "                       study's plots (speedup, epoch_time, compute_comm; gnuplot)\n"
-            "  --validate FILE.csv  predict every row of FILE and compare with its measured\n"
-            "                       step time. Columns (header, any order): name, profile\n"
-            "                       (relative to FILE's folder), workers, batch_size, topology,\n"
-            "                       link, mode, step_ms; optional compute_speedup, bucket_mb,\n"
-            "                       intra_link. Prints each row's error and the median |error|\n"
-            "  --max-median-error PCT  with --validate: exit 1 if the median |error| is above\n"
-            "  --help               this text\n",
-            MAX_WORKER_COUNTS);
+    fprintf(
+        out,
+        "usage: dtrain simulate --profile FILE.json --link RATE[,LATENCY] [options]\n"
+        "       dtrain simulate --validate FILE.csv [--max-median-error PCT]\n"
+        "\n"
+        "Predicts the step time of data-parallel training on 1..N workers (N up to 2^20)\n"
+        "from a model's measured per-op forward and backward times (dtrain bench\n"
+        "--profile-out), by a discrete-event schedule of backward and DDP's bucket\n"
+        "all-reduces (overlap), without running anything. Prints per worker count the\n"
+        "step time, the compute and exposed-communication split, the communication time\n"
+        "(hidden or not), speed-up N t(1)/t(N) at the same batch per worker, efficiency\n"
+        "and images/s. Compute is this machine's (the profile's) divided by\n"
+        "--compute-speedup. Assumes identical workers: no stragglers, and communication\n"
+        "that does not slow compute (docs/scaling.md says when to trust it).\n"
+        "\n"
+        "  --profile FILE       per-op times (dtrain bench --profile-out FILE)\n"
+        "  --model M            check that the profile is of model M\n"
+        "  --batch-size B       per worker (default: the profile's); compute scales with B\n"
+        "  --workers LIST       LO..HI (powers of two from LO, and HI) or N1,N2,..\n"
+        "                       (default 1..1024; at most %d counts)\n"
+        "  --link RATE[,LAT]    each worker's (node's) link: RATE in bit|kbit|mbit|gbit\n"
+        "                       (per second) or B/s|KB/s|MB/s|GB/s, LAT in s|ms|us|ns\n"
+        "                       (default 0), e.g. 10gbit,50us\n"
+        "  --topology T         ring (default) | tree:K (K workers per node: ring inside\n"
+        "                       the node on --intra-link, ring over the nodes on --link) |\n"
+        "                       ps:S (S parameter servers; the ps modes)\n"
+        "  --intra-link R[,L]   the link inside a node for tree:K (default: --link)\n"
+        "  --mode M             allreduce (default, buckets overlapped with backward) |\n"
+        "                       allreduce-no-overlap | ps-sync | ps-async\n"
+        "  --compute-speedup X  the device's throughput over the profile's (default 1)\n"
+        "  --bucket-mb MB       gradient bucket size in MiB, as dtrain train (default 25)\n"
+        "  --comm-dtype T       fp32 (default) | bf16 | fp16: bytes per gradient value\n"
+        "  --dataset-size D     samples per epoch for the epoch times and plots (default\n"
+        "                       50000): epoch = D / (N B) steps, not rounded\n"
+        "  --out DIR            also write DIR/simulate.csv, simulate.md and the scaling\n"
+        "                       study's plots (speedup, epoch_time, compute_comm; gnuplot)\n"
+        "  --validate FILE.csv  predict every row of FILE and compare with its measured\n"
+        "                       step time. Columns (header, any order): name, profile\n"
+        "                       (relative to FILE's folder), workers, batch_size, topology,\n"
+        "                       link (a rate), mode, step_ms; optional latency, compute_speedup,\n"
+        "                       bucket_mb, intra_link, compute_ms, exposed_ms (measured,\n"
+        "                       printed beside the prediction). Prints each row's error and\n"
+        "                       the median |error|\n"
+        "  --max-median-error PCT  with --validate: exit 1 if the median |error| is above\n"
+        "  --help               this text\n",
+        MAX_WORKER_COUNTS);
 }
 
 /* "LO..HI" (powers of two from LO up, and HI) or "N1,N2,..", ascending, each in
@@ -247,6 +250,7 @@ enum {
     V_LINK,
     V_MODE,
     V_STEP,
+    V_LATENCY,
     V_SPEEDUP,
     V_BUCKET,
     V_INTRA,
@@ -255,9 +259,10 @@ enum {
     V_COLUMNS
 };
 static const char *const v_columns[V_COLUMNS] = {
-    "name",    "profile",         "workers",   "batch_size", "topology",   "link",      "mode",
-    "step_ms", "compute_speedup", "bucket_mb", "intra_link", "compute_ms", "exposed_ms"};
-enum { V_REQUIRED = V_SPEEDUP, MAX_ROWS = 1000 };
+    "name",      "profile",    "workers",    "batch_size", "topology",
+    "link",      "mode",       "step_ms",    "latency",    "compute_speedup",
+    "bucket_mb", "intra_link", "compute_ms", "exposed_ms"};
+enum { V_REQUIRED = V_LATENCY, MAX_ROWS = 1000 };
 
 static int compare_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -280,24 +285,27 @@ static int validate_row(const char *path, int lineno, char **f, const int *col, 
     dt_sim_config c = dt_sim_config_default();
     double workers, batch, step_ms;
     const char *bad = NULL;
+    int bad_col = 0;
     if (strict_double(f[col[V_WORKERS]], 1, 1 << 20, &workers) || workers != floor(workers))
-        bad = "workers";
+        bad = "workers", bad_col = col[V_WORKERS];
     else if (strict_double(f[col[V_BATCH]], 1, 1 << 24, &batch) || batch != floor(batch))
-        bad = "batch_size";
+        bad = "batch_size", bad_col = col[V_BATCH];
     else if (strict_double(f[col[V_STEP]], 1e-9, 1e9, &step_ms))
-        bad = "step_ms";
+        bad = "step_ms", bad_col = col[V_STEP];
     else if (col[V_SPEEDUP] >= 0 && f[col[V_SPEEDUP]][0]) {
         if (strict_double(f[col[V_SPEEDUP]], 1e-9, 1e9, &c.compute_speedup))
-            bad = "compute_speedup";
+            bad = "compute_speedup", bad_col = col[V_SPEEDUP];
     }
     if (!bad && col[V_BUCKET] >= 0 && f[col[V_BUCKET]][0] &&
         strict_double(f[col[V_BUCKET]], 1e-6, 1e6, &c.bucket_mb))
-        bad = "bucket_mb";
-    if (bad)
-        return dt_error_set(err, "%s line %d: bad %s '%s'", path, lineno, bad, f[col[V_WORKERS]]);
+        bad = "bucket_mb", bad_col = col[V_BUCKET];
+    if (bad) return dt_error_set(err, "%s line %d: bad %s '%s'", path, lineno, bad, f[bad_col]);
     c.batch = (int)batch;
     dt_error why;
-    if (dt_sim_parse_link(f[col[V_LINK]], &c.link, &why) ||
+    char link[128];
+    snprintf(link, sizeof link, "%s%s%s", f[col[V_LINK]], col[V_LATENCY] >= 0 ? "," : "",
+             col[V_LATENCY] >= 0 ? f[col[V_LATENCY]] : "");
+    if (dt_sim_parse_link(link, &c.link, &why) ||
         dt_sim_parse_topology(f[col[V_TOPOLOGY]], &c, &why) ||
         dt_sim_parse_mode(f[col[V_MODE]], &c.mode, &why))
         return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
@@ -328,8 +336,8 @@ static int validate_row(const char *path, int lineno, char **f, const int *col, 
         !strict_double(f[col[V_EXPOSED]], 0, 1e9, &me))
         snprintf(measured_split, sizeof measured_split, "%.2f / %.2f", mc, me);
     snprintf(line_out, cap, "| %s | %d | %s | %s | %s | %.2f | %s | %.2f | %.2f / %.2f | %+.1f%% |",
-             f[col[V_NAME]], (int)workers, f[col[V_TOPOLOGY]], f[col[V_LINK]], f[col[V_MODE]],
-             step_ms, measured_split[0] ? measured_split : "-", 1e3 * r.step_s, 1e3 * r.compute_s,
+             f[col[V_NAME]], (int)workers, f[col[V_TOPOLOGY]], link, f[col[V_MODE]], step_ms,
+             measured_split[0] ? measured_split : "-", 1e3 * r.step_s, 1e3 * r.compute_s,
              1e3 * r.exposed_s, *err_pct);
     return 0;
 }

@@ -1,0 +1,92 @@
+#!/bin/bash
+# The simulator's validation data (docs/scaling.md, "dtrain simulate"): per-op profiles
+# of the models (dtrain bench --profile-out) and short training runs on 1-2 processes
+# over shared memory and over two network-namespace hosts at 1 and 10 Gbit/s, reduced
+# to one CSV row per run for `dtrain simulate --validate OUT/validation.csv`.
+# Needs root (namespaces), Open MPI, python3. Takes about 5 minutes here.
+#   bench/simulate_validation.sh [DTRAIN] [OUT]
+set -eu
+DTRAIN=$(realpath "${1:-build/dtrain}")
+OUT=${2:-runs/simulate-validation}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+# shellcheck source=../scripts/netns-hosts.sh
+. "$HERE/scripts/netns-hosts.sh"
+
+# Shared memory: alpha and beta from mpirun -np 2 bench_allreduce (4 KiB in 2 us, 2.8 MB
+# at 11.8 GB/s bus bandwidth); the namespaces' links: the tbf rate, alpha measured the
+# same way across them (LAT_NETNS, set below from a 4 KiB all-reduce).
+SHM_LINK=${SHM_LINK:-10GB/s,1us}
+LENET="--model lenet5 --data fashion-mnist --batch-size 64 --max-samples 12800"
+RESNET="--model resnet18 --width 16 --data synthetic:cifar10 --batch-size 32 --max-samples 3200"
+COMMON="--epochs 2 --test-samples 64 --threads 1 --loader-workers 1 --lr 0.01 --quiet"
+
+"$DTRAIN" bench --model lenet5 --batch-size 64 --threads 1 --steps 200 \
+    --profile-out "$OUT/lenet5_b64.json" >/dev/null
+"$DTRAIN" bench --model resnet18 --width 16 --batch-size 32 --threads 1 --steps 40 \
+    --profile-out "$OUT/resnet18w16_b32.json" >/dev/null
+
+ROWS=$OUT/rows.txt
+: >"$ROWS"
+# run NAME PROFILE WORKERS TOPOLOGY LINK MODE LAUNCHER... -- TRAIN ARGS
+run() {
+    local name=$1 profile=$2 workers=$3 link=$4 mode=$5 batch=$6
+    shift 6
+    echo "== $name" >&2
+    "$@" --log "$OUT/$name.jsonl"
+    echo "$name $profile $workers $batch $link $mode" >>"$ROWS"
+}
+
+run lenet5_p1 lenet5_b64.json 1 "$SHM_LINK" allreduce 64 "$DTRAIN" train $LENET $COMMON
+run lenet5_p2_shm lenet5_b64.json 2 "$SHM_LINK" allreduce 64 \
+    mpirun -np 2 "$DTRAIN" train $LENET $COMMON
+run resnet18_p1 resnet18w16_b32.json 1 "$SHM_LINK" allreduce 32 "$DTRAIN" train $RESNET $COMMON
+run resnet18_p2_shm resnet18w16_b32.json 2 "$SHM_LINK" allreduce 32 \
+    mpirun -np 2 "$DTRAIN" train $RESNET $COMMON
+
+trap netns_down EXIT
+netns_up $(($$ % 150 + 30))
+for rate in 1gbit 10gbit; do
+    # 10 Gbit/s needs a deeper bucket than 256 KiB for tbf to reach its rate
+    tc -n "$NETNS_1" qdisc replace dev v1 root tbf rate $rate burst 4m latency 50ms
+    tc -n "$NETNS_2" qdisc replace dev v2 root tbf rate $rate burst 4m latency 50ms
+    netns_mpirun "$HERE/build/bench_allreduce" 20 4096 2805864 >"$OUT/allreduce_$rate.jsonl"
+    lat=$(python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; \
+print('%.0fus' % (r[0]['ring_ms'] * 1e3 / 2))" "$OUT/allreduce_$rate.jsonl")
+    link="$rate,$lat"
+    run lenet5_p2_$rate lenet5_b64.json 2 "$link" allreduce 64 \
+        netns_mpirun "$DTRAIN" train $LENET $COMMON
+    run resnet18_p2_$rate resnet18w16_b32.json 2 "$link" allreduce 32 \
+        netns_mpirun "$DTRAIN" train $RESNET $COMMON
+    run resnet18_p2_${rate}_b1 resnet18w16_b32.json 2 "$link" allreduce:1 32 \
+        netns_mpirun "$DTRAIN" train $RESNET $COMMON --bucket-mb 1
+    run resnet18_p2_${rate}_b1_nooverlap resnet18w16_b32.json 2 "$link" \
+        allreduce-no-overlap:1 32 netns_mpirun "$DTRAIN" train $RESNET $COMMON \
+        --bucket-mb 1 --no-overlap
+done
+
+# One row per run: the median over rank 0's steps of the 2nd epoch of the step time
+# (compute + exposed communication; loader waits excluded, as t_train excludes them).
+python3 - "$OUT" "$ROWS" >"$OUT/validation.csv" <<'PY'
+import json, statistics, sys
+out, rows = sys.argv[1], sys.argv[2]
+print("# made by bench/simulate_validation.sh: medians over rank 0's steps of epoch 2")
+print("name,profile,workers,batch_size,topology,link,mode,bucket_mb,step_ms,compute_ms,exposed_ms")
+for line in open(rows):
+    name, profile, workers, batch, link, mode = line.split()
+    mode, _, bucket = mode.partition(":")
+    steps = [r for r in map(json.loads, open(f"{out}/{name}.jsonl"))
+             if r.get("event") == "step" and r.get("rank", 0) == 0 and r.get("epoch") == 1]
+    if not steps:
+        steps = [r for r in map(json.loads, open(f"{out}/{name}.jsonl"))
+                 if r.get("event") == "step" and r.get("rank", 0) == 0]
+    comp = statistics.median(s["t_compute"] for s in steps)
+    exp = statistics.median(s.get("t_comm_exposed", 0.0) for s in steps)
+    step = statistics.median(s["t_compute"] + s.get("t_comm_exposed", 0.0) for s in steps)
+    print(f"{name},{profile},{workers},{batch},ring,{link},{mode},{bucket or 25},"
+          f"{1e3*step:.3f},{1e3*comp:.3f},{1e3*exp:.3f}")
+PY
+cat "$OUT/validation.csv"
+"$DTRAIN" simulate --validate "$OUT/validation.csv"
