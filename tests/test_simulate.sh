@@ -41,6 +41,22 @@ if command -v gnuplot >/dev/null; then
     check "--out draws the study's speed-up plot" test -s "$tmp/sim/speedup.png"
 fi
 
+# A profile made here reads back: lenet5, 2 steps.
+"$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --steps 2 \
+    --profile-out "$tmp/lenet5.json" >/dev/null 2>&1
+check "bench --profile-out writes a profile" test $? -eq 0
+check "the profile lists lenet5's ops in order" \
+    sh -c "grep -o '\"name\": \"[a-z0-9.]*\"' '$tmp/lenet5.json' | grep -v '\"\"' | tr '\n' ' ' |
+        grep -q 'conv1.*conv2.*fc1.*fc2.*fc3'"
+"$DTRAIN" simulate --profile "$tmp/lenet5.json" --model lenet5 --link 1gbit --workers 1,2 \
+    >"$tmp/own" 2>&1
+check "simulate reads bench's profile" test $? -eq 0
+"$DTRAIN" bench --model lenet5 --infer --profile-out "$tmp/x.json" >/dev/null 2>"$tmp/inf.err"
+check "bench --profile-out with --infer is refused" grep -q "drop --infer" "$tmp/inf.err"
+"$DTRAIN" bench --model lenet5 --steps 1 --profile-out "$tmp/none/x.json" >/dev/null \
+    2>"$tmp/dir.err"
+check "bench --profile-out into a missing folder: one line" test "$(wc -l <"$tmp/dir.err")" -eq 1
+
 # Bad input: non-zero exit, exactly one line naming the problem.
 refuse() { # description, expected text, then the arguments
     what=$1 text=$2
