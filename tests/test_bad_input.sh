@@ -275,23 +275,26 @@ $S --max-samples 48 >rerun.out 2>&1
 if grep -q "its log was made with other settings ('--max-samples 64' in the log, '--max-samples 48' now); running again" rerun.out &&
     grep -q '"dataset_size":48' study/run_p1_b32.jsonl; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL: a log of other settings was reused"; cat rerun.out; fi
-$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 5 --threads 1 \
+# 50 epochs: on a fast machine 5 were over before the kill. The ranks' command lines
+# hold the relative log path (killed/run_p2_b32.jsonl.partial).
+$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 50 --threads 1 \
     --quiet --out killed >/dev/null 2>killed.err &
 sweep=$!
-for _ in $(seq 50); do pgrep -f "$tmp/killed/run_p2" >/dev/null && break; sleep 0.2; done
+started=0
+for _ in $(seq 50); do pgrep -f "killed/run_p2" >/dev/null && started=1 && break; sleep 0.2; done
 sleep 1
 kill -INT $sweep
 wait $sweep
 status=$?
 sleep 0.5
 cases=$((cases + 1))
-if [ $status -ne 0 ] && ! pgrep -f "$tmp/killed/run_p2" >/dev/null &&
+if [ $started = 1 ] && [ $status -ne 0 ] && ! pgrep -f "killed/run_p2" >/dev/null &&
     [ "$(cat killed.err)" = "dtrain scale: stopped by signal 2 (Interrupt): the run with 2 processes, batch 32, was ended with it" ]; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1)); echo "FAIL: killing dtrain scale (status $status) left:"
-    pgrep -fa "$tmp/killed/run_p2"; cat killed.err
-    for p in $(pgrep -f "$tmp/killed/run_p2"); do kill -9 "$p"; done
+    pgrep -fa "killed/run_p2"; cat killed.err
+    for p in $(pgrep -f "killed/run_p2"); do kill -9 "$p"; done
 fi
 
 echo "$cases cases: $passed passed, $failed failed"

@@ -199,11 +199,13 @@ static void test_imagenet_models_loss_goes_down_on_synthetic_data(void **state) 
      * initialisation, as torchvision's; vgg16: even with torchvision's kaiming-normal
      * one): more steps, and a smaller drop asked of them (alexnet at lr 0.03 diverged
      * with OpenBLAS's Cooper Lake kernels: 0.02). Measured: alexnet 2.30 ->
-     * 1.77, vgg16 (width 8) 2.30 -> 1.72 (1.68 in the sanitizer build;
-     * at width 4 the plateau lasted 300-500 steps, by build), vgg16_bn 2.30 -> 1.43,
+     * 1.77, vgg16 (width 8) 2.30 -> 1.72 after 300 steps on an Intel Cooper Lake (1.68
+     * in the sanitizer build; at width 4 the plateau lasted 300-500 steps, by build),
+     * but on an AMD EPYC (other OpenBLAS kernels, other roundings) still 2.23 after 300
+     * and 1.06 after 500, 0.23 after 800: 700 steps, vgg16_bn 2.30 -> 1.43,
      * resnet50 2.54 -> 0.79, googlenet 2.29 -> 1.02. */
     check_imagenet_model_learns("alexnet", 8, 63, 0.02f, 160, 0.85);
-    check_imagenet_model_learns("vgg16", 8, 32, 0.01f, 300, 0.9);
+    check_imagenet_model_learns("vgg16", 8, 32, 0.01f, 700, 0.9);
     check_imagenet_model_learns("vgg16_bn", 4, 32, 0.01f, 100, 0.8);
     check_imagenet_model_learns("resnet50", 4, 32, 0.01f, 30, 0.5);
     check_imagenet_model_learns("googlenet", 8, 32, 0.01f, 30, 0.6);

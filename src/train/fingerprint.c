@@ -86,11 +86,21 @@ static uint64_t item_hash(const dt_fingerprint *fp, int i) {
     return h;
 }
 
+/* The exchange ends the ranks' setup, whose length differs between ranks by what
+ * each loads and builds (rank 0 also opens the log and checks the save path): on a
+ * loaded machine a 224x224 model's setup took rank 0 over 25 s longer than rank 1,
+ * and the normal no-progress limit called that a dead rank. A rank that dies during
+ * setup ends the job through mpirun; this wait only has to catch a hung one, so it
+ * allows 24 times the usual limit (10 minutes by default). */
+enum { SETUP_TIMEOUT_FACTOR = 24 };
+
 static void allgather(const dt_world *w, const void *mine, void *all, int count, MPI_Datatype type,
                       const char *what) {
+    dt_world setup = *w;
+    setup.timeout_s = w->timeout_s * SETUP_TIMEOUT_FACTOR;
     MPI_Request req;
     DT_CHECK_MPI(MPI_Iallgather(mine, count, type, all, count, type, w->comm, &req));
-    dt_world_wait_all(w, 1, &req, -1, what);
+    dt_world_wait_all(&setup, 1, &req, -1, what);
 }
 
 enum { VALUE_SHOWN = 200 }; /* characters of a value a mismatch message shows */
