@@ -3,7 +3,9 @@
 # of the models (dtrain bench --profile-out) and short training runs on 1-2 processes
 # over shared memory and over two network-namespace hosts at 1 and 10 Gbit/s, reduced
 # to one CSV row per run for `dtrain simulate --validate`: OUT/validation_profile.csv
-# (compute from the profiles alone) and OUT/validation.csv (compute of each run taken
+# (compute from the profiles taken at the start), OUT/validation_matched.csv (from a
+# profile taken just before each run, as many benches at once as it has ranks) and
+# OUT/validation.csv (compute of each run taken
 # from its own log through compute_speedup, so that only the communication schedule
 # is predicted). Every config runs REPEATS times (default 2), the least disturbed run
 # (lowest median step) is kept: the machine is shared.
@@ -36,10 +38,23 @@ COMMON="--epochs 2 --test-samples 64 --threads 1 --loader-workers 1 --lr 0.01 --
 ROWS=$OUT/rows.txt
 : >"$ROWS"
 # run NAME PROFILE WORKERS TOPOLOGY LINK MODE LAUNCHER... -- TRAIN ARGS
+# Before each run, a profile under the run's conditions: as many bench processes at once
+# as the run has ranks (both cores busy), the first one's written as
+# NAME_rR.profile.json (validation_matched.csv), so load drift between configs and the
+# cores' sharing reach the profile too.
+BENCH_LENET="--model lenet5 --batch-size 64 --threads 1 --steps 200"
+BENCH_RESNET="--model resnet18 --width 16 --batch-size 32 --threads 1 --steps 40"
 run() {
-    local name=$1 profile=$2 workers=$3 link=$4 mode=$5 batch=$6
+    local name=$1 profile=$2 workers=$3 link=$4 mode=$5 batch=$6 bench i
     shift 6
     echo "== $name (repeat $r)" >&2
+    case $profile in lenet5*) bench=$BENCH_LENET ;; *) bench=$BENCH_RESNET ;; esac
+    for i in $(seq "$workers"); do
+        "$DTRAIN" bench $bench --profile-out "$OUT/${name}_r$r.profile$i.json" >/dev/null &
+    done
+    wait
+    mv "$OUT/${name}_r$r.profile1.json" "$OUT/${name}_r$r.profile.json"
+    rm -f "$OUT/${name}_r$r".profile[0-9]*.json
     "$@" --log "$OUT/${name}_r$r.jsonl"
     [ "$r" -gt 1 ] || echo "$name $profile $workers $batch $link $mode" >>"$ROWS"
 }
@@ -96,6 +111,9 @@ head = ("# made by bench/simulate_validation.sh: of %d repeats the run with the 
         "step time (rank 0, epoch 2)\n" % repeats)
 cols = "name,profile,workers,batch_size,topology,link,latency,mode,bucket_mb"
 plain = open(f"{out}/validation_profile.csv", "w")
+matched = open(f"{out}/validation_matched.csv", "w")
+matched.write(head + "# compute from a profile taken just before the kept run, with as many "
+              "bench processes at once as it has ranks\n" + cols + ",step_ms,compute_ms,exposed_ms\n")
 calib = open(f"{out}/validation.csv", "w")
 plain.write(head + "# compute from the profiles alone\n" + cols + ",step_ms,compute_ms,exposed_ms\n")
 calib.write(head + "# compute_speedup = profile compute / the run's own median compute: only "
@@ -104,14 +122,17 @@ for line in open(rows):
     name, profile, workers, batch, link, mode = line.split()
     mode, _, bucket = mode.partition(":")
     rate, _, latency = link.partition(",")
-    step, comp, exp = min(medians(f"{out}/{name}_r{r}.jsonl") for r in range(1, repeats + 1))
+    step, comp, exp, kept = min(medians(f"{out}/{name}_r{r}.jsonl") + (r,)
+                                for r in range(1, repeats + 1))
     prof = json.load(open(f"{out}/{profile}"))
     speedup = prof["step_ms"] * int(batch) / prof["batch_size"] / (1e3 * comp)
     fields = f"{name},{profile},{workers},{batch},ring,{rate},{latency},{mode},{bucket or 25}"
     split = f"{1e3*step:.3f},{1e3*comp:.3f},{1e3*exp:.3f}"
     plain.write(f"{fields},{split}\n")
+    matched.write(f"{fields},{split}\n".replace(f",{profile},", f",{name}_r{kept}.profile.json,", 1))
     if int(workers) > 1:
         calib.write(f"{fields},{speedup:.4f},{split}\n")
 PY
 "$DTRAIN" simulate --validate "$OUT/validation_profile.csv"
+"$DTRAIN" simulate --validate "$OUT/validation_matched.csv"
 "$DTRAIN" simulate --validate "$OUT/validation.csv"
