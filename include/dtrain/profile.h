@@ -4,7 +4,8 @@
  *    "steps": .., "params": .., "step_ms": .., "sgd_ms": .., "other_ms": ..,
  *    "ops": [{"name": .., "kind": .., "forward_ms": .., "backward_ms": ..,
  *             "param_offset": .., "param_count": ..}, ...]}
- * Times are means per step over the timed steps. param_offset/param_count: the range
+ * Times are per step: the means over the timed steps, scaled to add up to the median
+ * step. param_offset/param_count: the range
  * of the gradient buffer an op's backward writes (floats; count 0 for ops without
  * parameters), which decides when a DDP bucket is complete. other_ms is the step time
  * not spent in ops or the update (loss, zeroing gradients). */
@@ -32,10 +33,12 @@ typedef struct dt_profile {
     int n_ops;
 } dt_profile;
 
-/* From a model profiled over `steps` steps (dt_model_enable_profile); step_s is the
- * mean step time, sgd_s the mean update time. */
+/* From a model profiled over `steps` steps (dt_model_enable_profile): mean_s and
+ * median_s are the mean and median step times, sgd_s the mean update time. The per-op
+ * means are scaled by median / mean so that they add up to the median step: on a
+ * shared machine a few preempted steps inflate every mean (30-50% measured here). */
 int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch, int threads,
-                          long steps, double step_s, double sgd_s, dt_error *err);
+                          long steps, double mean_s, double median_s, double sgd_s, dt_error *err);
 int dt_profile_write(const dt_profile *p, const char *path, dt_error *err);
 /* Reads and checks a profile (every field present, times >= 0 and finite, parameter
  * ranges inside params); err names the file and the field. */

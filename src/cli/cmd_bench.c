@@ -41,9 +41,9 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "                       through BatchNorm, ReLU and adds where channels allow) |\n"
             "                       nchw (every activation NCHW, reordered at each conv)\n"
             "  --profile            also print time per layer kind (forward, backward) to stderr\n"
-            "  --profile-out FILE   write each op's mean forward and backward time, in execution\n"
-            "                       order with the gradient range it writes, as JSON: the input\n"
-            "                       of dtrain simulate\n"
+            "  --profile-out FILE   write each op's forward and backward time (means scaled to\n"
+            "                       the median step) in execution order with the gradient range\n"
+            "                       it writes, as JSON: the input of dtrain simulate\n"
             "  --infer              time inference instead: forward passes only, in eval mode;\n"
             "                       one JSON line: model, dtype, batch_size, threads, steps,\n"
             "                       images_per_s, ms_per_batch (median), gops (conv and linear\n"
@@ -366,7 +366,7 @@ int cmd_bench(int argc, char **argv) {
         dt_profile p = {0};
         if (!m.op_forward_s ||
             dt_profile_from_model(&p, &m, spec.width, (int)batch, (int)threads, steps,
-                                  total / (double)steps, t_sgd / (double)steps, &err) ||
+                                  total / (double)steps, median, t_sgd / (double)steps, &err) ||
             dt_profile_write(&p, profile_out, &err))
             rc = cli_fail(cmd, "%s", err.msg);
         dt_profile_free(&p);

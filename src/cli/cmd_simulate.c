@@ -381,6 +381,10 @@ static int validate(const char *cmd, const char *path, double max_median) {
         while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (!len || line[0] == '#') continue;
         const int k = split_fields(line, f, 32);
+        if (k < 0) {
+            rc = cli_fail(cmd, "%s line %d: more than 32 fields", path, lineno);
+            break;
+        }
         if (n_fields == 0) { /* the header */
             n_fields = k;
             for (int i = 0; i < k; i++)
@@ -388,7 +392,6 @@ static int validate(const char *cmd, const char *path, double max_median) {
                     if (!strcmp(f[i], v_columns[c])) col[c] = i;
             for (int c = 0; c < V_REQUIRED && rc == 0; c++)
                 if (col[c] < 0) rc = cli_fail(cmd, "%s: no '%s' column", path, v_columns[c]);
-            if (k < 0) rc = cli_fail(cmd, "%s: more than 32 columns", path);
             continue;
         }
         if (k != n_fields) {

@@ -19,9 +19,11 @@ void dt_profile_free(dt_profile *p) {
 }
 
 int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch, int threads,
-                          long steps, double step_s, double sgd_s, dt_error *err) {
+                          long steps, double mean_s, double median_s, double sgd_s, dt_error *err) {
     memset(p, 0, sizeof *p);
-    if (!m->op_forward_s || steps < 1) return dt_error_set(err, "the model was not profiled");
+    if (!m->op_forward_s || steps < 1 || !(mean_s > 0) || !(median_s > 0))
+        return dt_error_set(err, "the model was not profiled");
+    const double scale = median_s / mean_s;
     p->ops = calloc((size_t)m->n_ops, sizeof *p->ops);
     if (!p->ops) return dt_error_set(err, "out of memory for the profile");
     snprintf(p->model, sizeof p->model, "%s", m->name);
@@ -30,8 +32,8 @@ int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch
     p->threads = threads;
     p->steps = steps;
     p->params = m->n_params;
-    p->step_s = step_s;
-    p->sgd_s = sgd_s;
+    p->step_s = median_s;
+    p->sgd_s = sgd_s * scale;
     p->n_ops = m->n_ops;
     double in_ops = 0.0;
     for (int i = 0; i < m->n_ops; i++) {
@@ -39,8 +41,8 @@ int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch
         dt_profile_op *o = &p->ops[i];
         snprintf(o->name, sizeof o->name, "%s", op->name);
         snprintf(o->kind, sizeof o->kind, "%s", dt_op_kind_name(op->kind));
-        o->forward_s = m->op_forward_s[i] / (double)steps;
-        o->backward_s = m->op_backward_s[i] / (double)steps;
+        o->forward_s = scale * m->op_forward_s[i] / (double)steps;
+        o->backward_s = scale * m->op_backward_s[i] / (double)steps;
         in_ops += o->forward_s + o->backward_s;
         if (op->weight >= 0) { /* as dt_model_backward reports it to on_grads_ready */
             const dt_tensor_entry *w = &m->tensors[op->weight];
@@ -48,7 +50,7 @@ int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch
             o->param_count = w->numel + (op->bias >= 0 ? m->tensors[op->bias].numel : 0);
         }
     }
-    p->other_s = step_s - sgd_s - in_ops;
+    p->other_s = p->step_s - p->sgd_s - in_ops;
     if (p->other_s < 0) p->other_s = 0; /* timer granularity */
     return 0;
 }
