@@ -9,8 +9,9 @@ set -u
 DTRAIN=$1
 . "$(dirname "$0")/checks.sh"
 fx="$(dirname "$0")/fixtures/simulate"
-# docs/scaling.md's median |error| of the profile-only validation (percent, one decimal)
-STATED_PROFILE_ONLY_PCT=36.9
+# docs/scaling.md's median |error| of the profile-only validations (percent, one decimal)
+STATED_PROFILE_ONLY_PCT=27.4
+STATED_MATCHED_PCT=30.2
 
 start=$(date +%s%N)
 "$DTRAIN" simulate --profile "$fx/resnet18_b32.json" --model resnet18 --link 10gbit,20us \
@@ -32,6 +33,12 @@ check "profile-only validation runs" test $? -eq 0
 median=$(sed -n 's/.*median |error| \([0-9.]*\)%.*/\1/p' "$tmp/valp")
 check "profile-only median |error| ($median%) as docs/scaling.md states" \
     awk -v m="$median" -v s="$STATED_PROFILE_ONLY_PCT" 'BEGIN { exit !(m != "" && m <= s + 0.05) }'
+
+"$DTRAIN" simulate --validate "$fx/validation_matched.csv" >"$tmp/valm" 2>&1
+check "matched-profile validation runs" test $? -eq 0
+median=$(sed -n 's/.*median |error| \([0-9.]*\)%.*/\1/p' "$tmp/valm")
+check "matched-profile median |error| ($median%) as docs/scaling.md states" \
+    awk -v m="$median" -v s="$STATED_MATCHED_PCT" 'BEGIN { exit !(m != "" && m <= s + 0.05) }'
 
 "$DTRAIN" simulate --profile "$fx/resnet18w16_b32.json" --link 1gbit --workers 1,2,8 \
     --topology tree:4 --intra-link 10GB/s --out "$tmp/sim" >/dev/null 2>&1
