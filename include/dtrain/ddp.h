@@ -36,4 +36,11 @@ void dt_ddp_begin_step(dt_ddp *ddp);
 void dt_ddp_finish_step(dt_ddp *ddp, dt_comm_stats *stats);
 int dt_ddp_bucket_count(const dt_ddp *ddp);
 
+/* The bucket plan, without MPI (the simulator uses it too): floats per bucket for
+ * --bucket-mb (at least 1), how many buckets n_params makes, and bucket b's range of
+ * the gradient buffer (b = 0 is the buffer's last range: backward writes it first). */
+size_t dt_ddp_bucket_floats(double bucket_mb);
+int dt_ddp_bucket_total(size_t n_params, size_t per);
+void dt_ddp_bucket_range(size_t n_params, size_t per, int b, size_t *begin, size_t *count);
+
 #endif

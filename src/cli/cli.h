@@ -61,6 +61,7 @@ int cmd_predict(int argc, char **argv);
 int cmd_fit_jobs(int argc, char **argv);
 int cmd_allocate(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
 
 /* Writes runs.csv, the plots and report.md of a study into dir (and the tables to
  * stdout if asked); returns 0 or -1 after printing the error. */

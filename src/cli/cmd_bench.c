@@ -7,6 +7,8 @@
 #include "dtrain/blas_core.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/model.h"
+#include "dtrain/outfile.h"
+#include "dtrain/profile.h"
 #include "dtrain/qrun.h"
 #include "dtrain/quant.h"
 #include "dtrain/safetensors.h"
@@ -39,6 +41,9 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "                       through BatchNorm, ReLU and adds where channels allow) |\n"
             "                       nchw (every activation NCHW, reordered at each conv)\n"
             "  --profile            also print time per layer kind (forward, backward) to stderr\n"
+            "  --profile-out FILE   write each op's forward and backward time (means scaled to\n"
+            "                       the median step) in execution order with the gradient range\n"
+            "                       it writes, as JSON: the input of dtrain simulate\n"
             "  --infer              time inference instead: forward passes only, in eval mode;\n"
             "                       one JSON line: model, dtype, batch_size, threads, steps,\n"
             "                       images_per_s, ms_per_batch (median), gops (conv and linear\n"
@@ -184,20 +189,18 @@ static int bench_infer(const bench_infer_args *a, const dt_model_spec *spec) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    static const struct option own[] = {{"steps", required_argument, 0, 'n'},
-                                        {"help", no_argument, 0, 'h'},
-                                        {"profile", no_argument, 0, 'p'},
-                                        {"conv", required_argument, 0, 'c'},
-                                        {"infer", no_argument, 0, 'i'},
-                                        {"int8", no_argument, 0, '8'},
-                                        {"int8-engine", required_argument, 0, 'e'},
-                                        {"layouts", required_argument, 0, 'l'},
-                                        {0, 0, 0, 0}};
+    static const struct option own[] = {
+        {"steps", required_argument, 0, 'n'},   {"help", no_argument, 0, 'h'},
+        {"profile", no_argument, 0, 'p'},       {"profile-out", required_argument, 0, 'o'},
+        {"conv", required_argument, 0, 'c'},    {"infer", no_argument, 0, 'i'},
+        {"int8", no_argument, 0, '8'},          {"int8-engine", required_argument, 0, 'e'},
+        {"layouts", required_argument, 0, 'l'}, {0, 0, 0, 0}};
     const char *cmd = "bench";
     dt_train_config cfg = dt_train_config_default();
     cfg.model = "resnet18";
     long steps = 20;
     int profile = 0, infer = 0, int8 = 0, plain_layouts = 0;
+    const char *profile_out = NULL;
     dt_conv_backend backend = DT_CONV_DNNL;
     dt_int8_engine engine = DT_INT8_DNNL;
     cli_flags flags;
@@ -211,6 +214,9 @@ int cmd_bench(int argc, char **argv) {
             break;
         case 'p':
             profile = 1;
+            break;
+        case 'o':
+            profile_out = optarg;
             break;
         case 'c':
             if (!strcmp(optarg, "dnnl"))
@@ -251,6 +257,17 @@ int cmd_bench(int argc, char **argv) {
         cli_fail(cmd,
                  "--precision bf16 times training on oneDNN: not with --infer or --conv im2col");
         return 2;
+    }
+    if (profile_out && infer) {
+        cli_fail(cmd, "--profile-out times training steps: drop --infer");
+        return 2;
+    }
+    if (profile_out) {
+        dt_error check;
+        if (dt_outfile_check(profile_out, &check)) {
+            cli_fail(cmd, "--profile-out: %s", check.msg);
+            return 2;
+        }
     }
     if (int8 && !infer) {
         cli_fail(cmd, "--int8 times inference: add --infer");
@@ -311,7 +328,7 @@ int cmd_bench(int argc, char **argv) {
 
     double total = 0.0, t_sgd = 0.0;
     for (long s = -3; s < steps; s++) {
-        if (s == 0 && profile && dt_model_enable_profile(&m, &err)) break;
+        if (s == 0 && (profile || profile_out) && dt_model_enable_profile(&m, &err)) break;
         double t0 = dt_now();
         dt_model_zero_grad(&m);
         dt_model_forward(&m, (int)batch);
@@ -351,9 +368,19 @@ int cmd_bench(int argc, char **argv) {
                         1e3 * fwd[k] / steps, 1e3 * bwd[k] / steps);
         fprintf(stderr, "%-18s %12.2f\n", "sgd", 1e3 * t_sgd / steps);
     }
+    int rc = 0;
+    if (profile_out) {
+        dt_profile p = {0};
+        if (!m.op_forward_s ||
+            dt_profile_from_model(&p, &m, spec.width, (int)batch, (int)threads, steps,
+                                  total / (double)steps, median, t_sgd / (double)steps, &err) ||
+            dt_profile_write(&p, profile_out, &err))
+            rc = cli_fail(cmd, "%s", err.msg);
+        dt_profile_free(&p);
+    }
     free(labels);
     free(times);
     dt_sgd_free(&opt_state);
     dt_model_free(&m);
-    return 0;
+    return rc ? 1 : 0;
 }

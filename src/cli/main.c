@@ -25,6 +25,7 @@ static void usage(FILE *out) {
             "  predict    time to convergence per (workers, servers) from given thetas\n"
             "  fit-jobs   ridge regression of loss-curve parameters on job features\n"
             "  allocate   greedy allocation of a process budget over jobs (Optimus)\n"
+            "  simulate   predict step time and speed-up on 1..N workers from a per-op profile\n"
             "  netns-rsh  (internal) mpirun's rsh agent for scale --hosts netns:H\n"
             "\n"
             "dtrain <command> --help describes each command's options.\n");
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "predict")) return cmd_predict(argc - 1, argv + 1);
     if (!strcmp(cmd, "fit-jobs")) return cmd_fit_jobs(argc - 1, argv + 1);
     if (!strcmp(cmd, "allocate")) return cmd_allocate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "simulate")) return cmd_simulate(argc - 1, argv + 1);
     if (!strcmp(cmd, "netns-rsh")) return dt_netns_rsh(argc - 2, argv + 2);
     fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
     return 2;

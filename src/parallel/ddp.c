@@ -82,6 +82,21 @@ static void on_grads_ready(void *ctx, size_t offset, size_t count) {
     pthread_mutex_unlock(&d->lock);
 }
 
+size_t dt_ddp_bucket_floats(double bucket_mb) {
+    const size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
+    return per < 1 ? 1 : per;
+}
+
+int dt_ddp_bucket_total(size_t n_params, size_t per) {
+    return (int)((n_params + per - 1) / per);
+}
+
+void dt_ddp_bucket_range(size_t n_params, size_t per, int b, size_t *begin, size_t *count) {
+    const size_t end = n_params - (size_t)b * per; /* from the end of the buffer */
+    *begin = end > per ? end - per : 0;
+    *count = end - *begin;
+}
+
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err) {
     dt_ddp *d = calloc(1, sizeof *d);
@@ -89,9 +104,8 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
     d->world = w;
     d->model = m;
     d->overlap = overlap;
-    size_t per = (size_t)(bucket_mb * 1048576.0 / sizeof(float));
-    if (per < 1) per = 1;
-    d->n_buckets = (int)((m->n_params + per - 1) / per);
+    const size_t per = dt_ddp_bucket_floats(bucket_mb);
+    d->n_buckets = dt_ddp_bucket_total(m->n_params, per);
     d->buckets = calloc((size_t)d->n_buckets, sizeof(bucket));
     if (!d->buckets ||
         dt_allreduce_init(&d->ar, w, algo, dtype, per < m->n_params ? per : m->n_params, err)) {
@@ -99,11 +113,8 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
         free(d);
         return err && err->msg[0] ? -1 : dt_error_set(err, "out of memory for the buckets");
     }
-    for (int b = 0; b < d->n_buckets; b++) { /* from the end of the buffer */
-        size_t end = m->n_params - (size_t)b * per;
-        d->buckets[b].begin = end > per ? end - per : 0;
-        d->buckets[b].count = end - d->buckets[b].begin;
-    }
+    for (int b = 0; b < d->n_buckets; b++)
+        dt_ddp_bucket_range(m->n_params, per, b, &d->buckets[b].begin, &d->buckets[b].count);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->wake, NULL);
     pthread_cond_init(&d->done, NULL);

@@ -1,0 +1,110 @@
+#!/bin/sh
+# dtrain simulate on the committed profiles and validation data (made by
+# bench/simulate_validation.sh; nothing is trained here): resnet18 to 1,024 workers
+# well within a second's budget, the validation's median |error| within the 10% target
+# (the communication schedule, compute from each run) and within what docs/scaling.md
+# states for the profile-only prediction, the output files, and bad input refused in
+# one line.
+set -u
+DTRAIN=$1
+. "$(dirname "$0")/checks.sh"
+fx="$(dirname "$0")/fixtures/simulate"
+# docs/scaling.md's median |error| of the profile-only validations (percent, one decimal)
+STATED_PROFILE_ONLY_PCT=27.4
+STATED_MATCHED_PCT=30.2
+
+start=$(date +%s%N)
+"$DTRAIN" simulate --profile "$fx/resnet18_b32.json" --model resnet18 --link 10gbit,20us \
+    --workers 1..1024 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+echo "simulate resnet18 1..1024: ${elapsed_ms} ms"
+check "simulate resnet18 to 1024 workers runs" test $rc -eq 0
+check "one row per worker count 1, 2, 4 .. 1024" test "$(grep -c '^ *[0-9]' "$tmp/out")" -eq 11
+check "1024 workers is the last row" grep -q '^ *1024 ' "$tmp/out"
+# under a second here (Release); the bound leaves room for the sanitizer build
+check "resnet18 to 1024 workers within 5 s (took ${elapsed_ms} ms)" test "$elapsed_ms" -lt 5000
+
+"$DTRAIN" simulate --validate "$fx/validation.csv" --max-median-error 10 >"$tmp/val" 2>&1
+check "validation against the measured runs: median |error| <= 10%" test $? -eq 0
+cat "$tmp/val"
+"$DTRAIN" simulate --validate "$fx/validation_profile.csv" >"$tmp/valp" 2>&1
+check "profile-only validation runs" test $? -eq 0
+median=$(sed -n 's/.*median |error| \([0-9.]*\)%.*/\1/p' "$tmp/valp")
+check "profile-only median |error| ($median%) as docs/scaling.md states" \
+    awk -v m="$median" -v s="$STATED_PROFILE_ONLY_PCT" 'BEGIN { exit !(m != "" && m <= s + 0.05) }'
+
+"$DTRAIN" simulate --validate "$fx/validation_matched.csv" >"$tmp/valm" 2>&1
+check "matched-profile validation runs" test $? -eq 0
+median=$(sed -n 's/.*median |error| \([0-9.]*\)%.*/\1/p' "$tmp/valm")
+check "matched-profile median |error| ($median%) as docs/scaling.md states" \
+    awk -v m="$median" -v s="$STATED_MATCHED_PCT" 'BEGIN { exit !(m != "" && m <= s + 0.05) }'
+
+"$DTRAIN" simulate --profile "$fx/resnet18w16_b32.json" --link 1gbit --workers 1,2,8 \
+    --topology tree:4 --intra-link 10GB/s --out "$tmp/sim" >/dev/null 2>&1
+check "--out writes simulate.csv (header + 3 rows)" test "$(wc -l <"$tmp/sim/simulate.csv")" -eq 4
+check "--out writes simulate.md" grep -q "Simulated scaling" "$tmp/sim/simulate.md"
+if command -v gnuplot >/dev/null; then
+    check "--out draws the study's speed-up plot" test -s "$tmp/sim/speedup.png"
+fi
+
+# A profile made here reads back: lenet5, 2 steps.
+"$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --steps 2 \
+    --profile-out "$tmp/lenet5.json" >/dev/null 2>&1
+check "bench --profile-out writes a profile" test $? -eq 0
+check "the profile lists lenet5's ops in order" \
+    sh -c "grep -o '\"name\": \"[a-z0-9.]*\"' '$tmp/lenet5.json' | grep -v '\"\"' | tr '\n' ' ' |
+        grep -q 'conv1.*conv2.*fc1.*fc2.*fc3'"
+"$DTRAIN" simulate --profile "$tmp/lenet5.json" --model lenet5 --link 1gbit --workers 1,2 \
+    >"$tmp/own" 2>&1
+check "simulate reads bench's profile" test $? -eq 0
+"$DTRAIN" bench --model lenet5 --infer --profile-out "$tmp/x.json" >/dev/null 2>"$tmp/inf.err"
+check "bench --profile-out with --infer is refused" grep -q "drop --infer" "$tmp/inf.err"
+"$DTRAIN" bench --model lenet5 --steps 1 --profile-out "$tmp/none/x.json" >/dev/null \
+    2>"$tmp/dir.err"
+check "bench --profile-out into a missing folder: one line" test "$(wc -l <"$tmp/dir.err")" -eq 1
+
+# Bad input: non-zero exit, exactly one line naming the problem.
+refuse() { # description, expected text, then the arguments
+    what=$1 text=$2
+    shift 2
+    "$DTRAIN" simulate "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"
+    rc=$?
+    check "$what: non-zero exit" test $rc -ne 0
+    check "$what: one line" test "$(wc -l <"$tmp/bad.err")" -eq 1
+    check "$what: says '$text'" grep -qF -- "$text" "$tmp/bad.err"
+}
+p="$fx/resnet18w16_b32.json"
+refuse "unknown topology" "unknown topology 'mesh'" --profile "$p" --link 1gbit --topology mesh
+refuse "tree without K" "tree:K needs K" --profile "$p" --link 1gbit --topology tree:
+refuse "workers from 0" "--workers (LO)" --profile "$p" --link 1gbit --workers 0..4
+refuse "workers not a range" "--workers (HI) expects an integer" --profile "$p" --link 1gbit --workers 1...
+refuse "workers decreasing" "must increase" --profile "$p" --link 1gbit --workers 8,4
+refuse "workers beyond 2^20" "--workers" --profile "$p" --link 1gbit --workers 1..2000000
+refuse "missing profile" "cannot open profile" --profile "$tmp/none.json" --link 1gbit
+refuse "no profile" "--profile FILE is required" --link 1gbit
+refuse "no link" "--link RATE[,LATENCY] is required" --profile "$p"
+refuse "link without unit" "link '10'" --profile "$p" --link 10
+refuse "latency without unit" "link '1gbit,5'" --profile "$p" --link 1gbit,5
+refuse "zero speed-up" "--compute-speedup" --profile "$p" --link 1gbit --compute-speedup 0
+refuse "ps mode on a ring" "needs the ps:S topology" --profile "$p" --link 1gbit --mode ps-sync
+refuse "unknown mode" "unknown mode 'gossip'" --profile "$p" --link 1gbit --mode gossip
+refuse "another model" "is a profile of resnet18" --profile "$p" --link 1gbit --model lenet5
+printf 'not json' >"$tmp/bad.json"
+refuse "profile not JSON" "is not JSON" --profile "$tmp/bad.json" --link 1gbit
+sed 's/"param_count": 432/"param_count": 99999999/' "$p" >"$tmp/range.json"
+refuse "parameters outside the model" "outside the model's" --profile "$tmp/range.json" --link 1gbit
+sed 's/"backward_ms": [0-9.]*/"backward_ms": -1/' "$p" >"$tmp/neg.json"
+refuse "negative time" "'backward_ms' = -1 is outside" --profile "$tmp/neg.json" --link 1gbit
+printf 'name,workers\nx,2\n' >"$tmp/cols.csv"
+awk 'BEGIN { for (i = 0; i < 40; i++) printf "%sc%d", i ? "," : "", i; print "" }' >"$tmp/wide.csv"
+refuse "validation CSV too wide" "line 1: more than 32 fields" --validate "$tmp/wide.csv"
+refuse "validation CSV without a column" "no 'profile' column" --validate "$tmp/cols.csv"
+printf 'name,profile,workers,batch_size,topology,link,mode,step_ms\nx,%s,2x,32,ring,1gbit,allreduce,5\n' \
+    "$(realpath "$p")" >"$tmp/num.csv"
+refuse "validation CSV bad number" "line 2: bad workers '2x'" --validate "$tmp/num.csv"
+printf 'name,profile,workers,batch_size,topology,link,mode,step_ms\nx,%s,2,32,ring,1gbit,allreduce,5\n' \
+    "$(realpath "$p")" >"$tmp/ok.csv"
+refuse "validation above the bound" "above --max-median-error" --validate "$tmp/ok.csv" \
+    --max-median-error 1
+finish
