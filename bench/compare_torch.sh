@@ -30,9 +30,16 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 # `times`), over the row's wall time. A row above 0.25 cores is run again (once).
 HZ=$(getconf CLK_TCK)
 CORES=$(grep -c '^cpu[0-9]' /proc/stat)
-mark() { echo "$(head -1 /proc/stat) $(times | tail -1)"; }
-other_cores() { # the marks before and after
-    echo "$1 $2" | sed 's/\([0-9]*\)m\([0-9.]*\)s/\1 \2/g' | awk -v hz="$HZ" -v n="$CORES" '{
+# mark FILE: the machine's counters and this shell's children's CPU times, into FILE.
+# Never inside $(...) or a pipe: `times` would run in a subshell, whose children's
+# times are its own (none).
+mark() {
+    head -1 /proc/stat >"$1"
+    times >>"$1"
+}
+other_cores() { # the mark files before and after
+    a="$(head -1 "$1") $(sed -n 3p "$1")" b="$(head -1 "$2") $(sed -n 3p "$2")"
+    echo "$a $b" | sed 's/\([0-9]*\)m\([0-9.]*\)s/\1 \2/g' | awk -v hz="$HZ" -v n="$CORES" '{
         # fields: cpu u n s idle iow irq sirq steal g gn | kid_user (m s) kid_sys (m s), twice
         tb = 0; for (i = 2; i <= 11; i++) tb += $i; ib = $5 + $6; kb = 60 * $12 + $13 + 60 * $14 + $15;
         ta = 0; for (i = 17; i <= 26; i++) ta += $i; ia = $20 + $21; ka = 60 * $27 + $28 + 60 * $29 + $30;
@@ -65,7 +72,7 @@ for model in $MODELS; do
     steps=${STEPS:-$steps}
     attempt=1
     while :; do
-    before=$(mark)
+    mark "$out.before"
     : >"$out.d"
     rm -f "$out".t.*
     r=0
@@ -90,7 +97,8 @@ for model in $MODELS; do
         done
         r=$((r + 1))
     done
-    load=$(other_cores "$before" "$(mark)")
+    mark "$out.after"
+    load=$(other_cores "$out.before" "$out.after")
     if [ "$attempt" -ge 2 ] || awk -v l="$load" 'BEGIN { exit !(l <= 0.25) }'; then break; fi
     echo "($model: other processes used $load cores during the row: running it again)" >&2
     attempt=$((attempt + 1))
@@ -113,7 +121,7 @@ for model in $MODELS; do
         "$(awk -v a="$dms" -v b="$best_ms" 'BEGIN { print b / a }')" "$gf" \
         "$(awk -v g="$gf" -v p="$peak" 'BEGIN { print 100 * g / p }')"
 done
-rm -f "$out.d"
+rm -f "$out.d" "$out.before" "$out.after"
 echo "$peak_json" >>"$out"
 echo "peak at $THREADS threads (2048^3, best of 10): $peak_what $peak GFLOP/s"
 echo "precision $PRECISION (torch: ${torch_prec:-fp32}); medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"
