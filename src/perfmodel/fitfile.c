@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dtrain/outfile.h"
+#include "dtrain/textfile.h"
 
 /* Writes root (and frees it), whole or not at all. */
 static int save(const char *path, cJSON *root, dt_error *err) {
@@ -23,31 +24,12 @@ static int save(const char *path, cJSON *root, dt_error *err) {
     return dt_outfile_commit(&out, err); /* checks every write */
 }
 
-/* The whole file parsed, or NULL with err set. */
+/* The whole file parsed, or NULL with err set. A fit file is a few hundred bytes. */
+enum { MAX_FIT_FILE_BYTES = 16 << 20 };
+
 static cJSON *load(const char *path, dt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t used = 0, cap = 4096;
-    char *text = malloc(cap);
-    while (text) {
-        used += fread(text + used, 1, cap - 1 - used, f);
-        if (used < cap - 1) break;
-        char *grown = realloc(text, cap * 2);
-        if (!grown) free(text);
-        text = grown;
-        cap *= 2;
-    }
-    int read_failed = ferror(f);
-    fclose(f);
-    if (!text || read_failed) {
-        free(text);
-        dt_error_set(err, "cannot read %s: %s", path, text ? "read error" : "out of memory");
-        return NULL;
-    }
-    text[used] = 0;
+    char *text = dt_text_file_read(path, "", MAX_FIT_FILE_BYTES, err);
+    if (!text) return NULL;
     cJSON *root = cJSON_ParseWithOpts(text, NULL, 1);
     free(text);
     if (!root) dt_error_set(err, "%s is not a fit file (JSON)", path);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dtrain/outfile.h"
+#include "dtrain/textfile.h"
 
 /* A profile of the biggest zoo model has a few hundred ops: far below this. */
 enum { MAX_PROFILE_BYTES = 64 << 20, MAX_PROFILE_OPS = 100000 };
@@ -79,36 +80,6 @@ int dt_profile_write(const dt_profile *p, const char *path, dt_error *err) {
     return dt_outfile_commit(&out, err);
 }
 
-static char *slurp(const char *path, dt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        dt_error_set(err, "cannot open profile %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t used = 0, cap = 4096;
-    char *text = malloc(cap);
-    while (text) {
-        used += fread(text + used, 1, cap - 1 - used, f);
-        if (used < cap - 1 || cap >= MAX_PROFILE_BYTES) break;
-        char *grown = realloc(text, cap * 2);
-        if (!grown) free(text);
-        text = grown;
-        cap *= 2;
-    }
-    const int failed = ferror(f), too_big = text && used == cap - 1 && !feof(f);
-    fclose(f);
-    if (!text || failed || too_big) {
-        free(text);
-        dt_error_set(err, "cannot read profile %s: %s", path,
-                     !text    ? "out of memory"
-                     : failed ? "read error"
-                              : "larger than 64 MiB");
-        return NULL;
-    }
-    text[used] = 0;
-    return text;
-}
-
 /* A number field: present, finite, within [lo, hi]. */
 static int field(const cJSON *obj, const char *key, double lo, double hi, double *out,
                  const char *path, const char *where, dt_error *err) {
@@ -165,7 +136,7 @@ static int read_op(dt_profile_op *o, const cJSON *item, size_t params, const cha
 
 int dt_profile_read(dt_profile *p, const char *path, dt_error *err) {
     memset(p, 0, sizeof *p);
-    char *text = slurp(path, err);
+    char *text = dt_text_file_read(path, "profile", MAX_PROFILE_BYTES, err);
     if (!text) return -1;
     cJSON *root = cJSON_ParseWithOpts(text, NULL, 1);
     free(text);
