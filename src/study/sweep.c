@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,10 +76,12 @@ static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
 /* The repeat a log holds, from its name (..._r<k>.jsonl is repeat k-1; else 0). */
 static int repeat_of(const char *path) {
     const char *r = strrchr(path, '_');
-    int k = 0;
-    char tail[16];
-    if (r && sscanf(r, "_r%d%15s", &k, tail) == 2 && !strcmp(tail, ".jsonl") && k > 1) return k - 1;
-    return 0;
+    if (!r || r[1] != 'r' || r[2] < '0' || r[2] > '9') return 0;
+    char *end;
+    errno = 0;
+    const long k = strtol(r + 2, &end, 10);
+    if (errno || strcmp(end, ".jsonl") || k < 2 || k > INT_MAX) return 0;
+    return (int)k - 1;
 }
 
 /* The per-role accounting of a parameter-server log: each server's record, each
