@@ -39,6 +39,10 @@ typedef struct dt_scale_row {
     double cpu_pct, rss_mb, mpi_mbs, net_mbs, sys_other_cores;
 } dt_scale_row;
 
+/* A row with every measured figure unknown (negative) and one repeat: what a reader
+ * of partial data (a CSV of times, a simulation) starts from. */
+dt_scale_row dt_scale_row_unknown(void);
+
 /* Other processes using more than this many cores on average during a run make its
  * figures untrustworthy (a busy machine); --wait-idle waits for less. */
 #define DT_SCALE_BUSY_CORES 0.25

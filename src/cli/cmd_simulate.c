@@ -165,28 +165,16 @@ static int write_outputs(const char *cmd, const sim_run *run, const dt_profile *
     for (int i = 0; i < run->n_workers; i++) {
         const dt_sim_result *r = &res[i];
         const double steps = run->dataset_size / ((double)r->workers * c->batch);
-        const dt_scale_row row = {.procs = r->workers,
-                                  .batch = c->batch,
-                                  .t_train = r->step_s * steps,
-                                  .t_epoch = r->step_s * steps,
-                                  .t_data = 0,
-                                  .t_compute = r->compute_s * steps,
-                                  .t_comm = r->comm_s * steps,
-                                  .t_comm_exposed = r->exposed_s * steps,
-                                  .bytes_sent = -1,
-                                  .final_loss = -1,
-                                  .test_acc = -1,
-                                  .repeats = 1,
-                                  .t_train_min = r->step_s * steps,
-                                  .t_train_max = r->step_s * steps,
-                                  .t_epoch_min = r->step_s * steps,
-                                  .t_epoch_max = r->step_s * steps,
-                                  .other_cores = -1,
-                                  .cpu_pct = -1,
-                                  .rss_mb = -1,
-                                  .mpi_mbs = -1,
-                                  .net_mbs = -1,
-                                  .sys_other_cores = -1};
+        const double t = r->step_s * steps;
+        dt_scale_row row = dt_scale_row_unknown();
+        row.procs = r->workers;
+        row.batch = c->batch;
+        row.t_train = row.t_epoch = row.t_train_min = row.t_train_max = t;
+        row.t_epoch_min = row.t_epoch_max = t;
+        row.t_data = 0;
+        row.t_compute = r->compute_s * steps;
+        row.t_comm = r->comm_s * steps;
+        row.t_comm_exposed = r->exposed_s * steps;
         if (dt_scale_add_row(&s, &row, &err)) {
             dt_scale_free(&s);
             return cli_fail(cmd, "%s", err.msg);

@@ -303,6 +303,26 @@ static int csv_number(const char *path, int lineno, int c, const char *text, dou
     return 0;
 }
 
+dt_scale_row dt_scale_row_unknown(void) {
+    return (dt_scale_row){.t_data = -1,
+                          .t_compute = -1,
+                          .t_comm = -1,
+                          .t_comm_exposed = -1,
+                          .bytes_sent = -1,
+                          .final_loss = -1,
+                          .test_acc = -1,
+                          .repeats = 1,
+                          .t_train_min = -1,
+                          .t_train_max = -1,
+                          .t_epoch_min = -1,
+                          .t_epoch_max = -1,
+                          .other_cores = -1,
+                          .cpu_pct = -1,
+                          .rss_mb = -1,
+                          .mpi_mbs = -1,
+                          .net_mbs = -1,
+                          .sys_other_cores = -1};
+}
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     FILE *f = fopen(path, "r");
     if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
@@ -345,23 +365,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                               k < 0 ? MAX_CSV_FIELDS + 1 : k, n_fields);
             break;
         }
-        dt_scale_row r = {.t_data = -1,
-                          .t_compute = -1,
-                          .t_comm = -1,
-                          .t_comm_exposed = -1,
-                          .bytes_sent = -1,
-                          .final_loss = -1,
-                          .test_acc = -1,
-                          .t_train_min = -1,
-                          .t_train_max = -1,
-                          .t_epoch_min = -1,
-                          .t_epoch_max = -1,
-                          .other_cores = -1,
-                          .cpu_pct = -1,
-                          .rss_mb = -1,
-                          .mpi_mbs = -1,
-                          .net_mbs = -1,
-                          .sys_other_cores = -1};
+        dt_scale_row r = dt_scale_row_unknown();
         for (int i = 0; i < k && rc == 0; i++) {
             if (where[i] < 0) continue;
             if (where[i] == COL_MODEL) { /* one curve per model would mix studies: refuse */
