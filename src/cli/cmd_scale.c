@@ -164,6 +164,13 @@ static int sweep_and_report(const dt_sweep_config *cfg, int cores) {
     return rc ? 1 : 0;
 }
 
+/* Study i of n of a --bucket-sizes or --modes sweep, announced as `what`; stops
+ * before it if a signal asked to. */
+static int sweep_one_of(const dt_sweep_config *one, int cores, const char *what, int i, int n) {
+    if (!one->quiet) fprintf(stderr, "%s (%d of %d):\n", what, i + 1, n);
+    return scale_stop || sweep_and_report(one, cores);
+}
+
 /* "allreduce,ps-sync" -> the modes, each a training mode (at most 8); -1 on a bad list. */
 static int parse_modes(const char *cmd, const char *text, char modes[8][32]) {
     int n = 0;
@@ -223,9 +230,9 @@ static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32],
             one.train.bucket_mb = bucket_mb[b];
             snprintf(dirs[b], sizeof dirs[b], "%s/bucket_%g", cfg->out_dir, bucket_mb[b]);
             one.out_dir = dir_ptrs[b] = dirs[b];
-            if (!cfg->quiet)
-                fprintf(stderr, "bucket size %g MiB (%d of %d):\n", bucket_mb[b], b + 1, n_buckets);
-            if (scale_stop || sweep_and_report(&one, cores)) return 1;
+            char what[64];
+            snprintf(what, sizeof what, "bucket size %g MiB", bucket_mb[b]);
+            if (sweep_one_of(&one, cores, what, b, n_buckets)) return 1;
         }
         return link->rate_bps > 0 ? link_table(dir_ptrs, bucket_mb, n_buckets, link, ranks_per_host,
                                                where, cfg->out_dir)
@@ -238,11 +245,10 @@ static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32],
         dt_sweep_config one = *cfg;
         one.train.mode = modes[m];
         snprintf(dirs[m], sizeof dirs[m], "%s/%s", cfg->out_dir, modes[m]);
-        one.out_dir = dirs[m];
-        dir_ptrs[m] = dirs[m];
-        if (!cfg->quiet) fprintf(stderr, "mode %s (%d of %d):\n", modes[m], m + 1, n_modes);
-        if (scale_stop) return 1;
-        if (sweep_and_report(&one, cores)) return 1;
+        one.out_dir = dir_ptrs[m] = dirs[m];
+        char what[64];
+        snprintf(what, sizeof what, "mode %s", modes[m]);
+        if (sweep_one_of(&one, cores, what, m, n_modes)) return 1;
     }
     dt_compare_run *runs = malloc(sizeof *runs * 512);
     int n_runs = 0;
