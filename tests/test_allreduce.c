@@ -1,6 +1,6 @@
-/* Ring all-reduce equals MPI_Allreduce on buffers of awkward sizes: one element, fewer
- * elements than ranks, primes, chunk boundaries, and resnet18's 44.7 MB gradient.
- * Run under mpirun with 2 and 3 ranks (CTest does both). */
+/* Ring and shared-memory all-reduces equal MPI_Allreduce on buffers of awkward sizes:
+ * one element, fewer elements than ranks, primes, chunk and round boundaries, and
+ * resnet18's 44.7 MB gradient. Run under mpirun with 2 and 3 ranks (CTest does both). */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -58,10 +58,87 @@ static void test_ring_equals_mpi_allreduce(void **state) {
     dt_allreduce_free(&ar);
 }
 
+/* Shared memory: every rank ends with the same bits (checked against rank 0's), equal to
+ * MPI_Allreduce's; small rounds make many rounds of both slot sets, and a
+ * later call continues the counters of earlier ones. */
+static void test_shm_equals_mpi_allreduce(void **state) {
+    (void)state;
+    dt_allreduce ar;
+    dt_error err;
+    const size_t big = 11173962;
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_SHM, DT_COMM_FP32, big, &err), 0);
+    assert_non_null(ar.shm);
+    assert_string_equal(ar.used, "shm");
+    const size_t rounds[] = {1, 5, 1000, 1 << 17};
+    const size_t sizes[] = {1, 2, 3, 5, 7, 997, 1000, 1001, 3001, 65537, 999983};
+    for (size_t k = 0; k < sizeof rounds / sizeof *rounds; k++) {
+        dt_shm_allreduce_set_round(ar.shm, rounds[k]);
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            if (rounds[k] < 100 && sizes[i] > 3001) continue; /* a round per few floats */
+            check_size(&ar, sizes[i], 1);
+            check_size(&ar, sizes[i], 0);
+        }
+    }
+    dt_shm_allreduce_set_round(ar.shm, 1 << 17);
+    check_size(&ar, big, 1);
+    check_size(&ar, big, 0);
+    float *v = test_alloc(sizeof(float) * 99991), *rank0 = test_alloc(sizeof(float) * 99991);
+    dt_rng rng = dt_rng_make(44, (uint64_t)world.rank);
+    for (size_t i = 0; i < 99991; i++) v[i] = dt_rng_normal(&rng);
+    dt_allreduce_sum(&ar, v, 99991);
+    memcpy(rank0, v, sizeof(float) * 99991);
+    DT_CHECK_MPI(MPI_Bcast(rank0, 99991, MPI_FLOAT, 0, MPI_COMM_WORLD));
+    assert_memory_equal(rank0, v, sizeof(float) * 99991);
+    free(v);
+    free(rank0);
+    dt_allreduce_free(&ar);
+}
+
+/* Where MPI is told not to use shared memory (as dtrain's emulated hosts do), auto
+ * falls back to the ring and says why, and an explicit shm is refused. */
+static void test_shm_follows_mpi_btl(void **state) {
+    (void)state;
+    assert_true(dt_shm_allowed_by_btl(NULL));
+    assert_true(dt_shm_allowed_by_btl(""));
+    assert_true(dt_shm_allowed_by_btl("self,vader,tcp"));
+    assert_true(dt_shm_allowed_by_btl("sm,self"));
+    assert_true(dt_shm_allowed_by_btl("^openib"));
+    assert_false(dt_shm_allowed_by_btl("self,tcp"));
+    assert_false(dt_shm_allowed_by_btl("^vader"));
+    assert_false(dt_shm_allowed_by_btl("^tcp,sm"));
+    assert_false(dt_shm_allowed_by_btl("self,smcuda"));
+    const char *old = getenv("OMPI_MCA_btl");
+    char saved[256] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    assert_int_equal(setenv("OMPI_MCA_btl", "self,tcp", 1), 0);
+    dt_allreduce ar;
+    dt_error err;
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_AUTO, DT_COMM_FP32, 1000, &err),
+                     0);
+    assert_null(ar.shm);
+    assert_non_null(strstr(ar.used, "OMPI_MCA_btl=self,tcp"));
+    float v[1000];
+    for (int i = 0; i < 1000; i++) v[i] = 1.0f;
+    dt_allreduce_sum(&ar, v, 1000);
+    assert_float_equal(v[999], (float)world.size, 0);
+    dt_allreduce_free(&ar);
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_SHM, DT_COMM_FP32, 1000, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "--allreduce shm: MPI was told not to use shared memory"));
+    if (old)
+        setenv("OMPI_MCA_btl", saved, 1);
+    else
+        unsetenv("OMPI_MCA_btl");
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_SHM, DT_COMM_BF16, 1000, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "needs dtrain's ring all-reduce"));
+}
+
 static void test_every_algorithm_sums(void **state) {
     (void)state;
-    const dt_allreduce_algo algos[] = {DT_ALLREDUCE_AUTO, DT_ALLREDUCE_MPI, DT_ALLREDUCE_RING};
-    for (int a = 0; a < 3; a++) {
+    const dt_allreduce_algo algos[] = {DT_ALLREDUCE_AUTO, DT_ALLREDUCE_MPI, DT_ALLREDUCE_RING,
+                                       DT_ALLREDUCE_SHM};
+    for (int a = 0; a < 4; a++) {
         dt_allreduce ar;
         dt_error err;
         assert_int_equal(dt_allreduce_init(&ar, &world, algos[a], DT_COMM_FP32, 100000, &err), 0);
@@ -134,6 +211,8 @@ static void test_16bit_wire(void **state) {
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_equals_mpi_allreduce),
+        cmocka_unit_test(test_shm_equals_mpi_allreduce),
+        cmocka_unit_test(test_shm_follows_mpi_btl),
         cmocka_unit_test(test_every_algorithm_sums),
         cmocka_unit_test(test_16bit_wire),
     };

@@ -42,7 +42,7 @@ for copy in spaced compact; do
     rm -f "$tmp/$copy/s"/*.dat "$tmp/$copy/s"/*.md "$tmp/$copy/s"/*.csv "$tmp/$copy/s"/*.gp
     check "python re-writes the $copy copy" rewrite "$copy" "$tmp/$copy/s"
 done
-check "the spaced copy has spaces and sorted keys" grep -q '^{"allreduce": "auto", "batch_size": 32, ' "$tmp/spaced/s/run_p1_b32.jsonl"
+check "the spaced copy has spaces and sorted keys" grep -q '^{"allreduce": "auto", "allreduce_used": "[^"]*", "batch_size": 32, ' "$tmp/spaced/s/run_p1_b32.jsonl"
 check "the compact copy is compact" grep -q '^{"event":"run","model":"lenet5",' "$tmp/compact/s/run_p1_b32.jsonl"
 
 for copy in orig spaced compact; do

@@ -27,6 +27,8 @@ typedef struct dt_comm_stats {
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err);
 void dt_ddp_destroy(dt_ddp *ddp);
+/* The all-reduce that runs, and for --allreduce auto why (dt_allreduce.used). */
+const char *dt_ddp_allreduce_used(const dt_ddp *ddp);
 
 /* Rank 0's parameters and buffers to every rank (before training). */
 void dt_ddp_broadcast_model(dt_ddp *ddp);

@@ -49,9 +49,10 @@ typedef struct dt_run_record {
     double warmup_epochs, momentum, weight_decay;
     int threads, loader_workers;
     char allreduce[16];
-    char comm_dtype[8];    /* gradients on the wire: fp32, bf16, fp16 */
-    char precision[8];     /* conv2d's multiplies: fp32, bf16 */
-    char overlap_why[160]; /* how --overlap was decided (all-reduce runs; "" otherwise) */
+    char comm_dtype[8];      /* gradients on the wire: fp32, bf16, fp16 */
+    char precision[8];       /* conv2d's multiplies: fp32, bf16 */
+    char overlap_why[160];   /* how --overlap was decided (all-reduce runs; "" otherwise) */
+    char allreduce_used[96]; /* what --allreduce resolved to (shm, ring, ...; ditto) */
     double bucket_mb;
     int buckets;
     int overlap;             /* boolean in the file */

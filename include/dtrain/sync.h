@@ -66,10 +66,11 @@ typedef struct dt_sync_kind {
 struct dt_sync {
     const dt_sync_kind *kind;
     dt_sync_setup setup;
-    void *impl;            /* the strategy's own state */
-    int buckets;           /* for the run record: gradient buckets (allreduce) */
-    int overlap;           /* 1 if communication overlaps backward */
-    char overlap_why[160]; /* how --overlap was decided (allreduce; for the run record) */
+    void *impl;              /* the strategy's own state */
+    int buckets;             /* for the run record: gradient buckets (allreduce) */
+    int overlap;             /* 1 if communication overlaps backward */
+    char overlap_why[160];   /* how --overlap was decided (allreduce; for the run record) */
+    char allreduce_used[96]; /* the all-reduce that runs and why (allreduce; ditto) */
 };
 
 extern const dt_sync_kind dt_sync_local;     /* one worker: plain SGD */

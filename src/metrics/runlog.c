@@ -61,6 +61,7 @@ static const field RUN_FIELDS[] = {
     FIELD(dt_run_record, buckets, F_INT, NULL, 0),
     FIELD(dt_run_record, overlap, F_BOOL, NULL, 0),
     FIELD(dt_run_record, overlap_why, F_STRING, NULL, 0),
+    FIELD(dt_run_record, allreduce_used, F_STRING, NULL, 0),
     FIELD(dt_run_record, seed, F_ULLONG, NULL, 0),
     FIELD(dt_run_record, workers, F_INT, NULL, 0),
     FIELD(dt_run_record, servers, F_INT, NULL, 0),

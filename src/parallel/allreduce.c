@@ -1,6 +1,7 @@
 #include "dtrain/allreduce.h"
 
 #include <mpi.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { RING_TAG = 7301, MAX_CHUNKS = 1024 };
@@ -12,13 +13,18 @@ int dt_allreduce_parse(const char *name, dt_allreduce_algo *algo) {
         *algo = DT_ALLREDUCE_MPI;
     else if (!strcmp(name, "ring"))
         *algo = DT_ALLREDUCE_RING;
+    else if (!strcmp(name, "shm"))
+        *algo = DT_ALLREDUCE_SHM;
     else
         return -1;
     return 0;
 }
 
 const char *dt_allreduce_name(dt_allreduce_algo algo) {
-    return algo == DT_ALLREDUCE_MPI ? "mpi" : algo == DT_ALLREDUCE_RING ? "ring" : "auto";
+    return algo == DT_ALLREDUCE_MPI    ? "mpi"
+           : algo == DT_ALLREDUCE_RING ? "ring"
+           : algo == DT_ALLREDUCE_SHM  ? "shm"
+                                       : "auto";
 }
 
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
@@ -31,9 +37,32 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
                      dt_comm_dtype_name(dtype), dt_comm_dtype_name(dtype));
         return -1;
     }
+    if (dtype != DT_COMM_FP32 && algo == DT_ALLREDUCE_SHM) {
+        dt_error_set(err,
+                     "--comm-dtype %s needs dtrain's ring all-reduce (--allreduce ring or "
+                     "auto): shared memory gains nothing from rounding",
+                     dt_comm_dtype_name(dtype));
+        return -1;
+    }
     ar->world = w;
     ar->algo = algo;
     ar->dtype = dtype;
+    snprintf(ar->used, sizeof ar->used, "%s",
+             dtype != DT_COMM_FP32 ? "ring" : dt_allreduce_name(algo));
+    if (dtype == DT_COMM_FP32 && w->size > 1 &&
+        (algo == DT_ALLREDUCE_AUTO || algo == DT_ALLREDUCE_SHM)) {
+        dt_error why;
+        const int rc = dt_shm_allreduce_create(&ar->shm, w, &why);
+        if (rc < 0 || (rc > 0 && algo == DT_ALLREDUCE_SHM)) {
+            dt_error_set(err, "%s%s", rc > 0 ? "--allreduce shm: " : "", why.msg);
+            return -1;
+        }
+        if (rc == 0) {
+            snprintf(ar->used, sizeof ar->used, "shm");
+            return 0; /* the ring's buffers are not needed */
+        }
+        snprintf(ar->used, sizeof ar->used, "ring or mpi by size (no shm: %.60s)", why.msg);
+    }
     ar->chunk_floats = 1 << 16; /* 256 KiB */
     ar->scratch_floats = max_floats / (size_t)w->size + 1;
     ar->scratch = dt_alloc(sizeof(float) * ar->scratch_floats, "ring all-reduce buffer", err);
@@ -52,6 +81,8 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
 }
 
 void dt_allreduce_free(dt_allreduce *ar) {
+    dt_shm_allreduce_destroy(ar->shm);
+    ar->shm = NULL;
     dt_free(ar->scratch);
     dt_free(ar->wire_send);
     dt_free(ar->wire_recv);
@@ -176,6 +207,12 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     if (w->size == 1 || n == 0) return;
     if (ar->dtype != DT_COMM_FP32) {
         ring_wire(ar, buf, n); /* init refused mpi with a 16-bit wire */
+        return;
+    }
+    if (ar->shm) {
+        dt_shm_allreduce_sum(ar->shm, buf, n);
+        /* what a ring would send: the same volume model as mpi's */
+        ar->bytes_sent += (long long)(2.0 * (w->size - 1) / w->size * (double)n * sizeof(float));
         return;
     }
     dt_allreduce_algo algo = ar->algo;

@@ -97,6 +97,10 @@ void dt_ddp_bucket_range(size_t n_params, size_t per, int b, size_t *begin, size
     *count = end - *begin;
 }
 
+const char *dt_ddp_allreduce_used(const dt_ddp *ddp) {
+    return ddp->ar.used;
+}
+
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err) {
     dt_ddp *d = calloc(1, sizeof *d);

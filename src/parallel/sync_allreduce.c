@@ -40,6 +40,7 @@ static int allreduce_create(dt_sync *s, dt_error *err) {
     s->impl = ddp;
     s->buckets = dt_ddp_bucket_count(ddp);
     s->overlap = overlap;
+    snprintf(s->allreduce_used, sizeof s->allreduce_used, "%s", dt_ddp_allreduce_used(ddp));
     return 0;
 }
 

@@ -240,6 +240,7 @@ static void log_run(trainer *t) {
     snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
     snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
     snprintf(r.overlap_why, sizeof r.overlap_why, "%s", t->sync.overlap_why);
+    snprintf(r.allreduce_used, sizeof r.allreduce_used, "%s", t->sync.allreduce_used);
     dt_runlog_run(&t->log, &r);
 }
 

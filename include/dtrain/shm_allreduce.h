@@ -1,0 +1,46 @@
+/* Sum all-reduce between ranks of one host through shared memory (an MPI-3 shared
+ * window), with no MPI message on the data path.
+ *
+ * The buffer goes in rounds of a few MiB; round k is cut into one segment per rank.
+ * Each rank copies the segments others own into its slots of the window, reduces its
+ * own segment from every rank's slot in rank order (so each sum is computed once and
+ * every rank gets the same bits), publishes it, and copies the others' reduced
+ * segments back. Ranks signal through three counters each (posted, reduced, done),
+ * and two sets of slots let round k+1 start while peers still read round k. Per rank
+ * this moves what a ring moves on a single-copy transport, (P-1)/P of the buffer in
+ * and out, without the ring's P-1 steps of message matching.
+ *
+ * Waits on a peer's counter give up after the world's timeout, ending the job with a
+ * line naming the rank: a dead peer never hangs the job. */
+#ifndef DTRAIN_SHM_ALLREDUCE_H
+#define DTRAIN_SHM_ALLREDUCE_H
+
+#include <stddef.h>
+
+#include "dtrain/error.h"
+#include "dtrain/world.h"
+
+typedef struct dt_shm_allreduce dt_shm_allreduce;
+
+/* Collective over w. 0: *out is ready. 1: the ranks cannot share memory here (not one
+ * host, MPI told not to use shared memory, or no unified shared window); err says
+ * why and *out is NULL. -1: out of memory. */
+int dt_shm_allreduce_create(dt_shm_allreduce **out, const dt_world *w, dt_error *err);
+
+/* Collective over the world given at creation: frees the window. NULL is a no-op. */
+void dt_shm_allreduce_destroy(dt_shm_allreduce *s);
+
+/* In place: buf[0..n) becomes the element-wise sum over all ranks. Every rank calls
+ * it with the same n, in the same order as the others. */
+void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n);
+
+/* Floats per round (tests shrink it to cover many rounds on small buffers). At
+ * least one per rank; takes effect at the next call, set on every rank alike. */
+void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats);
+
+/* Whether MPI's shared-memory transport is allowed by the MCA setting `btl` (the value
+ * of OMPI_MCA_btl; NULL: not set, allowed). dtrain's emulated hosts set "self,tcp" so
+ * that their ranks talk over the shaped links: dtrain must not bypass them either. */
+int dt_shm_allowed_by_btl(const char *btl);
+
+#endif
