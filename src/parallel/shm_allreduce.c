@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtrain/timer.h"
 
@@ -160,24 +161,35 @@ void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats) {
 }
 
 /* Waits until every other rank's counter (at byte offset `which` in its counters) has
- * reached `at_least`: spinning first (the peer is usually a few microseconds away),
- * then yielding the core (ranks may outnumber cores), and ending the job after the
- * world's timeout. */
+ * reached `at_least`: spinning first (the peer is usually microseconds away), then
+ * yielding the core, then sleeping in growing naps of up to NAP_MAX_NS (a waiting
+ * communication thread must not take cycles from compute on its core; ranks may
+ * outnumber cores), and ending the job after the world's timeout. */
 static void wait_peers(const dt_shm_allreduce *s, size_t which, uint64_t at_least,
                        const char *stage) {
+    enum { SPINS = 64, YIELD_NS = 1000000, NAP_MAX_NS = 200000 };
     for (int k = 0; k < s->p; k++) {
         if (k == s->r) continue;
         _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)s->ctl[k] + which);
         if (atomic_load_explicit(c, memory_order_acquire) >= at_least) continue;
         const double start = dt_now();
+        long nap_ns = 20000;
         for (long spins = 1;; spins++) {
             if (atomic_load_explicit(c, memory_order_acquire) >= at_least) break;
-            if (spins > 64) sched_yield();
-            if ((spins & 1023) == 0 && dt_now() - start > s->world->timeout_s)
+            if (spins < SPINS) continue;
+            const double waited = dt_now() - start;
+            if (waited < YIELD_NS * 1e-9) {
+                sched_yield();
+                continue;
+            }
+            if (waited > s->world->timeout_s)
                 dt_world_abort(s->world,
                                "shared-memory all-reduce (%s): no progress with rank %d for "
                                "%.0f s (it died or hangs)",
                                stage, k, s->world->timeout_s);
+            const struct timespec nap = {0, nap_ns};
+            nanosleep(&nap, NULL);
+            nap_ns = nap_ns * 2 < NAP_MAX_NS ? nap_ns * 2 : NAP_MAX_NS;
         }
     }
 }
