@@ -21,6 +21,7 @@
 #include "dtrain/pool2d.h"
 #include "dtrain/relu.h"
 #include "dtrain/residual.h"
+#include "dtrain/rng.h"
 #include "dtrain/shortcut_pad.h"
 #include "testutil.h"
 
@@ -366,6 +367,47 @@ static void test_maxpool2d_grad_matches_fd(void **state) {
     check_simple(1, 3, 2); /* overlapping windows */
 }
 
+/* The 2x2 stride-2 path (vectorized, masked tails) against the plain scan written here:
+ * the first maximum wins ties, a NaN wins and stays (PyTorch's rule); inputs full of
+ * ties (values in {-1, 0, 1}, as after ReLU), NaNs and infinities, every width from 2
+ * to 40 so that every tail length occurs. Values and argmax must match exactly. */
+static void test_maxpool2d_2x2_ties_and_nan(void **state) {
+    (void)state;
+    dt_rng rng = dt_rng_make(7, 0);
+    for (int w = 2; w <= 40; w++) {
+        const int h = 2 + w % 5, n = 2, c = 3, ho = h / 2, wo = w / 2;
+        const size_t in_count = (size_t)n * c * h * w, out_count = (size_t)n * c * ho * wo;
+        float *x = test_alloc(sizeof(float) * in_count), *y = test_alloc(sizeof(float) * out_count);
+        int32_t *am = test_alloc(sizeof(int32_t) * out_count);
+        for (size_t i = 0; i < in_count; i++) {
+            const unsigned pick = (unsigned)dt_rng_below(&rng, 20);
+            x[i] = pick == 0   ? NAN
+                   : pick == 1 ? INFINITY
+                   : pick == 2 ? -INFINITY
+                               : (float)((int)(pick % 3) - 1);
+        }
+        dt_maxpool2d_forward(y, am, x, n, c, h, w, 2, 2, 0, 0);
+        for (int plane = 0; plane < n * c; plane++) {
+            const float *xp = x + (size_t)plane * h * w;
+            for (int oy = 0; oy < ho; oy++)
+                for (int ox = 0; ox < wo; ox++) {
+                    int best = 2 * oy * w + 2 * ox;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++) {
+                            const int at = (2 * oy + i) * w + 2 * ox + j;
+                            const float v = xp[best], u = xp[at];
+                            if (u > v || (isnan(u) && !isnan(v))) best = at;
+                        }
+                    const size_t o = ((size_t)plane * ho + oy) * wo + ox;
+                    if (am[o] != best || memcmp(&y[o], &xp[best], sizeof(float)))
+                        fail_msg("w=%d plane %d (%d,%d): argmax %d value %g, want %d (%g)", w,
+                                 plane, oy, ox, am[o], y[o], best, xp[best]);
+                }
+        }
+        free(x), free(y), free(am);
+    }
+}
+
 /* PyTorch's MaxPool2d padding and ceil_mode: GoogLeNet's (3, 2, ceil_mode=True) and
  * (3, 1, padding 1, ceil_mode=True), ResNet-50's (3, 2, padding 1). */
 static void test_maxpool2d_padded_grad_matches_fd(void **state) {
@@ -665,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_relu_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
+        cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),
         cmocka_unit_test(test_pool2d_out_size_follows_pytorch),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
         cmocka_unit_test(test_adaptive_avgpool2d_grad_matches_fd),
