@@ -408,6 +408,58 @@ static void test_maxpool2d_2x2_ties_and_nan(void **state) {
     }
 }
 
+/* The blocked (nChw16c) path against the plain one on the same tie-heavy inputs with
+ * NaNs and infinities: 2x2 stride 2, and 3x3 stride 2 with padding and ceil_mode. The
+ * argmax of both is the index within the plane. */
+static void test_maxpool2d_blocked_ties_and_nan(void **state) {
+    (void)state;
+    enum { L = 16 };
+    const int shapes[][4] = {{2, 2, 0, 0}, {3, 2, 1, 0}, {3, 2, 0, 1}, {3, 1, 1, 1}};
+    dt_rng rng = dt_rng_make(8, 0);
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int w = 3; w <= 13; w += 5) {
+            const int n = 2, c = 32, h = w + 1, kernel = shapes[k][0], stride = shapes[k][1],
+                      pad = shapes[k][2], ceil_mode = shapes[k][3];
+            const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+                      wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+            const size_t in_count = (size_t)n * c * h * w, out_count = (size_t)n * c * ho * wo;
+            float *x = test_alloc(sizeof(float) * in_count),
+                  *xb = test_alloc(sizeof(float) * in_count);
+            float *y = test_alloc(sizeof(float) * out_count),
+                  *yb = test_alloc(sizeof(float) * out_count);
+            int32_t *am = test_alloc(sizeof(int32_t) * out_count),
+                    *amb = test_alloc(sizeof(int32_t) * out_count);
+            for (size_t i = 0; i < in_count; i++) {
+                const unsigned pick = (unsigned)dt_rng_below(&rng, 20);
+                x[i] = pick == 0   ? NAN
+                       : pick == 1 ? INFINITY
+                       : pick == 2 ? -INFINITY
+                                   : (float)((int)(pick % 3) - 1);
+            }
+            /* nChw16c: [n][c / 16][h][w][16] */
+            for (int b = 0; b < n; b++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < h * w; p++)
+                        xb[(((size_t)b * (c / L) + ch / L) * h * w + p) * L + ch % L] =
+                            x[((size_t)b * c + ch) * h * w + p];
+            dt_maxpool2d_forward(y, am, x, n, c, h, w, kernel, stride, pad, ceil_mode);
+            dt_maxpool2d_forward_blocked(yb, amb, xb, n, c, h, w, kernel, stride, pad, ceil_mode);
+            for (int b = 0; b < n; b++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < ho * wo; p++) {
+                        const size_t plain = ((size_t)b * c + ch) * ho * wo + p,
+                                     blocked = (((size_t)b * (c / L) + ch / L) * ho * wo + p) * L +
+                                               ch % L;
+                        if (am[plain] != amb[blocked] || memcmp(&y[plain], &yb[blocked], 4))
+                            fail_msg("kernel %d stride %d pad %d w=%d: channel %d at %d: blocked "
+                                     "%g (%d), plain %g (%d)",
+                                     kernel, stride, pad, w, ch, p, yb[blocked], amb[blocked],
+                                     y[plain], am[plain]);
+                    }
+            free(x), free(xb), free(y), free(yb), free(am), free(amb);
+        }
+}
+
 /* PyTorch's MaxPool2d padding and ceil_mode: GoogLeNet's (3, 2, ceil_mode=True) and
  * (3, 1, padding 1, ceil_mode=True), ResNet-50's (3, 2, padding 1). */
 static void test_maxpool2d_padded_grad_matches_fd(void **state) {
@@ -708,6 +760,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),
+        cmocka_unit_test(test_maxpool2d_blocked_ties_and_nan),
         cmocka_unit_test(test_pool2d_out_size_follows_pytorch),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
         cmocka_unit_test(test_adaptive_avgpool2d_grad_matches_fd),

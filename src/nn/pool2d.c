@@ -13,6 +13,15 @@ static inline int takes_over(float x, float v) {
     return x > v || (x != x && v == v);
 }
 
+#ifdef __AVX2__
+/* takes_over, lane by lane, as a mask (quiet comparisons) */
+static inline __m256 takes_over8(__m256 x, __m256 v) {
+    return _mm256_or_ps(
+        _mm256_cmp_ps(x, v, _CMP_GT_OQ),
+        _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(v, v, _CMP_ORD_Q)));
+}
+#endif
+
 /* One output row of 2x2 stride-2 max pooling: out[ox] and its argmax (index into the
  * plane) over input rows r0 and r0 + w starting at plane index row0. The scan order
  * of the general loop below (a b / c d: a vs b, c vs d, then the two winners), with
@@ -29,10 +38,6 @@ static void maxpool_2x2_row(float *restrict out, int32_t *restrict am, const flo
     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8))
 #define ODD(lo, hi)                                                                                \
     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8))
-    /* takes_over(x, v) as a lane mask */
-#define TAKES_OVER(x, v)                                                                           \
-    _mm256_or_ps(_mm256_cmp_ps(x, v, _CMP_GT_OQ), _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), \
-                                                                _mm256_cmp_ps(v, v, _CMP_ORD_Q)))
     const __m256i steps = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (; ox < wo; ox += 8) {
@@ -46,9 +51,9 @@ static void maxpool_2x2_row(float *restrict out, int32_t *restrict am, const flo
         const __m256 b0 = _mm256_maskload_ps(r1 + 2 * ox, in_lo),
                      b1 = _mm256_maskload_ps(r1 + 2 * ox + 8, in_hi);
         const __m256 a = EVEN(t0, t1), b = ODD(t0, t1), c = EVEN(b0, b1), d = ODD(b0, b1);
-        const __m256 pick_b = TAKES_OVER(b, a), pick_d = TAKES_OVER(d, c);
+        const __m256 pick_b = takes_over8(b, a), pick_d = takes_over8(d, c);
         const __m256 va = _mm256_blendv_ps(a, b, pick_b), vc = _mm256_blendv_ps(c, d, pick_d);
-        const __m256 pick_c = TAKES_OVER(vc, va);
+        const __m256 pick_c = takes_over8(vc, va);
         const __m256i i0 = _mm256_add_epi32(_mm256_set1_epi32(row0 + 2 * ox), steps);
         /* a true mask is -1: subtracting it adds 1 */
         const __m256i ia = _mm256_sub_epi32(i0, _mm256_castps_si256(pick_b));
@@ -61,7 +66,6 @@ static void maxpool_2x2_row(float *restrict out, int32_t *restrict am, const flo
     }
 #undef EVEN
 #undef ODD
-#undef TAKES_OVER
 #endif
     for (; ox < wo; ox++) {
         const float a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
@@ -149,6 +153,24 @@ void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, 
             for (int ox = 0; ox < wo; ox++) {
                 const int x0 = ox * stride - pad;
                 const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                const size_t o = (size_t)(oy * wo + ox) * L;
+#ifdef __AVX2__
+                /* branch-free, 8 channels a vector (see maxpool_2x2_row) */
+                for (int half = 0; half < L; half += 8) {
+                    __m256 v = _mm256_loadu_ps(x + (size_t)(ya * w + xa) * L + half);
+                    __m256 best = _mm256_castsi256_ps(_mm256_set1_epi32(ya * w + xa));
+                    for (int i = ya; i < yb; i++)
+                        for (int j = xa; j < xb; j++) {
+                            const __m256 px = _mm256_loadu_ps(x + (size_t)(i * w + j) * L + half);
+                            const __m256 take = takes_over8(px, v);
+                            v = _mm256_blendv_ps(v, px, take);
+                            best = _mm256_blendv_ps(
+                                best, _mm256_castsi256_ps(_mm256_set1_epi32(i * w + j)), take);
+                        }
+                    _mm256_storeu_ps(y + o + half, v);
+                    _mm256_storeu_si256((__m256i *)(am + o + half), _mm256_castps_si256(best));
+                }
+#else
                 float v[L];
                 int32_t best[L];
                 for (int l = 0; l < L; l++) {
@@ -164,11 +186,11 @@ void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, 
                                 best[l] = i * w + j;
                             }
                     }
-                const size_t o = (size_t)(oy * wo + ox) * L;
                 for (int l = 0; l < L; l++) {
                     y[o + l] = v[l];
                     am[o + l] = best[l];
                 }
+#endif
             }
         }
     }
