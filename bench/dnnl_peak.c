@@ -1,9 +1,11 @@
-/* The machine's int8 and bf16 peaks as oneDNN reaches them: inner products of
+/* The machine's int8, bf16 and fp32 peaks as oneDNN reaches them: inner products of
  * 2048 x 2048 x 2048, best of 10, at the thread count given; int8 is u8 x s8 -> s32
- * (the VNNI GEMM), bf16 is bf16 x bf16 -> f32 (AVX512-BF16 or AMX). The yardsticks for
- * dtrain's achieved int8 GOP/s and bf16 GFLOP/s (multiply-adds x 2).
- *   bench_dnnl_peak int8|bf16 [THREADS]
- *     ->  {"int8_gops"|"bf16_gflops": X, "threads": T, "n": 2048, "impl": ...} */
+ * (the VNNI GEMM), bf16 is bf16 x bf16 -> f32 (AVX512-BF16 or AMX), f32 is f32 x f32 ->
+ * f32 (oneDNN's own JIT, AVX-512 where the CPU has it, unlike OpenBLAS's kernels of
+ * bench_sgemm_peak). The yardsticks for dtrain's achieved int8 GOP/s and bf16 / fp32
+ * GFLOP/s of its oneDNN convolutions (multiply-adds x 2).
+ *   bench_dnnl_peak int8|bf16|f32 [THREADS]
+ *     ->  {"int8_gops"|"bf16_gflops"|"f32_gflops": X, "threads": T, "n": 2048, "impl": ...} */
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +25,19 @@
 int main(int argc, char **argv) {
     const int n = 2048;
     const int bf16 = argc > 1 && !strcmp(argv[1], "bf16");
-    if (argc < 2 || (!bf16 && strcmp(argv[1], "int8"))) {
-        fprintf(stderr, "usage: bench_dnnl_peak int8|bf16 [THREADS]\n");
+    const int f32 = argc > 1 && !strcmp(argv[1], "f32");
+    if (argc < 2 || (!bf16 && !f32 && strcmp(argv[1], "int8"))) {
+        fprintf(stderr, "usage: bench_dnnl_peak int8|bf16|f32 [THREADS]\n");
         return 2;
     }
+    /* source, weights, destination types */
+    const dnnl_data_type_t ts = f32    ? dnnl_f32
+                                : bf16 ? dnnl_bf16
+                                       : dnnl_u8,
+                           tw = f32    ? dnnl_f32
+                                : bf16 ? dnnl_bf16
+                                       : dnnl_s8,
+                           td = f32 || bf16 ? dnnl_f32 : dnnl_s32;
     char *end = NULL;
     long threads = argc > 2 ? strtol(argv[2], &end, 10) : 2;
     if ((end && *end) || threads < 1 || threads > 1024) {
@@ -40,10 +51,9 @@ int main(int argc, char **argv) {
     CHECK(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
     dnnl_dims_t sd = {n, n}, wd = {n, n}, dd = {n, n};
     dnnl_memory_desc_t src, wei, dst;
-    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, bf16 ? dnnl_bf16 : dnnl_u8, dnnl_nc));
-    CHECK(
-        dnnl_memory_desc_init_by_tag(&wei, 2, wd, bf16 ? dnnl_bf16 : dnnl_s8, dnnl_format_tag_any));
-    CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, bf16 ? dnnl_f32 : dnnl_s32, dnnl_nc));
+    CHECK(dnnl_memory_desc_init_by_tag(&src, 2, sd, ts, dnnl_nc));
+    CHECK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, tw, dnnl_format_tag_any));
+    CHECK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, td, dnnl_nc));
     dnnl_inner_product_desc_t ipd;
     CHECK(
         dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src, &wei, NULL, &dst));
@@ -62,11 +72,11 @@ int main(int argc, char **argv) {
     CHECK(dnnl_memory_create(&md, &dst, engine, DNNL_MEMORY_ALLOCATE));
     void *p;
     CHECK(dnnl_memory_get_data_handle(ms, &p));
-    /* int8: 3s and 1s; bf16: the bit pattern 0x3f80, i.e. 1.0 (any finite value times
-     * the same speed) */
-    memset(p, bf16 ? 0x3f : 3, dnnl_memory_desc_get_size(&src));
+    /* int8: 3s and 1s; bf16: the bit pattern 0x3f3f, about 0.75; f32: 0x3f3f3f3f, about
+     * 0.75 (any finite value times the same speed) */
+    memset(p, bf16 || f32 ? 0x3f : 3, dnnl_memory_desc_get_size(&src));
     CHECK(dnnl_memory_get_data_handle(mw, &p));
-    memset(p, bf16 ? 0x3f : 1,
+    memset(p, bf16 || f32 ? 0x3f : 1,
            dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)));
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}};
     double best = 1e30;
@@ -78,8 +88,10 @@ int main(int argc, char **argv) {
         if (dt < best) best = dt;
     }
     printf("{\"%s\":%.1f,\"threads\":%ld,\"n\":%d,\"impl\":\"%s\"}\n",
-           bf16 ? "bf16_gflops" : "int8_gops", 2.0 * n * n * n / best * 1e-9, threads, n,
-           impl_name);
+           f32    ? "f32_gflops"
+           : bf16 ? "bf16_gflops"
+                  : "int8_gops",
+           2.0 * n * n * n / best * 1e-9, threads, n, impl_name);
     dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_destroy(ip);
     dnnl_memory_destroy(ms);
