@@ -13,7 +13,7 @@
 set -eu
 DTRAIN=${1:-build/dtrain}
 THREADS=${2:-2}
-shift 2 2>/dev/null || shift $#
+if [ $# -ge 2 ]; then shift 2; else shift $#; fi
 MODELS=${*:-"logreg mlp lenet5 resnet18"}
 REPEATS=${REPEATS:-3}
 BATCH=${BATCH:-128}
