@@ -14,7 +14,7 @@ set -eu
 DTRAIN=${1:-build/dtrain}
 THREADS=${2:-2}
 BATCH=${3:-128}
-shift 3 2>/dev/null || shift $#
+if [ $# -ge 3 ]; then shift 3; else shift $#; fi
 SPECS=${*:-"lenet5 resnet18"}
 REPEATS=${REPEATS:-3}
 here=$(dirname "$0")
