@@ -10,21 +10,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/runlog.h"
 
-static FILE *open_in(const char *dir, const char *name, dt_error *err) {
+/* The plots' data and scripts are written whole or not at all, like every output
+ * (outfile.h): a killed or failed study never leaves half a .dat for gnuplot. */
+static int open_in(dt_outfile *o, const char *dir, const char *name, dt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    return f;
+    return dt_outfile_open(o, path, err);
 }
 
-/* Closes a file written by open_in; -1 with the error if any write failed. */
-static int close_in(FILE *f, const char *dir, const char *name, dt_error *err) {
-    if (fclose(f) != 0)
-        return dt_error_set(err, "cannot write %s/%s: %s", dir, name, strerror(errno));
-    return 0;
+/* Ends a file opened by open_in: committed if keep (-1 with the error if any write
+ * failed), else discarded. */
+static int close_in(dt_outfile *o, int keep, dt_error *err) {
+    if (!keep) {
+        dt_outfile_discard(o);
+        return 0;
+    }
+    return dt_outfile_commit(o, err);
 }
 
 /* Smoothed training loss of one run log (rank 0's steps): the mean of each 1/40 of
@@ -98,14 +102,14 @@ static int plot_speedup(plotter *pl, dt_error *err) {
     for (int b = 0; b < pl->nb; b++) {
         char name[64];
         snprintf(name, sizeof name, "speedup_b%d.dat", pl->batch[b]);
-        FILE *d = open_in(pl->dir, name, err);
-        if (!d) return -1;
+        dt_outfile d;
+        if (open_in(&d, pl->dir, name, err)) return -1;
         for (int p = 0; p < pl->np; p++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
             double sp = r ? dt_scale_strong_speedup(pl->s, r) : -1;
-            if (sp > 0) fprintf(d, "%d %.6g\n", pl->procs[p], sp);
+            if (sp > 0) fprintf(d.f, "%d %.6g\n", pl->procs[p], sp);
         }
-        if (close_in(d, pl->dir, name, err)) return -1;
+        if (close_in(&d, 1, err)) return -1;
     }
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
@@ -128,13 +132,14 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
     for (int p = 0; p < pl->np; p++) {
         char name[64];
         snprintf(name, sizeof name, "epoch_p%d.dat", pl->procs[p]);
-        FILE *d = open_in(pl->dir, name, err);
-        if (!d) return -1;
+        dt_outfile d;
+        if (open_in(&d, pl->dir, name, err)) return -1;
         for (int b = 0; b < pl->nb; b++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
-            if (r) fprintf(d, "%d %.6g\n", pl->batch[b], r->t_epoch > 0 ? r->t_epoch : r->t_train);
+            if (r)
+                fprintf(d.f, "%d %.6g\n", pl->batch[b], r->t_epoch > 0 ? r->t_epoch : r->t_train);
         }
-        if (close_in(d, pl->dir, name, err)) return -1;
+        if (close_in(&d, 1, err)) return -1;
     }
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'epoch_time.%s'\n", terms[t][0], terms[t][1]);
@@ -154,18 +159,18 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
  * measured split (a --times CSV of totals). */
 static int plot_split(plotter *pl, dt_error *err) {
     int have_split = 0;
-    FILE *d = open_in(pl->dir, "split.dat", err);
-    if (!d) return -1;
+    dt_outfile d;
+    if (open_in(&d, pl->dir, "split.dat", err)) return -1;
     /* no header line: gnuplot would read it as a row for all but the first column */
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
             if (!r || r->t_compute < 0) continue;
-            fprintf(d, "\"N=%d B=%d\" %.6g %.6g %.6g\n", pl->procs[p], pl->batch[b], r->t_compute,
+            fprintf(d.f, "\"N=%d B=%d\" %.6g %.6g %.6g\n", pl->procs[p], pl->batch[b], r->t_compute,
                     r->t_comm_exposed > 0 ? r->t_comm_exposed : 0, r->t_data > 0 ? r->t_data : 0);
             have_split = 1;
         }
-    if (close_in(d, pl->dir, "split.dat", err)) return -1;
+    if (close_in(&d, 1, err)) return -1;
     if (!have_split) return 0;
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'compute_comm.%s'\n", terms[t][0],
@@ -193,10 +198,10 @@ static int plot_loss(plotter *pl, dt_error *err) {
             char log[4200], name[64];
             snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
             snprintf(name, sizeof name, "loss_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
-            FILE *c = open_in(pl->dir, name, err);
-            if (!c) return -1;
-            int ok = loss_curve(log, c, err);
-            if (close_in(c, pl->dir, name, ok < 0 ? NULL : err) || ok < 0) return -1;
+            dt_outfile c;
+            if (open_in(&c, pl->dir, name, err)) return -1;
+            int ok = loss_curve(log, c.f, err);
+            if (close_in(&c, ok >= 0, err) || ok < 0) return -1;
             if (!ok || used >= sizeof plot_cmd) continue;
             used += (size_t)snprintf(plot_cmd + used, sizeof plot_cmd - used,
                                      "%s'%s' using 1:2 with lines lw 2 title 'N=%d, B=%d'",
@@ -233,13 +238,13 @@ static int plot_accuracy(plotter *pl, dt_error *err) {
                 continue;
             }
             snprintf(name, sizeof name, "accuracy_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
-            FILE *d = open_in(pl->dir, name, err);
-            if (!d) return dt_runlog_contents_free(&c), -1;
+            dt_outfile d;
+            if (open_in(&d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
             for (long i = 0; i < c.n_evals; i++)
-                fprintf(d, "%.6g %ld %.6g\n", c.evals[i].t_train, c.evals[i].step,
+                fprintf(d.f, "%.6g %ld %.6g\n", c.evals[i].t_train, c.evals[i].step,
                         100.0 * c.evals[i].test_acc);
             dt_runlog_contents_free(&c);
-            if (close_in(d, pl->dir, name, err)) return -1;
+            if (close_in(&d, 1, err)) return -1;
             if (used_t >= sizeof plot_t || used_k >= sizeof plot_k) continue;
             used_t += (size_t)snprintf(plot_t + used_t, sizeof plot_t - used_t,
                                        "%s'%s' using 1:3 title 'N=%d, B=%d'", curves ? ", " : "",
@@ -276,28 +281,28 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int
     for (int server = 0; server < 2; server++) /* workers, then servers */
         for (int rank = 0; rank < 32 && n < 64; rank++) {
             double prev_t = 0, prev_mpi = 0, prev_net = 0;
-            FILE *d = NULL;
+            dt_outfile d = {0};
             char name[96];
             for (long i = 0; i < c.n_sys; i++) {
                 const dt_sys_record *x = &c.sys[i];
                 if (x->rank != rank || (strcmp(x->role, "server") == 0) != server ||
                     !(x->t > prev_t))
                     continue;
-                if (!d) {
+                if (!d.f) {
                     snprintf(name, sizeof name, "util_p%d_b%d_%s%d.dat", procs, batch,
                              server ? "s" : "r", rank);
-                    if (!(d = open_in(pl->dir, name, err))) return dt_runlog_contents_free(&c), -1;
+                    if (open_in(&d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
                     ranks[n] = rank;
                     servers[n++] = server;
                 }
                 const double dt = x->t - prev_t, net = (double)(x->net_rx + x->net_tx);
-                fprintf(d, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
+                fprintf(d.f, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
                         (x->mpi_sent - prev_mpi) / dt / 1e6, (net - prev_net) / dt / 1e6);
                 prev_t = x->t;
                 prev_mpi = (double)x->mpi_sent;
                 prev_net = net;
             }
-            if (d && close_in(d, pl->dir, name, err)) return dt_runlog_contents_free(&c), -1;
+            if (d.f && close_in(&d, 1, err)) return dt_runlog_contents_free(&c), -1;
         }
     dt_runlog_contents_free(&c);
     return n;
@@ -356,15 +361,17 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
     pl.np = dt_scale_distinct(s, 0, pl.procs);
     pl.nb = dt_scale_distinct(s, 1, pl.batch);
     *n_names = 0;
-    if (!(pl.gp = open_in(dir, "plots.gp", err))) return -1;
+    dt_outfile gp_file;
+    if (open_in(&gp_file, dir, "plots.gp", err)) return -1;
+    pl.gp = gp_file.f;
     fputs("# Made by dtrain; redraw with: gnuplot plots.gp\n"
           "set grid\nset key outside right top box\nset style data linespoints\n"
           "set pointsize 1.2\n",
           pl.gp);
     int drawn[sizeof plots / sizeof *plots];
     for (size_t i = 0; i < sizeof plots / sizeof *plots; i++)
-        if ((drawn[i] = plots[i].draw(&pl, err)) < 0) return fclose(pl.gp), -1;
-    if (close_in(pl.gp, dir, "plots.gp", err)) return -1;
+        if ((drawn[i] = plots[i].draw(&pl, err)) < 0) return close_in(&gp_file, 0, err), -1;
+    if (close_in(&gp_file, 1, err)) return -1;
     if (dt_gnuplot_run(dir, "plots.gp", "gnuplot.err") != 0)
         return dt_error_set(
             err, "gnuplot failed or is missing (install gnuplot-nox); see %s/gnuplot.err", dir);
@@ -384,10 +391,9 @@ int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double bat
     *n_rows = 0;
     *drawn = 0;
     const int ps = fit->kind == DT_SPEED_PS;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/predict.gp", dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    dt_outfile gp_file;
+    if (open_in(&gp_file, dir, "predict.gp", err)) return -1;
+    FILE *gp = gp_file.f;
     fputs("set grid\nset key outside right top box\nset xlabel 'workers'\n"
           "set ylabel 'time to convergence (hours)'\nset style data linespoints\n",
           gp);
@@ -396,16 +402,15 @@ int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double bat
     for (int p = ps ? 1 : 0; p <= (ps ? procs_max - 1 : 0); p++) {
         char dat[64];
         snprintf(dat, sizeof dat, "predict_p%d.dat", p);
-        snprintf(path, sizeof path, "%s/%s", dir, dat);
-        FILE *d = fopen(path, "w");
-        if (!d) return fclose(gp), dt_error_set(err, "cannot write %s", path);
+        dt_outfile d;
+        if (open_in(&d, dir, dat, err)) return close_in(&gp_file, 0, err), -1;
         dt_predict_row row = {p, 1, INFINITY};
         for (int w = 1; w + p <= procs_max; w++) {
             double t = remaining_steps * dt_speed_step_time(fit, w, p, batch);
-            fprintf(d, "%d %.6g\n", w, t / 3600.0);
+            fprintf(d.f, "%d %.6g\n", w, t / 3600.0);
             if (t < row.best_seconds) row.best_seconds = t, row.best_workers = w;
         }
-        if (fclose(d) != 0) return fclose(gp), dt_error_set(err, "cannot write %s", path);
+        if (close_in(&d, 1, err)) return close_in(&gp_file, 0, err), -1;
         rows[(*n_rows)++] = row;
         if (p <= 4 || !ps) { /* the first few server counts */
             char title[32];
@@ -422,8 +427,7 @@ int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double bat
                 "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
                 "convergence'\nplot %s\n",
                 t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png", plot);
-    if (fclose(gp) != 0)
-        return dt_error_set(err, "cannot write %s/predict.gp: %s", dir, strerror(errno));
+    if (close_in(&gp_file, 1, err)) return -1;
     *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
     return 0;
 }
