@@ -67,12 +67,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median of the known (>= 0) values of one field over a config's rows; -1 if none. */
-static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *lo,
+/* Median of the known (>= 0) values of one field over a config's rows; -1 if none.
+ * v: room for n values. */
+static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *v, double *lo,
                         double *hi) {
-    double v[256];
     int k = 0;
-    for (int i = 0; i < n && k < 256; i++) {
+    for (int i = 0; i < n; i++) {
         const double x = *(const double *)((const char *)g[i] + offset);
         if (x >= 0 && isfinite(x)) v[k++] = x;
     }
@@ -89,10 +89,12 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
     if (s->n_rows == 0) return 0;
     dt_scale_row *out = malloc(sizeof *out * (size_t)s->n_rows);
     const dt_scale_row **g = malloc(sizeof *g * (size_t)s->n_rows);
+    double *values = malloc(sizeof *values * (size_t)s->n_rows); /* a config's, for medians */
     char *used = calloc((size_t)s->n_rows, 1);
-    if (!out || !g || !used) {
+    if (!out || !g || !values || !used) {
         free(out);
         free(g);
+        free(values);
         free(used);
         return dt_error_set(err, "out of memory for the study's rows");
     }
@@ -113,7 +115,7 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         /* an already combined row (read back) keeps its own spread */
         r.repeats = 0;
         for (int k = 0; k < n; k++) r.repeats += g[k]->repeats > 0 ? g[k]->repeats : 1;
-#define MEDIAN(f, lo, hi) r.f = median_of(g, n, offsetof(dt_scale_row, f), lo, hi)
+#define MEDIAN(f, lo, hi) r.f = median_of(g, n, offsetof(dt_scale_row, f), values, lo, hi)
         MEDIAN(t_train, &r.t_train_min, &r.t_train_max);
         MEDIAN(t_epoch, &r.t_epoch_min, &r.t_epoch_max);
         MEDIAN(t_data, NULL, NULL);
@@ -143,6 +145,7 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         out[n_out++] = r;
     }
     free(g);
+    free(values);
     free(used);
     free(s->rows);
     s->rows = out;
