@@ -3,7 +3,8 @@
 # tests/test_two_hosts.sh and bench/allreduce_two_hosts.sh; needs root and iproute2.
 # Recipe and pitfalls: shared/notes/mpi-here.md.
 #   netns_up TAG      creates hosts $NETNS_A / $NETNS_B in namespaces dth1_TAG / dth2_TAG
-#   netns_mpirun ...  mpirun -np 2 across the two hosts (rank 0 on A, rank 1 on B)
+#   netns_mpirun ...  mpirun -np 2 across the two hosts (rank 0 on A, rank 1 on B),
+#                     unbound: each host's daemon would bind its rank to core 0
 #   netns_down        removes both namespaces (call it from a trap)
 
 netns_up() {
@@ -36,7 +37,7 @@ AGENT
 
 netns_mpirun() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        ip netns exec "$NETNS_1" mpirun -np 2 --host "$NETNS_A:1,$NETNS_B:1" \
+        ip netns exec "$NETNS_1" mpirun -np 2 --host "$NETNS_A:1,$NETNS_B:1" --bind-to none \
         --mca plm_rsh_agent "$NETNS_DIR/netns-rsh" --mca plm_rsh_no_tree_spawn 1 \
         --mca oob_tcp_if_include "$NETNS_NET.0/24" --mca btl self,tcp \
         --mca btl_tcp_if_include "$NETNS_NET.0/24" --mca mpi_yield_when_idle 1 \

@@ -58,6 +58,13 @@ check "2 procs at 0.05 MiB: 5 buckets, 10 steps, ring model 0.02 s" \
 check "network.csv: a row per config and bucket size" [ "$(tail -n +2 "$tmp/s/network.csv" | wc -l)" -eq 4 ]
 check "network.csv: the model column" grep -q "^lenet5,1,2,32,1,10,1000000000,0,.*,0.019746,[01]$" "$tmp/s/network.csv"
 check "the table is printed" grep -q "^| 1 | 2 | 32 | 1 | 10 |" "$tmp/out1"
+log2=$(ls "$tmp"/s/bucket_1/run_p2_b32*.jsonl | head -1)
+# the emulated hosts share the machine's cores: each host's daemon must not bind its
+# rank to core 0 (both ranks on one core computed at half speed)
+check "ranks on emulated hosts are not bound to one core" sh -c \
+    '! grep -q "cores this rank is bound to" "$1" && grep -q "\"overlap_why\":\"off: 2 ranks" "$1"' - "$log2"
+check "the all-reduce goes over the link, not shared memory" \
+    grep -q '"allreduce_used":"ring or mpi by size (no shm: MPI was told not to use shared memory' "$log2"
 
 # 1b. Two ranks per host (TCP between them too: shared memory crashed across emulated
 # hosts): 4 ranks run; 2 ranks fit on host 1, so that config has no link model.

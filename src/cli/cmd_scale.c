@@ -476,31 +476,20 @@ int cmd_scale(int argc, char **argv) {
      * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
      * starve the veth receive path) and two TCP links (one reached half the rate). TCP
      * also between ranks of one host: shared memory (vader) crashed there, its segments
-     * named by a hostname all the emulated hosts share. */
-    const char *mpi[] = {"--host",
-                         net.host_list,
-                         "--mca",
-                         "plm_rsh_agent",
-                         agent,
-                         "--mca",
-                         "plm_rsh_no_tree_spawn",
-                         "1",
-                         "--mca",
-                         "oob_tcp_if_include",
-                         net.subnet,
-                         "--mca",
-                         "btl",
-                         "self,tcp",
-                         "--mca",
-                         "btl_tcp_if_include",
-                         net.subnet,
-                         "--mca",
-                         "mpi_yield_when_idle",
-                         "1",
-                         "--mca",
-                         "btl_tcp_links",
-                         "2",
-                         NULL};
+     * named by a hostname all the emulated hosts share. No binding: each host's daemon
+     * would bind its first rank to core 0, the same core for every emulated host (the
+     * 2-host runs computed at half speed, both ranks on core 0). */
+    const char *mpi[] = {"--bind-to",   "none",  "--host",
+                         net.host_list, "--mca", "plm_rsh_agent",
+                         agent,         "--mca", "plm_rsh_no_tree_spawn",
+                         "1",           "--mca", "oob_tcp_if_include",
+                         net.subnet,    "--mca", "btl",
+                         "self,tcp",    "--mca", "btl_tcp_if_include",
+                         net.subnet,    "--mca", "mpi_yield_when_idle",
+                         "1",           "--mca", "btl_tcp_links",
+                         "2",           NULL};
+    _Static_assert(sizeof launch <= sizeof pre && sizeof mpi <= sizeof extra,
+                   "the netns launch words outgrew their arrays");
     memcpy(pre, launch, sizeof launch);
     memcpy(extra, mpi, sizeof mpi);
     cfg.launch_pre = pre;
