@@ -29,6 +29,9 @@ REPEATS=${REPEATS:-2}
 LENET="--model lenet5 --data fashion-mnist --batch-size 64 --max-samples 12800"
 RESNET="--model resnet18 --width 16 --data synthetic:cifar10 --batch-size 32 --max-samples 3200"
 COMMON="--epochs 2 --test-samples 64 --threads 1 --loader-workers 1 --lr 0.01 --quiet"
+# the simulator's "allreduce" mode overlaps the buckets with backward: so must the runs
+# (--overlap auto turns it off here, 2 ranks x 2 threads on 2 cores)
+OVERLAP="--overlap on"
 
 "$DTRAIN" bench --model lenet5 --batch-size 64 --threads 1 --steps 200 \
     --profile-out "$OUT/lenet5_b64.json" >/dev/null
@@ -62,10 +65,10 @@ run() {
 for r in $(seq "$REPEATS"); do
 run lenet5_p1 lenet5_b64.json 1 "$SHM_LINK" allreduce 64 "$DTRAIN" train $LENET $COMMON
 run lenet5_p2_shm lenet5_b64.json 2 "$SHM_LINK" allreduce 64 \
-    mpirun -np 2 "$DTRAIN" train $LENET $COMMON
+    mpirun -np 2 "$DTRAIN" train $LENET $COMMON $OVERLAP
 run resnet18_p1 resnet18w16_b32.json 1 "$SHM_LINK" allreduce 32 "$DTRAIN" train $RESNET $COMMON
 run resnet18_p2_shm resnet18w16_b32.json 2 "$SHM_LINK" allreduce 32 \
-    mpirun -np 2 "$DTRAIN" train $RESNET $COMMON
+    mpirun -np 2 "$DTRAIN" train $RESNET $COMMON $OVERLAP
 
 done
 
@@ -84,11 +87,11 @@ for rate in 1gbit 10gbit; do
 print('%.0fus' % (r[0]['ring_ms'] * 1e3 / 2))" "$OUT/allreduce_$rate.jsonl")
     link="$rate,$lat"
     run lenet5_p2_$rate lenet5_b64.json 2 "$link" allreduce 64 \
-        netns_mpirun "$DTRAIN" train $LENET $COMMON
+        netns_mpirun "$DTRAIN" train $LENET $COMMON $OVERLAP
     run resnet18_p2_$rate resnet18w16_b32.json 2 "$link" allreduce 32 \
-        netns_mpirun "$DTRAIN" train $RESNET $COMMON
+        netns_mpirun "$DTRAIN" train $RESNET $COMMON $OVERLAP
     run resnet18_p2_${rate}_b1 resnet18w16_b32.json 2 "$link" allreduce:1 32 \
-        netns_mpirun "$DTRAIN" train $RESNET $COMMON --bucket-mb 1
+        netns_mpirun "$DTRAIN" train $RESNET $COMMON $OVERLAP --bucket-mb 1
     run resnet18_p2_${rate}_b1_nooverlap resnet18w16_b32.json 2 "$link" \
         allreduce-no-overlap:1 32 netns_mpirun "$DTRAIN" train $RESNET $COMMON \
         --bucket-mb 1 --no-overlap
