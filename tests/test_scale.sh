@@ -55,6 +55,24 @@ check "... and writes the link table" grep -q "^lenet5,25,2,32,1,2,1000000000," 
 check "a missing --hostfile fails" [ $? -ne 0 ]
 check "... with one line naming it" sh -c "[ \$(wc -l <'$tmp/err12') -eq 1 ] && grep -q 'cannot read --hostfile $tmp/nohosts' '$tmp/err12'"
 
+# A launch over other hosts whose ranks never start (an Open MPI daemon that does not
+# come up: mpirun then waits forever) is ended after DTRAIN_START_TIMEOUT and started
+# once more. A stand-in mpirun hangs the first time and is the real one the second.
+mkdir "$tmp/fakebin"
+cat >"$tmp/fakebin/mpirun" <<FAKE
+#!/bin/sh
+if [ ! -e "$tmp/hung_once" ]; then : >"$tmp/hung_once"; exec sleep 300; fi
+exec "$(command -v mpirun)" "\$@"
+FAKE
+chmod +x "$tmp/fakebin/mpirun"
+PATH="$tmp/fakebin:$PATH" DTRAIN_START_TIMEOUT=3 "$DTRAIN" scale --hostfile "$tmp/hosts" \
+    --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 1 \
+    --max-samples 128 --test-samples 16 --out "$tmp/hang" >"$tmp/out13" 2>"$tmp/err13"
+check "a run whose ranks never start is started again, and the sweep finishes" [ $? -eq 0 ]
+check "... saying so in one line" grep -q "^dtrain scale: the run with 2 processes, batch 32, did not start within 3 s (an Open MPI daemon on another host did not come up; see .*); starting it again$" "$tmp/err13"
+check "... with the run's log" [ -s "$tmp/hang/run_p2_b32.jsonl" ]
+check "... and nothing left hanging" sh -c "! pgrep -f '[s]leep 300' >/dev/null"
+
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
 "$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1

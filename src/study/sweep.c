@@ -306,11 +306,29 @@ static int same_settings(const char *log, const char *args, char *why, size_t si
     return 0;
 }
 
+/* A launch over other hosts (mpirun_extra: emulated hosts, a hostfile) whose ranks have
+ * not written a line of their log after this long never started: once in a few dozen
+ * 4-host sweeps one host's Open MPI daemon did not come up, and mpirun waited for it
+ * forever (its orte_startup_timeout did not end the wait). */
+enum { START_TIMEOUT_S = 120, NOT_STARTED = 2 };
+
+/* DTRAIN_START_TIMEOUT in seconds (a positive number; tests shorten it), else
+ * START_TIMEOUT_S. */
+static double start_timeout_s(void) {
+    const char *text = getenv("DTRAIN_START_TIMEOUT");
+    if (!text) return START_TIMEOUT_S;
+    char *end;
+    errno = 0;
+    const double v = strtod(text, &end);
+    return errno || end == text || *end || !isfinite(v) || v <= 0 ? START_TIMEOUT_S : v;
+}
+
 /* Runs one configuration into log (written as log.partial and renamed when the run
  * succeeds, so a finished log is replaced only by another finished one); returns 0,
- * 1 if it does not fit in memory, -1 on error. */
-static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, const char *log,
-                      int index, int total, dt_error *err) {
+ * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
+ * start_timeout_s(); err says so), -1 on error. */
+static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int scaled,
+                       const char *log, int index, int total, dt_error *err) {
     char errpath[4200], partial[4200], argspath[4200];
     snprintf(errpath, sizeof errpath, "%s.stderr", log);
     snprintf(partial, sizeof partial, "%s.partial", log);
@@ -380,8 +398,10 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     FILE *logf = NULL;
     long offset = 0, steps_per_epoch = 1;
     const int live = !cfg->quiet && isatty(STDERR_FILENO); /* else a line per config */
-    int status = 0, forwarded = 0;
+    int status = 0, forwarded = 0, not_started = 0;
     double stop_at = 0;
+    const int watch_start = procs > 1 && cfg->mpirun_extra;
+    const double start_timeout = start_timeout_s();
     struct rusage usage; /* the whole run's: mpirun waits for its ranks */
     memset(&usage, 0, sizeof usage);
     for (;;) {
@@ -394,6 +414,11 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
             stop_at = dt_now();
         } else if (forwarded && dt_now() - stop_at > 10) {
             kill(-pid, SIGKILL); /* mpirun did not end its ranks in 10 s */
+        } else if (watch_start && !not_started && dt_now() - started > start_timeout &&
+                   access(partial, F_OK) != 0) {
+            kill(-pid, SIGTERM);
+            forwarded = not_started = SIGTERM;
+            stop_at = dt_now();
         }
         struct timespec ts = {0, 300 * 1000 * 1000};
         nanosleep(&ts, NULL);
@@ -404,6 +429,14 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     }
     if (logf) fclose(logf);
     if (live) fputs("\r\033[K", stderr);
+    if (not_started) {
+        unlink(partial);
+        dt_error_set(err,
+                     "the run with %d processes, batch %d, did not start within %.0f s (an Open "
+                     "MPI daemon on another host did not come up; see %s)",
+                     procs, batch, start_timeout, errpath);
+        return NOT_STARTED;
+    }
     if (forwarded) {
         unlink(partial);
         unlink(errpath);
@@ -457,6 +490,16 @@ static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scal
     }
     return dt_error_set(err, "run with %d process%s, batch %d failed (%s; see %s)", procs,
                         procs > 1 ? "es" : "", batch, first[0] ? first : "no message", errpath);
+}
+
+/* run_attempt, and once more if the ranks never started (saying so on stderr). */
+static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, const char *log,
+                      int index, int total, dt_error *err) {
+    int rc = run_attempt(cfg, procs, batch, scaled, log, index, total, err);
+    if (rc != NOT_STARTED) return rc;
+    fprintf(stderr, "dtrain scale: %s; starting it again\n", err->msg);
+    rc = run_attempt(cfg, procs, batch, scaled, log, index, total, err);
+    return rc == NOT_STARTED ? -1 : rc;
 }
 
 int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, char *out,
