@@ -61,7 +61,7 @@ check "... with one line naming it" sh -c "[ \$(wc -l <'$tmp/err12') -eq 1 ] && 
 mkdir "$tmp/fakebin"
 cat >"$tmp/fakebin/mpirun" <<FAKE
 #!/bin/sh
-if [ ! -e "$tmp/hung_once" ]; then : >"$tmp/hung_once"; exec sleep 300; fi
+if [ ! -e "$tmp/hung_once" ]; then echo \$\$ >"$tmp/hung_once"; exec sleep 300; fi
 exec "$(command -v mpirun)" "\$@"
 FAKE
 chmod +x "$tmp/fakebin/mpirun"
@@ -71,7 +71,7 @@ PATH="$tmp/fakebin:$PATH" DTRAIN_START_TIMEOUT=3 "$DTRAIN" scale --hostfile "$tm
 check "a run whose ranks never start is started again, and the sweep finishes" [ $? -eq 0 ]
 check "... saying so in one line" grep -q "^dtrain scale: the run with 2 processes, batch 32, did not start within 3 s (an Open MPI daemon on another host did not come up; see .*); starting it again$" "$tmp/err13"
 check "... with the run's log" [ -s "$tmp/hang/run_p2_b32.jsonl" ]
-check "... and nothing left hanging" sh -c "! pgrep -f '[s]leep 300' >/dev/null"
+check "... and the hung launch is gone" sh -c '! kill -0 "$(cat "$1")" 2>/dev/null' - "$tmp/hung_once"
 
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
