@@ -367,6 +367,18 @@ static void test_maxpool2d_grad_matches_fd(void **state) {
     check_simple(1, 3, 2); /* overlapping windows */
 }
 
+/* Max pooling's hard inputs: mostly ties (-1, 0, 1, as after ReLU), with NaNs and
+ * infinities (one in 20 each). */
+static void fill_ties_and_nan(float *x, size_t n, dt_rng *rng) {
+    for (size_t i = 0; i < n; i++) {
+        const unsigned pick = (unsigned)dt_rng_below(rng, 20);
+        x[i] = pick == 0   ? NAN
+               : pick == 1 ? INFINITY
+               : pick == 2 ? -INFINITY
+                           : (float)((int)(pick % 3) - 1);
+    }
+}
+
 /* The 2x2 stride-2 path (vectorized, masked tails) against the plain scan written here:
  * the first maximum wins ties, a NaN wins and stays (PyTorch's rule); inputs full of
  * ties (values in {-1, 0, 1}, as after ReLU), NaNs and infinities, every width from 2
@@ -379,13 +391,7 @@ static void test_maxpool2d_2x2_ties_and_nan(void **state) {
         const size_t in_count = (size_t)n * c * h * w, out_count = (size_t)n * c * ho * wo;
         float *x = test_alloc(sizeof(float) * in_count), *y = test_alloc(sizeof(float) * out_count);
         int32_t *am = test_alloc(sizeof(int32_t) * out_count);
-        for (size_t i = 0; i < in_count; i++) {
-            const unsigned pick = (unsigned)dt_rng_below(&rng, 20);
-            x[i] = pick == 0   ? NAN
-                   : pick == 1 ? INFINITY
-                   : pick == 2 ? -INFINITY
-                               : (float)((int)(pick % 3) - 1);
-        }
+        fill_ties_and_nan(x, in_count, &rng);
         dt_maxpool2d_forward(y, am, x, n, c, h, w, 2, 2, 0, 0);
         for (int plane = 0; plane < n * c; plane++) {
             const float *xp = x + (size_t)plane * h * w;
@@ -429,13 +435,7 @@ static void test_maxpool2d_blocked_ties_and_nan(void **state) {
                   *yb = test_alloc(sizeof(float) * out_count);
             int32_t *am = test_alloc(sizeof(int32_t) * out_count),
                     *amb = test_alloc(sizeof(int32_t) * out_count);
-            for (size_t i = 0; i < in_count; i++) {
-                const unsigned pick = (unsigned)dt_rng_below(&rng, 20);
-                x[i] = pick == 0   ? NAN
-                       : pick == 1 ? INFINITY
-                       : pick == 2 ? -INFINITY
-                                   : (float)((int)(pick % 3) - 1);
-            }
+            fill_ties_and_nan(x, in_count, &rng);
             /* nChw16c: [n][c / 16][h][w][16] */
             for (int b = 0; b < n; b++)
                 for (int ch = 0; ch < c; ch++)
