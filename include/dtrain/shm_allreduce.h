@@ -38,6 +38,12 @@ void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n);
  * least one per rank; takes effect at the next call, set on every rank alike. */
 void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats);
 
+/* Segment i of n values cut into `parts` nearly equal pieces, each piece's length a
+ * multiple of `align` (the last shorter; trailing ones may be empty): its first index
+ * and length. The ring all-reduce cuts with align 1, the shared-memory one with cache
+ * lines of floats. */
+void dt_allreduce_segment(size_t n, int parts, int i, size_t align, size_t *begin, size_t *count);
+
 /* Whether MPI's shared-memory transport is allowed by the MCA setting `btl` (the value
  * of OMPI_MCA_btl; NULL: not set, allowed). dtrain's emulated hosts set "self,tcp" so
  * that their ranks talk over the shaped links: dtrain must not bypass them either. */

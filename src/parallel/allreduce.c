@@ -91,11 +91,7 @@ void dt_allreduce_free(dt_allreduce *ar) {
 }
 
 static void segment(size_t n, int parts, int i, size_t *begin, size_t *count) {
-    size_t seg = (n + (size_t)parts - 1) / (size_t)parts;
-    size_t b = seg * (size_t)i;
-    *begin = b < n ? b : n;
-    size_t e = b + seg < n ? b + seg : n;
-    *count = e > *begin ? e - *begin : 0;
+    dt_allreduce_segment(n, parts, i, 1, begin, count);
 }
 
 /* One ring step: post the receives of rc values from the left neighbour into recv and
@@ -202,6 +198,13 @@ static void ring_wire(dt_allreduce *ar, float *buf, size_t n) {
     }
 }
 
+/* What a ring sends per rank for n floats, 2(P-1)/P n: the bytes counted for shm and
+ * mpi, whose own traffic is not seen (a model, so that reports compare across
+ * algorithms). */
+static long long ring_volume(int p, size_t n) {
+    return (long long)(2.0 * (p - 1) / p * (double)n * sizeof(float));
+}
+
 void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     const dt_world *w = ar->world;
     if (w->size == 1 || n == 0) return;
@@ -211,8 +214,7 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     }
     if (ar->shm) {
         dt_shm_allreduce_sum(ar->shm, buf, n);
-        /* what a ring would send: the same volume model as mpi's */
-        ar->bytes_sent += (long long)(2.0 * (w->size - 1) / w->size * (double)n * sizeof(float));
+        ar->bytes_sent += ring_volume(w->size, n);
         return;
     }
     dt_allreduce_algo algo = ar->algo;
@@ -226,5 +228,5 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     DT_CHECK_MPI(
         MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, ar->world->comm, &req));
     dt_world_wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
-    ar->bytes_sent += (long long)(2.0 * (w->size - 1) / w->size * (double)n * sizeof(float));
+    ar->bytes_sent += ring_volume(w->size, n);
 }

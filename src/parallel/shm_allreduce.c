@@ -194,11 +194,11 @@ static void wait_peers(const dt_shm_allreduce *s, size_t which, uint64_t at_leas
     }
 }
 
-static void segment(size_t n, int parts, int i, size_t *begin, size_t *count) {
-    size_t seg = round_up((n + (size_t)parts - 1) / (size_t)parts, SEG_ALIGN);
-    size_t b = seg * (size_t)i;
+void dt_allreduce_segment(size_t n, int parts, int i, size_t align, size_t *begin, size_t *count) {
+    const size_t seg = round_up((n + (size_t)parts - 1) / (size_t)parts, align),
+                 b = seg * (size_t)i;
     *begin = b < n ? b : n;
-    size_t e = b + seg < n ? b + seg : n;
+    const size_t e = b + seg < n ? b + seg : n;
     *count = e > *begin ? e - *begin : 0;
 }
 
@@ -234,19 +234,19 @@ void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n) {
         for (int j = 0; j < p; j++) {
             if (j == r) continue;
             size_t b, c;
-            segment(len, p, j, &b, &c);
+            dt_allreduce_segment(len, p, j, SEG_ALIGN, &b, &c);
             memcpy(slot(s, r, set, j), chunk + b, sizeof(float) * c);
         }
         atomic_store_explicit(&mine->posted, k + 1, memory_order_release);
         wait_peers(s, offsetof(counters, posted), k + 1, "values in");
         size_t b, c;
-        segment(len, p, r, &b, &c);
+        dt_allreduce_segment(len, p, r, SEG_ALIGN, &b, &c);
         reduce_segment(s, set, chunk + b, slot(s, r, set, p), c);
         atomic_store_explicit(&mine->reduced, k + 1, memory_order_release);
         wait_peers(s, offsetof(counters, reduced), k + 1, "sums out");
         for (int j = 0; j < p; j++) {
             if (j == r) continue;
-            segment(len, p, j, &b, &c);
+            dt_allreduce_segment(len, p, j, SEG_ALIGN, &b, &c);
             memcpy(chunk + b, slot(s, j, set, p), sizeof(float) * c);
         }
         atomic_store_explicit(&mine->done, k + 1, memory_order_release);
