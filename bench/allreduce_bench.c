@@ -8,7 +8,6 @@
  * (shm, ring, mpi, plain, shm, ...) so that a slow moment hits every algorithm.
  *   mpirun -np 2 bench_allreduce [REPS [BYTES...]]  -> one JSON line per size (rank 0)
  *   DTRAIN_SHM_ROUND=floats sets the shared-memory round (for tuning its default). */
-#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "dtrain/allreduce.h"
 #include "dtrain/timer.h"
+#include "dtrain/train_flags.h"
 #include "dtrain/world.h"
 
 static int cmp(const void *a, const void *b) {
@@ -65,13 +65,12 @@ static double time_once(const dt_world *w, dt_allreduce *ar, float *buf, float *
     return dt;
 }
 
-/* Strict positive integer, else `fallback` with a warning. */
-static long parse_count(const char *text, long fallback, long most) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < 1 || v > most) {
-        fprintf(stderr, "bench_allreduce: ignoring \"%s\" (want 1..%ld)\n", text, most);
+/* Strict positive integer up to most, else `fallback` with a warning. */
+static long parse_count(const char *what, const char *text, long fallback, long most) {
+    long v;
+    dt_error err;
+    if (dt_parse_long(what, text, 1, most, &v, &err)) {
+        fprintf(stderr, "bench_allreduce: %s; using %ld\n", err.msg, fallback);
         return fallback;
     }
     return v;
@@ -84,11 +83,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_allreduce: %s\n", err.msg);
         return 1;
     }
-    int reps = argc > 1 ? (int)parse_count(argv[1], 11, MAX_REPS) : 11;
+    int reps = argc > 1 ? (int)parse_count("REPS", argv[1], 11, MAX_REPS) : 11;
     size_t sizes[32];
     int n_sizes = 0;
     for (int i = 2; i < argc && n_sizes < 32; i++) /* explicit sizes in bytes */
-        sizes[n_sizes++] = (size_t)parse_count(argv[i], 1 << 20, 1L << 32) / sizeof(float);
+        sizes[n_sizes++] = (size_t)parse_count("BYTES", argv[i], 1 << 20, 1L << 32) / sizeof(float);
     if (n_sizes == 0) {
         for (size_t b = 4096; b <= (64u << 20); b *= 4) sizes[n_sizes++] = b / sizeof(float);
         sizes[n_sizes++] = 11173962; /* resnet18's gradient, 44.7 MB */
@@ -105,7 +104,8 @@ int main(int argc, char **argv) {
     if (!shm.shm && w.rank == 0) fprintf(stderr, "bench_allreduce: %s\n", shm.used);
     const char *round = getenv("DTRAIN_SHM_ROUND");
     if (round && shm.shm)
-        dt_shm_allreduce_set_round(shm.shm, (size_t)parse_count(round, 1 << 17, 1L << 30));
+        dt_shm_allreduce_set_round(
+            shm.shm, (size_t)parse_count("DTRAIN_SHM_ROUND", round, 1 << 17, 1L << 30));
     dt_allreduce *const algos[ALGOS] = {shm.shm ? &shm : NULL, &ring, &mpi, NULL};
     for (size_t i = 0; i < max; i++) buf[i] = 1.0f, copy[i] = 0.0f;
     for (int i = 0; i < n_sizes; i++) {

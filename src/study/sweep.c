@@ -316,11 +316,11 @@ enum { START_TIMEOUT_S = 120, NOT_STARTED = 2 };
  * START_TIMEOUT_S. */
 static double start_timeout_s(void) {
     const char *text = getenv("DTRAIN_START_TIMEOUT");
-    if (!text) return START_TIMEOUT_S;
-    char *end;
-    errno = 0;
-    const double v = strtod(text, &end);
-    return errno || end == text || *end || !isfinite(v) || v <= 0 ? START_TIMEOUT_S : v;
+    double v;
+    dt_error ignored;
+    return text && !dt_parse_double("DTRAIN_START_TIMEOUT", text, 1e-3, 1e6, &v, &ignored)
+               ? v
+               : START_TIMEOUT_S;
 }
 
 /* Runs one configuration into log (written as log.partial and renamed when the run
