@@ -38,7 +38,7 @@ for spec in "lenet5 128 300 synthetic:mnist 25" "resnet18 32 $STEPS_RESNET synth
         done
     done
     for mode in auto on off; do
-        grep "^$mode " "$tmp/rows" | sort -k2 | awk -v m="$model" -v b="$batch" -v s="$steps" \
+        grep "^$mode " "$tmp/rows" | awk -v m="$model" -v b="$batch" -v s="$steps" \
             -v bk="$bucket" -v mode="$mode" '
             function med(a, n,   i, j, t) { # median of a[1..n], sorted in place
                 for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
