@@ -1,12 +1,12 @@
 #include "dtrain/linear.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stddef.h>
 #ifdef __AVX2__
 #include <immintrin.h>
 #endif
 
+#include "dtrain/gemm.h"
 #include "dtrain/model.h"
 
 /* A classifier head (few outputs) makes a GEMM too thin for sgemm to pay for its
@@ -140,8 +140,7 @@ void dt_linear_forward(float *out, const float *in, const float *weight, const f
         narrow_forward(out, in, weight, bias, n, in_f, out_f);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out_f, in_f, 1.0f, in, in_f, weight,
-                in_f, 0.0f, out, out_f);
+    dt_sgemm(0, 1, n, out_f, in_f, 1.0f, in, in_f, weight, in_f, 0.0f, out, out_f);
     if (bias) {
         for (int i = 0; i < n; i++) {
             float *row = out + (size_t)i * out_f;
@@ -160,8 +159,7 @@ void dt_linear_backward(float *din, float *dweight, float *dbias, const float *d
         return;
     }
     /* dweight[o, i] += sum_n dout[n, o] * in[n, i] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, n, 1.0f, dout, out_f, in,
-                in_f, 1.0f, dweight, in_f);
+    dt_sgemm(1, 0, out_f, in_f, n, 1.0f, dout, out_f, in, in_f, 1.0f, dweight, in_f);
     if (dbias) {
         for (int i = 0; i < n; i++) {
             const float *row = dout + (size_t)i * out_f;
@@ -170,8 +168,7 @@ void dt_linear_backward(float *din, float *dweight, float *dbias, const float *d
     }
     if (din) {
         /* din[n, i] += sum_o dout[n, o] * weight[o, i] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in_f, out_f, 1.0f, dout, out_f,
-                    weight, in_f, 1.0f, din, in_f);
+        dt_sgemm(0, 0, n, in_f, out_f, 1.0f, dout, out_f, weight, in_f, 1.0f, din, in_f);
     }
 }
 
