@@ -18,6 +18,11 @@ if [ $# -ge 3 ]; then shift 3; else shift $#; fi
 SPECS=${*:-"lenet5 resnet18"}
 REPEATS=${REPEATS:-3}
 here=$(dirname "$0")
+# PyTorch's float layers partly run on OpenBLAS: on an AVX-512 CPU it gets OpenBLAS's
+# AVX-512 kernels (as in compare_torch.sh; 0.3.21 loads AVX2 ones on AMD's AVX-512
+# CPUs, and this sandbox sets OPENBLAS_CORETYPE=Haswell). dtrain multiplies on oneDNN.
+torch_core=${OPENBLAS_CORETYPE:-}
+grep -q ' avx512f ' /proc/cpuinfo && torch_core=SkylakeX
 mkdir -p "$here/results"
 out="$here/results/int8_compare_$(date +%Y%m%d_%H%M%S).jsonl"
 field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
@@ -46,7 +51,8 @@ for spec in $SPECS; do
         "$DTRAIN" bench --infer --int8 --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
             --steps "$steps" $qinit | tee -a "$out" | rate >>"$out.d8"
         # shellcheck disable=SC2086
-        /usr/bin/python3 "$here/torch_int8_bench.py" --model "$model" --batch-size "$BATCH" \
+        env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 \
+            "$here/torch_int8_bench.py" --model "$model" --batch-size "$BATCH" \
             --threads "$THREADS" --steps "$steps" $winit >"$out.t"
         tee -a "$out" <"$out.t" | grep '"fp32"' | rate >>"$out.t32"
         grep '"int8"' "$out.t" | rate >>"$out.t8"
