@@ -73,6 +73,28 @@ check "... saying so in one line" grep -q "^dtrain scale: the run with 2 process
 check "... with the run's log" [ -s "$tmp/hang/run_p2_b32.jsonl" ]
 check "... and the hung launch is gone" sh -c '! kill -0 "$(cat "$1")" 2>/dev/null' - "$tmp/hung_once"
 
+# The run's CPU time counts what the Open MPI daemons of other hosts ran: they
+# daemonize, leaving mpirun's process group and session, and end after it. A stand-in
+# mpirun starts such a process (its own session, a 2 s sleep, then about a second of
+# CPU, which it writes down) and runs the real one; the run's load record must hold
+# that CPU time (before, it went to "other processes", and every run over emulated
+# hosts was flagged busy).
+cat >"$tmp/fakebin/mpirun" <<FAKE
+#!/bin/sh
+setsid sh -c 'sleep 2; awk "BEGIN { for (i = 0; i < 3e7; i++) s += i }"; times >"$tmp/burnt"' </dev/null >/dev/null 2>&1 &
+exec "$(command -v mpirun)" "\$@"
+FAKE
+PATH="$tmp/fakebin:$PATH" "$DTRAIN" scale --hostfile "$tmp/hosts" --model lenet5 \
+    --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 1 --max-samples 64 \
+    --test-samples 16 --out "$tmp/daemon" >"$tmp/out14" 2>&1
+check "a sweep whose mpirun leaves a daemonized process runs" [ $? -eq 0 ]
+i=0 # (a sweep that does not wait for it ends first)
+while [ ! -s "$tmp/burnt" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+burnt=$(sed -n 2p "$tmp/burnt" 2>/dev/null | sed 's/\([0-9]*\)m\([0-9.]*\)s/\1 \2/g' | awk '{ print 60 * $1 + $2 + 60 * $3 + $4 }')
+run_cpu=$(grep '"event":"load"' "$tmp/daemon/run_p2_b32.jsonl" | sed 's/.*"wall_s":\([0-9.]*\),.*"run_cores":\([0-9.]*\),.*/\1 \2/' | awk '{ print $1 * $2 }')
+check "... and its load record counts that process's CPU time (${burnt:-?} s in ${run_cpu:-?} s)" \
+    awk -v b="${burnt:-0}" -v r="${run_cpu:-0}" 'BEGIN { exit !(b > 0.2 && r >= b) }'
+
 # report from a CSV of times measured elsewhere
 printf 'procs,batch_size,t_train,t_epoch\n1,64,50,52\n2,64,30,31\n4,64,20,21\n' >"$tmp/times.csv"
 "$DTRAIN" report --times "$tmp/times.csv" --params 61706 --dataset-size 60000 --out "$tmp/r" >"$tmp/out4" 2>&1

@@ -69,10 +69,13 @@ static void write_md(FILE *f, const link_line *l, int n, const dt_link *link, in
                 fig(e, sizeof e, r->procs > rph ? l[i].model_comm : -1, "%.2f"),
                 fig(g, sizeof g, ratio, "%.2f"), fig(h, sizeof h, sum, "%.2f"));
     }
-    fprintf(f,
-            "\n`busy`: other processes used over %.2f cores during the run (see each "
-            "study's report).\n",
-            DT_SCALE_BUSY_CORES);
+    int busy = 0;
+    for (int i = 0; i < n; i++) busy |= l[i].r->busy;
+    if (busy)
+        fprintf(f,
+                "\n`busy`: other processes used over %.2f cores during the run (see each "
+                "study's report).\n",
+                DT_SCALE_BUSY_CORES);
 }
 
 int dt_link_report(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,

@@ -327,6 +327,68 @@ static double start_timeout_s(void) {
  * succeeds, so a finished log is replaced only by another finished one); returns 0,
  * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
  * start_timeout_s(); err says so), -1 on error. */
+/* Adds b's CPU times to a's. */
+static void add_rusage(struct rusage *a, const struct rusage *b) {
+    a->ru_utime.tv_sec += b->ru_utime.tv_sec;
+    a->ru_utime.tv_usec += b->ru_utime.tv_usec;
+    a->ru_stime.tv_sec += b->ru_stime.tv_sec;
+    a->ru_stime.tv_usec += b->ru_stime.tv_usec;
+}
+
+/* Ends the processes whose parent is this one (orphans of a run handed to us). */
+static void kill_own_children(void) {
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    const pid_t self = getpid();
+    for (struct dirent *e; (e = readdir(d));) {
+        char *end;
+        errno = 0;
+        const long pid = strtol(e->d_name, &end, 10);
+        if (errno || *end || pid <= 0) continue;
+        char path[64], line[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const int got = fgets(line, sizeof line, f) != NULL;
+        fclose(f);
+        /* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+        const char *close = got ? strrchr(line, ')') : NULL;
+        long ppid;
+        if (close && sscanf(close + 1, " %*c %ld", &ppid) == 1 && ppid == (long)self)
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+}
+
+/* Reaps what a run leaves once mpirun has ended, adding its CPU time to *usage. The
+ * Open MPI daemons of the other hosts (ours, for emulated hosts) daemonize: they leave
+ * mpirun's process group and session and are handed to the sweep (a child subreaper
+ * while a run lasts), and they hold the CPU time of the ranks they started, which the
+ * machine's counters saw. Left out, it showed as "other processes" and flagged every
+ * run over emulated hosts busy. The sweep has no other children during a run, so any
+ * child is the run's. Waits at most 10 s for them to end, then ends them. */
+static void reap_orphans(struct rusage *usage) {
+    const double until = dt_now() + 10.0;
+    int killed = 0;
+    for (;;) {
+        struct rusage ru;
+        int status;
+        const pid_t r = wait4(-1, &status, WNOHANG, &ru);
+        if (r > 0) {
+            add_rusage(usage, &ru);
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return; /* ECHILD: none left */
+        if (!killed && dt_now() > until) {
+            kill_own_children();
+            killed = 1;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int scaled,
                        const char *log, int index, int total, dt_error *err) {
     char errpath[4200], partial[4200], argspath[4200];
@@ -374,8 +436,12 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
      * run's process group (mpirun and its ranks), which is waited for, so killing the
      * sweep leaves nothing running */
     const pid_t sweep_pid = getpid();
+    const int subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
     pid_t pid = fork();
-    if (pid < 0) return dt_error_set(err, "cannot start a run: %s", strerror(errno));
+    if (pid < 0) {
+        if (subreaper) prctl(PR_SET_CHILD_SUBREAPER, 0);
+        return dt_error_set(err, "cannot start a run: %s", strerror(errno));
+    }
     if (pid == 0) {
         setpgid(0, 0);
         /* a SIGKILLed sweep cannot pass anything on: the kernel ends the run instead */
@@ -428,6 +494,10 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
                       &steps_per_epoch, started);
     }
     if (logf) fclose(logf);
+    if (subreaper) {
+        reap_orphans(&usage);
+        prctl(PR_SET_CHILD_SUBREAPER, 0);
+    }
     if (live) fputs("\r\033[K", stderr);
     if (not_started) {
         unlink(partial);
