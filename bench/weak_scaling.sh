@@ -9,7 +9,8 @@
 # The machine's speed drifts by 10% and more between minutes (a shared host), so each
 # config runs REPEATS times (default 3), interleaved: 1 rank, then 2 ranks with auto, on
 # and off, then again. Each repeat's efficiency pairs its own T(1) with its T(2); the
-# table gives the median and [min-max] over repeats.
+# table gives the median and [min-max] over repeats. Row "pair": two independent
+# 1-process runs at the same time (no MPI), the most 2 ranks could reach here.
 #   bench/weak_scaling.sh [DTRAIN]       env: REPEATS (3), STEPS_RESNET (12)
 set -eu
 DTRAIN=${1:-build/dtrain}
@@ -36,8 +37,17 @@ for spec in "lenet5 128 300 synthetic:mnist 25" "resnet18 32 $STEPS_RESNET synth
                 "$(get "$tmp/two.jsonl" t_comm_exposed_mean) $(get "$tmp/two.jsonl" t_comm)" \
                 "$(get "$tmp/two.jsonl" t_comm_exposed)" >>"$tmp/rows"
         done
+        # The ceiling: two independent 1-process runs at once, no communication and no
+        # synchronisation; T(2) = the slower one's. What they lose is the machine's
+        # (shared caches, memory bandwidth, the host), not the all-reduce's.
+        "$DTRAIN" train $common --log "$tmp/pa.jsonl" &
+        pair_pid=$!
+        "$DTRAIN" train $common --log "$tmp/pb.jsonl"
+        wait "$pair_pid"
+        ta=$(get "$tmp/pa.jsonl" t_epoch) tb=$(get "$tmp/pb.jsonl" t_epoch)
+        echo "pair $t1 $(awk -v a="$ta" -v b="$tb" 'BEGIN { print (a > b ? a : b) }') 0 0 0 0" >>"$tmp/rows"
     done
-    for mode in auto on off; do
+    for mode in auto on off pair; do
         grep "^$mode " "$tmp/rows" | awk -v m="$model" -v b="$batch" -v s="$steps" \
             -v bk="$bucket" -v mode="$mode" '
             function med(a, n,   i, j, t) { # median of a[1..n], sorted in place

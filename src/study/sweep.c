@@ -323,10 +323,6 @@ static double start_timeout_s(void) {
                : START_TIMEOUT_S;
 }
 
-/* Runs one configuration into log (written as log.partial and renamed when the run
- * succeeds, so a finished log is replaced only by another finished one); returns 0,
- * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
- * start_timeout_s(); err says so), -1 on error. */
 /* Adds b's CPU times to a's. */
 static void add_rusage(struct rusage *a, const struct rusage *b) {
     a->ru_utime.tv_sec += b->ru_utime.tv_sec;
@@ -389,6 +385,10 @@ static void reap_orphans(struct rusage *usage) {
     }
 }
 
+/* Runs one configuration into log (written as log.partial and renamed when the run
+ * succeeds, so a finished log is replaced only by another finished one); returns 0,
+ * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
+ * start_timeout_s(); err says so), -1 on error. */
 static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int scaled,
                        const char *log, int index, int total, dt_error *err) {
     char errpath[4200], partial[4200], argspath[4200];
