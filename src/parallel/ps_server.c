@@ -52,7 +52,7 @@ static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *st
         if (flag || (++polls & 1023)) continue;
         if (!busy && dt_now() - start > w->timeout_s)
             dt_world_abort(w,
-                           "parameter server %d: no message from any worker for %.0f s "
+                           "parameter server %d: no message from any worker for %g s "
                            "(a worker died or hangs)",
                            w->rank, w->timeout_s);
         sched_yield();

@@ -185,7 +185,7 @@ static void wait_peers(const dt_shm_allreduce *s, size_t which, uint64_t at_leas
             if (waited > s->world->timeout_s)
                 dt_world_abort(s->world,
                                "shared-memory all-reduce (%s): no progress with rank %d for "
-                               "%.0f s (it died or hangs)",
+                               "%g s (it died or hangs)",
                                stage, k, s->world->timeout_s);
             const struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);

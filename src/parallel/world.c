@@ -107,9 +107,9 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
         if ((++polls & 1023) == 0) {
             if (dt_now() - start > w->timeout_s) {
                 if (peer >= 0)
-                    dt_world_abort(w, "%s: no progress with rank %d for %.0f s (it died or hangs)",
+                    dt_world_abort(w, "%s: no progress with rank %d for %g s (it died or hangs)",
                                    what, peer, w->timeout_s);
-                dt_world_abort(w, "%s: no progress for %.0f s (a rank died or hangs)", what,
+                dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
                                w->timeout_s);
             }
             sched_yield(); /* let a rank sharing this core run */

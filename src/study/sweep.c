@@ -502,7 +502,7 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     if (not_started) {
         unlink(partial);
         dt_error_set(err,
-                     "the run with %d processes, batch %d, did not start within %.0f s (an Open "
+                     "the run with %d processes, batch %d, did not start within %g s (an Open "
                      "MPI daemon on another host did not come up; see %s)",
                      procs, batch, start_timeout, errpath);
         return NOT_STARTED;
