@@ -78,12 +78,12 @@ static void check_case(layer_case *c, size_t max_points, double tol) {
 /* ---- linear ---- */
 typedef struct {
     int n, in_f, out_f;
-    float *x, *w, *b, *out, *r, *dx, *dw, *db;
+    float *x, *w, *b, *out, *r, *dx, *dw, *db, *scratch;
 } linear_ctx;
 
 static double linear_fwd(void *p) {
     linear_ctx *c = p;
-    dt_linear_forward(c->out, c->x, c->w, c->b, c->n, c->in_f, c->out_f);
+    dt_linear_forward(c->out, c->x, c->w, c->b, c->n, c->in_f, c->out_f, c->scratch);
     return dot(c->out, c->r, (size_t)c->n * c->out_f);
 }
 
@@ -92,13 +92,16 @@ static void linear_bwd(void *p) {
     dt_linear_backward(c->dx, c->dw, c->db, c->r, c->x, c->w, c->n, c->in_f, c->out_f);
 }
 
-static void test_linear_grad_matches_fd(void **state) {
-    (void)state;
-    linear_ctx c = {.n = 5, .in_f = 7, .out_f = 3};
+/* with_scratch: the forward gets the scratch it asks for (the transposed product of
+ * classifier heads over many inputs) */
+static void check_linear(int n, int in_f, int out_f, int with_scratch) {
+    linear_ctx c = {.n = n, .in_f = in_f, .out_f = out_f};
     size_t nx = (size_t)c.n * c.in_f, nw = (size_t)c.out_f * c.in_f, no = (size_t)c.n * c.out_f;
+    size_t ns = dt_linear_scratch_floats(n, in_f, out_f);
     c.x = test_alloc(4 * nx), c.dx = test_alloc(4 * nx), c.w = test_alloc(4 * nw);
     c.dw = test_alloc(4 * nw), c.b = test_alloc(4 * c.out_f), c.db = test_alloc(4 * c.out_f);
     c.out = test_alloc(4 * no), c.r = test_alloc(4 * no);
+    c.scratch = with_scratch && ns ? test_alloc(4 * ns) : NULL;
     fill_uniform(c.x, nx, 1, -1, 1);
     fill_uniform(c.w, nw, 2, -1, 1);
     fill_uniform(c.b, c.out_f, 3, -1, 1);
@@ -112,6 +115,34 @@ static void test_linear_grad_matches_fd(void **state) {
         1e-2f};
     check_case(&lc, 1000, 1e-3);
     free(c.x), free(c.dx), free(c.w), free(c.dw), free(c.b), free(c.db), free(c.out), free(c.r);
+    free(c.scratch);
+}
+
+static void test_linear_grad_matches_fd(void **state) {
+    (void)state;
+    check_linear(5, 7, 3, 0);
+}
+
+/* A head over many inputs: with its scratch (transposed product) and without, the
+ * same gradients; and the two forwards agree. */
+static void test_linear_head_grad_matches_fd(void **state) {
+    (void)state;
+    const int n = 6, in_f = 520, out_f = 10;
+    assert_true(dt_linear_scratch_floats(n, in_f, out_f) == (size_t)n * out_f);
+    assert_true(dt_linear_scratch_floats(n, 84, out_f) == 0);
+    check_linear(n, in_f, out_f, 1);
+    check_linear(n, in_f, out_f, 0);
+    float *x = test_alloc(4 * (size_t)n * in_f), *w = test_alloc(4 * (size_t)out_f * in_f);
+    float *b = test_alloc(4 * out_f), *a = test_alloc(4 * (size_t)n * out_f);
+    float *t = test_alloc(4 * (size_t)n * out_f), *s = test_alloc(4 * (size_t)n * out_f);
+    fill_uniform(x, (size_t)n * in_f, 5, -1, 1);
+    fill_uniform(w, (size_t)out_f * in_f, 6, -1, 1);
+    fill_uniform(b, out_f, 7, -1, 1);
+    dt_linear_forward(a, x, w, b, n, in_f, out_f, s);
+    dt_linear_forward(t, x, w, b, n, in_f, out_f, NULL);
+    for (int i = 0; i < n * out_f; i++)
+        assert_true(fabsf(a[i] - t[i]) <= 1e-4f * (1 + fabsf(t[i])));
+    free(x), free(w), free(b), free(a), free(t), free(s);
 }
 
 /* ---- conv2d ---- */
@@ -752,6 +783,7 @@ static void test_cross_entropy_grad_matches_fd(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_grad_matches_fd),
+        cmocka_unit_test(test_linear_head_grad_matches_fd),
         cmocka_unit_test(test_conv2d_grad_matches_fd),
         cmocka_unit_test(test_batchnorm2d_grad_matches_fd),
         cmocka_unit_test(test_batchnorm2d_running_stats_are_unbiased),

@@ -1,7 +1,6 @@
 #include "dtrain/linear.h"
 
 #include <stddef.h>
-#include <stdlib.h>
 
 #include "dtrain/gemm.h"
 #include "dtrain/model.h"
@@ -9,23 +8,28 @@
 /* A classifier head over many inputs (logreg's 784 -> 10) makes out = in weight^T a GEMM
  * whose rows are too short to vectorise; out^T = weight in^T has rows of n and is faster
  * there (oneDNN sgemm, 2 threads, batch 128: 784 -> 10 in 16.8 against 19.1 us, logreg's
- * step 11-15% faster), but not over few inputs (84 -> 10: 7.1 against 6.4 us; 256 -> 10
+ * step 21-24% faster), but not over few inputs (84 -> 10: 7.1 against 6.4 us; 256 -> 10
  * even) nor at 16 outputs (512 -> 16: 37 against 14 us). */
 enum { HEAD_MAX_OUT = 15, HEAD_MIN_IN = 512 };
 
+static int is_head(int in_f, int out_f) {
+    return out_f <= HEAD_MAX_OUT && in_f >= HEAD_MIN_IN;
+}
+
+size_t dt_linear_scratch_floats(int n, int in_f, int out_f) {
+    return is_head(in_f, out_f) ? (size_t)n * (size_t)out_f : 0;
+}
+
 void dt_linear_forward(float *out, const float *in, const float *weight, const float *bias, int n,
-                       int in_f, int out_f) {
-    const int head = out_f <= HEAD_MAX_OUT && in_f >= HEAD_MIN_IN;
-    float *out_t = head ? malloc(sizeof *out_t * (size_t)n * (size_t)out_f) : NULL;
-    if (out_t) {
+                       int in_f, int out_f, float *scratch) {
+    if (scratch && is_head(in_f, out_f)) {
+        float *out_t = scratch; /* [out_f, n] */
         dt_sgemm(0, 1, out_f, n, in_f, 1.0f, weight, in_f, in, in_f, 0.0f, out_t, n);
         for (int i = 0; i < n; i++)
             for (int o = 0; o < out_f; o++)
                 out[(size_t)i * out_f + o] = out_t[(size_t)o * n + i] + (bias ? bias[o] : 0.0f);
-        free(out_t);
         return;
     }
-    /* also where the scratch could not be had: the same product, only slower */
     dt_sgemm(0, 1, n, out_f, in_f, 1.0f, in, in_f, weight, in_f, 0.0f, out, out_f);
     if (bias) {
         for (int i = 0; i < n; i++) {
@@ -53,11 +57,35 @@ void dt_linear_backward(float *din, float *dweight, float *dbias, const float *d
 
 /* The op in the model graph: the input is read flat, [n, c*h*w]. */
 
+static size_t linear_op_scratch_floats(const dt_model *m, const dt_op *op, int n) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    return dt_linear_scratch_floats(n, x->c * x->h * x->w, y->c);
+}
+
+static int linear_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
+    (void)err;
+    *bytes += sizeof(float) * linear_op_scratch_floats(m, op, max_batch);
+    return 0;
+}
+
+static int linear_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
+    const size_t floats = linear_op_scratch_floats(m, op, max_batch);
+    if (!floats) return 0;
+    op->state = dt_alloc(sizeof(float) * floats, "linear head scratch", err);
+    return op->state ? 0 : -1;
+}
+
+static void linear_op_free(dt_model *m, dt_op *op) {
+    (void)m;
+    dt_free(op->state);
+    op->state = NULL;
+}
+
 static void linear_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
     dt_linear_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
                       dt_model_param(m, op->weight), dt_model_param(m, op->bias), n,
-                      x->c * x->h * x->w, y->c);
+                      x->c * x->h * x->w, y->c, op->state);
 }
 
 static void linear_op_backward(dt_model *m, dt_op *op, int n) {
@@ -81,6 +109,9 @@ static double linear_op_flops(const dt_model *m, const dt_op *op, int n) {
 
 const dt_op_class dt_linear_op = {
     .name = "linear",
+    .plan = linear_op_plan,
+    .alloc = linear_op_alloc,
+    .free = linear_op_free,
     .forward = linear_op_forward,
     .backward = linear_op_backward,
     .flops = linear_op_flops,
