@@ -3,7 +3,10 @@
 # non-zero status and a line naming the rank and the cause.
 #   1. rank 1 is killed (SIGKILL): mpirun notices and ends the job;
 #   2. rank 1 hangs (SIGSTOP): rank 0's all-reduce gives up after its peer timeout
-#      (default 25 s) and aborts the job naming rank 1.
+#      (default 25 s) and aborts the job naming rank 1;
+#   3. the same with epochs of 4 steps and a 3 s timeout, so that rank 0 mostly waits
+#      in a collective (the epoch statistics), where it must name rank 1 too (it said
+#      "a rank died or hangs" there, and failed case 2 when the stop landed in one).
 set -u
 DTRAIN=$1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -11,10 +14,11 @@ tmp=$(mktemp -d)
 failed=0
 passed=0
 
-run_case() { # name signal expected-fragment
-    name=$1 sig=$2 fragment=$3
-    mpirun -np 2 "$DTRAIN" train --model lenet5 --data synthetic:mnist --epochs 50 --threads 1 \
-        --loader-workers 0 --quiet >"$tmp/out" 2>"$tmp/err" &
+run_case() { # name signal expected-fragment peer-timeout-s train-options...
+    name=$1 sig=$2 fragment=$3 timeout=$4
+    shift 4
+    DTRAIN_PEER_TIMEOUT=$timeout mpirun -np 2 "$DTRAIN" train --data synthetic:mnist --threads 1 \
+        --loader-workers 0 --quiet "$@" >"$tmp/out" 2>"$tmp/err" &
     job=$!
     # wait until both ranks are training
     i=0
@@ -52,8 +56,10 @@ run_case() { # name signal expected-fragment
     fi
 }
 
-run_case "rank 1 killed" KILL "rank 1 .*signal 9"
-run_case "rank 1 hung" STOP "rank 0: .*no progress with rank 1"
+run_case "rank 1 killed" KILL "rank 1 .*signal 9" 25 --model lenet5 --epochs 50
+run_case "rank 1 hung" STOP "rank 0: .*no progress with rank 1" 25 --model lenet5 --epochs 50
+run_case "rank 1 hung between epochs" STOP "rank 0: .*no progress with rank 1" 3 --model logreg \
+    --epochs 100000 --max-samples 256 --test-samples 64
 rm -rf "$tmp"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

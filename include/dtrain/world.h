@@ -36,6 +36,10 @@ void dt_world_free(dt_world *w);
 _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The rank in the process world of rank `peer` of w's communicator (the number a user
+ * sees in mpirun's messages), or peer itself if MPI cannot say. */
+int dt_world_job_rank_of(const dt_world *w, int peer);
+
 /* Waits for n requests, polling; after the world's timeout with no completion the
  * job is aborted with a line naming `what` and the peer waited on (-1: any). */
 void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what);

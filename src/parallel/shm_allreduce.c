@@ -186,7 +186,7 @@ static void wait_peers(const dt_shm_allreduce *s, size_t which, uint64_t at_leas
                 dt_world_abort(s->world,
                                "shared-memory all-reduce (%s): no progress with rank %d for "
                                "%g s (it died or hangs)",
-                               stage, k, s->world->timeout_s);
+                               stage, dt_world_job_rank_of(s->world, k), s->world->timeout_s);
             const struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
             nap_ns = nap_ns * 2 < NAP_MAX_NS ? nap_ns * 2 : NAP_MAX_NS;

@@ -97,6 +97,20 @@ void dt_check_mpi(int code, const char *call, const char *file, int line) {
     abort_job(rank, msg);
 }
 
+int dt_world_job_rank_of(const dt_world *w, int peer) {
+    MPI_Group mine, job;
+    int out = peer;
+    if (MPI_Comm_group(w->comm, &mine) != MPI_SUCCESS) return peer;
+    if (MPI_Comm_group(job_comm(), &job) == MPI_SUCCESS) {
+        if (MPI_Group_translate_ranks(mine, 1, &peer, job, &out) != MPI_SUCCESS ||
+            out == MPI_UNDEFINED)
+            out = peer;
+        MPI_Group_free(&job);
+    }
+    MPI_Group_free(&mine);
+    return out;
+}
+
 void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
     double start = dt_now();
     long polls = 0;
@@ -106,9 +120,11 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
         if (done) return;
         if ((++polls & 1023) == 0) {
             if (dt_now() - start > w->timeout_s) {
+                /* In a collective of two ranks the one not answering is the other. */
+                if (peer < 0 && w->size == 2) peer = 1 - w->rank;
                 if (peer >= 0)
                     dt_world_abort(w, "%s: no progress with rank %d for %g s (it died or hangs)",
-                                   what, peer, w->timeout_s);
+                                   what, dt_world_job_rank_of(w, peer), w->timeout_s);
                 dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
                                w->timeout_s);
             }
