@@ -5,7 +5,9 @@
 # threads. Each side runs REPEATS times, alternating; the table gives images/s from the
 # median batch time of each run (robust to the other processes of a shared machine,
 # whose time slices otherwise dominate small models' means), the median over the runs,
-# the ratios, and dtrain's peak resident memory (/usr/bin/time) of each.
+# the ratios, dtrain's achieved GOP/s (multiply-adds x2) in each format with its share
+# of oneDNN's GEMM peak in that format (bench_dnnl_peak f32 and int8, measured first in
+# the same run), and dtrain's peak resident memory (/usr/bin/time) of each.
 # Raw JSON lines go to bench/results/ (gitignored).
 #   bench/int8_compare.sh [DTRAIN] [THREADS] [BATCH] MODEL[:W.safetensors:Q.safetensors]...
 # W: float weights (dtrain train --save), Q: dtrain quantize's file made from them;
@@ -29,8 +31,14 @@ field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
 rate() { field ms_per_batch | awk -v b="$BATCH" '{ printf "%.1f\n", 1000 * b / $1 }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-printf '%-9s %5s %3s %11s %11s %11s %11s %8s %8s %9s %9s\n' model batch thr dtrain_fp32 dtrain_int8 \
-    torch_fp32 torch_int8 d8/d32 d8/t8 d32_MB d8_MB
+# The yardsticks for the %peak columns, measured before anything else runs.
+peak32=$("$(dirname "$DTRAIN")/bench_dnnl_peak" f32 "$THREADS" | field f32_gflops)
+peak8=$("$(dirname "$DTRAIN")/bench_dnnl_peak" int8 "$THREADS" | field int8_gops)
+echo "oneDNN GEMM peaks at $THREADS threads: f32 $peak32 GFLOP/s, int8 $peak8 GOP/s"
+
+printf '%-9s %5s %3s %11s %11s %11s %11s %8s %8s %8s %6s %8s %6s %9s %9s\n' model batch thr \
+    dtrain_fp32 dtrain_int8 torch_fp32 torch_int8 d8/d32 d8/t8 d32_GF/s %peak d8_GOP/s %peak \
+    d32_MB d8_MB
 for spec in $SPECS; do
     model=${spec%%:*}
     w=$(echo "$spec" | cut -s -d: -f2)
@@ -41,15 +49,19 @@ for spec in $SPECS; do
     qinit=""
     [ -n "$w" ] && winit="--init $w"
     [ -n "$q" ] && qinit="--init $q"
-    for f in d32 d8 t32 t8; do : >"$out.$f"; done
+    for f in d32 d8 t32 t8 g32 g8; do : >"$out.$f"; done
     r=0
     while [ "$r" -lt "$REPEATS" ]; do
         # shellcheck disable=SC2086
         "$DTRAIN" bench --infer --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$steps" $winit | tee -a "$out" | rate >>"$out.d32"
+            --steps "$steps" $winit >"$out.run"
+        tee -a "$out" <"$out.run" | rate >>"$out.d32"
+        field gops <"$out.run" >>"$out.g32"
         # shellcheck disable=SC2086
         "$DTRAIN" bench --infer --int8 --model "$model" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$steps" $qinit | tee -a "$out" | rate >>"$out.d8"
+            --steps "$steps" $qinit >"$out.run"
+        tee -a "$out" <"$out.run" | rate >>"$out.d8"
+        field gops <"$out.run" >>"$out.g8"
         # shellcheck disable=SC2086
         env ${torch_core:+OPENBLAS_CORETYPE=$torch_core} /usr/bin/python3 \
             "$here/torch_int8_bench.py" --model "$model" --batch-size "$BATCH" \
@@ -62,6 +74,8 @@ for spec in $SPECS; do
     d8=$(median <"$out.d8")
     t32=$(median <"$out.t32")
     t8=$(median <"$out.t8")
+    g32=$(median <"$out.g32")
+    g8=$(median <"$out.g8")
     # peak resident memory of one inference run each (KB -> MB)
     # shellcheck disable=SC2086
     m32=$(/usr/bin/time -f %M "$DTRAIN" bench --infer --model "$model" --batch-size "$BATCH" \
@@ -69,9 +83,11 @@ for spec in $SPECS; do
     # shellcheck disable=SC2086
     m8=$(/usr/bin/time -f %M "$DTRAIN" bench --infer --int8 --model "$model" --batch-size "$BATCH" \
         --threads "$THREADS" --steps 2 $qinit 2>&1 >/dev/null | tail -1)
-    printf '%-9s %5s %3s %11.1f %11.1f %11.1f %11.1f %8.2f %8.2f %9.1f %9.1f\n' "$model" "$BATCH" \
-        "$THREADS" "$d32" "$d8" "$t32" "$t8" "$(echo "$d8 / $d32" | bc -l)" \
-        "$(echo "$d8 / $t8" | bc -l)" "$(echo "$m32 / 1024" | bc -l)" "$(echo "$m8 / 1024" | bc -l)"
-    rm -f "$out.d32" "$out.d8" "$out.t32" "$out.t8" "$out.t"
+    printf '%-9s %5s %3s %11.1f %11.1f %11.1f %11.1f %8.2f %8.2f %8.1f %6.0f %8.1f %6.0f %9.1f %9.1f\n' \
+        "$model" "$BATCH" "$THREADS" "$d32" "$d8" "$t32" "$t8" "$(echo "$d8 / $d32" | bc -l)" \
+        "$(echo "$d8 / $t8" | bc -l)" "$g32" "$(echo "100 * $g32 / $peak32" | bc -l)" "$g8" \
+        "$(echo "100 * $g8 / $peak8" | bc -l)" "$(echo "$m32 / 1024" | bc -l)" \
+        "$(echo "$m8 / 1024" | bc -l)"
+    rm -f "$out.d32" "$out.d8" "$out.t32" "$out.t8" "$out.t" "$out.g32" "$out.g8" "$out.run"
 done
 echo "raw: $out"

@@ -45,7 +45,10 @@ void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
  * time (it only fails on out-of-memory there). */
 void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, float *out,
                             const float *in, const float *weight, const float *bias);
-/* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). */
+/* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). `in` must
+ * be the input of this plan's last forward at batch n, unchanged: where the forward
+ * converted it (to bf16, or from NCHW to blocked) the weight gradient reads that copy,
+ * which the plan keeps, rather than converting `in` again. */
 void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
                              float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight);

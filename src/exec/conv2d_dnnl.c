@@ -30,6 +30,8 @@ typedef struct variant {
     port bw_src, bw_ddst, bw_dwei;
     port bd_ddst, bd_wei, bd_dsrc;
     int bd_ddst_shares_bw; /* bwd-data wants diff_dst exactly as bwd-weights does */
+    int keeps_src;         /* forward converts src into the plan's src_keep, where
+                              bwd-weights finds it (no second conversion) */
     dnnl_memory_t f_bias, bw_dbias;
     float *dbias_tmp;
 } variant;
@@ -40,6 +42,11 @@ struct dt_conv2d_plan {
     int has_bias;
     dt_exec_conv2d_io io;
     int bf16; /* multiply in bf16: inputs, weights and incoming gradients converted */
+    /* The forward's converted input (bf16, or blocked from NCHW), kept for the weight
+     * gradient when both primitives want it alike; owned by the plan, sized for the
+     * largest batch. NULL when no variant keeps it. */
+    void *src_keep;
+    size_t src_keep_bytes;
     variant v[2];
     int n_variants, next_evict;
     dt_dnnl_scratch limits; /* slot sizes the model allocated (max batch) */
@@ -143,19 +150,25 @@ static void port_destroy(port *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* Points the port at the user's buffer and its scratch slot; for inputs, reorders
- * the user's data into the slot. Returns the memory the primitive should use. */
-static dnnl_memory_t port_enter(port *p, dt_dnnl *ctx, const dt_dnnl_scratch *scratch,
-                                const void *user) {
+/* Points the port at the user's buffer and at `prim`, the primitive's copy; for
+ * inputs, reorders the user's data into it. Returns the memory the primitive should
+ * use. */
+static dnnl_memory_t port_enter_into(port *p, dt_dnnl *ctx, void *prim, const void *user) {
     dnnl_run(dnnl_memory_set_data_handle(p->user_mem, (void *)user), "set handle");
     if (!p->reorder) return p->user_mem;
-    void *slot = p->slot_is_weight ? scratch->weight[p->slot] : scratch->act[p->slot];
-    dnnl_run(dnnl_memory_set_data_handle(p->prim_mem, slot), "set handle");
+    dnnl_run(dnnl_memory_set_data_handle(p->prim_mem, prim), "set handle");
     if (!p->to_user) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->user_mem}, {DNNL_ARG_TO, p->prim_mem}};
         dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
     }
     return p->prim_mem;
+}
+
+/* port_enter_into the port's scratch slot. */
+static dnnl_memory_t port_enter(port *p, dt_dnnl *ctx, const dt_dnnl_scratch *scratch,
+                                const void *user) {
+    void *slot = p->slot_is_weight ? scratch->weight[p->slot] : scratch->act[p->slot];
+    return port_enter_into(p, ctx, slot, user);
 }
 
 /* For outputs: moves the primitive's result into the user's buffer. */
@@ -315,6 +328,9 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                             1, 2, needs, err);
         dnnl_primitive_desc_destroy(bwpd);
     }
+    /* The same conversion of src twice (forward, then weight gradient) is done once. */
+    v->keeps_src = rc == 0 && v->f_src.reorder && v->bw_src.reorder &&
+                   dnnl_memory_desc_equal(&v->f_src.prim_md, &v->bw_src.prim_md);
     if (rc == 0 && conv_pd_best(&bdpd, ctx, &g, CONV_BACKWARD_DATA, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
     if (rc == 0) {
@@ -365,6 +381,14 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
         free(p);
         return -1;
     }
+    if (p->v[0].keeps_src) {
+        p->src_keep_bytes = dnnl_memory_desc_get_size(&p->v[0].f_src.prim_md);
+        if (!(p->src_keep = dt_alloc(p->src_keep_bytes, "a conv's converted input", err))) {
+            variant_destroy(&p->v[0]);
+            free(p);
+            return -1;
+        }
+    }
     p->n_variants = 1;
     p->next_evict = 1;
     p->limits = *needs;
@@ -375,6 +399,7 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
 void dt_conv2d_plan_destroy(dt_conv2d_plan *plan) {
     if (!plan) return;
     for (int i = 0; i < plan->n_variants; i++) variant_destroy(&plan->v[i]);
+    dt_free(plan->src_keep);
     free(plan);
 }
 
@@ -399,6 +424,8 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
                     p->s.n);
             exit(1);
         }
+    if (v->keeps_src && dnnl_memory_desc_get_size(&v->f_src.prim_md) > p->src_keep_bytes)
+        v->keeps_src = 0;
     return v;
 }
 
@@ -406,7 +433,9 @@ void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch
                             const float *in, const float *weight, const float *bias) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, port_enter(&v->f_src, ctx, scratch, in)},
+    dnnl_memory_t src = v->keeps_src ? port_enter_into(&v->f_src, ctx, plan->src_keep, in)
+                                     : port_enter(&v->f_src, ctx, scratch, in);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
                                {DNNL_ARG_WEIGHTS, port_enter(&v->f_wei, ctx, scratch, weight)},
                                {DNNL_ARG_DST, port_enter(&v->f_dst, ctx, scratch, out)},
                                {DNNL_ARG_BIAS, v->f_bias}};
@@ -421,8 +450,15 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
                              const float *in, const float *weight) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
+    dnnl_memory_t src;
+    if (v->keeps_src) { /* the forward's conversion of this input */
+        dnnl_run(dnnl_memory_set_data_handle(v->bw_src.prim_mem, plan->src_keep), "set handle");
+        src = v->bw_src.prim_mem;
+    } else {
+        src = port_enter(&v->bw_src, ctx, scratch, in);
+    }
     dnnl_exec_arg_t wargs[4] = {
-        {DNNL_ARG_SRC, port_enter(&v->bw_src, ctx, scratch, in)},
+        {DNNL_ARG_SRC, src},
         {DNNL_ARG_DIFF_DST, port_enter(&v->bw_ddst, ctx, scratch, dout)},
         {DNNL_ARG_DIFF_WEIGHTS, port_enter(&v->bw_dwei, ctx, scratch, dweight)},
         {DNNL_ARG_DIFF_BIAS, v->bw_dbias}};
