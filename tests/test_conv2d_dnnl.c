@@ -45,8 +45,11 @@ static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, 
     memset(&scratch, 0, sizeof scratch);
     dt_conv2d_plan *plan;
     dt_error err;
-    if (dt_conv2d_plan_create(&plan, ctx, &s, bias, NULL, 0, &scratch, &err))
+    /* allocated: NCHW inputs are reordered once, in forward, and kept for backward */
+    if (dt_conv2d_plan_create(&plan, ctx, &s, bias, NULL, 0, &scratch, &err) ||
+        dt_conv2d_plan_alloc(plan, &err))
         fail_msg("%s", err.msg);
+    print_message("kept input: %zu bytes\n", dt_conv2d_plan_own_bytes(plan));
     for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) scratch.act[i] = test_alloc(scratch.act_bytes[i]);
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++)
         scratch.weight[i] = test_alloc(scratch.weight_bytes[i]);

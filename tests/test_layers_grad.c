@@ -217,7 +217,7 @@ static double bn_fwd(void *p) {
 static void bn_bwd(void *p) {
     bn_ctx *c = p;
     dt_batchnorm2d_backward(c->dx, c->dg, c->db, c->r, c->x, c->mean, c->invstd, c->g, c->n, c->c,
-                            c->hw);
+                            c->hw, 1);
 }
 
 static void check_batchnorm2d(float eps) {
@@ -249,6 +249,38 @@ static void test_batchnorm2d_grad_matches_fd(void **state) {
     (void)state;
     check_batchnorm2d(1e-5f);
     check_batchnorm2d(1e-3f); /* GoogLeNet's BasicConv2d */
+}
+
+/* Backward writing din (the model's choice where BatchNorm is its only writer) gives
+ * the bits of adding into zeros, whatever din held, in both layouts. */
+static void test_batchnorm2d_backward_writes_din(void **state) {
+    (void)state;
+    const int n = 3, c = 32, hw = 7;
+    const size_t nx = (size_t)n * c * hw;
+    float *x = test_alloc(4 * nx), *dy = test_alloc(4 * nx), *y = test_alloc(4 * nx);
+    float *added = test_alloc(4 * nx), *written = test_alloc(4 * nx);
+    float *g = test_alloc(4 * c), *b = test_alloc(4 * c), *mean = test_alloc(4 * c);
+    float *invstd = test_alloc(4 * c), *rm = test_alloc(4 * c), *rv = test_alloc(4 * c);
+    float *dg = test_alloc(4 * c), *db = test_alloc(4 * c);
+    fill_uniform(x, nx, 31, -2, 2);
+    fill_uniform(dy, nx, 32, -1, 1);
+    fill_uniform(g, c, 33, 0.5f, 1.5f);
+    fill_uniform(b, c, 34, -1, 1);
+    for (int blocked = 0; blocked < 2; blocked++) {
+        (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
+            y, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f);
+        for (size_t i = 0; i < nx; i++) added[i] = 0.0f, written[i] = NAN;
+        (blocked ? dt_batchnorm2d_backward_blocked
+                 : dt_batchnorm2d_backward)(added, dg, db, dy, x, mean, invstd, g, n, c, hw, 1);
+        (blocked ? dt_batchnorm2d_backward_blocked
+                 : dt_batchnorm2d_backward)(written, dg, db, dy, x, mean, invstd, g, n, c, hw, 0);
+        for (size_t i = 0; i < nx; i++)
+            if (memcmp(&added[i], &written[i], sizeof(float)))
+                fail_msg("%s layout: din[%zu] written %g, added to zero %g",
+                         blocked ? "blocked" : "plain", i, written[i], added[i]);
+    }
+    free(x), free(dy), free(y), free(added), free(written), free(g), free(b), free(mean);
+    free(invstd), free(rm), free(rv), free(dg), free(db);
 }
 
 /* The op normalises with its own eps: a batch of 2 x 2x2x2 whose channels have
@@ -793,6 +825,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),
         cmocka_unit_test(test_maxpool2d_blocked_ties_and_nan),
+        cmocka_unit_test(test_batchnorm2d_backward_writes_din),
         cmocka_unit_test(test_pool2d_out_size_follows_pytorch),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
         cmocka_unit_test(test_adaptive_avgpool2d_grad_matches_fd),

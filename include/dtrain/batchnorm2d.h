@@ -17,10 +17,12 @@ void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *runni
                                  const float *running_var, const float *weight, const float *bias,
                                  int n, int c, int hw, float eps);
 
-/* Accumulates (+=) into din, dweight, dbias; din may be NULL. */
+/* Accumulates (+=) into dweight, dbias, and into din when add_to_din (else writes
+ * it: the model passes 0 where this op is din's only writer, sparing its zeroing);
+ * din may be NULL. */
 void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *save_mean, const float *save_invstd,
-                             const float *weight, int n, int c, int hw);
+                             const float *weight, int n, int c, int hw, int add_to_din);
 
 /* The same on nChw16c data ([n, c/16, hw, 16]; c a multiple of 16), bit for bit. */
 void dt_batchnorm2d_forward_train_blocked(float *out, float *save_mean, float *save_invstd,
@@ -33,6 +35,6 @@ void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const floa
 void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, const float *dout,
                                      const float *in, const float *save_mean,
                                      const float *save_invstd, const float *weight, int n, int c,
-                                     int hw);
+                                     int hw, int add_to_din);
 
 #endif

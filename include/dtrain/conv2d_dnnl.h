@@ -40,6 +40,11 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
                           int has_bias, const dt_exec_conv2d_io *io, int bf16,
                           dt_dnnl_scratch *needs, dt_error *err);
 void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
+/* Bytes of the plan's own buffer (the forward's converted input, kept for backward:
+ * see dt_conv2d_plan_backward), and its allocation, after the model's memory check;
+ * a plan never allocated converts the input twice instead. */
+size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan);
+int dt_conv2d_plan_alloc(dt_conv2d_plan *plan, dt_error *err);
 
 /* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run
  * time (it only fails on out-of-memory there). */
@@ -47,8 +52,8 @@ void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch
                             const float *in, const float *weight, const float *bias);
 /* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). `in` must
  * be the input of this plan's last forward at batch n, unchanged: where the forward
- * converted it (to bf16, or from NCHW to blocked) the weight gradient reads that copy,
- * which the plan keeps, rather than converting `in` again. */
+ * converted it (to bf16, or from NCHW to blocked) and the plan is allocated, the
+ * weight gradient reads that copy rather than converting `in` again. */
 void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
                              float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *weight);

@@ -57,6 +57,13 @@ typedef struct dt_exec_conv2d_io {
 int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
                         const dt_exec_conv2d_io *io, dt_exec_conv2d **conv, dt_error *err);
 void dt_exec_conv2d_destroy(dt_exec_conv2d *conv);
+/* Bytes the layer's plan keeps of its own (beyond the shared scratch), and their
+ * allocation once the model has checked that everything fits. */
+size_t dt_exec_conv2d_own_bytes(const dt_exec_conv2d *conv);
+int dt_exec_conv2d_alloc(dt_exec_conv2d *conv, dt_error *err);
+/* 1 when the layer's backward writes din rather than adding to it (oneDNN, with
+ * io->din_sole_writer; the im2col reference always adds). */
+int dt_exec_conv2d_writes_din(const dt_exec_conv2d *conv);
 
 /* Bytes of the shared scratch the planned layers need; then allocates it (once,
  * after the last plan). */

@@ -51,8 +51,10 @@ typedef struct dt_storage {
      * through BatchNorm, ReLU and residual adds to the next conv so that no reorder
      * runs between them. Only on the oneDNN backend, for channel counts divisible by 16. */
     int blocked;
-    int readers; /* ops that read it (in-place ReLU not counted): 1 lets its reader write
-                    the gradient instead of adding to it */
+    int readers;      /* ops that read it (in-place ReLU not counted): 1 lets its reader write
+                         the gradient instead of adding to it */
+    int grad_written; /* set by the sole reader's plan when its backward writes the
+                         gradient: the model then does not zero it first */
     int first_writer, last_user; /* op indices; last_user == n_ops means "the loss" */
     int grad_slot;
     float *data; /* [max_batch, per_sample] */

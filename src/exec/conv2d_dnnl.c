@@ -381,19 +381,22 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
         free(p);
         return -1;
     }
-    if (p->v[0].keeps_src) {
-        p->src_keep_bytes = dnnl_memory_desc_get_size(&p->v[0].f_src.prim_md);
-        if (!(p->src_keep = dt_alloc(p->src_keep_bytes, "a conv's converted input", err))) {
-            variant_destroy(&p->v[0]);
-            free(p);
-            return -1;
-        }
-    }
+    if (p->v[0].keeps_src) p->src_keep_bytes = dnnl_memory_desc_get_size(&p->v[0].f_src.prim_md);
     p->n_variants = 1;
     p->next_evict = 1;
     p->limits = *needs;
     *plan = p;
     return 0;
+}
+
+size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan) {
+    return plan->src_keep_bytes;
+}
+
+int dt_conv2d_plan_alloc(dt_conv2d_plan *plan, dt_error *err) {
+    if (!plan->src_keep_bytes || plan->src_keep) return 0;
+    plan->src_keep = dt_alloc(plan->src_keep_bytes, "a conv's converted input", err);
+    return plan->src_keep ? 0 : -1;
 }
 
 void dt_conv2d_plan_destroy(dt_conv2d_plan *plan) {
@@ -425,7 +428,7 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
             exit(1);
         }
     if (v->keeps_src && dnnl_memory_desc_get_size(&v->f_src.prim_md) > p->src_keep_bytes)
-        v->keeps_src = 0;
+        v->keeps_src = 0; /* cannot happen: a smaller batch needs less */
     return v;
 }
 
@@ -433,8 +436,9 @@ void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch
                             const float *in, const float *weight, const float *bias) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
-    dnnl_memory_t src = v->keeps_src ? port_enter_into(&v->f_src, ctx, plan->src_keep, in)
-                                     : port_enter(&v->f_src, ctx, scratch, in);
+    dnnl_memory_t src = v->keeps_src && plan->src_keep
+                            ? port_enter_into(&v->f_src, ctx, plan->src_keep, in)
+                            : port_enter(&v->f_src, ctx, scratch, in);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
                                {DNNL_ARG_WEIGHTS, port_enter(&v->f_wei, ctx, scratch, weight)},
                                {DNNL_ARG_DST, port_enter(&v->f_dst, ctx, scratch, out)},
@@ -451,7 +455,7 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
     dnnl_memory_t src;
-    if (v->keeps_src) { /* the forward's conversion of this input */
+    if (v->keeps_src && plan->src_keep) { /* the forward's conversion of this input */
         dnnl_run(dnnl_memory_set_data_handle(v->bw_src.prim_mem, plan->src_keep), "set handle");
         src = v->bw_src.prim_mem;
     } else {

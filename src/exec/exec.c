@@ -17,6 +17,7 @@ struct dt_exec {
 struct dt_exec_conv2d {
     dt_conv2d_shape s;         /* for the planned (largest) batch */
     dt_conv2d_plan *dnnl_plan; /* NULL on im2col */
+    int writes_din;            /* backward writes din instead of adding to it */
 };
 
 const char *dt_precision_name(dt_precision precision) {
@@ -64,15 +65,29 @@ int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
     if (!c) return dt_error_set(err, "out of memory for a conv plan");
     c->s = *s;
     *conv = c;
-    if (exec->conv_backend == DT_CONV_DNNL)
+    if (exec->conv_backend == DT_CONV_DNNL) {
+        c->writes_din = io && io->din_sole_writer;
         return dt_conv2d_plan_create(&c->dnnl_plan, exec->dnnl, s, has_bias, io,
                                      exec->precision == DT_PRECISION_BF16, &exec->dnnl_scratch,
                                      err);
+    }
     if (io && (io->in_blocked || io->out_blocked))
         return dt_error_set(err, "conv2d: blocked activations need the oneDNN backend");
     size_t need = dt_conv2d_workspace_floats(s);
     if (need > exec->workspace_floats) exec->workspace_floats = need;
     return 0;
+}
+
+size_t dt_exec_conv2d_own_bytes(const dt_exec_conv2d *conv) {
+    return conv->dnnl_plan ? dt_conv2d_plan_own_bytes(conv->dnnl_plan) : 0;
+}
+
+int dt_exec_conv2d_alloc(dt_exec_conv2d *conv, dt_error *err) {
+    return conv->dnnl_plan ? dt_conv2d_plan_alloc(conv->dnnl_plan, err) : 0;
+}
+
+int dt_exec_conv2d_writes_din(const dt_exec_conv2d *conv) {
+    return conv->writes_din;
 }
 
 void dt_exec_conv2d_destroy(dt_exec_conv2d *conv) {

@@ -64,7 +64,7 @@ void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *runni
 
 void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *save_mean, const float *save_invstd,
-                             const float *weight, int n, int c, int hw) {
+                             const float *weight, int n, int c, int hw, int add_to_din) {
     const double count = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
@@ -91,7 +91,8 @@ void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const flo
             float *dx = din + ((size_t)m * c + ch) * hw;
             for (int p = 0; p < hw; p++) {
                 float xhat = (x[p] - mean) * invstd;
-                dx[p] += k * (dy[p] - mean_dy - xhat * mean_dy_xhat);
+                float g = k * (dy[p] - mean_dy - xhat * mean_dy_xhat);
+                dx[p] = add_to_din ? dx[p] + g : g;
             }
         }
     }
@@ -177,7 +178,7 @@ void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const floa
 void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, const float *dout,
                                      const float *in, const float *save_mean,
                                      const float *save_invstd, const float *weight, int n, int c,
-                                     int hw) {
+                                     int hw, int add_to_din) {
     const double count = (double)n * hw;
     const int blocks = c / BLK;
 #pragma omp parallel for schedule(static)
@@ -208,12 +209,20 @@ void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, c
         if (!din) continue;
         for (int m = 0; m < n; m++) {
             const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
-            for (int p = 0; p < hw; p++)
-                for (int l = 0; l < BLK; l++) {
-                    const size_t i = base + p * BLK + l;
-                    float xhat = (in[i] - mean[l]) * invstd[l];
-                    din[i] += k[l] * (dout[i] - mean_dy[l] - xhat * mean_dy_xhat[l]);
-                }
+            if (add_to_din)
+                for (int p = 0; p < hw; p++)
+                    for (int l = 0; l < BLK; l++) {
+                        const size_t i = base + p * BLK + l;
+                        float xhat = (in[i] - mean[l]) * invstd[l];
+                        din[i] += k[l] * (dout[i] - mean_dy[l] - xhat * mean_dy_xhat[l]);
+                    }
+            else
+                for (int p = 0; p < hw; p++)
+                    for (int l = 0; l < BLK; l++) {
+                        const size_t i = base + p * BLK + l;
+                        float xhat = (in[i] - mean[l]) * invstd[l];
+                        din[i] = k[l] * (dout[i] - mean_dy[l] - xhat * mean_dy_xhat[l]);
+                    }
         }
     }
 }
@@ -230,6 +239,8 @@ static int batchnorm2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *by
                                dt_error *err) {
     (void)max_batch, (void)err;
     *bytes += 2 * sizeof(float) * (size_t)m->values[op->in].c;
+    dt_storage *in = &m->storages[m->values[op->in].storage];
+    if (in->readers == 1) in->grad_written = 1; /* the only gradient: backward writes it */
     return 0;
 }
 
@@ -282,7 +293,7 @@ static void batchnorm2d_op_backward(dt_model *m, dt_op *op, int n) {
         dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
         dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
         dt_model_value_data(m, op->in), saved->mean, saved->invstd, dt_model_param(m, op->weight),
-        n, x->c, x->h * x->w);
+        n, x->c, x->h * x->w, !m->storages[x->storage].grad_written);
 }
 
 const dt_op_class dt_batchnorm2d_op = {

@@ -197,19 +197,27 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
  * model's exec context's business; the op only holds the plan it was given. */
 
 static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
-    (void)bytes; /* its scratch is the exec context's, shared by all layers */
     const dt_value *x = &m->values[op->in];
     const dt_tensor_entry *w = &m->tensors[op->weight];
     dt_conv2d_shape s;
     dt_conv2d_shape_make(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel,
                          op->stride, op->pad);
-    const dt_storage *in = &m->storages[x->storage];
+    dt_storage *in = &m->storages[x->storage];
     dt_exec_conv2d_io io = {
         .in_blocked = in->blocked,
         .out_blocked = dt_model_value_blocked(m, op->out),
         .din_sole_writer = in->readers == 1,
     };
-    return dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, &io, (dt_exec_conv2d **)&op->state, err);
+    if (dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, &io, (dt_exec_conv2d **)&op->state, err))
+        return -1;
+    in->grad_written = dt_exec_conv2d_writes_din(op->state);
+    *bytes += dt_exec_conv2d_own_bytes(op->state);
+    return 0;
+}
+
+static int conv2d_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
+    (void)m, (void)max_batch;
+    return dt_exec_conv2d_alloc(op->state, err);
 }
 
 static void conv2d_op_free(dt_model *m, dt_op *op) {
@@ -246,6 +254,7 @@ const dt_op_class dt_conv2d_op = {
     .name = "conv2d",
     .layouts = DT_OP_ANY_LAYOUTS,
     .plan = conv2d_op_plan,
+    .alloc = conv2d_op_alloc,
     .free = conv2d_op_free,
     .forward = conv2d_op_forward,
     .backward = conv2d_op_backward,

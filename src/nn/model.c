@@ -391,6 +391,7 @@ static int plan_layouts(dt_model *m, dt_error *err) {
     for (int si = 0; si < m->n_storages; si++) {
         parent[si] = si;
         m->storages[si].readers = 0;
+        m->storages[si].grad_written = 0;
         m->storages[si].blocked = 0;
         ok[si] = si > 0 && m->conv_backend == DT_CONV_DNNL && !m->plain_layouts;
     }
@@ -588,11 +589,12 @@ void dt_model_zero_grad(dt_model *m) {
     memset(m->grads, 0, sizeof(float) * m->n_params);
 }
 
-/* Zeroes the gradients that become live at backward time t. */
+/* Zeroes the gradients that become live at backward time t, but for those whose only
+ * reader writes them (a pass over memory saved). */
 static void start_live_grads(dt_model *m, int t, int n) {
     for (int si = 0; si < m->n_storages; si++) {
         dt_storage *s = &m->storages[si];
-        if (s->needs_grad && m->n_ops - s->last_user == t)
+        if (s->needs_grad && !s->grad_written && m->n_ops - s->last_user == t)
             memset(s->grad, 0, sizeof(float) * s->per_sample * (size_t)n);
     }
 }
