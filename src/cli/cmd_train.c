@@ -60,22 +60,27 @@ int cmd_train(int argc, char **argv) {
 
     dt_error err;
     dt_train_result res;
-    dt_world world;
-    if (dt_world_init(&world, NULL, NULL, &err)) {
-        cli_fail(cmd, "%s", err.msg);
-        return 1;
+    /* a process started alone trains without MPI (a world of NULL) */
+    dt_world world, *job = NULL;
+    if (dt_world_launched()) {
+        if (dt_world_init(&world, NULL, NULL, &err)) {
+            cli_fail(cmd, "%s", err.msg);
+            return 1;
+        }
+        job = &world;
     }
     /* rank 0 reports; in parameter-server mode the first worker, after the servers */
     const dt_train_mode *mode = dt_train_mode_find(cfg.mode);
-    if (world.rank != (mode->has_servers ? cfg.ps.servers : 0)) con.quiet = 1;
-    if (dt_train(&cfg, &world, show_progress, &con, &res, &err)) {
+    const int rank = job ? job->rank : 0;
+    if (rank != (mode->has_servers ? cfg.ps.servers : 0)) con.quiet = 1;
+    if (dt_train(&cfg, job, show_progress, &con, &res, &err)) {
         if (con.tty && !con.quiet) fputc('\n', stderr);
-        if (world.size > 1) dt_world_abort(&world, "%s", err.msg); /* ends every rank */
+        if (job && job->size > 1) dt_world_abort(job, "%s", err.msg); /* ends every rank */
         cli_fail(cmd, "%s", err.msg);
-        dt_world_finalize(&world);
+        if (job) dt_world_finalize(job);
         return 1;
     }
-    dt_world_finalize(&world);
+    if (job) dt_world_finalize(job);
     if (!con.quiet)
         printf("trained %s on %s: %ld steps, final loss %.4f, test accuracy %.2f%%%s%s\n",
                cfg.model, cfg.data, res.steps, res.final_loss, 100.0 * res.test_acc,

@@ -27,6 +27,14 @@ static MPI_Comm job_comm(void) {
     return MPI_COMM_WORLD;
 }
 
+int dt_world_launched(void) {
+    static const char *const set_by_launchers[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                                   "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof set_by_launchers / sizeof *set_by_launchers; i++)
+        if (getenv(set_by_launchers[i])) return 1;
+    return 0;
+}
+
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     int initialized = 0;
     MPI_Initialized(&initialized);
