@@ -1,8 +1,8 @@
 /* A world: a group of ranks with its own MPI communicator. The process world holds
  * every process started by mpirun (a process started alone has no world and needs no
- * MPI: see dt_world_launched); a mode splits
- * it into smaller worlds (dt_world_split), e.g. the workers of a parameter-server job,
- * and every collective or message of dtrain goes through a world's communicator.
+ * MPI: see dt_world_launched); a mode splits it into smaller worlds (dt_world_split),
+ * e.g. the workers of a parameter-server job, and every collective or message of
+ * dtrain goes through a world's communicator.
  * Any MPI failure ends the whole job with one line naming the rank and the cause,
  * never a hang: MPI calls return errors (MPI_ERRORS_RETURN) and go through
  * DT_CHECK_MPI, and waits on peers give up after a timeout. */
