@@ -5,39 +5,7 @@
 set -u
 DTRAIN=$1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-passed=0
-failed=0
-cases=0
-
-# expect "description" "exact line" "files left untouched (space-separated)" command...
-# Under mpirun, Open MPI adds its own banner after our line: only lines starting with
-# "dtrain" count, and there must be exactly one.
-expect() {
-    what=$1 line=$2 files=$3
-    shift 3
-    cases=$((cases + 1))
-    sums=""
-    [ -n "$files" ] && sums=$(cd "$tmp" && md5sum $files)
-    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
-    status=$?
-    grep '^dtrain' "$tmp/err" >"$tmp/ours"
-    ok=1
-    { [ "$status" -ne 0 ] && [ "$status" -lt 124 ]; } || ok=0
-    [ "$(wc -l <"$tmp/ours")" -eq 1 ] && [ "$(cat "$tmp/ours")" = "$line" ] || ok=0
-    if [ -n "$files" ] && [ "$(cd "$tmp" && md5sum $files 2>&1)" != "$sums" ]; then ok=0; fi
-    if [ $ok -eq 1 ]; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-        echo "FAIL: $what (status $status); expected: $line"
-        cat "$tmp/err"
-    fi
-}
+. "$SRC/tests/bad_input_lib.sh"
 
 # --- ranks that disagree: one line naming the option, both values and the ranks, at once
 T="train --max-samples 64 --test-samples 32 --threads 1 --quiet --epochs 1"
@@ -180,13 +148,6 @@ for p in range(1, 70): print('%d,32,%g' % (p, 10.0 / p))" >p69.csv
 expect "CSV: more process counts than the report holds" \
     "dtrain report: p69.csv line 66: more than 64 different process counts (the report's limit)" \
     "p69.csv" "$DTRAIN" report --times p69.csv --out rep
-ok_case() { # description, command...: must succeed
-    what=$1
-    shift
-    cases=$((cases + 1))
-    if "$@" >/dev/null 2>"$tmp/err"; then passed=$((passed + 1)); else
-        failed=$((failed + 1)); echo "FAIL: $what"; cat "$tmp/err"; fi
-}
 printf 'procs,batch_size,t_train\r\n1,32,10\r\n2,32,6\r\n' >crlf.csv
 ok_case "CSV with CRLF line ends" "$DTRAIN" report --times crlf.csv --out rep
 python3 -c "
@@ -301,5 +262,4 @@ else
     for p in $(pgrep -f "killed/run_p2"); do kill -9 "$p"; done
 fi
 
-echo "$cases cases: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+bad_input_done

@@ -1,0 +1,57 @@
+# Shared by the bad-input catalogue's scripts (tests/test_bad_input*.sh): a scratch
+# folder, the counters and the two kinds of case. Source it after setting DTRAIN;
+# finish with bad_input_done.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+passed=0
+failed=0
+cases=0
+
+# expect "description" "exact line" "files left untouched (space-separated)" command...
+# Under mpirun, Open MPI adds its own banner after our line: only lines starting with
+# "dtrain" count, and there must be exactly one.
+expect() {
+    what=$1 line=$2 files=$3
+    shift 3
+    cases=$((cases + 1))
+    sums=""
+    [ -n "$files" ] && sums=$(cd "$tmp" && md5sum $files)
+    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
+    status=$?
+    grep '^dtrain' "$tmp/err" >"$tmp/ours"
+    ok=1
+    { [ "$status" -ne 0 ] && [ "$status" -lt 124 ]; } || ok=0
+    [ "$(wc -l <"$tmp/ours")" -eq 1 ] && [ "$(cat "$tmp/ours")" = "$line" ] || ok=0
+    if [ -n "$files" ] && [ "$(cd "$tmp" && md5sum $files 2>&1)" != "$sums" ]; then ok=0; fi
+    if [ $ok -eq 1 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $what (status $status); expected: $line"
+        cat "$tmp/err"
+    fi
+}
+
+ok_case() { # description, command...: must succeed
+    what=$1
+    shift
+    cases=$((cases + 1))
+    if "$@" >/dev/null 2>"$tmp/err"; then passed=$((passed + 1)); else
+        failed=$((failed + 1)); echo "FAIL: $what"; cat "$tmp/err"; fi
+}
+
+# pass "description" / fail "description" [details...]: a case checked by hand
+pass() { cases=$((cases + 1)); passed=$((passed + 1)); }
+fail() {
+    cases=$((cases + 1)); failed=$((failed + 1)); echo "FAIL: $1"
+    shift; [ $# -gt 0 ] && printf '%s\n' "$@"
+    return 0
+}
+
+bad_input_done() {
+    echo "$cases cases: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+}
