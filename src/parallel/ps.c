@@ -80,10 +80,13 @@ void dt_ps_push(dt_ps_client *c) {
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
+        /* version, clock, epoch: all three, the server counts the push in the epoch's
+         * staleness histogram (it once got two and read a previous message's epoch) */
         headers[s][0] = c->versions[s];
         headers[s][1] = c->clock;
+        headers[s][2] = c->epoch;
         DT_CHECK_MPI(
-            MPI_Isend(headers[s], 2, MPI_INT64_T, s, DT_PS_TAG_PUSH, c->world->comm, &reqs[2 * s]));
+            MPI_Isend(headers[s], 3, MPI_INT64_T, s, DT_PS_TAG_PUSH, c->world->comm, &reqs[2 * s]));
         if (c->wire) {
             dt_comm_pack(c->cfg.comm_dtype, c->wire + off, c->model->grads + off, n);
             DT_CHECK_MPI(MPI_Isend(c->wire + off, (int)n, MPI_UINT16_T, s, DT_PS_TAG_GRADS,

@@ -193,6 +193,13 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
         wait_for_message(&sv, header, &status);
         const double t0 = dt_now();
         const int from = status.MPI_SOURCE, wi = from - cfg->servers;
+        int values;
+        DT_CHECK_MPI(MPI_Get_count(&status, MPI_INT64_T, &values));
+        if (values != 3) /* every worker message has a 3-value header (ps.c) */
+            dt_world_abort(job,
+                           "parameter server %d: a message (tag %d) from rank %d had %d header "
+                           "values, 3 expected",
+                           job->rank, status.MPI_TAG, from, values);
         sv.busy[wi] = status.MPI_TAG == DT_PS_TAG_BUSY; /* any other message ends it */
         if (status.MPI_TAG == DT_PS_TAG_DONE) {
             sv.clock[wi] = LONG_MAX; /* no longer holds the others back */
