@@ -186,5 +186,10 @@ int main(void) {
         cmocka_unit_test(test_resnet20_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* cmocka (1.1.5) returns 0 when tests call skip(): without bf16 hardware the
+     * comparisons with autocast did not run, which CTest reports as skipped only on
+     * SKIP_RETURN_CODE 77 (tests/CMakeLists.txt) */
+    if (failed == 0 && !dt_dnnl_has_bf16()) return 77;
+    return failed;
 }
