@@ -161,6 +161,9 @@ int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);
  * size it would need) a batch that cannot fit in physical memory. */
 int dt_model_alloc(dt_model *m, int max_batch, dt_error *err);
 void dt_model_free(dt_model *m);
+/* Index of the first parameter or buffer that is NaN or infinite (buffers after the
+ * parameters), or -1. */
+long dt_model_first_non_finite(const dt_model *m);
 
 /* PyTorch-default initialisation from a seed: each tensor draws from its own RNG
  * stream, so the result does not depend on order or thread count. */

@@ -144,8 +144,10 @@ int dt_qnet_file_is_quantized(const dt_safetensors *st);
 int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec, dt_error *err);
 
 /* FNV-1a (64 bits, hex) of a file's bytes: the quantized file records that of the float
- * weights it came from, so eval can tell whether a float file is the same one. */
-int dt_quant_file_hash(const char *path, char *hex, size_t size, dt_error *err);
+ * weights it came from, so eval can tell whether a float file is the same one. Only a
+ * regular file is read, no further than its size; expect_bytes >= 0: the size it must
+ * have (a path named inside a file is not trusted further). */
+int dt_quant_file_hash(const char *path, long expect_bytes, char *hex, size_t size, dt_error *err);
 
 /* Multiply-accumulates of one sample's forward pass (conv and linear layers). */
 double dt_qnet_macs(const dt_qnet *q);

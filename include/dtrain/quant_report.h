@@ -8,9 +8,13 @@
 #define DTRAIN_QUANT_REPORT_H
 
 #include "dtrain/error.h"
+#include "dtrain/fileset.h"
 #include "dtrain/quant.h"
 
 /* Creates dir (and missing parents) if needed. Fails if q has no statistics or gnuplot fails. */
 int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err);
+/* Makes dir (and the folders above it) and adds every file the report writes there to
+ * files as outputs, for the command's check before any work. */
+int dt_quant_report_files(dt_fileset *files, const char *dir, dt_error *err);
 
 #endif

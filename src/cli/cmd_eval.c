@@ -3,15 +3,19 @@
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "dtrain/evaluate.h"
+#include "dtrain/fileset.h"
 #include "dtrain/qrun.h"
 #include "dtrain/quant.h"
 #include "dtrain/threads.h"
+#include "dtrain/train_flags.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
 
@@ -175,22 +179,35 @@ static const float *qrun_logits(void *ctx) {
 }
 
 /* The float weights a quantized file is compared with: --compare, else those named in
- * its metadata if that file is still the one quantized (same hash). */
+ * its metadata if that file is still the one quantized: a regular file of the recorded
+ * size and hash (a path read from a file is not trusted to be one; files written before
+ * the size was recorded are checked by their hash alone). */
 static const char *float_weights(const dt_safetensors *st, const char *given, const char **why) {
     if (given) return given;
     const char *path = dt_safetensors_meta(st, "float_weights");
     const char *want = dt_safetensors_meta(st, "float_weights_fnv1a64");
+    const char *bytes = dt_safetensors_meta(st, "float_weights_bytes");
     char hash[32];
+    long expect = -1;
     dt_error err;
-    if (!path || !want) {
+    if (!path || !*path || !want) {
         *why = "the file names no float weights (give --compare FILE)";
         return NULL;
     }
-    if (dt_quant_file_hash(path, hash, sizeof hash, &err)) {
+    if (bytes && dt_parse_long("float_weights_bytes", bytes, 0, LONG_MAX, &expect, &err)) {
+        *why = "its float_weights_bytes is not a byte count (give --compare FILE)";
+        return NULL;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
         *why = "the float weights it was made from are gone (give --compare FILE)";
         return NULL;
     }
-    if (strcmp(hash, want)) {
+    if (!S_ISREG(sb.st_mode)) {
+        *why = "the float weights it names are not a regular file (give --compare FILE)";
+        return NULL;
+    }
+    if (dt_quant_file_hash(path, expect, hash, sizeof hash, &err) || strcmp(hash, want)) {
         *why = "the float weights it was made from have changed since (give --compare FILE)";
         return NULL;
     }
@@ -294,6 +311,17 @@ int cmd_eval(int argc, char **argv) {
     dt_threads_set(cfg.threads);
 
     dt_error err;
+    dt_fileset files; /* --logits replaces neither weights file */
+    dt_fileset_init(&files);
+    dt_fileset_input(&files, "--init", cfg.init_path);
+    dt_fileset_input(&files, "--compare", compare);
+    dt_fileset_output(&files, "--logits", logits_path);
+    const int files_ok = dt_fileset_check(&files, &err) == 0;
+    dt_fileset_free(&files);
+    if (!files_ok) {
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
     dt_safetensors st;
     if (dt_safetensors_read(&st, cfg.init_path, &err)) {
         cli_fail(cmd, "%s", err.msg);

@@ -1,12 +1,15 @@
 /* dtrain quantize: float weights + calibration images -> an int8 network (safetensors),
  * optionally with the per-layer report. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "dtrain/fileset.h"
 #include "dtrain/quant.h"
 #include "dtrain/quant_report.h"
 #include "dtrain/threads.h"
@@ -71,6 +74,25 @@ static int dataset_feed(void *ctx, int index, float *x, int max_n, dt_error *err
         dt_transform_apply(&f->tf, px, 0, (int)start + k, x + (size_t)k * sample);
     }
     return n;
+}
+
+/* The float weights as the quantized file names them: an absolute path (eval may run
+ * elsewhere) that fits the metadata whole, and the file's size. */
+static int float_weights_of(const char *init, char *out, size_t size, struct stat *st,
+                            dt_error *err) {
+    char *abs = realpath(init, NULL);
+    int rc = 0;
+    if (!abs || stat(abs, st) != 0)
+        rc = dt_error_set(err, "cannot read %s: %s", init, strerror(errno));
+    else if (strlen(abs) >= size)
+        rc = dt_error_set(err,
+                          "cannot record --init %s in the quantized file: its absolute path has "
+                          "%zu bytes, at most %zu",
+                          init, strlen(abs), size - 1);
+    else
+        snprintf(out, size, "%s", abs);
+    free(abs);
+    return rc;
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -151,6 +173,21 @@ int cmd_quantize(int argc, char **argv) {
         return 2;
     }
     dt_threads_set(cfg.threads);
+    dt_fileset files; /* nothing written replaces the weights read, nor another output */
+    dt_fileset_init(&files);
+    dt_fileset_input(&files, "--init", cfg.init_path);
+    dt_fileset_output(&files, "--out", out_path);
+    int files_ok = !report_dir || dt_quant_report_files(&files, report_dir, &err) == 0;
+    files_ok = files_ok && dt_fileset_check(&files, &err) == 0;
+    dt_fileset_free(&files);
+    char float_path[sizeof((dt_st_meta *)0)->value];
+    struct stat float_st;
+    files_ok = files_ok &&
+               float_weights_of(cfg.init_path, float_path, sizeof float_path, &float_st, &err) == 0;
+    if (!files_ok) {
+        cli_fail(cmd, "%s", err.msg);
+        return 1;
+    }
 
     dt_dataset ds;
     dt_model model;
@@ -178,14 +215,18 @@ int cmd_quantize(int argc, char **argv) {
     if (rc == 0) {
         rc = dt_quantize(&q, &model, &qc, dataset_feed, &feed, &err);
         if (rc == 0 && report_dir) rc = dt_quant_report_write(&q, report_dir, &err);
-        if (rc == 0) rc = dt_quant_file_hash(cfg.init_path, hash, sizeof hash, &err);
+        if (rc == 0)
+            rc = dt_quant_file_hash(float_path, (long)float_st.st_size, hash, sizeof hash, &err);
         if (rc == 0) {
-            dt_st_meta meta[3] = {
-                {"data", ""}, {"float_weights", ""}, {"float_weights_fnv1a64", ""}};
+            dt_st_meta meta[4] = {{"data", ""},
+                                  {"float_weights", ""},
+                                  {"float_weights_fnv1a64", ""},
+                                  {"float_weights_bytes", ""}};
             snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg.data);
-            snprintf(meta[1].value, sizeof meta[1].value, "%s", cfg.init_path);
+            snprintf(meta[1].value, sizeof meta[1].value, "%s", float_path);
             snprintf(meta[2].value, sizeof meta[2].value, "%s", hash);
-            rc = dt_qnet_save(&q, out_path, meta, 3, &err);
+            snprintf(meta[3].value, sizeof meta[3].value, "%lld", (long long)float_st.st_size);
+            rc = dt_qnet_save(&q, out_path, meta, 4, &err);
         }
         if (rc == 0) {
             char method[64];

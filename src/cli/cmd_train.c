@@ -13,6 +13,12 @@ static void train_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain train [options]\n"
                  "\n"
                  "Trains a model with SGD and reports loss and test accuracy.\n"
+                 "\n"
+                 "A run that diverges stops with exit status 1 and saves nothing (no --save;\n"
+                 "checkpoints already written stay): diverged means a training loss that is\n"
+                 "NaN or infinite at any step, or above 100 times its start (the first step's\n"
+                 "loss, at least ln(classes)) for 3 steps in a row, or a test loss or weights\n"
+                 "that are not finite at the end of an epoch.\n"
                  "\n");
     cli_flags_help(flags, out, NULL);
     fprintf(out, "  --quiet              no progress output (errors are still printed)\n"
@@ -81,6 +87,12 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     if (job) dt_world_finalize(job);
+    if (res.finished) { /* not an error: a restart after the last checkpoint lands here */
+        if (rank == (mode->has_servers ? cfg.ps.servers : 0))
+            fprintf(stderr, "dtrain train: --resume %s: the run already finished at step %ld\n",
+                    cfg.resume_dir, res.steps);
+        return 0;
+    }
     if (!con.quiet)
         printf("trained %s on %s: %ld steps, final loss %.4f, test accuracy %.2f%%%s%s\n",
                cfg.model, cfg.data, res.steps, res.final_loss, 100.0 * res.test_acc,

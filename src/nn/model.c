@@ -635,3 +635,11 @@ double dt_model_forward_flops(const dt_model *m, int n) {
     }
     return flops;
 }
+
+long dt_model_first_non_finite(const dt_model *m) {
+    for (size_t i = 0; i < m->n_params; i++)
+        if (!isfinite(m->params[i])) return (long)i;
+    for (size_t i = 0; i < m->n_buffers; i++)
+        if (!isfinite(m->buffers[i])) return (long)(m->n_params + i);
+    return -1;
+}

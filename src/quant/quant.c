@@ -1,9 +1,13 @@
 #include "dtrain/quant.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dtrain/train_flags.h"
 
@@ -254,19 +258,36 @@ double dt_qnet_macs(const dt_qnet *q) {
     return macs;
 }
 
-int dt_quant_file_hash(const char *path, char *hex, size_t size, dt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, "cannot open %s", path);
+int dt_quant_file_hash(const char *path, long expect_bytes, char *hex, size_t size, dt_error *err) {
+    /* O_NONBLOCK: a FIFO named here must not block the open; it is refused below */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = dt_error_set(err, "cannot read %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = dt_error_set(err, "cannot read %s: not a regular file", path);
+    else if (expect_bytes >= 0 && (long long)st.st_size != expect_bytes)
+        rc = dt_error_set(err, "%s has %lld bytes, not the %ld recorded", path,
+                          (long long)st.st_size, expect_bytes);
     uint64_t h = 1469598103934665603ULL;
     unsigned char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
-    const int bad = ferror(f);
-    fclose(f);
-    if (bad) return dt_error_set(err, "cannot read %s", path);
-    snprintf(hex, size, "%016llx", (unsigned long long)h);
-    return 0;
+    /* no further than the size fstat gave: a file that grows is not read forever */
+    for (off_t left = st.st_size; rc == 0 && left > 0;) {
+        const ssize_t got = read(fd, buf, left < (off_t)sizeof buf ? (size_t)left : sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            rc = dt_error_set(err, "cannot read %s: %s", path,
+                              got < 0 ? strerror(errno) : "shorter than its size");
+            break;
+        }
+        for (ssize_t i = 0; i < got; i++) h = (h ^ buf[i]) * 1099511628211ULL;
+        left -= got;
+    }
+    close(fd);
+    if (rc == 0) snprintf(hex, size, "%016llx", (unsigned long long)h);
+    return rc;
 }
 
 /* ---- calibration ---- */

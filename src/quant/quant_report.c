@@ -199,6 +199,16 @@ static int make_dirs(const char *dir, dt_error *err) {
     return 0;
 }
 
+int dt_quant_report_files(dt_fileset *files, const char *dir, dt_error *err) {
+    static const char *const names[] = {
+        "layers.csv",  "report.md",   "weights.dat",     "activations.dat", "histograms.gp",
+        "gnuplot.err", "weights.png", "activations.png", "weights.svg",     "activations.svg"};
+    if (make_dirs(dir, err)) return -1;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        dt_fileset_add_in(files, "--report", dir, names[i], 1);
+    return 0;
+}
+
 int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
     if (!q->vstats || !q->wstats)
         return dt_error_set(err, "no statistics to report: quantize with the report on");
