@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dtrain/outfile.h"
 #include "dtrain/plots.h"
 #include "dtrain/runlog.h"
 #include "dtrain/scaling.h"
@@ -78,11 +79,11 @@ static void cell(FILE *out, double v, const char *fmt) {
 
 static int write_report(const dt_compare_run *runs, int n, double target, const char *out_dir,
                         int drawn, dt_error *err) {
-    char path[4200], tmp[4300];
+    char path[4200];
+    dt_outfile o;
     snprintf(path, sizeof path, "%s/compare.md", out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+    if (dt_outfile_open(&o, path, err)) return -1;
+    FILE *f = o.f;
     fprintf(f,
             "# Comparison of %d runs\n\nPer run (a study's config; figures of the measured "
             "epoch are medians over its repeats): the training time to %.1f%% test accuracy "
@@ -126,12 +127,10 @@ static int write_report(const dt_compare_run *runs, int n, double target, const 
         fputs("\n(No accuracy plot: gnuplot failed or is missing, or no run has accuracy "
               "figures.)\n",
               f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    if (dt_outfile_commit(&o, err)) return -1;
     snprintf(path, sizeof path, "%s/compare.csv", out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!(f = fopen(tmp, "w")))
-        return dt_error_set(err, "cannot write %s: %s", tmp, strerror(errno));
+    if (dt_outfile_open(&o, path, err)) return -1;
+    f = o.f;
     fprintf(f, "run,workers,servers,batch_size,target_acc,time_to_target,steps_to_target,"
                "from_evals,final_acc,t_train,worker_sent_mb,worker_received_mb,servers_mb,"
                "cpu_pct\n");
@@ -142,9 +141,7 @@ static int write_report(const dt_compare_run *runs, int n, double target, const 
                 r->from_evals, r->final_acc, r->t_train, r->worker_mb, r->worker_in_mb,
                 r->server_mb, r->cpu_pct);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return dt_outfile_commit(&o, err);
 }
 
 /* One study folder's runs (configs without LR scaling), their curves written as
@@ -186,15 +183,18 @@ static int add_study(const char *dir, double target, const char *out_dir, FILE *
         snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, row->procs, row->batch);
         snprintf(dat, sizeof dat, "accuracy_%d.dat", *curves);
         snprintf(path, sizeof path, "%s/%s", out_dir, dat);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            rc = dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+        dt_outfile o;
+        if (dt_outfile_open(&o, path, err)) {
+            rc = -1;
             break;
         }
-        const int got = curve(log, f, target, r, err);
-        if (fclose(f) != 0 && got >= 0)
-            rc = dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
-        if (got < 0) rc = -1;
+        const int got = curve(log, o.f, target, r, err);
+        if (got < 0) {
+            dt_outfile_discard(&o);
+            rc = -1;
+        } else if (dt_outfile_commit(&o, err)) {
+            rc = -1;
+        }
         if (rc || got == 0) continue;
         fprintf(gp_plot, "%s'%s' using 1:3 title '%s, %d worker%s%s, batch %d'",
                 *curves ? ", " : "", dat, r->label, r->workers, r->workers > 1 ? "s" : "",
@@ -211,17 +211,24 @@ int dt_compare_studies(const char *const *dirs, int n_dirs, double target, const
     if (dt_make_dirs(out_dir, err)) return -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/accuracy_time.gp", out_dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    dt_outfile gp_out;
+    if (dt_outfile_open(&gp_out, path, err)) return -1;
+    FILE *gp = gp_out.f;
     /* the plot command is collected first, then written once per terminal */
     char plot[16384] = "";
     FILE *cmd = fmemopen(plot, sizeof plot - 1, "w");
-    if (!cmd) return fclose(gp), dt_error_set(err, "out of memory for the plot command");
+    if (!cmd) {
+        dt_outfile_discard(&gp_out);
+        return dt_error_set(err, "out of memory for the plot command");
+    }
     int curves = 0, rc = 0;
     for (int d = 0; d < n_dirs && rc == 0; d++)
         rc = add_study(dirs[d], target, out_dir, cmd, runs, max, n, &curves, err);
     if (fclose(cmd) != 0 && rc == 0) rc = dt_error_set(err, "too many curves to plot");
-    if (rc) return fclose(gp), -1;
+    if (rc) {
+        dt_outfile_discard(&gp_out);
+        return -1;
+    }
     fprintf(gp, "# Made by dtrain compare; redraw with: gnuplot accuracy_time.gp\nset grid\n"
                 "set key outside right top box\nset style data linespoints\n"
                 "set xlabel 'training time (s, evaluation excluded)'\n"
@@ -234,7 +241,7 @@ int dt_compare_studies(const char *const *dirs, int n_dirs, double target, const
                 t ? "svg size 1000,600 dynamic font 'Sans,11'"
                   : "pngcairo size 1000,600 font 'Sans,11'",
                 t ? "svg" : "png", 100.0 * target, plot, 100.0 * target);
-    if (fclose(gp) != 0) return dt_error_set(err, "cannot write %s: %s", path, strerror(errno));
+    if (dt_outfile_commit(&gp_out, err)) return -1;
     const int drawn = curves > 0 && dt_gnuplot_run(out_dir, "accuracy_time.gp", "/dev/null") == 0;
     return write_report(runs, *n, target, out_dir, drawn, err);
 }
