@@ -37,6 +37,9 @@ expect "quantize --report over --init" \
     "rep/report.md" "$DTRAIN" quantize --model lenet5 --init rep/report.md --out q0.st --report rep --calib-samples 32
 expect "eval --logits onto --init" "dtrain eval: --logits w.st would overwrite --init w.st (the same file)" \
     "w.st" "$DTRAIN" eval --model lenet5 --init w.st --logits w.st --test-samples 32
+expect "bench --profile-out onto --init" \
+    "dtrain bench: --profile-out w.st would overwrite --init w.st (the same file)" \
+    "w.st" "$DTRAIN" bench --model lenet5 --init w.st --profile-out w.st --steps 2
 
 # --- the run log: never through a symlink, never onto a device; a full disk is an error
 ln -s w.st link.jsonl

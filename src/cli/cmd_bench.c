@@ -7,6 +7,7 @@
 #include "dtrain/blas_core.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/model.h"
+#include "dtrain/fileset.h"
 #include "dtrain/outfile.h"
 #include "dtrain/profile.h"
 #include "dtrain/qrun.h"
@@ -262,10 +263,16 @@ int cmd_bench(int argc, char **argv) {
         cli_fail(cmd, "--profile-out times training steps: drop --infer");
         return 2;
     }
-    if (profile_out) {
+    if (profile_out) { /* before the steps, and never over the weights read */
         dt_error check;
-        if (dt_outfile_check(profile_out, &check)) {
-            cli_fail(cmd, "--profile-out: %s", check.msg);
+        dt_fileset files;
+        dt_fileset_init(&files);
+        dt_fileset_input(&files, "--init", cfg.init_path);
+        dt_fileset_output(&files, "--profile-out", profile_out);
+        const int bad = dt_fileset_check(&files, &check);
+        dt_fileset_free(&files);
+        if (bad) {
+            cli_fail(cmd, "%s", check.msg);
             return 2;
         }
     }
