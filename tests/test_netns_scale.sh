@@ -30,11 +30,20 @@ alive() { # how many of the pids in file $1 still run (a zombie has ended: it ho
     done
     echo "$n"
 }
-wait_ranks() { # until a rank runs in host 2 of sweep $1 (at most 60 s); pids into $2
+ranks_in() { # the dtrain processes in network namespace $1
+    for p in $(ip netns pids "$1" 2>/dev/null); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = dtrain ] && echo "$p"
+    done
+}
+wait_ranks() { # until a dtrain rank runs in each host of sweep $1 (at most 60 s), not a
+    # fixed sleep: under load the second host's rank may start seconds after the
+    # first's; then every process of both hosts into $2
     i=0
     while [ $i -lt 600 ]; do
-        ip netns pids "dtrain-$1-h2" 2>/dev/null >"$2"
-        [ -s "$2" ] && { sleep 1; ip netns pids "dtrain-$1-h1" >>"$2"; ip netns pids "dtrain-$1-h2" >>"$2"; return 0; }
+        if [ -n "$(ranks_in "dtrain-$1-h1")" ] && [ -n "$(ranks_in "dtrain-$1-h2")" ]; then
+            { ip netns pids "dtrain-$1-h1"; ip netns pids "dtrain-$1-h2"; } >"$2" 2>/dev/null
+            return 0
+        fi
         sleep 0.1
         i=$((i + 1))
     done
