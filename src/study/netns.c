@@ -6,14 +6,13 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "dtrain/proc.h"
 
 #define NETNS_DIR "/run/netns" /* where `ip netns add` mounts its namespaces */
 #define NETNS_NET "10.213.0"   /* exists only inside the namespaces made here */
@@ -82,18 +81,15 @@ static int run_tool(const char *const *argv, char *out, size_t size) {
         snprintf(out, size, "cannot make a pipe: %s", strerror(errno));
         return -1;
     }
-    posix_spawn_file_actions_t fa;
-    pid_t pid;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    if (!rc) rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    /* stdin from /dev/null, stdout and stderr into the pipe; in this process's group */
+    const dt_proc_opts io = {.stdin_path = "/dev/null", .stdout_fd = fds[1], .stderr_fd = fds[1]};
+    dt_proc proc;
+    dt_error why;
+    const int rc = dt_proc_spawn(&proc, argv, &io, &why);
     close(fds[1]);
     if (rc) {
         close(fds[0]);
-        snprintf(out, size, "cannot run %s: %s", argv[0], strerror(rc));
+        snprintf(out, size, "%s", why.msg);
         return -1;
     }
     size_t used = 0;
@@ -109,8 +105,7 @@ static int run_tool(const char *const *argv, char *out, size_t size) {
     out[used] = 0;
     close(fds[0]);
     int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
+    if (dt_proc_wait(&proc, 1, &status, NULL) != 1) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dtrain/outfile.h"
+#include "dtrain/proc.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sysmon.h"
 #include "dtrain/timer.h"
@@ -435,32 +436,23 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     /* SIGINT/SIGTERM (caught for the whole sweep by dt_sweep_run): passed on to the
      * run's process group (mpirun and its ranks), which is waited for, so killing the
      * sweep leaves nothing running */
-    const pid_t sweep_pid = getpid();
     const int subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
-    pid_t pid = fork();
-    if (pid < 0) {
+    /* Open MPI's settings for running as root and for more ranks than cores */
+    static const char *const ompi[] = {
+        "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+        "OMPI_MCA_rmaps_base_oversubscribe=1", "OMPI_MCA_mpi_yield_when_idle=1", NULL};
+    /* a SIGKILLed sweep cannot pass anything on: the kernel ends the run instead */
+    const dt_proc_opts io = {.new_group = 1,
+                             .death_signal = SIGTERM,
+                             .stdin_path = "/dev/null",
+                             .stdout_path = "/dev/null",
+                             .stderr_path = errpath,
+                             .env_defaults = ompi};
+    dt_proc proc;
+    if (dt_proc_spawn(&proc, argv, &io, err)) {
         if (subreaper) prctl(PR_SET_CHILD_SUBREAPER, 0);
-        return dt_error_set(err, "cannot start a run: %s", strerror(errno));
+        return -1;
     }
-    if (pid == 0) {
-        setpgid(0, 0);
-        /* a SIGKILLed sweep cannot pass anything on: the kernel ends the run instead */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != sweep_pid) _exit(127);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        FILE *e = freopen(errpath, "w", stderr);
-        if (!e || !freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "r", stdin))
-            _exit(127);
-        /* Open MPI's settings for running as root and for more ranks than cores */
-        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0);
-        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-        execvp(argv[0], (char *const *)argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also here: the child may not have run yet */
     FILE *logf = NULL;
     long offset = 0, steps_per_epoch = 1;
     const int live = !cfg->quiet && isatty(STDERR_FILENO); /* else a line per config */
@@ -471,18 +463,16 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     struct rusage usage; /* the whole run's: mpirun waits for its ranks */
     memset(&usage, 0, sizeof usage);
     for (;;) {
-        pid_t r = wait4(pid, &status, WNOHANG, &usage);
-        if (r == pid) break;
-        if (r < 0 && errno != EINTR) break;
+        if (dt_proc_wait(&proc, 0, &status, &usage) != 0) break;
         if (stop_signal && !forwarded) {
-            kill(-pid, stop_signal);
+            dt_proc_kill(&proc, stop_signal);
             forwarded = stop_signal;
             stop_at = dt_now();
         } else if (forwarded && dt_now() - stop_at > 10) {
-            kill(-pid, SIGKILL); /* mpirun did not end its ranks in 10 s */
+            dt_proc_kill(&proc, SIGKILL); /* mpirun did not end its ranks in 10 s */
         } else if (watch_start && !not_started && dt_now() - started > start_timeout &&
                    access(partial, F_OK) != 0) {
-            kill(-pid, SIGTERM);
+            dt_proc_kill(&proc, SIGTERM);
             forwarded = not_started = SIGTERM;
             stop_at = dt_now();
         }
@@ -541,23 +531,30 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
         return dt_outfile_commit(&out, err);
     }
     unlink(partial);
-    /* The child's own one-line error, for the memory stop or to pass on. */
-    char first[512] = "";
+    /* The child's own one-line error, for the memory stop or to pass on; else the first
+     * line of what the launcher said (mpirun's "ssh: ... Connection refused" for a host
+     * it cannot reach), past its banners of dashes. */
+    char first[512] = "", other[512] = "";
     FILE *e = fopen(errpath, "r");
     if (e) {
         char line[512];
-        while (fgets(line, sizeof line, e))
-            if (strstr(line, "dtrain")) {
+        while (!first[0] && fgets(line, sizeof line, e)) {
+            line[strcspn(line, "\r\n")] = 0; /* ssh ends its lines with \r\n */
+            if (!strncmp(line, "dtrain", 6))
                 snprintf(first, sizeof first, "%s", line);
-                break;
-            }
+            else if (!other[0] && line[strspn(line, " \t-=*")])
+                snprintf(other, sizeof other, "%s", line);
+        }
         fclose(e);
     }
-    first[strcspn(first, "\n")] = 0;
     if (strstr(first, "does not fit in memory")) {
         unlink(errpath); /* the report's note says it */
         return 1;
     }
+    const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+    if (!first[0] && other[0])
+        return dt_error_set(err, "run with %d process%s, batch %d failed (%s: %s; see %s)", procs,
+                            procs > 1 ? "es" : "", batch, prog, other, errpath);
     return dt_error_set(err, "run with %d process%s, batch %d failed (%s; see %s)", procs,
                         procs > 1 ? "es" : "", batch, first[0] ? first : "no message", errpath);
 }
