@@ -12,6 +12,7 @@
 
 #include "dtrain/error.h"
 #include "dtrain/model.h"
+#include "dtrain/safetensors.h"
 #include "dtrain/sgd.h"
 #include "dtrain/trainer.h"
 
@@ -23,15 +24,23 @@ int dt_ckpt_every_parse(const char *text, long *n, dt_ckpt_unit *unit, dt_error 
 
 /* Where training stands at a checkpoint. */
 typedef struct dt_resume_point {
-    long step;       /* global steps done (the run log's next step number) */
-    int epoch;       /* the epoch to continue */
-    long epoch_pos;  /* positions of that epoch's padded sample list already trained
-                      * on by all ranks together (dt_sampler_epoch_from) */
-    int workers;     /* training processes when it was written */
-    long opt_steps;  /* optimizer steps (parameter server: the servers' updates) */
-    long log_offset; /* bytes of the run log then; -1: no log */
-    char log[256];   /* the run log's path ("" if none) */
+    long step;                      /* global steps done (the run log's next step number) */
+    int epoch;                      /* the epoch to continue */
+    long epoch_pos;                 /* positions of that epoch's padded sample list already trained
+                                     * on by all ranks together (dt_sampler_epoch_from) */
+    int workers;                    /* training processes when it was written */
+    long opt_steps;                 /* optimizer steps (parameter server: the servers' updates) */
+    long log_offset;                /* bytes of the run log then; -1: no log */
+    unsigned long log_crc;          /* zlib crc32 of those bytes */
+    char log[DT_ST_META_VALUE_MAX]; /* the run log's absolute path ("" if none) */
 } dt_resume_point;
+
+/* What the run that resumes is: the bounds a checkpoint's numbers must keep. */
+typedef struct dt_resume_run {
+    int epochs;     /* --epochs */
+    long samples;   /* training samples of an epoch (after --max-samples) */
+    int batch_size; /* per worker */
+} dt_resume_run;
 
 /* dir's checkpoint file into out[size]. */
 int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err);
@@ -40,13 +49,40 @@ int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err);
  * typo does not cost the run. */
 int dt_resume_check_dir(const char *dir, dt_error *err);
 
+/* The run log's absolute path as a checkpoint records it: the real path of its
+ * folder (symlinks resolved) and its name; *out is malloc'd. */
+int dt_resume_log_path(const char *log, char **out, dt_error *err);
+
+/* At setup, before any step: whether a checkpoint of this run can be written (its
+ * file may be written, every metadata value fits whole); log: the run log's absolute
+ * path or NULL. */
+int dt_resume_check_save(const char *dir, const dt_train_config *cfg, const char *log,
+                         dt_error *err);
+
 /* Writes the checkpoint of a run configured by cfg (creating dir if needed). */
 int dt_resume_save(const char *dir, const dt_train_config *cfg, const dt_model *m,
                    const dt_sgd *opt, const dt_resume_point *p, dt_error *err);
 
+/* A checkpoint's __metadata__ (dir names it in errors) into *p, without a model:
+ * the format, every number in its type's range, the log fields together. One line
+ * naming the field on error. */
+int dt_resume_parse(const dt_safetensors *st, const char *dir, dt_resume_point *p, dt_error *err);
+
+/* *p against the run that resumes: epoch <= epochs, epoch_pos within the epoch's
+ * padded sample list as the checkpoint's workers split it, step within the steps
+ * the epochs before and the positions done can have taken, opt_steps at most one
+ * update per worker and step. One line naming the field on error. */
+int dt_resume_check_run(const dt_resume_point *p, const char *dir, const dt_resume_run *run,
+                        dt_error *err);
+
+/* Whether the run of *p has nothing left to do: every epoch done, or --max-steps
+ * (max_steps > 0) reached. */
+int dt_resume_finished(const dt_resume_point *p, int epochs, long max_steps);
+
 /* Reads dir's checkpoint: refuses one written with other flags (one line naming the
- * flag and both values), loads m and opt (opt may be NULL) and fills *p. */
-int dt_resume_load(const char *dir, const dt_train_config *cfg, dt_model *m, dt_sgd *opt,
-                   dt_resume_point *p, dt_error *err);
+ * flag and both values) or whose numbers do not fit run, loads m and opt (opt may be
+ * NULL) and fills *p. A finished run (dt_resume_finished) loads nothing. */
+int dt_resume_load(const char *dir, const dt_train_config *cfg, const dt_resume_run *run,
+                   dt_model *m, dt_sgd *opt, dt_resume_point *p, dt_error *err);
 
 #endif

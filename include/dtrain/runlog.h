@@ -31,6 +31,8 @@ typedef struct dt_runlog {
     int write_failed; /* errno of the first failed write (reported at close), or 0 */
     int flush_all;    /* flush every record, not only epochs (a resumable run: the step
                        * records a kill cuts short count the work lost) */
+    long hashed;       /* bytes of the file's start that crc covers (dt_runlog_prefix) */
+    unsigned long crc; /* zlib crc32 of them */
 } dt_runlog;
 
 /* How the run was set up; the "run" event. */
@@ -163,13 +165,18 @@ typedef struct dt_load_record {
 
 /* path NULL or "" turns logging off. */
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err);
-/* Continues the log at path written by an interrupted run: cuts it back to `offset`
- * bytes (where it stood at the checkpoint) and appends after that. *lost_steps counts
- * the step records cut. Fails if the file is shorter than offset. */
-int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, long *lost_steps,
-                          dt_error *err);
+/* Continues the log at path written by an interrupted run: checks that its first
+ * `offset` bytes (where it stood at the checkpoint) have the checkpoint's crc32, cuts
+ * it back to them and appends after that. *lost_steps counts the step records cut.
+ * Refused, the file left as it was, when it is gone, not a regular file, shorter or
+ * different (the error, without a prefix, names it and what to do). */
+int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, unsigned long crc,
+                          long *lost_steps, dt_error *err);
 /* The bytes written so far, flushed (-1 with logging off or on a failed flush). */
 long dt_runlog_offset(dt_runlog *log);
+/* The same, and the crc32 of those bytes (for a checkpoint): each call reads back
+ * only what was written since the last. -1 with logging off or on a failed read. */
+int dt_runlog_prefix(dt_runlog *log, long *offset, unsigned long *crc);
 void dt_runlog_resume(dt_runlog *log, const dt_resume_record *r);
 void dt_runlog_run(dt_runlog *log, const dt_run_record *r);
 void dt_runlog_step(dt_runlog *log, const dt_step_record *r);

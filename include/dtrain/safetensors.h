@@ -22,9 +22,13 @@ typedef struct dt_st_tensor {
     size_t bytes;
 } dt_st_tensor;
 
+/* A metadata value holds a path of up to PATH_MAX and more (a --data spec); the
+ * reader refuses a longer key or value rather than cutting it. */
+enum { DT_ST_META_KEY_MAX = 64, DT_ST_META_VALUE_MAX = 4200 };
+
 typedef struct dt_st_meta {
-    char key[64];
-    char value[256];
+    char key[DT_ST_META_KEY_MAX];
+    char value[DT_ST_META_VALUE_MAX];
 } dt_st_meta;
 
 typedef struct dt_safetensors {

@@ -69,6 +69,7 @@ typedef void (*dt_progress_fn)(void *ctx, const dt_train_progress *p);
 typedef struct dt_train_result {
     long steps;
     double final_loss, test_acc, images_per_s;
+    int finished; /* --resume found the run finished at `steps`: nothing was done */
 } dt_train_result;
 
 /* world NULL: one process without MPI. With a world, every rank calls dt_train;

@@ -166,9 +166,17 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
                     dt_safetensors_free(st);
                     return dt_error_set(err, "%s: more than 64 metadata entries", path);
                 }
-                snprintf(st->meta[st->n_meta].key, sizeof st->meta[0].key, "%s", kv->string);
-                snprintf(st->meta[st->n_meta].value, sizeof st->meta[0].value, "%s",
-                         kv->valuestring);
+                dt_st_meta *m = &st->meta[st->n_meta];
+                if ((size_t)snprintf(m->key, sizeof m->key, "%s", kv->string) >= sizeof m->key ||
+                    (size_t)snprintf(m->value, sizeof m->value, "%s", kv->valuestring) >=
+                        sizeof m->value) { /* rather than cutting it */
+                    cJSON_Delete(root);
+                    dt_safetensors_free(st);
+                    return dt_error_set(err,
+                                        "%s: metadata entry %.40s is too long (keys up to %zu "
+                                        "bytes, values up to %zu)",
+                                        path, kv->string, sizeof m->key - 1, sizeof m->value - 1);
+                }
                 st->n_meta++;
             }
             continue;

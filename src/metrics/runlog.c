@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* ---- the format: one field list per event, used to write and to read ---- */
 
@@ -213,8 +216,11 @@ int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
     log->flush_all = 0;
+    log->hashed = 0;
+    log->crc = 0; /* crc32 of nothing */
     if (!path || !*path) return 0;
-    log->file = fopen(path, "w");
+    /* w+: a checkpoint reads the log back for its crc32 (dt_runlog_prefix) */
+    log->file = fopen(path, "w+");
     if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
     return 0;
 }
@@ -235,37 +241,80 @@ static long count_steps(FILE *f) {
     return n;
 }
 
-int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, long *lost_steps,
-                          dt_error *err) {
+/* Extends log->crc over the file's bytes [log->hashed, end): pread, so the stream's
+ * position is untouched. */
+static int crc_to(dt_runlog *log, int fd, long end) {
+    unsigned char buf[1 << 16];
+    while (log->hashed < end) {
+        const long want =
+            end - log->hashed < (long)sizeof buf ? end - log->hashed : (long)sizeof buf;
+        const ssize_t got = pread(fd, buf, (size_t)want, (off_t)log->hashed);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            if (got == 0) errno = EIO; /* shorter than it was */
+            return -1;
+        }
+        log->crc = crc32(log->crc, buf, (uInt)got);
+        log->hashed += got;
+    }
+    return 0;
+}
+
+int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, unsigned long crc,
+                          long *lost_steps, dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
     log->flush_all = 0;
+    log->hashed = 0;
+    log->crc = 0;
     *lost_steps = 0;
     if (!path || !*path) return 0;
-    FILE *f = fopen(path, "r+");
-    if (!f) return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
-    }
-    const long size = ftell(f);
-    if (size < offset) {
-        fclose(f);
+    const int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
         return dt_error_set(err,
-                            "run log %s has %ld bytes, fewer than the %ld it had at the "
-                            "checkpoint: not the log of this run (give another --log)",
-                            path, size, offset);
+                            "its run log %s is gone; give --log NEW to start a new log, or "
+                            "restore it",
+                            path);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        return dt_error_set(err, "cannot continue its run log %s: %s", path,
+                            e == ELOOP ? "a symbolic link (not followed)" : strerror(e));
     }
-    if (fseek(f, offset, SEEK_SET) != 0) {
+    FILE *f = S_ISREG(st.st_mode) ? fdopen(fd, "r+") : NULL;
+    if (!f) {
+        const int e = S_ISREG(st.st_mode) ? errno : 0;
+        close(fd);
+        return e ? dt_error_set(err, "cannot continue its run log %s: %s", path, strerror(e))
+                 : dt_error_set(err, "its run log %s is not a regular file", path);
+    }
+    /* the same bytes as at the checkpoint, else it is not this run's log */
+    int rc = 0;
+    if ((long)st.st_size < offset)
+        rc = dt_error_set(err,
+                          "its run log %s has %lld bytes, fewer than the %ld it had at the "
+                          "checkpoint: another run's log? (give --log NEW to start a new log)",
+                          path, (long long)st.st_size, offset);
+    else if (crc_to(log, fd, offset) != 0)
+        rc = dt_error_set(err, "cannot read its run log %s: %s", path, strerror(errno));
+    else if (log->crc != crc)
+        rc = dt_error_set(err,
+                          "its run log %s differs from the checkpoint's in its first %ld bytes: "
+                          "another run wrote it? (give --log NEW to start a new log)",
+                          path, offset);
+    else if (fseek(f, offset, SEEK_SET) != 0)
+        rc = dt_error_set(err, "cannot continue its run log %s: %s", path, strerror(errno));
+    if (rc) {
         fclose(f);
-        return dt_error_set(err, "cannot continue run log %s: %s", path, strerror(errno));
+        return -1;
     }
     *lost_steps = count_steps(f);
     /* records after the checkpoint describe work the resumed run does again */
     if (fflush(f) != 0 || ftruncate(fileno(f), offset) != 0 || fseek(f, offset, SEEK_SET) != 0) {
         int e = errno;
         fclose(f);
-        return dt_error_set(err, "cannot cut run log %s back to %ld bytes: %s", path, offset,
+        return dt_error_set(err, "cannot cut its run log %s back to %ld bytes: %s", path, offset,
                             strerror(e));
     }
     log->file = f;
@@ -279,6 +328,21 @@ long dt_runlog_offset(dt_runlog *log) {
         return -1;
     }
     return ftell(log->file);
+}
+
+int dt_runlog_prefix(dt_runlog *log, long *offset, unsigned long *crc) {
+    *offset = dt_runlog_offset(log);
+    if (*offset < 0) return -1;
+    if (log->hashed > *offset) { /* cannot happen: the log only grows */
+        log->hashed = 0;
+        log->crc = 0;
+    }
+    if (crc_to(log, fileno(log->file), *offset) != 0) {
+        if (!log->write_failed) log->write_failed = errno ? errno : EIO;
+        return -1;
+    }
+    *crc = log->crc;
+    return 0;
 }
 
 /* JSON string: quotes, backslashes and control characters escaped; other bytes

@@ -15,11 +15,13 @@
  * opened or the model does not take it, the workers report it: the server then
  * serves the model at its default shape until they end the job. */
 static long model_and_steps(const dt_train_config *cfg, int workers, dt_model_spec *spec,
-                            dt_error *err) {
+                            long *samples, dt_error *err) {
     dt_dataset ds;
     long steps = 1;
+    *samples = 0; /* unknown */
     if (dt_dataset_open(&ds, cfg->data, 1, NULL) == 0) {
         long size = cfg->max_samples > 0 && cfg->max_samples < ds.size ? cfg->max_samples : ds.size;
+        *samples = size;
         steps = ((size + workers - 1) / workers + cfg->batch_size - 1) / cfg->batch_size;
         int rc = dt_train_model_spec(spec, cfg->model, cfg->width, &ds, NULL);
         dt_dataset_close(&ds);
@@ -34,7 +36,8 @@ static long model_and_steps(const dt_train_config *cfg, int workers, dt_model_sp
 int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error *err) {
     dt_train_state s;
     dt_model_spec spec;
-    const long steps = model_and_steps(cfg, job->size - cfg->ps.servers, &spec, err);
+    long samples;
+    const long steps = model_and_steps(cfg, job->size - cfg->ps.servers, &spec, &samples, err);
     if (steps < 0 || dt_train_state_init(&s, &spec, 1, cfg->seed, cfg->init_path, cfg->lr,
                                          cfg->momentum, cfg->weight_decay, err))
         return -1;
@@ -50,7 +53,14 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
         /* a resumed run: the servers continue from the checkpoint's parameters,
          * momentum and update count */
         dt_resume_point at = {0};
-        if (cfg->resume_dir) rc = dt_resume_load(cfg->resume_dir, cfg, &s.model, &s.opt, &at, err);
+        const dt_resume_run run = {cfg->epochs, samples, cfg->batch_size};
+        if (cfg->resume_dir && samples > 0) /* else the workers report the data */
+            rc = dt_resume_load(cfg->resume_dir, cfg, &run, &s.model, &s.opt, &at, err);
+        if (rc == 0 && cfg->resume_dir && samples > 0 &&
+            dt_resume_finished(&at, cfg->epochs, cfg->max_steps)) {
+            dt_train_state_free(&s); /* the workers say so and end too */
+            return 0;
+        }
         dt_ps_server_stats st;
         memset(&st, 0, sizeof st);
         /* the server's resources too: its sys records follow its statistics */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dtrain/checkpoint.h"
@@ -69,6 +70,8 @@ typedef struct trainer {
     long lr_shift;        /* schedule step - global step (nonzero after a rank change) */
     int log_continued;    /* the run log is the interrupted run's, continued */
     long lost_steps;      /* its step records after the checkpoint, cut */
+    int finished;         /* --resume of a run with nothing left to do: nothing done */
+    char *log_abs;        /* --log's absolute path (rank 0 of a --checkpoint run) */
 } trainer;
 
 /* Per-rank sums of an epoch, reduced to max and mean over the workers for the record. */
@@ -88,6 +91,7 @@ static void trainer_free(trainer *t) {
     dt_dataset_close(&t->train);
     dt_dataset_close(&t->test);
     free(t->labels);
+    free(t->log_abs);
     dt_runlog_close(&t->log, NULL);
     dt_world_free(&t->workers);
 }
@@ -121,10 +125,13 @@ static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, dt_err
  * initialisation streams (0 .. tensors - 1). */
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
 
-/* Loads --resume's checkpoint into the state: weights, momentum, step and epoch. */
+/* Loads --resume's checkpoint into the state: weights, momentum, step and epoch;
+ * its numbers checked against this run. A run with nothing left to do loads nothing
+ * and sets t->finished. */
 static int resume(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
-    if (dt_resume_load(cfg->resume_dir, cfg, &t->state.model, &t->state.opt, &t->from, err))
+    const dt_resume_run run = {cfg->epochs, t->train.size, cfg->batch_size};
+    if (dt_resume_load(cfg->resume_dir, cfg, &run, &t->state.model, &t->state.opt, &t->from, err))
         return -1;
     if (t->from.workers != t->workers.size && t->mode->has_servers)
         return dt_error_set(err,
@@ -132,14 +139,60 @@ static int resume(trainer *t, dt_error *err) {
                             "has %d (%s resumes on the same number; only allreduce may change "
                             "it)",
                             cfg->resume_dir, t->from.workers, t->workers.size, t->mode->name);
-    if (t->from.epoch > cfg->epochs)
-        return dt_error_set(err, "--resume %s: the checkpoint is at epoch %d, past --epochs %d",
-                            cfg->resume_dir, t->from.epoch, cfg->epochs);
+    t->finished = dt_resume_finished(&t->from, cfg->epochs, cfg->max_steps);
     t->resumed = 1;
     t->state.step = t->from.step;
     t->state.epoch = t->from.epoch;
     /* one training forward per step: dropout's next masks are the uninterrupted run's */
     t->state.model.dropout_calls = (uint64_t)t->from.step;
+    return 0;
+}
+
+/* Rank 0 of a run that writes checkpoints, before any work: the checkpoint can be
+ * written (its file, every metadata value whole) and the run log's absolute path is
+ * known. */
+static int check_checkpoint(trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    if (cfg->log_path && dt_resume_log_path(cfg->log_path, &t->log_abs, err)) return -1;
+    return dt_resume_check_save(cfg->checkpoint_dir, cfg, t->log_abs, err);
+}
+
+/* Rank 0 opens the run log. A resumed run whose checkpoint has a log continues it
+ * only when --log names that very file and its bytes up to the checkpoint are the
+ * same; another --log must not exist yet (a new log); no --log is refused (the old
+ * log would stop at the checkpoint without saying why). The log is left as it was
+ * on any refusal. */
+static int open_log(trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    const char *dir = cfg->resume_dir, *path = cfg->log_path;
+    const dt_resume_point *from = &t->from;
+    const int had_log = t->resumed && from->log_offset >= 0;
+    if (had_log && !path)
+        return dt_error_set(err,
+                            "--resume %s: the run goes on in its log %s; give --log with that "
+                            "path to continue it, or --log NEW to start a new log",
+                            dir, from->log);
+    if (t->resumed && path) {
+        if (!t->log_abs && dt_resume_log_path(path, &t->log_abs, err)) return -1;
+        t->log_continued = had_log && !strcmp(t->log_abs, from->log);
+        struct stat st;
+        if (!t->log_continued && lstat(path, &st) == 0)
+            return had_log ? dt_error_set(err,
+                                          "--resume %s: --log %s is not the checkpoint's run "
+                                          "log (%s); give that one to continue it, or a file "
+                                          "that does not exist to start a new log",
+                                          dir, path, from->log)
+                           : dt_error_set(err,
+                                          "--resume %s: --log %s exists and the checkpoint's "
+                                          "run had no log; give a file that does not exist to "
+                                          "start a new log",
+                                          dir, path);
+    }
+    if (!t->log_continued) return dt_runlog_open(&t->log, path, err);
+    dt_error why;
+    if (dt_runlog_open_resume(&t->log, t->log_abs, from->log_offset, from->log_crc, &t->lost_steps,
+                              &why))
+        return dt_error_set(err, "--resume %s: %s", dir, why.msg);
     return 0;
 }
 
@@ -149,6 +202,7 @@ static int setup(trainer *t, dt_error *err) {
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
     /* a typo in --save must not cost the whole run */
     if (cfg->save_path && w->rank == 0 && dt_outfile_check(cfg->save_path, err)) return -1;
+    if (w->rank == 0 && cfg->checkpoint_dir && check_checkpoint(t, err)) return -1;
     if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err))
         return -1;
     spec.precision = cfg->precision;
@@ -181,6 +235,7 @@ static int setup(trainer *t, dt_error *err) {
         cfg->lr_schedule,   cfg->lr,    cfg->lr_scaling_linear ? w->size : 1.0, cfg->warmup_epochs,
         t->steps_per_epoch, cfg->epochs};
     if (cfg->resume_dir && resume(t, err)) return -1;
+    if (t->finished) return 0; /* dt_train says so; nothing else is touched */
     if (cfg->checkpoint_dir && w->rank == 0 && dt_resume_check_dir(cfg->checkpoint_dir, err))
         return -1;
     dt_ps_config ps = cfg->ps;
@@ -199,12 +254,7 @@ static int setup(trainer *t, dt_error *err) {
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
     if (dt_sync_create(&t->sync, kind, &sync, err)) return -1;
     if (w->rank != 0) return 0;
-    /* the interrupted run's log goes on where the checkpoint left it */
-    t->log_continued = t->resumed && cfg->log_path && t->from.log_offset >= 0 &&
-                       !strcmp(cfg->log_path, t->from.log);
-    const int rc = t->log_continued ? dt_runlog_open_resume(&t->log, cfg->log_path,
-                                                            t->from.log_offset, &t->lost_steps, err)
-                                    : dt_runlog_open(&t->log, cfg->log_path, err);
+    const int rc = open_log(t, err);
     t->log.flush_all = cfg->checkpoint_dir != NULL;
     return rc;
 }
@@ -435,8 +485,12 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
                          .epoch_pos = pos,
                          .workers = t->workers.size,
                          .opt_steps = t->state.opt.steps,
-                         .log_offset = dt_runlog_offset(&t->log)};
-    snprintf(p.log, sizeof p.log, "%s", cfg->log_path && p.log_offset >= 0 ? cfg->log_path : "");
+                         .log_offset = -1};
+    /* the log as a resumed run must find it: where, how long, which bytes */
+    if (t->log_abs && dt_runlog_prefix(&t->log, &p.log_offset, &p.log_crc) == 0)
+        snprintf(p.log, sizeof p.log, "%s", t->log_abs); /* fits: dt_resume_check_save */
+    else
+        p.log_offset = -1;
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
 }
 
@@ -591,6 +645,11 @@ int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn pro
     }
     dt_threads_set(cfg->threads);
     int rc = setup(&t, err);
+    if (rc == 0 && t.finished) { /* nothing to do, nothing touched */
+        if (result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
+        trainer_free(&t);
+        return 0;
+    }
     if (rc == 0)
         rc = dt_sysmon_start(&t.sysmon, t.workers.rank,
                              cfg->sys_interval > 0 ? cfg->sys_interval : 1.0, err);
