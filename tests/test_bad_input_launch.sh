@@ -18,9 +18,9 @@ echo $$ >"$1.tmp" && mv "$1.tmp" "$1"
 exec sleep 300
 EOF
 attempts() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
-# waits up to 10 s for FILE to exist
+# waits up to 30 s for FILE to exist
 wait_file() {
-    for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done
+    for _ in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.05; done
     return 1
 }
 # whether pid runs (a zombie waiting for its new parent to reap it does not)
