@@ -1,5 +1,6 @@
 #include "dtrain/checkpoint.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,14 @@ int dt_checkpoint_load(dt_model *m, dt_sgd *opt, const char *path, dt_error *err
                                         err);
         }
         if (rc == 0 && has_momentum && opt->steps == 0) opt->steps = 1;
+        for (size_t i = 0; rc == 0 && has_momentum && i < m->n_params; i++)
+            if (!isfinite(opt->velocity[i]))
+                rc = dt_error_set(err, "%s: the optimizer's momentum holds NaN or infinite values",
+                                  path);
     }
+    /* every reader of weights (train --init and --resume, eval, quantize) refuses them */
+    if (rc == 0 && dt_model_first_non_finite(m) >= 0)
+        rc = dt_error_set(err, "%s: the weights hold NaN or infinite values", path);
     dt_safetensors_free(&st);
     return rc;
 }

@@ -276,16 +276,51 @@ static void args_path(char *out, size_t size, const char *log) {
     snprintf(out, size, "%s.args", log);
 }
 
-/* The first line where two argument lists differ, for the message. */
-static void first_difference(const char *old, const char *now, char *out, size_t size) {
-    while (*old && *now) {
-        size_t a = strcspn(old, "\n"), b = strcspn(now, "\n");
-        if (a != b || memcmp(old, now, a)) break;
-        old += a + (old[a] != 0);
-        now += b + (now[b] != 0);
+/* Whether the line of length len at line is one of text's lines. */
+static int has_line(const char *text, const char *line, size_t len) {
+    for (const char *t = text; *t;) {
+        const size_t n = strcspn(t, "\n");
+        if (n == len && !memcmp(t, line, len)) return 1;
+        t += n + (t[n] == '\n');
     }
-    snprintf(out, size, "'%.*s' in the log, '%.*s' now", (int)strcspn(old, "\n"), old,
-             (int)strcspn(now, "\n"), now);
+    return 0;
+}
+
+/* The line of text that sets the same thing as line (its first word), or NULL. */
+static const char *same_key(const char *text, const char *line) {
+    const size_t key = strcspn(line, " \n");
+    for (const char *t = text; *t;) {
+        const size_t n = strcspn(t, "\n");
+        if (strcspn(t, " \n") == key && !memcmp(t, line, key)) return t;
+        t += n + (t[n] == '\n');
+    }
+    return NULL;
+}
+
+/* The first setting two argument lists (a line each) disagree on, for the message:
+ * "'--max-samples 64' in the log, '--max-samples 48' now" ("the default" for a flag
+ * one of them leaves out). */
+static void first_difference(const char *old, const char *now, char *out, size_t size) {
+    for (int pass = 0; pass < 2; pass++) {
+        const char *a = pass ? old : now, *b = pass ? now : old;
+        for (const char *t = a; *t;) {
+            const size_t n = strcspn(t, "\n");
+            if (!has_line(b, t, n)) {
+                const char *other = same_key(b, t);
+                char mine[300], theirs[300];
+                snprintf(mine, sizeof mine, "'%.*s'", (int)n, t);
+                if (other)
+                    snprintf(theirs, sizeof theirs, "'%.*s'", (int)strcspn(other, "\n"), other);
+                else
+                    snprintf(theirs, sizeof theirs, "the default");
+                snprintf(out, size, "%.250s in the log, %.250s now", pass ? mine : theirs,
+                         pass ? theirs : mine);
+                return;
+            }
+            t += n + (t[n] == '\n');
+        }
+    }
+    snprintf(out, size, "the same settings in another order");
 }
 
 /* Whether log's recorded settings are args; if not, why in out. */
@@ -646,8 +681,92 @@ int dt_sweep_run(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *er
     return rc;
 }
 
+/* args without the lines that differ between one study's configs (process count,
+ * batch size, the linear-scaling variant and its warm-up): what makes it that study. */
+static void study_lines(const char *args, char *out, size_t size) {
+    static const char *const per_config[] = {"procs ", "--batch-size ", "--lr-scaling ",
+                                             "--warmup-epochs ", NULL};
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *line = args; *line;) {
+        const size_t len = strcspn(line, "\n");
+        int skip = 0;
+        for (const char *const *p = per_config; *p && !skip; p++)
+            skip = !strncmp(line, *p, strlen(*p));
+        if (!skip && used + len + 2 < size) {
+            memcpy(out + used, line, len);
+            used += len;
+            out[used++] = '\n';
+            out[used] = '\0';
+        }
+        line += len + (line[len] == '\n');
+    }
+}
+
+/* Refuses (unless --force) an --out folder whose run logs were made with other
+ * settings: a config of this sweep whose recorded arguments differ, or a log of
+ * another study (another model, data, ...) that would be mixed into the report. Checked
+ * before any run, so nothing of the other study is replaced. */
+static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
+    char ours[8192], ours_study[8192];
+    if (dt_sweep_args(cfg, cfg->procs[0], cfg->batches[0], 0, ours, sizeof ours, err)) return -1;
+    study_lines(ours, ours_study, sizeof ours_study);
+    DIR *d = opendir(cfg->out_dir);
+    if (!d) return dt_error_set(err, "cannot open %s: %s", cfg->out_dir, strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        const size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "run_", 4) || n < 12 || strcmp(e->d_name + n - 11, ".jsonl.args"))
+            continue;
+        char log[4200], mine[8192], why[600];
+        snprintf(log, sizeof log, "%s/%.*s", cfg->out_dir, (int)(n - 5), e->d_name);
+        int p_of = -1, b_of = -1, scaled = 0; /* the config this log is of, if ours */
+        for (int p = 0; p < cfg->n_procs; p++)
+            for (int b = 0; b < cfg->n_batches; b++)
+                for (int sc = 0; sc <= (cfg->lr_scaling && cfg->procs[p] > 1); sc++)
+                    for (int r = 0; r < (cfg->repeats > 0 ? cfg->repeats : 1); r++) {
+                        char path[4200];
+                        log_path(path, sizeof path, cfg->out_dir, cfg->procs[p], cfg->batches[b],
+                                 sc, r);
+                        if (!strcmp(path, log)) p_of = p, b_of = b, scaled = sc;
+                    }
+        if (p_of >= 0) {
+            if (dt_sweep_args(cfg, cfg->procs[p_of], cfg->batches[b_of], scaled, mine, sizeof mine,
+                              err)) {
+                rc = -1;
+                break;
+            }
+        } else { /* not a config of this sweep: only what makes the study must agree */
+            char theirs[8192];
+            char argsfile[4300];
+            args_path(argsfile, sizeof argsfile, log);
+            FILE *in = fopen(argsfile, "r");
+            if (!in) continue;
+            const size_t got = fread(theirs, 1, sizeof theirs - 1, in);
+            theirs[got] = '\0';
+            fclose(in);
+            char theirs_study[8192];
+            study_lines(theirs, theirs_study, sizeof theirs_study);
+            if (!strcmp(theirs_study, ours_study)) continue;
+            first_difference(theirs_study, ours_study, why, sizeof why);
+            rc = dt_error_set(err,
+                              "--out %s holds another study (%.*s: %s); give another --out, or "
+                              "--force to run this one there",
+                              cfg->out_dir, (int)(n - 5), e->d_name, why);
+            break;
+        }
+        if (!same_settings(log, mine, why, sizeof why))
+            rc = dt_error_set(err,
+                              "--out %s holds runs of other settings (%.*s: %s); give another "
+                              "--out, or --force to run them again",
+                              cfg->out_dir, (int)(n - 5), e->d_name, why);
+    }
+    closedir(d);
+    return rc;
+}
+
 static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error *err) {
-    if (dt_make_dirs(cfg->out_dir, err)) return -1;
+    if (dt_make_dirs(cfg->out_dir, err) || (!cfg->force && check_out_dir(cfg, err))) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
     snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
     const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;

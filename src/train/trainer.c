@@ -16,6 +16,7 @@
 #include "dtrain/evaluate.h"
 #include "dtrain/fingerprint.h"
 #include "dtrain/loader.h"
+#include "dtrain/fileset.h"
 #include "dtrain/resume.h"
 #include "dtrain/outfile.h"
 #include "dtrain/rng.h"
@@ -64,6 +65,8 @@ typedef struct trainer {
     /* resumable training */
     long ckpt_every;
     dt_ckpt_unit ckpt_unit;
+    double loss_ref;      /* divergence: the loss's reference (diverging()) */
+    long steps_above;     /* steps in a row above DIVERGE_FACTOR * loss_ref */
     int resumed;          /* continuing from a checkpoint */
     dt_resume_point from; /* where (if resumed) */
     long epoch_pos;       /* positions of the epoch's sample list trained on, all ranks */
@@ -100,15 +103,6 @@ static int open_data(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     if (dt_train_open_data(&t->train, cfg->model, cfg->data, 1, cfg->max_samples, err)) return -1;
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
-}
-
-/* Index of the first parameter or buffer that is NaN or infinite, or -1. */
-static long first_non_finite(const dt_model *m) {
-    for (size_t i = 0; i < m->n_params; i++)
-        if (!isfinite(m->params[i])) return (long)i;
-    for (size_t i = 0; i < m->n_buffers; i++)
-        if (!isfinite(m->buffers[i])) return (long)(m->n_params + i);
-    return -1;
 }
 
 /* Collective over w: whether every rank runs the same thing. On a mismatch rank 0
@@ -196,12 +190,38 @@ static int open_log(trainer *t, dt_error *err) {
     return 0;
 }
 
+/* The files rank 0 reads and writes (fileset.h), before any work: the checkpoint
+ * folder is made first so its file can be told apart from the others. --resume DIR
+ * and --checkpoint DIR may name one folder: its checkpoint is read whole at setup,
+ * then replaced. */
+static int check_files(const dt_train_config *cfg, dt_error *err) {
+    if (cfg->checkpoint_dir && dt_resume_check_dir(cfg->checkpoint_dir, err)) return -1;
+    dt_fileset files;
+    dt_fileset_init(&files);
+    dt_fileset_input(&files, "--init", cfg->init_path);
+    int resume_is_checkpoint = 0;
+    if (cfg->resume_dir && cfg->checkpoint_dir) {
+        struct stat a, b;
+        resume_is_checkpoint = stat(cfg->resume_dir, &a) == 0 &&
+                               stat(cfg->checkpoint_dir, &b) == 0 && a.st_dev == b.st_dev &&
+                               a.st_ino == b.st_ino;
+    }
+    if (!resume_is_checkpoint)
+        dt_fileset_add_in(&files, "--resume", cfg->resume_dir, "checkpoint.safetensors", 0);
+    dt_fileset_add_in(&files, "--checkpoint", cfg->checkpoint_dir, "checkpoint.safetensors", 1);
+    dt_fileset_output(&files, "--log", cfg->log_path);
+    dt_fileset_output(&files, "--save", cfg->save_path);
+    const int rc = dt_fileset_check(&files, err);
+    dt_fileset_free(&files);
+    return rc;
+}
+
 static int setup(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
-    /* a typo in --save must not cost the whole run */
-    if (cfg->save_path && w->rank == 0 && dt_outfile_check(cfg->save_path, err)) return -1;
+    /* a typo in --save must not cost the whole run, nor may an output replace an input */
+    if (w->rank == 0 && check_files(cfg, err)) return -1;
     if (w->rank == 0 && cfg->checkpoint_dir && check_checkpoint(t, err)) return -1;
     if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err))
         return -1;
@@ -209,8 +229,6 @@ static int setup(trainer *t, dt_error *err) {
     if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
-    if (cfg->init_path && first_non_finite(&t->state.model) >= 0)
-        return dt_error_set(err, "%s: the weights hold NaN or infinite values", cfg->init_path);
     /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
      * different units, as independent replicas would. */
     dt_rng dropout_rng = dt_rng_make(cfg->seed, DROPOUT_STREAM + (uint64_t)w->rank);
@@ -472,6 +490,26 @@ static void report(trainer *t, dt_progress_fn progress, void *ctx, const dt_trai
     if (progress && t->workers.rank == 0) progress(ctx, p);
 }
 
+/* Divergence, as train --help states it: a loss that is NaN or infinite at any step,
+ * or above DIVERGE_FACTOR times its reference for DIVERGE_STEPS steps in a row. The
+ * reference is this process's first step loss, at least ln(classes) (chance level, so
+ * a run resumed near zero loss is not held to a tiny one). A healthy run's loss never
+ * reaches 100 times chance, and one odd batch is one step; lenet5 at --lr 5 went
+ * 4.3e3, 8.1e7, 1.3e11, 3.6e19, 3.2e18 from its fifth step, then fell back to chance
+ * (10% accuracy) with a finite epoch loss of 6.5e17 (issue 25). */
+#define DIVERGE_FACTOR 100.0
+enum { DIVERGE_STEPS = 3 };
+
+static int diverging(trainer *t, double loss) {
+    if (!(t->loss_ref > 0)) {
+        const double chance =
+            log((double)(t->state.model.classes > 1 ? t->state.model.classes : 2));
+        t->loss_ref = loss > chance ? loss : chance;
+    }
+    t->steps_above = loss > DIVERGE_FACTOR * t->loss_ref ? t->steps_above + 1 : 0;
+    return t->steps_above >= DIVERGE_STEPS;
+}
+
 /* Writes the checkpoint of the state after t->state.step steps, to continue at
  * position pos of epoch `epoch`. Every worker calls it (the strategy may gather the
  * state from elsewhere); the first writes. */
@@ -522,6 +560,16 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         int ckpt_at_end = 0;
         for (long step = 0; step < steps && !stop; step++) {
             last_loss = train_step(t, epoch, &e);
+            if (isfinite(last_loss) && diverging(t, last_loss))
+                return dt_error_set(err,
+                                    "the weights diverged at epoch %d step %ld on rank %d: the "
+                                    "loss stayed above %g (%g times its start) for %d "
+                                    "steps, now %g (learning rate %g too high?); stopping "
+                                    "without saving",
+                                    epoch, skipped + step, t->workers.rank,
+                                    DIVERGE_FACTOR * t->loss_ref, DIVERGE_FACTOR, DIVERGE_STEPS,
+                                    last_loss,
+                                    dt_lr_at(&t->state.sched, t->state.step + t->lr_shift));
             if (!isfinite(last_loss))
                 return dt_error_set(err,
                                     "loss is %s at epoch %d step %ld on rank %d (learning rate "
@@ -557,7 +605,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         dt_epoch_record er = epoch_record(t, epoch, &e);
         const double eval_start = dt_now();
         if (evaluate(t, &test_loss, &test_acc, err)) return -1;
-        if (!isfinite(test_loss) || first_non_finite(&t->state.model) >= 0)
+        if (!isfinite(test_loss) || dt_model_first_non_finite(&t->state.model) >= 0)
             return dt_error_set(err,
                                 "the weights diverged in epoch %d (test loss %s; learning rate %g "
                                 "too high?); stopping without saving",
