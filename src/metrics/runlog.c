@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "dtrain/textfile.h"
+
 /* ---- the format: one field list per event, used to write and to read ---- */
 
 typedef enum field_kind {
@@ -219,9 +221,19 @@ int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->hashed = 0;
     log->crc = 0; /* crc32 of nothing */
     if (!path || !*path) return 0;
-    /* w+: a checkpoint reads the log back for its crc32 (dt_runlog_prefix) */
-    log->file = fopen(path, "w+");
-    if (!log->file) return dt_error_set(err, "cannot write run log %s: %s", path, strerror(errno));
+    /* never through a symlink nor onto a device (dt_outfile_check said so at setup;
+     * O_NOFOLLOW and the regular-file check close the window since) */
+    /* read too: a checkpoint reads the log back for its crc32 (dt_runlog_prefix) */
+    const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) != 0 ||
+        !(log->file = fdopen(fd, "w"))) {
+        const int e = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) ? 0 : errno;
+        if (fd >= 0) close(fd);
+        if (!e) return dt_error_set(err, "cannot write run log %s: not a regular file", path);
+        return dt_error_set(err, "cannot write run log %s: %s", path,
+                            e == ELOOP ? "a symbolic link (not followed)" : strerror(e));
+    }
     return 0;
 }
 
