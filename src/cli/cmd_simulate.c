@@ -15,6 +15,7 @@
 #include "dtrain/profile.h"
 #include "dtrain/simulate.h"
 #include "dtrain/sweep.h"
+#include "dtrain/textfile.h"
 
 enum { MAX_WORKER_COUNTS = 64 };
 
@@ -292,8 +293,10 @@ static int validate_row(const char *path, int lineno, char **f, const int *col, 
     c.batch = (int)batch;
     dt_error why;
     char link[128];
-    snprintf(link, sizeof link, "%s%s%s", f[col[V_LINK]], col[V_LATENCY] >= 0 ? "," : "",
-             col[V_LATENCY] >= 0 ? f[col[V_LATENCY]] : "");
+    if (snprintf(link, sizeof link, "%s%s%s", f[col[V_LINK]], col[V_LATENCY] >= 0 ? "," : "",
+                 col[V_LATENCY] >= 0 ? f[col[V_LATENCY]] : "") >= (int)sizeof link)
+        return dt_error_set(err, "%s line %d: link and latency longer than %zu characters", path,
+                            lineno, sizeof link - 1);
     if (dt_sim_parse_link(link, &c.link, &why) ||
         dt_sim_parse_topology(f[col[V_TOPOLOGY]], &c, &why) ||
         dt_sim_parse_mode(f[col[V_MODE]], &c.mode, &why))
@@ -305,11 +308,13 @@ static int validate_row(const char *path, int lineno, char **f, const int *col, 
     /* the profile beside the CSV */
     char profile_path[4200];
     const char *slash = strrchr(path, '/');
-    if (f[col[V_PROFILE]][0] == '/' || !slash)
-        snprintf(profile_path, sizeof profile_path, "%s", f[col[V_PROFILE]]);
-    else
-        snprintf(profile_path, sizeof profile_path, "%.*s/%s", (int)(slash - path), path,
-                 f[col[V_PROFILE]]);
+    const int used = f[col[V_PROFILE]][0] == '/' || !slash
+                         ? snprintf(profile_path, sizeof profile_path, "%s", f[col[V_PROFILE]])
+                         : snprintf(profile_path, sizeof profile_path, "%.*s/%s",
+                                    (int)(slash - path), path, f[col[V_PROFILE]]);
+    if (used < 0 || used >= (int)sizeof profile_path) /* never a cut name: another file */
+        return dt_error_set(err, "%s line %d: the profile's path is longer than %zu bytes", path,
+                            lineno, sizeof profile_path - 1);
     dt_profile p;
     if (dt_profile_read(&p, profile_path, &why))
         return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
@@ -331,48 +336,28 @@ static int validate_row(const char *path, int lineno, char **f, const int *col, 
     return 0;
 }
 
-static int split_fields(char *line, char **f, int max) {
-    int n = 0;
-    for (char *p = line;; p++) {
-        if (n == max) return -1;
-        f[n++] = p;
-        p = strchr(p, ',');
-        if (!p) break;
-        *p = 0;
-    }
-    return n;
-}
-
 static int validate(const char *cmd, const char *path, double max_median) {
-    FILE *in = fopen(path, "r");
-    if (!in) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno)), 1;
-    char line[4096], out[1024];
-    char *f[32];
-    int col[V_COLUMNS], n_fields = 0, lineno = 0, n = 0, rc = 0;
-    double *errors = malloc(sizeof(double) * MAX_ROWS);
+    dt_csv csv;
     dt_error err;
+    if (dt_csv_open(&csv, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    char out[1024];
+    char **f = csv.field;
+    int col[V_COLUMNS], n_fields = 0, n = 0, rc = 0, got;
+    double *errors = malloc(sizeof(double) * MAX_ROWS);
     if (!errors) {
-        fclose(in);
+        dt_csv_close(&csv);
         return cli_fail(cmd, "out of memory"), 1;
     }
     for (int i = 0; i < V_COLUMNS; i++) col[i] = -1;
     printf("| config | workers | topology | link | mode | measured ms | measured compute / "
            "exposed ms | predicted ms | predicted compute / exposed ms | error |\n"
            "|---|---|---|---|---|---|---|---|---|---|\n");
-    while (rc == 0 && fgets(line, sizeof line, in)) {
-        lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            rc = cli_fail(cmd, "%s line %d: longer than %zu bytes", path, lineno, sizeof line - 2);
+    while (rc == 0 && (got = dt_csv_next(&csv, &err)) != 0) { /* '#' comments skipped */
+        if (got < 0) {
+            rc = cli_fail(cmd, "%s", err.msg);
             break;
         }
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
-        if (!len || line[0] == '#') continue;
-        const int k = split_fields(line, f, 32);
-        if (k < 0) {
-            rc = cli_fail(cmd, "%s line %d: more than 32 fields", path, lineno);
-            break;
-        }
+        const int k = csv.n, lineno = (int)csv.in.lineno;
         if (n_fields == 0) { /* the header */
             n_fields = k;
             for (int i = 0; i < k; i++)
@@ -399,8 +384,7 @@ static int validate(const char *cmd, const char *path, double max_median) {
         errors[n] = fabs(errors[n]);
         n++;
     }
-    if (rc == 0 && ferror(in)) rc = cli_fail(cmd, "cannot read %s", path);
-    fclose(in);
+    dt_csv_close(&csv);
     if (rc == 0 && n == 0) rc = cli_fail(cmd, "%s has no rows", path);
     if (rc == 0) {
         qsort(errors, (size_t)n, sizeof(double), compare_double);

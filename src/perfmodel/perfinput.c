@@ -2,12 +2,14 @@
 #include "dtrain/perfinput.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/runlog.h"
+#include "dtrain/textfile.h"
 
 int dt_loss_points_from_log(const char *path, long every, dt_loss_points *pts, dt_error *err) {
     memset(pts, 0, sizeof *pts);
@@ -53,38 +55,9 @@ void dt_loss_points_free(dt_loss_points *pts) {
     pts->n = 0;
 }
 
-/* ---- CSV ---- */
+/* ---- CSV (read through textfile.h's dt_csv: one set of limits for every CSV) ---- */
 
-enum { MAX_FIELDS = 64 };
-
-/* Splits line in place at every comma (empty fields kept) after cutting its line
- * end; returns the number of fields (0 for an empty line), or max + 1 if there are
- * more than max (an error for the caller, never a silent cut). */
-static int split_fields(char *line, char **fields, int max) {
-    line[strcspn(line, "\r\n")] = 0;
-    if (!*line) return 0;
-    int n = 0;
-    for (char *p = line;; p++) {
-        if (n < max) fields[n] = p;
-        n++;
-        p += strcspn(p, ",");
-        if (!*p) break;
-        *p = 0;
-    }
-    return n <= max ? n : max + 1;
-}
-
-/* A whole field that is a finite number. */
-static int parse_number(const char *text, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int find(char **header, int n, const char *name) {
+static int find(char *const *header, int n, const char *name) {
     for (int c = 0; c < n; c++)
         if (!strcmp(header[c], name)) return c;
     return -1;
@@ -94,16 +67,17 @@ int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, d
     memset(pts, 0, sizeof *pts);
     if (every <= 0) every = 1;
     pts->every = every;
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    char *line = NULL, *field[MAX_FIELDS];
-    size_t cap = 0;
-    int rc = 0, lineno = 1, x_col = -1, l_col = -1, n_cols = 0;
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    char **field = csv.field;
+    int rc = 0, x_col = -1, l_col = -1, n_cols = 0, got = dt_csv_next(&csv, err);
     long cap_pts = 0;
-    if (getline(&line, &cap, f) <= 0) {
+    if (got < 0) {
+        rc = -1;
+    } else if (got == 0) {
         rc = dt_error_set(err, "%s is empty", path);
     } else {
-        n_cols = split_fields(line, field, MAX_FIELDS);
+        n_cols = csv.n;
         for (int c = 0; c < n_cols; c++) {
             if (!strcmp(field[c], "step") || !strcmp(field[c], "epoch")) {
                 x_col = c;
@@ -115,25 +89,28 @@ int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, d
             rc = dt_error_set(err,
                               "%s: the header must name the columns step,loss or epoch,loss "
                               "(got '%s')",
-                              path, n_cols ? field[0] : "");
+                              path, field[0]);
     }
     double sum_x = 0, sum_l = 0, last_x = -INFINITY;
     long in_window = 0;
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        int k = split_fields(line, field, MAX_FIELDS);
-        if (k == 0) continue;
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) != 0) {
+        const long lineno = csv.in.lineno;
+        const int k = csv.n;
         double x = 0, l = 0;
-        if (k != n_cols) {
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
+        if (got < 0) {
+            rc = -1;
+        } else if (k != n_cols) {
+            rc = dt_error_set(err, "%s line %ld: %d fields, the header has %d", path, lineno, k,
                               n_cols);
-        } else if (parse_number(field[x_col], &x) || parse_number(field[l_col], &l)) {
-            rc = dt_error_set(err, "%s line %d: %s and loss must be finite numbers", path, lineno,
+        } else if (dt_csv_number(field[x_col], -DBL_MAX, DBL_MAX, &x) ||
+                   dt_csv_number(field[l_col], -DBL_MAX, DBL_MAX, &l)) {
+            rc = dt_error_set(err, "%s line %ld: %s and loss must be finite numbers", path, lineno,
                               pts->unit);
         } else if (l < 0) {
-            rc = dt_error_set(err, "%s line %d: a loss below zero (%g)", path, lineno, l);
+            rc = dt_error_set(err, "%s line %ld: a loss below zero (%g)", path, lineno, l);
         } else if (!(x > last_x)) {
-            rc = dt_error_set(err, "%s line %d: the %s does not increase", path, lineno, pts->unit);
+            rc =
+                dt_error_set(err, "%s line %ld: the %s does not increase", path, lineno, pts->unit);
         }
         last_x = x;
         if (rc) break;
@@ -159,9 +136,7 @@ int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, d
         sum_l = 0;
         in_window = 0;
     }
-    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s", path);
-    free(line);
-    fclose(f);
+    dt_csv_close(&csv);
     if (rc) dt_loss_points_free(pts);
     return rc;
 }
@@ -183,28 +158,17 @@ int dt_loss_points_select(dt_loss_points *pts, long drop_last, long tail, dt_err
 int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_point *pts, int *n,
                              dt_error *err) {
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    char *line = NULL, *header_line = NULL, *header[MAX_FIELDS], *field[MAX_FIELDS];
-    size_t cap = 0;
-    int n_cols = 0, rc = 0;
-    if (getline(&line, &cap, f) > 0) {
-        header_line = line; /* kept: header[] points into it */
-        line = NULL;
-        cap = 0;
-        n_cols = split_fields(header_line, header, MAX_FIELDS);
-        if (n_cols > MAX_FIELDS) {
-            rc = dt_error_set(err, "%s: more than %d columns", path, MAX_FIELDS);
-            n_cols = 0;
-        }
-    }
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    int rc = 0, got = dt_csv_next(&csv, err), n_cols = got > 0 ? csv.n : 0;
+    if (got < 0) rc = -1;
     static const char *const NAMES[4] = {"workers", "servers", "batch", "step_time"};
     /* dtrain scale's runs.csv: procs, batch_size (per process), t_train, iterations */
     static const char *const SWEEP_NAMES[4] = {"procs", "batch_size", "t_train", "iterations"};
     int col[4], sweep[4], from_sweep = kind == DT_SPEED_ALLREDUCE;
     for (int c = 0; c < 4; c++) {
-        col[c] = find(header, n_cols, NAMES[c]);
-        sweep[c] = find(header, n_cols, SWEEP_NAMES[c]);
+        col[c] = find(csv.field, n_cols, NAMES[c]); /* the header row, before the next */
+        sweep[c] = find(csv.field, n_cols, SWEEP_NAMES[c]);
         from_sweep &= sweep[c] >= 0;
     }
     from_sweep &= col[0] < 0;
@@ -213,21 +177,21 @@ int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_poin
             rc = dt_error_set(err, "%s: missing column '%s'", path, NAMES[c]);
     const int *use = from_sweep ? sweep : col;
     const char *const *use_names = from_sweep ? SWEEP_NAMES : NAMES;
-    int lineno = 1;
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        int k = split_fields(line, field, MAX_FIELDS);
-        if (k == 0) continue;
-        if (k != n_cols) {
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
-                              n_cols);
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) != 0) {
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        if (csv.n != n_cols) {
+            rc = dt_error_set(err, "%s line %ld: %d fields, the header has %d", path, csv.in.lineno,
+                              csv.n, n_cols);
             break;
         }
         double v[4] = {0, 0, 0, 0};
         for (int c = 0; c < 4 && rc == 0; c++)
-            if (use[c] >= 0 && parse_number(field[use[c]], &v[c]))
-                rc = dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno,
-                                  use_names[c], field[use[c]]);
+            if (use[c] >= 0)
+                rc = dt_csv_field_number(&csv, use_names[c], csv.field[use[c]], -DBL_MAX, DBL_MAX,
+                                         &v[c], err);
         if (rc) break;
         if (*n == DT_SPEED_MAX_POINTS) {
             rc = dt_error_set(err, "%s: more than %d rows", path, DT_SPEED_MAX_POINTS);
@@ -238,40 +202,34 @@ int dt_speed_points_read_csv(const char *path, dt_speed_kind kind, dt_speed_poin
         else
             pts[(*n)++] = (dt_speed_point){v[0], v[1], v[2], v[3]};
     }
-    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s", path);
-    free(line);
-    free(header_line);
-    fclose(f);
+    dt_csv_close(&csv);
     return rc;
 }
 
 int dt_job_table_read(const char *path, dt_job_table *t, dt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
     memset(t, 0, sizeof *t);
-    char *line = NULL, *field[MAX_FIELDS];
-    size_t cap = 0;
-    int rc = 0, lineno = 1;
-    ssize_t got;
-    while ((got = getline(&line, &cap, f)) > 0 && line[0] == '#') /* comments above */
-        lineno++;
-    if (got <= 0) {
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    int rc = 0, got = dt_csv_next(&csv, err); /* '#' comments skipped by dt_csv */
+    if (got < 0) {
+        rc = -1;
+    } else if (got == 0) {
         rc = dt_error_set(err, "%s is empty", path);
     } else {
-        int k = split_fields(line, field, MAX_FIELDS);
-        if (k > DT_JOBS_MAX_COLS)
-            rc = dt_error_set(err, "%s: %d columns (at most %d)", path, k, DT_JOBS_MAX_COLS);
-        for (int c = 0; c < k && rc == 0; c++)
-            snprintf(t->header[t->n_cols++], sizeof t->header[0], "%s", field[c]);
+        if (csv.n > DT_JOBS_MAX_COLS)
+            rc = dt_error_set(err, "%s: %d columns (at most %d)", path, csv.n, DT_JOBS_MAX_COLS);
+        for (int c = 0; c < csv.n && rc == 0; c++)
+            snprintf(t->header[t->n_cols++], sizeof t->header[0], "%s", csv.field[c]);
     }
-    while (rc == 0 && getline(&line, &cap, f) > 0) {
-        lineno++;
-        if (line[0] == '#') continue;
-        int k = split_fields(line, field, MAX_FIELDS);
-        if (k == 0) continue;
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) != 0) {
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        const int k = csv.n;
         if (k != t->n_cols) {
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
-                              t->n_cols);
+            rc = dt_error_set(err, "%s line %ld: %d fields, the header has %d", path, csv.in.lineno,
+                              k, t->n_cols);
             break;
         }
         if (t->n_rows == DT_JOBS_MAX_ROWS) {
@@ -280,19 +238,17 @@ int dt_job_table_read(const char *path, dt_job_table *t, dt_error *err) {
         }
         for (int c = 0; c < k && rc == 0; c++) {
             if (!strcmp(t->header[c], "name"))
-                snprintf(t->names[t->n_rows], sizeof t->names[0], "%s", field[c]);
-            else if (parse_number(field[c], &t->v[t->n_rows][c]))
-                rc = dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno,
-                                  t->header[c], field[c]);
+                snprintf(t->names[t->n_rows], sizeof t->names[0], "%s", csv.field[c]);
+            else
+                rc = dt_csv_field_number(&csv, t->header[c], csv.field[c], -DBL_MAX, DBL_MAX,
+                                         &t->v[t->n_rows][c], err);
         }
         if (rc) break;
         if (!t->names[t->n_rows][0])
             snprintf(t->names[t->n_rows], sizeof t->names[0], "job%d", t->n_rows + 1);
         t->n_rows++;
     }
-    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s", path);
-    free(line);
-    fclose(f);
+    dt_csv_close(&csv);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 #include "dtrain/scaling.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include "dtrain/outfile.h"
 #include "dtrain/perfmodel.h"
+#include "dtrain/textfile.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
     /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is
@@ -263,47 +265,17 @@ static const char *const COLUMNS[N_COLS] = {
     "final_loss",  "test_acc",    "lr_scaled",   "repeats",        "t_train_min",
     "t_train_max", "t_epoch_min", "t_epoch_max", "other_cores",    "model"};
 
-static char *trim(char *t) {
-    while (*t == ' ' || *t == '\t') t++;
-    size_t n = strlen(t);
-    while (n && (t[n - 1] == ' ' || t[n - 1] == '\t' || t[n - 1] == '\r' || t[n - 1] == '\n'))
-        t[--n] = 0;
-    return t;
-}
-
-enum { MAX_CSV_FIELDS = 256, MAX_CSV_LINE = 1 << 20 };
-
-/* Splits line in place at every comma, empty fields kept, each trimmed; the count, or
- * -1 if there are more than max. */
-static int split_csv(char *line, char **fields, int max) {
-    int n = 0;
-    for (char *p = line;;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma = 0;
-        if (n == max) return -1;
-        fields[n++] = trim(p);
-        if (!comma) return n;
-        p = comma + 1;
-    }
-}
-
 /* The field of column c as a number: the whole field, finite; integers where the
  * column counts something. */
-static int csv_number(const char *path, int lineno, int c, const char *text, double *out,
-                      dt_error *err) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (!*text || end == text || *end || !isfinite(v))
-        return dt_error_set(err, "%s line %d: %s is not a number: '%s'", path, lineno, COLUMNS[c],
-                            text);
+static int csv_number(const dt_csv *csv, int c, const char *text, double *out, dt_error *err) {
     const int counts = c == COL_PROCS || c == COL_BATCH || c == COL_ITER;
     const double max = c == COL_PROCS ? 1 << 20 : c == COL_BATCH ? 1 << 24 : 1e15;
-    if (counts && (v != floor(v) || v < 0 || v > max))
-        return dt_error_set(err, "%s line %d: %s must be a whole number from 0 to %.0f, got '%s'",
-                            path, lineno, COLUMNS[c], max, text);
-    *out = v;
-    return 0;
+    const int rc = dt_csv_number(text, -DBL_MAX, DBL_MAX, out);
+    if (counts && rc != DT_CSV_NOT_A_NUMBER &&
+        (rc || *out != floor(*out) || *out < 0 || *out > max))
+        return dt_error_set(err, "%s line %ld: %s must be a whole number from 0 to %.0f, got '%s'",
+                            csv->in.path, csv->in.lineno, COLUMNS[c], max, text);
+    return dt_csv_field_number(csv, COLUMNS[c], text, -DBL_MAX, DBL_MAX, out, err);
 }
 
 dt_scale_row dt_scale_row_unknown(void) {
@@ -327,19 +299,17 @@ dt_scale_row dt_scale_row_unknown(void) {
                           .sys_other_cores = -1};
 }
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    char *line = NULL, *fields[MAX_CSV_FIELDS];
-    size_t cap = 0;
-    int where[MAX_CSV_FIELDS], n_fields = 0, lineno = 1, rc = 0;
-    ssize_t got = getline(&line, &cap, f);
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    char **fields = csv.field;
+    int where[DT_CSV_MAX_FIELDS], n_fields = 0, rc = 0, got = dt_csv_next(&csv, err);
     int have[N_COLS] = {0};
-    if (got <= 0) {
+    if (got < 0) {
+        rc = -1;
+    } else if (got == 0) {
         rc = dt_error_set(err, "%s is empty", path);
-    } else if (got > MAX_CSV_LINE || (n_fields = split_csv(line, fields, MAX_CSV_FIELDS)) < 0) {
-        rc = dt_error_set(err, "%s line 1: more than %d columns or %d bytes", path, MAX_CSV_FIELDS,
-                          MAX_CSV_LINE);
     } else {
+        n_fields = csv.n;
         for (int k = 0; k < n_fields && rc == 0; k++) {
             where[k] = -1;
             for (int c = 0; c < N_COLS; c++)
@@ -355,30 +325,29 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                                   path, COLUMNS[c]);
     }
     char first_model[64] = "";
-    while (rc == 0 && (got = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        if (got > MAX_CSV_LINE) {
-            rc = dt_error_set(err, "%s line %d: longer than %d bytes", path, lineno, MAX_CSV_LINE);
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) != 0) {
+        const long lineno = csv.in.lineno;
+        const int k = csv.n;
+        if (got < 0) {
+            rc = -1;
             break;
         }
-        if (!*trim(line)) continue;
-        int k = split_csv(line, fields, MAX_CSV_FIELDS);
         if (k != n_fields) {
-            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno,
-                              k < 0 ? MAX_CSV_FIELDS + 1 : k, n_fields);
+            rc = dt_error_set(err, "%s line %ld: %d fields, the header has %d", path, lineno, k,
+                              n_fields);
             break;
         }
         dt_scale_row r = dt_scale_row_unknown();
         for (int i = 0; i < k && rc == 0; i++) {
             if (where[i] < 0) continue;
             if (where[i] == COL_MODEL) { /* one curve per model would mix studies: refuse */
-                const char *m = trim(fields[i]);
+                const char *m = fields[i];
                 if (!first_model[0]) {
                     snprintf(first_model, sizeof first_model, "%s", m);
                     if (!s->model[0]) snprintf(s->model, sizeof s->model, "%s", m);
                 } else if (strcmp(first_model, m)) {
                     rc = dt_error_set(err,
-                                      "%s line %d: model '%s' after '%s': report --times makes "
+                                      "%s line %ld: model '%s' after '%s': report --times makes "
                                       "one report per model; split the CSV by its model column",
                                       path, lineno, m, first_model);
                     break;
@@ -386,7 +355,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
                 continue;
             }
             double v = 0;
-            if (csv_number(path, lineno, where[i], fields[i], &v, err)) {
+            if (csv_number(&csv, where[i], fields[i], &v, err)) {
                 rc = -1;
                 break;
             }
@@ -452,20 +421,18 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
         }
         if (rc) break;
         if (r.procs < 1 || r.batch < 1)
-            rc = dt_error_set(err, "%s line %d: procs and batch_size must be positive", path,
+            rc = dt_error_set(err, "%s line %ld: procs and batch_size must be positive", path,
                               lineno);
         else if (r.t_train <= 0 || (have[COL_T_EPOCH] && r.t_epoch <= 0))
-            rc = dt_error_set(err, "%s line %d: times must be positive (t_train %g)", path, lineno,
+            rc = dt_error_set(err, "%s line %ld: times must be positive (t_train %g)", path, lineno,
                               r.t_train);
         else if (dt_scale_add_row(s, &r, err)) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            rc = dt_error_set(err, "%s line %d: %s", path, lineno, why);
+            rc = dt_error_set(err, "%s line %ld: %s", path, lineno, why);
         }
     }
-    if (rc == 0 && ferror(f)) rc = dt_error_set(err, "cannot read %s: %s", path, strerror(errno));
-    free(line);
-    fclose(f);
+    dt_csv_close(&csv);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
     return rc ? rc : dt_scale_combine(s, err);
 }

@@ -1,5 +1,6 @@
-/* libFuzzer target for every CSV reader: the input read as a report's --times CSV, a
- * fit-speed CSV (both kinds) and a fit-jobs table. Build and run:
+/* libFuzzer target for every CSV reader (all through textfile.h's dt_csv): the input
+ * read as a report's --times CSV, a fit-speed CSV (both kinds), a fit-jobs table and
+ * a fit-loss CSV. Build and run:
  * scripts/fuzz.sh SECONDS csv. */
 #include <stdlib.h>
 #include <string.h>
@@ -22,5 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dt_speed_points_read_csv(path, DT_SPEED_ALLREDUCE, pts, &n, &err);
     static dt_job_table t;
     dt_job_table_read(path, &t, &err);
+    dt_loss_points pts_loss;
+    if (dt_loss_points_from_csv(path, 2, &pts_loss, &err) == 0) dt_loss_points_free(&pts_loss);
     return 0;
 }
