@@ -19,6 +19,12 @@ enum { DT_MAX_PLOTS = 8 + 64 };
 int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n,
                    dt_error *err);
 
+/* Every file dt_plots_write may write into its folder for study s (data, script,
+ * pictures, gnuplot.err), each name (relative to the folder) passed to visit, so a
+ * caller can check them all before writing any; stops at the first non-zero visit
+ * returns and returns it. */
+int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx), void *ctx);
+
 /* Runs `gnuplot script` in dir (no shell), its stderr going to stderr_path (relative
  * to dir). 0 if gnuplot ran and succeeded. */
 int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path);

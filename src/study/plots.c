@@ -64,7 +64,10 @@ int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path)
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) { /* plain descriptors here: no stdio buffers are flushed again */
-        int err_fd = chdir(dir) == 0 ? open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        /* O_NOFOLLOW: a symlink named like the error file is not followed to its target */
+        int err_fd = chdir(dir) == 0
+                         ? open(stderr_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644)
+                         : -1;
         int null_fd = open("/dev/null", O_RDWR);
         if (err_fd < 0 || null_fd < 0 || dup2(err_fd, STDERR_FILENO) < 0 ||
             dup2(null_fd, STDOUT_FILENO) < 0 || dup2(null_fd, STDIN_FILENO) < 0)
@@ -188,11 +191,25 @@ static int plot_split(plotter *pl, dt_error *err) {
     return 1;
 }
 
+/* The plot command's list of one curve per config with data: "'NAME' using U TITLE,
+ * ..." for the configs marked in has[b * np + p] (written in full, whatever their
+ * number: a 144-config study draws 144 curves). */
+static void plot_curves(const plotter *pl, const unsigned char *has, const char *prefix,
+                        const char *using) {
+    int first = 1;
+    for (int b = 0; b < pl->nb; b++)
+        for (int p = 0; p < pl->np; p++) {
+            if (!has[b * pl->np + p]) continue;
+            fprintf(pl->gp, "%s'%s_p%d_b%d.dat' %s title 'N=%d, B=%d'", first ? "" : ", ", prefix,
+                    pl->procs[p], pl->batch[b], using, pl->procs[p], pl->batch[b]);
+            first = 0;
+        }
+}
+
 /* 4. Loss curves from the run logs, when the study has them. */
 static int plot_loss(plotter *pl, dt_error *err) {
     int curves = 0;
-    char plot_cmd[8192] = "";
-    size_t used = 0;
+    unsigned char has[64 * 64] = {0};
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             char log[4200], name[64];
@@ -202,20 +219,18 @@ static int plot_loss(plotter *pl, dt_error *err) {
             if (open_in(&c, pl->dir, name, err)) return -1;
             int ok = loss_curve(log, c.f, err);
             if (close_in(&c, ok >= 0, err) || ok < 0) return -1;
-            if (!ok || used >= sizeof plot_cmd) continue;
-            used += (size_t)snprintf(plot_cmd + used, sizeof plot_cmd - used,
-                                     "%s'%s' using 1:2 with lines lw 2 title 'N=%d, B=%d'",
-                                     curves ? ", " : "", name, pl->procs[p], pl->batch[b]);
-            curves++;
+            has[b * pl->np + p] = ok > 0;
+            curves += ok > 0;
         }
     if (!curves) return 0;
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'loss.%s'\n", terms[t][0], terms[t][1]);
-        fprintf(pl->gp,
-                "set title 'Training loss (rank 0, mean over windows of steps)'\n"
-                "set xlabel 'step'\nset ylabel 'cross-entropy loss'\nset logscale y\n"
-                "set xrange [0:*]\nset yrange [*:*]\nplot %s\nunset logscale y\n",
-                plot_cmd);
+        fputs("set title 'Training loss (rank 0, mean over windows of steps)'\n"
+              "set xlabel 'step'\nset ylabel 'cross-entropy loss'\nset logscale y\n"
+              "set xrange [0:*]\nset yrange [*:*]\nplot ",
+              pl->gp);
+        plot_curves(pl, has, "loss", "using 1:2 with lines lw 2");
+        fputs("\nunset logscale y\n", pl->gp);
     }
     return 1;
 }
@@ -223,9 +238,8 @@ static int plot_loss(plotter *pl, dt_error *err) {
 /* 6. Test accuracy during training (--eval-every's eval records) against training
  * wall time and against steps, one line per config. 0 without eval records. */
 static int plot_accuracy(plotter *pl, dt_error *err) {
-    char plot_t[8192] = "", plot_k[8192] = "";
-    size_t used_t = 0, used_k = 0;
     int curves = 0;
+    unsigned char has[64 * 64] = {0};
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             char log[4200], name[64];
@@ -245,25 +259,22 @@ static int plot_accuracy(plotter *pl, dt_error *err) {
                         100.0 * c.evals[i].test_acc);
             dt_runlog_contents_free(&c);
             if (close_in(&d, 1, err)) return -1;
-            if (used_t >= sizeof plot_t || used_k >= sizeof plot_k) continue;
-            used_t += (size_t)snprintf(plot_t + used_t, sizeof plot_t - used_t,
-                                       "%s'%s' using 1:3 title 'N=%d, B=%d'", curves ? ", " : "",
-                                       name, pl->procs[p], pl->batch[b]);
-            used_k += (size_t)snprintf(plot_k + used_k, sizeof plot_k - used_k,
-                                       "%s'%s' using 2:3 title 'N=%d, B=%d'", curves ? ", " : "",
-                                       name, pl->procs[p], pl->batch[b]);
+            has[b * pl->np + p] = 1;
             curves++;
         }
-    if (!curves || used_t >= sizeof plot_t || used_k >= sizeof plot_k) return 0;
-    for (int t = 0; t < 2; t++)
+    if (!curves) return 0;
+    for (int t = 0; t < 2; t++) {
         fprintf(pl->gp,
                 "set terminal %s\nset output 'accuracy.%s'\nset multiplot layout 2,1 title "
                 "'Test accuracy during training (eval records)'\nset yrange [0:100]\n"
                 "set ylabel 'test accuracy (%%)'\nset xrange [0:*]\nset title ''\n"
-                "set xlabel 'training wall time (s, evaluation excluded)'\nplot %s\n"
-                "set xlabel 'step'\nplot %s\nunset multiplot\nset xrange [*:*]\n"
-                "set yrange [*:*]\n",
-                terms[t][0], terms[t][1], plot_t, plot_k);
+                "set xlabel 'training wall time (s, evaluation excluded)'\nplot ",
+                terms[t][0], terms[t][1]);
+        plot_curves(pl, has, "accuracy", "using 1:3");
+        fputs("\nset xlabel 'step'\nplot ", pl->gp);
+        plot_curves(pl, has, "accuracy", "using 2:3");
+        fputs("\nunset multiplot\nset xrange [*:*]\nset yrange [*:*]\n", pl->gp);
+    }
     return 1;
 }
 
@@ -346,6 +357,48 @@ static int plot_util(plotter *pl, dt_error *err) {
             snprintf(pl->util[pl->n_util++], 64, "%s.png", base);
         }
     return pl->n_util > 0;
+}
+
+int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx),
+                     void *ctx) {
+    static const char *const fixed[] = {"plots.gp", "gnuplot.err", "split.dat"};
+    static const char *const pictures[] = {"speedup", "epoch_time", "compute_comm", "loss",
+                                           "accuracy"};
+    int procs[64], batch[64], rc = 0;
+    const int np = dt_scale_distinct(s, 0, procs), nb = dt_scale_distinct(s, 1, batch);
+    char name[96];
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed && !rc; i++) rc = visit(fixed[i], ctx);
+    for (size_t i = 0; i < sizeof pictures / sizeof *pictures && !rc; i++)
+        for (int t = 0; t < 2 && !rc; t++) {
+            snprintf(name, sizeof name, "%s.%s", pictures[i], terms[t][1]);
+            rc = visit(name, ctx);
+        }
+    for (int b = 0; b < nb && !rc; b++) {
+        snprintf(name, sizeof name, "speedup_b%d.dat", batch[b]);
+        rc = visit(name, ctx);
+    }
+    for (int p = 0; p < np && !rc; p++) {
+        snprintf(name, sizeof name, "epoch_p%d.dat", procs[p]);
+        rc = visit(name, ctx);
+    }
+    for (int b = 0; b < nb && !rc; b++)
+        for (int p = 0; p < np && !rc; p++) {
+            for (int i = 0; i < 4 && !rc; i++) { /* loss and accuracy data, the util plot */
+                if (i < 2)
+                    snprintf(name, sizeof name, "%s_p%d_b%d.dat", i ? "accuracy" : "loss", procs[p],
+                             batch[b]);
+                else
+                    snprintf(name, sizeof name, "util_p%d_b%d.%s", procs[p], batch[b],
+                             terms[i - 2][1]);
+                rc = visit(name, ctx);
+            }
+            for (int k = 0; k < 2 * 32 && !rc; k++) { /* as util_data: 32 ranks, 32 servers */
+                snprintf(name, sizeof name, "util_p%d_b%d_%s%d.dat", procs[p], batch[b],
+                         k < 32 ? "r" : "s", k % 32);
+                rc = visit(name, ctx);
+            }
+        }
+    return rc;
 }
 
 int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], int *n_names,
