@@ -10,14 +10,22 @@
 
 #include "dtrain/timer.h"
 
-/* DTRAIN_PEER_TIMEOUT in seconds (default 25): a positive number, else the default. */
-static double peer_timeout_s(void) {
+/* DTRAIN_PEER_TIMEOUT in seconds (default 25): a number above 0, else an error (a
+ * typo must not quietly leave the default in force). */
+static int peer_timeout_s(double *out, dt_error *err) {
     const char *text = getenv("DTRAIN_PEER_TIMEOUT");
-    if (!text) return 25.0;
+    *out = 25.0;
+    if (!text) return 0;
     char *end;
     errno = 0;
-    double v = strtod(text, &end);
-    return errno || end == text || *end || !isfinite(v) || v <= 0 ? 25.0 : v;
+    const double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || v <= 0 || v > 1e9)
+        return dt_error_set(err,
+                            "DTRAIN_PEER_TIMEOUT must be a number of seconds from 0 (excluded) to "
+                            "1e9, got '%s' (unset it for the default 25)",
+                            text);
+    *out = v;
+    return 0;
 }
 
 /* The only place dtrain names MPI's process world: the process world is created from
@@ -36,6 +44,7 @@ int dt_world_launched(void) {
 }
 
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
+    if (peer_timeout_s(&w->timeout_s, err)) return -1; /* before MPI: one line, no MPI noise */
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized &&
@@ -53,7 +62,6 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
     w->job_rank = w->rank;
-    w->timeout_s = peer_timeout_s();
     return 0;
 }
 
