@@ -27,10 +27,10 @@
 #include "dtrain/error.h"
 
 typedef struct dt_runlog {
-    FILE *file;       /* NULL: logging off */
-    int write_failed; /* errno of the first failed write (reported at close), or 0 */
-    int flush_all;    /* flush every record, not only epochs (a resumable run: the step
-                       * records a kill cuts short count the work lost) */
+    FILE *file;        /* NULL: logging off */
+    int write_failed;  /* errno of the first failed write (reported at close), or 0 */
+    int flush_all;     /* flush every record, not only epochs (a resumable run: the step
+                        * records a kill cuts short count the work lost) */
     long hashed;       /* bytes of the file's start that crc covers (dt_runlog_prefix) */
     unsigned long crc; /* zlib crc32 of them */
 } dt_runlog;
@@ -42,7 +42,9 @@ typedef struct dt_run_record {
     int procs; /* all ranks (servers included in the parameter-server modes) */
     char mode[32];
     int batch_size, global_batch;
-    char data[4200]; /* a spec with a path of up to PATH_MAX */
+    /* a spec with a path of up to PATH_MAX, read back with room for each byte that is
+     * not UTF-8 becoming two (runlog.c's write_string) */
+    char data[8400];
     int dataset_size;
     long steps_per_epoch;
     int epochs;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dtrain/outfile.h"
 #include "dtrain/jobs.h"
 #include "dtrain/perfinput.h"
 #include "dtrain/plots.h"
@@ -93,8 +94,9 @@ static int draw_curves(const char *cmd, const dt_job_table *t, const double *b,
     if (!(x_max > 0) || !isfinite(x_max)) x_max = 1000;
     char path[4200];
     snprintf(path, sizeof path, "%s/jobs_curves.gp", dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    dt_outfile g; /* written whole or not at all; no symlink or device replaced */
+    if (dt_outfile_open(&g, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    FILE *gp = g.f;
     for (int term = 0; term < 2; term++) {
         fprintf(gp,
                 "set terminal %s\nset output 'jobs_curves.%s'\nset grid\nset key outside right "
@@ -124,7 +126,7 @@ static int draw_curves(const char *cmd, const dt_job_table *t, const double *b,
         if (!n) fputs("1/0 notitle", gp);
         fputc('\n', gp);
     }
-    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_commit(&g, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     if (dt_gnuplot_run(dir, "jobs_curves.gp", "/dev/null") == 0)
         fprintf(stderr, "plot: %s/jobs_curves.png (and .svg)\n", dir);
     else

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "dtrain/fitfile.h"
+#include "dtrain/outfile.h"
 #include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
 #include "dtrain/plots.h"
@@ -47,14 +48,14 @@ static int draw_loss_fit(const char *cmd, const dt_loss_points *all, int first, 
     if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     char path[4200];
     snprintf(path, sizeof path, "%s/loss_fit.dat", dir);
-    FILE *d = fopen(path, "w");
-    if (!d) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    dt_outfile d, g; /* written whole or not at all; no symlink or device replaced */
+    if (dt_outfile_open(&d, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     for (int i = 0; i < all->n; i++)
-        fprintf(d, "%.9g %.9g %d\n", all->step[i], all->loss[i], i >= first && i < first + n_fit);
-    if (fclose(d) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+        fprintf(d.f, "%.9g %.9g %d\n", all->step[i], all->loss[i], i >= first && i < first + n_fit);
+    if (dt_outfile_commit(&d, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     snprintf(path, sizeof path, "%s/loss_fit.gp", dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_open(&g, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    FILE *gp = g.f;
     double x_max = all->step[all->n - 1];
     if (pred > x_max && pred < 10 * x_max) x_max = pred;
     for (int t = 0; t < 2; t++)
@@ -68,7 +69,7 @@ static int draw_loss_fit(const char *cmd, const dt_loss_points *all, int first, 
                 "lw 2 title 'fitted curve'\n",
                 t ? "svg size 900,550 dynamic" : "pngcairo size 900,550", t ? "svg" : "png", unit,
                 x_max, fit->b0, fit->b1, fit->b2, fit->b0, fit->b1, fit->b2);
-    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_commit(&g, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     if (dt_gnuplot_run(dir, "loss_fit.gp", "/dev/null") == 0)
         fprintf(stderr, "plot: %s/loss_fit.png (and .svg)\n", dir);
     else
@@ -351,13 +352,13 @@ static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int
                              int n_servers, int w_lo, int w_hi, double batch, double steps,
                              const char *dir, int *drawn) {
     dt_error err;
-    char path[4200], tmp[4300];
+    char path[4200];
     *drawn = 0;
     if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     snprintf(path, sizeof path, "%s/predict.csv", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return cli_fail(cmd, "cannot write %s: %s", tmp, strerror(errno)), 1;
+    dt_outfile o, g;
+    if (dt_outfile_open(&o, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    FILE *f = o.f;
     fputs("workers", f);
     for (int s = 0; s < n_servers; s++) fprintf(f, ",hours_servers_%d", servers[s]);
     fputc('\n', f);
@@ -367,11 +368,10 @@ static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int
             fprintf(f, ",%.6g", steps * dt_speed_step_time(fit, w, servers[s], batch) / 3600.0);
         fputc('\n', f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_commit(&o, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     snprintf(path, sizeof path, "%s/predict.gp", dir);
-    FILE *gp = fopen(path, "w");
-    if (!gp) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_open(&g, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    FILE *gp = g.f;
     fputs("set grid\nset key outside right top box\nset xlabel 'workers'\nset ylabel 'time to "
           "convergence (hours)'\nset style data linespoints\nset datafile separator ','\n",
           gp);
@@ -385,7 +385,7 @@ static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int
                     s + 2, servers[s], servers[s] > 1 ? "s" : "");
         fputc('\n', gp);
     }
-    if (fclose(gp) != 0) return cli_fail(cmd, "cannot write %s: %s", path, strerror(errno)), 1;
+    if (dt_outfile_commit(&g, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
     return 0;
 }

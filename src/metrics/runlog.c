@@ -357,8 +357,33 @@ int dt_runlog_prefix(dt_runlog *log, long *offset, unsigned long *crc) {
     return 0;
 }
 
-/* JSON string: quotes, backslashes and control characters escaped; other bytes
- * (UTF-8 included) as they are. */
+/* The length of the well-formed UTF-8 sequence at p (1 to 4 bytes; RFC 3629: no
+ * overlong form, no surrogate, nothing past U+10FFFF), or 0 if p starts none. Reads
+ * no byte past the first that does not fit, so never past the string's NUL. */
+static int utf8_length(const unsigned char *p) {
+    const unsigned char c = p[0];
+    unsigned char lo = 0x80, hi = 0xBF;
+    int n;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return n;
+}
+
+/* JSON string, always valid UTF-8 JSON: quotes, backslashes and control characters
+ * escaped; well-formed UTF-8 as it is; every other byte (a Latin-1 file name, say)
+ * as \u00XX, the character of that byte in Latin-1, so Python's json and cJSON read
+ * it (as that character, in UTF-8: up to two bytes for one; runlog.h's sizes allow
+ * for it). */
 static int write_string(FILE *f, const char *s) {
     int rc = putc('"', f) == EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
@@ -378,8 +403,15 @@ static int write_string(FILE *f, const char *s) {
         case '\t':
             rc = fputs("\\t", f) < 0;
             break;
-        default:
-            rc = *p < 0x20 ? fprintf(f, "\\u%04x", *p) < 0 : putc(*p, f) == EOF;
+        default: {
+            const int n = *p < 0x20 ? 0 : utf8_length(p);
+            if (n == 0) {
+                rc = fprintf(f, "\\u%04x", *p) < 0;
+            } else {
+                rc = fwrite(p, 1, (size_t)n, f) != (size_t)n;
+                p += n - 1;
+            }
+        }
         }
     }
     return rc || putc('"', f) == EOF ? -1 : 0;
@@ -688,28 +720,34 @@ static int blank(const char *s) {
     return 1;
 }
 
+/* A run log's size bound (a regular file only, lines of at most DT_TEXT_MAX_LINE
+ * bytes: textfile.h): 1 GiB holds millions of step records, and a wrong path
+ * (/dev/zero, a FIFO, a huge file without newlines) is refused, not read into memory. */
+#define RUNLOG_MAX_BYTES ((size_t)1 << 30)
+
 int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_error_set(err, "cannot open run log %s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t line_cap = 0;
-    long lineno = 0, cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0,
+    dt_text_lines in;
+    if (dt_text_lines_open(&in, path, "run log", RUNLOG_MAX_BYTES, err)) return -1;
+    long cap_steps = 0, cap_epochs = 0, cap_servers = 0, cap_ps_epochs = 0, cap_sys = 0,
          cap_workers = 0, cap_evals = 0;
-    ssize_t len;
-    int rc = 0;
+    int rc = 0, got;
     dt_runlog_entry e;
     dt_error why;
-    while (rc == 0 && (len = getline(&line, &line_cap, f)) > 0) {
-        lineno++;
+    while (rc == 0 && (got = dt_text_lines_next(&in, err)) != 0) {
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        const char *line = in.line;
         if (blank(line)) continue;
         int status = parse_line(line, &e, &why);
-        if (status == -2 && line[len - 1] != '\n') { /* the last line, cut short */
+        if (status == -2 && line[in.len - 1] != '\n') { /* the last line, cut short */
             c->truncated_lines++;
             continue;
         }
         if (status) {
-            rc = dt_error_set(err, "%s:%ld: %s", path, lineno, why.msg);
+            rc = dt_error_set(err, "%s:%ld: %s", path, in.lineno, why.msg);
             break;
         }
         int grown = 0;
@@ -755,10 +793,7 @@ int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err) {
         }
         if (grown) rc = dt_error_set(err, "out of memory reading %s", path);
     }
-    if (rc == 0 && ferror(f))
-        rc = dt_error_set(err, "cannot read run log %s: %s", path, strerror(errno));
-    free(line);
-    fclose(f);
+    dt_text_lines_close(&in);
     if (rc) dt_runlog_contents_free(c);
     return rc;
 }
