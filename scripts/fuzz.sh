@@ -42,25 +42,6 @@ library() {
     rm -f build-fuzz/lib/libdtrain.a
     ar rcs build-fuzz/lib/libdtrain.a build-fuzz/lib/*.o
 }
-CFLAGS="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fno-sanitize-recover=undefined -Iinclude"
-BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
-# the library as CMake globs it, instrumented, into build-fuzz/lib/libdtrain.a (an
-# object again when its source or any header is newer)
-library() {
-    mkdir -p build-fuzz/lib
-    flags="$CFLAGS -fopenmp -fsanitize=fuzzer-no-link,address,undefined
-        -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags ompi-c libcjson)"
-    for f in src/core/*.c src/nn/*.c src/exec/*.c src/optim/*.c src/data/*.c src/io/*.c \
-        src/metrics/*.c src/train/*.c src/parallel/*.c src/study/*.c src/perfmodel/*.c \
-        src/quant/*.c; do
-        o=build-fuzz/lib/$(echo "$f" | tr / _).o
-        if [ ! "$o" -nt "$f" ] || [ -n "$(find include src -name '*.h' -newer "$o")" ]; then
-            printf '%s\n%s\n' "$f" "$o"
-        fi
-    done | xargs -r -n 2 -P 2 sh -c 'clang $0 -c "$1" -o "$2"' "$flags"
-    rm -f build-fuzz/lib/libdtrain.a
-    ar rcs build-fuzz/lib/libdtrain.a build-fuzz/lib/*.o
-}
 for t in $TARGETS; do
     mkdir -p "build-fuzz/$t/corpus"
     max_len=65536

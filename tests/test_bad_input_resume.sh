@@ -114,6 +114,10 @@ craft epoch 2147483648
 expect "crafted epoch past int" \
     "dtrain train: --resume ck: the checkpoint's epoch is '2147483648' (want 0..2147483647)" \
     "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
+craft log "/$(printf 'x%.0s' $(seq 5000))"
+expect "a metadata value longer than the reader holds is refused, not cut" \
+    "dtrain train: ck/checkpoint.safetensors: metadata entry log is too long (keys up to 63 bytes, values up to 4199)" \
+    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
 "$DTRAIN" train $F --checkpoint rf --log F.jsonl || echo "FAIL: run to the end"
 sum=$(md5sum F.jsonl rf/checkpoint.safetensors)
 "$DTRAIN" train $F --resume rf --log F.jsonl >/dev/null 2>"$tmp/err"

@@ -170,12 +170,13 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
                 if ((size_t)snprintf(m->key, sizeof m->key, "%s", kv->string) >= sizeof m->key ||
                     (size_t)snprintf(m->value, sizeof m->value, "%s", kv->valuestring) >=
                         sizeof m->value) { /* rather than cutting it */
-                    cJSON_Delete(root);
+                    dt_error_set(err,
+                                 "%s: metadata entry %.40s is too long (keys up to %zu bytes, "
+                                 "values up to %zu)",
+                                 path, kv->string, sizeof m->key - 1, sizeof m->value - 1);
+                    cJSON_Delete(root); /* kv->string with it */
                     dt_safetensors_free(st);
-                    return dt_error_set(err,
-                                        "%s: metadata entry %.40s is too long (keys up to %zu "
-                                        "bytes, values up to %zu)",
-                                        path, kv->string, sizeof m->key - 1, sizeof m->value - 1);
+                    return -1;
                 }
                 st->n_meta++;
             }
