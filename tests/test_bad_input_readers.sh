@@ -149,4 +149,18 @@ else
     fail "dtrain report of the non-UTF-8 run's log"
 fi
 
+# --- a run log whose tail a crash left as NUL bytes (the size grew, the data never
+# came) reads as a last line cut short; NUL bytes before a line end are not text
+head -n 4 latin.jsonl >nultail.jsonl
+head -c 20 latin.jsonl | tail -c 20 >>nultail.jsonl
+head -c 4096 /dev/zero >>nultail.jsonl
+mkdir -p nulstudy && cp nultail.jsonl nulstudy/run_p1_b64.jsonl
+"$DTRAIN" report nulstudy >nul.out 2>&1
+if grep -q "holds no complete run logs" nul.out && ! grep -q NUL nul.out; then pass; else
+    fail "report of a log with a NUL-filled tail (an incomplete run)" "$(cat nul.out)"; fi
+{ head -n 2 latin.jsonl; head -c 10 /dev/zero; echo; tail -n +3 latin.jsonl; } >nulmid.jsonl
+expect "a run log with NUL bytes before a line end" \
+    "dtrain fit-loss: nulmid.jsonl line 3: a NUL byte (not a text file)" "nulmid.jsonl" \
+    "$DTRAIN" fit-loss nulmid.jsonl
+
 bad_input_done

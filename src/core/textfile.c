@@ -110,9 +110,18 @@ int dt_text_lines_next(dt_text_lines *r, dt_error *err) {
         if (++r->total > r->max_bytes)
             return dt_error_set(err, "cannot read %s%s%s: larger than %zu MiB", r->what, space,
                                 r->path, r->max_bytes >> 20);
-        if (c == 0)
-            return dt_error_set(err, "%s line %ld: a NUL byte (not a text file)", r->path,
-                                r->lineno + 1);
+        if (c == 0) {
+            /* NUL bytes to the end of the file, no line end among them: the tail of a
+             * file cut by a crash (the size grew, the data never came), read as a last
+             * line cut short; anywhere else they are not text */
+            int d;
+            while ((d = getc_unlocked(r->f)) != EOF && d != '\n' && ++r->total <= r->max_bytes)
+                ;
+            if (d != EOF || ferror(r->f))
+                return dt_error_set(err, "%s line %ld: a NUL byte (not a text file)", r->path,
+                                    r->lineno + 1);
+            break;
+        }
         if (r->len + 2 > r->cap) {
             if (r->cap >= r->max_line + 4) /* more than max_line bytes before "\r\n" */
                 return dt_error_set(err, "%s line %ld: longer than %zu bytes", r->path,
