@@ -13,13 +13,14 @@
 #   SECONDS_KILLING=600 KILL_MIN=20 KILL_MAX=40 NP=2 EPOCHS=150 BATCH=64 EVERY=200
 #   MAX_SAMPLES= (all 60000) TEST_SAMPLES= (all 10000) LR=0.05 THREADS=1
 #   EXTRA= (more train flags, e.g. "--test-delay 0:50" to stretch a short soak)
+#   RESTART_DELAY=1 (launch's first wait before a restart, doubling up to 30 s)
 set -u
 DTRAIN=$(realpath "$1")
 OUT=${2:-$(mktemp -d)}
 mkdir -p "$OUT"
 : "${SECONDS_KILLING:=600}" "${KILL_MIN:=20}" "${KILL_MAX:=40}" "${NP:=2}" "${EPOCHS:=150}"
 : "${BATCH:=64}" "${EVERY:=200}" "${MAX_SAMPLES:=}" "${TEST_SAMPLES:=}" "${LR:=0.05}"
-: "${THREADS:=1}" "${EXTRA:=}"
+: "${THREADS:=1}" "${EXTRA:=}" "${RESTART_DELAY:=1}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 
@@ -34,7 +35,7 @@ rm -rf "$OUT/ck" "$OUT/soak.jsonl" "$OUT/soak.st" "$OUT/ref.jsonl" "$OUT/ref.st"
 
 # the killed job, under the supervisor
 start=$(date +%s)
-"$DTRAIN" launch --restarts 1000 -- mpirun -np "$NP" "$DTRAIN" train "$@" \
+"$DTRAIN" launch --restarts 1000 --restart-delay "$RESTART_DELAY" -- mpirun -np "$NP" "$DTRAIN" train "$@" \
     --log "$OUT/soak.jsonl" --save "$OUT/soak.st" --checkpoint "$OUT/ck" \
     --checkpoint-every "${EVERY}steps" 2>"$OUT/launch.err" &
 job=$!

@@ -7,7 +7,7 @@ set -u
 DTRAIN=$1
 . "$(dirname "$0")/checks.sh"
 SECONDS_KILLING=20 KILL_MIN=3 KILL_MAX=6 EPOCHS=4 MAX_SAMPLES=8192 TEST_SAMPLES=1000 \
-    EVERY=10 EXTRA="--test-delay 0:50" \
+    EVERY=10 EXTRA="--test-delay 0:50" RESTART_DELAY=0.2 \
     "$(dirname "$0")/../scripts/soak.sh" "$DTRAIN" "$tmp" >"$tmp/out" 2>&1
 rc=$?
 cat "$tmp/out"
