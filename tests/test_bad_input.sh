@@ -6,6 +6,7 @@ set -u
 DTRAIN=$1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$SRC/tests/bad_input_lib.sh"
+. "$SRC/tests/wait_lib.sh"
 
 # --- ranks that disagree: one line naming the option, both values and the ranks, at once
 T="train --max-samples 64 --test-samples 32 --threads 1 --quiet --epochs 1"
@@ -245,13 +246,13 @@ if $S --max-samples 48 --force >rerun.out 2>&1 && grep -q '"dataset_size":48' st
 $DTRAIN scale --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 50 --threads 1 \
     --quiet --out killed >/dev/null 2>killed.err &
 sweep=$!
+# interrupted once the run is training (its first step record), not after a fixed time
 started=0
-for _ in $(seq 50); do pgrep -f "killed/run_p2" >/dev/null && started=1 && break; sleep 0.2; done
-sleep 1
+wait_line killed/run_p2_b32.jsonl.partial '"event":"step"' 120 $sweep && started=1
 kill -INT $sweep
 wait $sweep
 status=$?
-sleep 0.5
+for _ in $(seq 100); do pgrep -f "killed/run_p2" >/dev/null || break; sleep 0.1; done
 cases=$((cases + 1))
 if [ $started = 1 ] && [ $status -ne 0 ] && ! pgrep -f "killed/run_p2" >/dev/null &&
     [ "$(cat killed.err)" = "dtrain scale: stopped by signal 2 (Interrupt): the run with 2 processes, batch 32, was ended with it" ]; then
