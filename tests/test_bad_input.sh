@@ -39,7 +39,7 @@ mismatch "ranks with different data shapes" "--model resnet20 --width 2 --data s
 Q="--max-samples 64 --test-samples 32 --threads 1 --quiet"
 "$DTRAIN" train $Q --max-steps 1 --save good.safetensors || echo "FAIL: cannot save weights"
 mkdir -p adir
-expect "--init on a folder" "dtrain train: cannot read adir: not a regular file" "" \
+expect "--init on a folder" "dtrain train: cannot read adir: a folder, not a regular file" "" \
     "$DTRAIN" train $Q --init adir
 expect "--save into a missing folder, before training" \
     "dtrain train: cannot write nodir/w.safetensors: folder nodir: No such file or directory" "" \

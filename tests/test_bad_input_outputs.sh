@@ -41,6 +41,18 @@ expect "bench --profile-out onto --init" \
     "dtrain bench: --profile-out w.st would overwrite --init w.st (the same file)" \
     "w.st" "$DTRAIN" bench --model lenet5 --init w.st --profile-out w.st --steps 2
 
+# --- a fresh run does not replace another run's checkpoint (nor the same run's, started
+# again without --resume: its log would be cut too); launch continues it instead
+cp cx/checkpoint.safetensors cx.before
+expect "a fresh run over a checkpoint" \
+    "dtrain train: --checkpoint cx already holds a checkpoint: add --resume cx to continue that run, or give another folder" \
+    "cx/checkpoint.safetensors" "$DTRAIN" train $Q --max-steps 2 --checkpoint cx
+mkdir -p lx
+"$DTRAIN" train $Q --epochs 2 --max-steps 1 --checkpoint lx --log lx.jsonl || fail "a run of 1 step"
+if "$DTRAIN" launch --quiet -- "$DTRAIN" train $Q --epochs 2 --checkpoint lx --log lx.jsonl \
+    2>launch.err && grep -q '"event":"resume","step":1' lx.jsonl; then pass; else
+    fail "launch over a checkpoint did not continue it" "$(cat launch.err)"; fi
+
 # --- the run log: never through a symlink, never onto a device; a full disk is an error
 ln -s w.st link.jsonl
 expect "--log onto a symlink" "dtrain train: cannot write link.jsonl: a symbolic link (not replaced)" \
@@ -81,6 +93,13 @@ for f in qzero qfifo; do
         fail "eval of a quantized file naming a ${f#q} as its float weights (status $?)" "$(cat $f.out)"
     fi
 done
+# weights and checkpoints named on the command line: a FIFO is refused at once
+expect "eval --init on a FIFO" "dtrain eval: cannot read fifo: a FIFO, not a regular file" "" \
+    "$DTRAIN" eval --model lenet5 --init fifo --test-samples 32
+mkdir -p fifock && mkfifo fifock/checkpoint.safetensors
+expect "--resume of a FIFO checkpoint" \
+    "dtrain train: cannot read fifock/checkpoint.safetensors: a FIFO, not a regular file" "" \
+    "$DTRAIN" train $Q --resume fifock
 cp w.st grown.st
 python3 - q.st qgrown.st "$tmp/grown.st" <<'PY'
 import json, struct, sys
@@ -110,10 +129,10 @@ expect "eval of NaN weights" "dtrain eval: nan.st: the weights hold NaN or infin
     "nan.st" "$DTRAIN" eval --model lenet5 --init nan.st --test-samples 32
 expect "quantize of NaN weights" "dtrain quantize: nan.st: the weights hold NaN or infinite values" \
     "nan.st" "$DTRAIN" quantize --model lenet5 --init nan.st --out qn.st --calib-samples 32
-# lenet5 at --lr 5: the loss goes 2.3, 3.4, 4.3e3, 8.1e7, 1.3e11 ... then back to chance
+# lenet5 at --lr 5: the loss goes 2.3, 3.4, 4.3e3, 8.1e7, 1.3e11, 3.6e19 ... then back to chance
 # with a finite epoch loss of 6.5e17; before, it exited 0 and saved the weights.
 expect_match "a run that blows up and falls back to chance" \
-    "^dtrain train: the weights diverged at epoch 0 step [0-9]+ on rank 0: the loss stayed above 230\.7[0-9]* \(100 times its start\) for 3 steps, now [0-9.e+]+ \(learning rate 5 too high\?\); stopping without saving$" \
+    "^dtrain train: the weights diverged at epoch 0 step [0-9]+ on rank 0: the loss stayed above 2307[0-9.]* \(10000 times its start\) for 3 steps, now [0-9.e+]+ \(learning rate 5 too high\?\); stopping without saving$" \
     "" "$DTRAIN" train --model lenet5 --data fashion-mnist --lr 5 --max-steps 60 --threads 1 --quiet --save d.st
 [ ! -e d.st ] || fail "diverged weights were saved"
 

@@ -13,8 +13,8 @@
 
 /* Creates dir (and missing parents) if needed. Fails if q has no statistics or gnuplot fails. */
 int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err);
-/* Makes dir (and the folders above it) and adds every file the report writes there to
- * files as outputs, for the command's check before any work. */
+/* Adds every file the report writes in dir to files as outputs, for the command's
+ * check before any work (nothing when dir does not exist yet: the report makes it). */
 int dt_quant_report_files(dt_fileset *files, const char *dir, dt_error *err);
 
 #endif

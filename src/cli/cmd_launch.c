@@ -72,6 +72,13 @@ static void launch_usage(FILE *out) {
             DELAY_CAP_S, DELAY_CAP_S);
 }
 
+/* Whether the job's arguments hold --resume (or --resume=DIR). */
+static int has_resume(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) return 1;
+    return 0;
+}
+
 /* DIR of the job's --checkpoint DIR (or --checkpoint=DIR), or NULL. */
 static const char *checkpoint_dir(int argc, char **argv) {
     const char *dir = NULL;
@@ -111,6 +118,12 @@ static int lock_dir(const char *cmd, const char *dir) {
         return cli_fail(cmd, "checkpoint directory name too long: %.100s...", dir), -1;
     const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno)), -1;
+    struct stat st; /* rewritten below: never another file's name for it */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        cli_fail(cmd, "cannot use %s as the lock: not a regular file of its own (a link?)", path);
+        close(fd);
+        return -1;
+    }
     for (int tries = 0;; tries++) {
         struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fcntl(fd, F_SETLK, &lock) == 0) break;
@@ -217,6 +230,17 @@ int cmd_launch(int argc, char **argv) {
     const double cap = base_delay > DELAY_CAP_S ? base_delay : DELAY_CAP_S;
     double delay = base_delay;
     long step_before = checkpoint_step(dir), last_step = 0;
+    /* DIR holds a checkpoint already (this launch run again after it was stopped): the
+     * job continues it, as a restart would (train refuses to start afresh over it) */
+    if (step_before >= 0 && !has_resume(job_argc, job)) {
+        child[job_argc] = "--resume";
+        child[job_argc + 1] = (char *)dir;
+        if (!quiet)
+            fprintf(stderr,
+                    "dtrain launch: %s holds a checkpoint at step %ld; the job continues "
+                    "it (--resume %s)\n",
+                    dir, step_before, dir);
+    }
     int status = 0, last_status = -1; /* the previous failure's, -1: none to compare */
     for (long attempt = 0;; attempt++) {
         const double started = dt_now();

@@ -16,7 +16,7 @@ static void train_usage(const cli_flags *flags, FILE *out) {
                  "\n"
                  "A run that diverges stops with exit status 1 and saves nothing (no --save;\n"
                  "checkpoints already written stay): diverged means a training loss that is\n"
-                 "NaN or infinite at any step, or above 100 times its start (the first step's\n"
+                 "NaN or infinite at any step, or above 10000 times its start (the first step's\n"
                  "loss, at least ln(classes)) for 3 steps in a row, or a test loss or weights\n"
                  "that are not finite at the end of an epoch.\n"
                  "\n");
@@ -65,7 +65,7 @@ int cmd_train(int argc, char **argv) {
     if (cli_model_and_data(cmd, &cfg, &spec)) return 2;
 
     dt_error err;
-    dt_train_result res;
+    dt_train_result res = {0}; /* a parameter server fills none of it */
     /* a process started alone trains without MPI (a world of NULL) */
     dt_world world, *job = NULL;
     if (dt_world_launched()) {

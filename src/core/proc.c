@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -45,9 +46,32 @@ static int put(int fd, int target) {
 /* Opens path for a redirection, or takes fd; -2 when nothing is redirected. */
 static int open_redirect(const char *path, int fd, int for_writing, dt_error *err) {
     if (!path) return fd > 0 ? fd : -2;
-    const int got = for_writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
-                                : open(path, O_RDONLY | O_CLOEXEC);
-    if (got < 0) dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    if (!for_writing) {
+        const int got = open(path, O_RDONLY | O_CLOEXEC);
+        if (got < 0) dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+        return got;
+    }
+    /* an output (a run's stderr file): never through a symlink, and truncated only when
+     * it is a regular file; /dev/null is the one device taken */
+    const int got = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    struct stat st;
+    if (got < 0) {
+        dt_error_set(err, "cannot write %s: %s", path,
+                     errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno));
+        return -1;
+    }
+    const char *why = NULL;
+    if (fstat(got, &st) != 0)
+        why = strerror(errno);
+    else if (S_ISREG(st.st_mode) && ftruncate(got, 0) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode) && strcmp(path, "/dev/null") != 0)
+        why = "not a regular file";
+    if (why) {
+        dt_error_set(err, "cannot write %s: %s", path, why);
+        close(got);
+        return -1;
+    }
     return got;
 }
 

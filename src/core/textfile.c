@@ -117,6 +117,9 @@ int dt_text_lines_next(dt_text_lines *r, dt_error *err) {
             int d;
             while ((d = getc_unlocked(r->f)) != EOF && d != '\n' && ++r->total <= r->max_bytes)
                 ;
+            if (r->total > r->max_bytes)
+                return dt_error_set(err, "cannot read %s%s%s: larger than %zu MiB", r->what, space,
+                                    r->path, r->max_bytes >> 20);
             if (d != EOF || ferror(r->f))
                 return dt_error_set(err, "%s line %ld: a NUL byte (not a text file)", r->path,
                                     r->lineno + 1);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dtrain/outfile.h"
+#include "dtrain/textfile.h"
 
 static size_t dtype_size(const char *dtype) {
     if (!strcmp(dtype, "F32") || !strcmp(dtype, "I32")) return 4;
@@ -20,13 +21,10 @@ static size_t dtype_size(const char *dtype) {
 }
 
 static int read_whole_file(const char *path, uint8_t **out, size_t *bytes, dt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    struct stat st; /* a folder "opens" and seeks to LONG_MAX */
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return dt_error_set(err, "cannot read %s: not a regular file", path);
-    }
+    /* a regular file only, opened without blocking (a FIFO named as weights was waited
+     * on forever; a folder "opens" and seeks to LONG_MAX) */
+    FILE *f = dt_text_open(path, "", SIZE_MAX, err);
+    if (!f) return -1;
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return dt_error_set(err, "cannot seek in %s: %s", path, strerror(errno));

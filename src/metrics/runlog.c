@@ -498,9 +498,22 @@ void dt_runlog_worker(dt_runlog *log, const dt_worker_record *r) {
 }
 
 int dt_runlog_append_load(const char *path, const dt_load_record *r, dt_error *err) {
-    dt_runlog log = {.file = fopen(path, "a")};
-    if (!log.file)
-        return dt_error_set(err, "cannot append to run log %s: %s", path, strerror(errno));
+    /* the log exists (a finished run's): appended to, never created, never through a
+     * symlink nor onto anything but a regular file */
+    const int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    dt_runlog log = {.file = NULL};
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        why = errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (!(log.file = fdopen(fd, "a")))
+        why = strerror(errno);
+    if (why) {
+        if (fd >= 0) close(fd);
+        return dt_error_set(err, "cannot append to run log %s: %s", path, why);
+    }
     write_record(&log, DT_EVENT_LOAD, r);
     return dt_runlog_close(&log, err);
 }

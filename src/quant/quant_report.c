@@ -203,7 +203,8 @@ int dt_quant_report_files(dt_fileset *files, const char *dir, dt_error *err) {
     static const char *const names[] = {
         "layers.csv",  "report.md",   "weights.dat",     "activations.dat", "histograms.gp",
         "gnuplot.err", "weights.png", "activations.png", "weights.svg",     "activations.svg"};
-    if (make_dirs(dir, err)) return -1;
+    struct stat st; /* a folder not made yet holds nothing to collide with: made later */
+    if (stat(dir, &st) != 0) return errno == ENOENT ? 0 : make_dirs(dir, err);
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         dt_fileset_add_in(files, "--report", dir, names[i], 1);
     return 0;

@@ -20,6 +20,7 @@
 #include "dtrain/proc.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sysmon.h"
+#include "dtrain/textfile.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_flags.h"
 #include "dtrain/train_mode.h"
@@ -323,23 +324,29 @@ static void first_difference(const char *old, const char *now, char *out, size_t
     snprintf(out, size, "the same settings in another order");
 }
 
+/* log's recorded settings (LOG.args: a regular file of at most 64 KiB, read whole), or
+ * NULL with why: "its settings were not recorded" when there is none, else what is
+ * wrong with it (a FIFO there is refused, not waited on). */
+static char *recorded_settings(const char *log, char *why, size_t size) {
+    char path[4300];
+    args_path(path, sizeof path, log);
+    dt_error e;
+    char *text = dt_text_file_read(path, "settings", (size_t)64 << 10, &e);
+    if (!text && access(path, F_OK) != 0)
+        snprintf(why, size, "its settings were not recorded");
+    else if (!text)
+        snprintf(why, size, "%.500s", e.msg);
+    return text;
+}
+
 /* Whether log's recorded settings are args; if not, why in out. */
 static int same_settings(const char *log, const char *args, char *why, size_t size) {
-    char path[4200];
-    args_path(path, sizeof path, log);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(why, size, "its settings were not recorded");
-        return 0;
-    }
-    char old[8192];
-    size_t n = fread(old, 1, sizeof old - 1, f);
-    old[n] = 0;
-    const int cut = !feof(f);
-    fclose(f);
-    if (!cut && !strcmp(old, args)) return 1;
-    first_difference(old, args, why, size);
-    return 0;
+    char *old = recorded_settings(log, why, size);
+    if (!old) return 0;
+    const int same = !strcmp(old, args);
+    if (!same) first_difference(old, args, why, size);
+    free(old);
+    return same;
 }
 
 /* A launch over other hosts (mpirun_extra: emulated hosts, a hostfile) whose ranks have
@@ -737,16 +744,15 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
                 break;
             }
         } else { /* not a config of this sweep: only what makes the study must agree */
-            char theirs[8192];
-            char argsfile[4300];
-            args_path(argsfile, sizeof argsfile, log);
-            FILE *in = fopen(argsfile, "r");
-            if (!in) continue;
-            const size_t got = fread(theirs, 1, sizeof theirs - 1, in);
-            theirs[got] = '\0';
-            fclose(in);
+            char *theirs = recorded_settings(log, why, sizeof why);
+            if (!theirs && !strcmp(why, "its settings were not recorded")) continue;
+            if (!theirs) {
+                rc = dt_error_set(err, "--out %s: %s", cfg->out_dir, why);
+                break;
+            }
             char theirs_study[8192];
             study_lines(theirs, theirs_study, sizeof theirs_study);
+            free(theirs);
             if (!strcmp(theirs_study, ours_study)) continue;
             first_difference(theirs_study, ours_study, why, sizeof why);
             rc = dt_error_set(err,

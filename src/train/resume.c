@@ -205,8 +205,10 @@ int dt_resume_parse(const dt_safetensors *st, const char *dir, dt_resume_point *
         return dt_error_set(err,
                             "--resume %s: the checkpoint was written by an older dtrain "
                             "(dtrain-checkpoint-1, without its run log's checksum and "
-                            "--precision); start again, or take its weights with --init",
-                            dir);
+                            "--precision); its weights go on with --init "
+                            "%s/checkpoint.safetensors --checkpoint NEWDIR (momentum and "
+                            "position start afresh)",
+                            dir, dir);
     if (!format || strcmp(format, FORMAT))
         return dt_error_set(err,
                             "--resume %s: its checkpoint.safetensors is not a dtrain training "
