@@ -66,6 +66,8 @@ static void launch_usage(FILE *out) {
             "  --quiet              no restart lines (errors are still printed)\n"
             "  --help               this text\n"
             "\n"
+            "When DIR already holds a checkpoint (launch run again after it was stopped)\n"
+            "the first attempt continues it too (--resume DIR appended).\n"
             "Without --checkpoint DIR among ARGS a restart runs COMMAND from the start\n"
             "(nothing is locked, and only exit status 2 stops the restarts early).\n"
             "docs/checkpoints.md describes what a resumed run continues.\n",
