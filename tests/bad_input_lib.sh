@@ -63,6 +63,17 @@ fail() {
     return 0
 }
 
+# nan_weights IN OUT: OUT is the safetensors file IN with its first value NaN
+nan_weights() {
+    python3 - "$1" "$2" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+b[8 + n:8 + n + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(b)
+PY
+}
+
 bad_input_done() {
     echo "$cases cases: $passed passed, $failed failed"
     [ "$failed" -eq 0 ]

@@ -82,13 +82,7 @@ expect "--lr 1e6 diverges" \
     "dtrain train: the weights diverged in epoch 0 (test loss not finite; learning rate 1e+06 too high?); stopping without saving" \
     "" "$DTRAIN" train $Q --max-samples 256 --max-steps 2 --lr 1e6 --save diverged.safetensors
 [ ! -e diverged.safetensors ] || { failed=$((failed + 1)); echo "FAIL: diverged weights saved"; }
-python3 - good.safetensors nan.safetensors <<'PY'
-import json, struct, sys
-b = bytearray(open(sys.argv[1], "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-b[8 + n:8 + n + 4] = struct.pack("<f", float("nan"))
-open(sys.argv[2], "wb").write(b)
-PY
+nan_weights good.safetensors nan.safetensors
 expect "--init with a NaN weight" "dtrain train: nan.safetensors: the weights hold NaN or infinite values" \
     "nan.safetensors" "$DTRAIN" train $Q --init nan.safetensors
 

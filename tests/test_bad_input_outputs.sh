@@ -118,13 +118,7 @@ if "$DTRAIN" eval --model lenet5 --init qgrown.st --test-samples 32 >grown.out 2
     fail "a float weights file of another size than recorded was used" "$(cat grown.out)"; fi
 
 # --- NaN weights are refused by every reader; diverged weights are never saved
-python3 - w.st nan.st <<'PY'
-import struct, sys
-b = bytearray(open(sys.argv[1], "rb").read())
-n = struct.unpack("<Q", b[:8])[0]
-b[8 + n:8 + n + 4] = struct.pack("<f", float("nan"))
-open(sys.argv[2], "wb").write(b)
-PY
+nan_weights w.st nan.st
 expect "eval of NaN weights" "dtrain eval: nan.st: the weights hold NaN or infinite values" \
     "nan.st" "$DTRAIN" eval --model lenet5 --init nan.st --test-samples 32
 expect "quantize of NaN weights" "dtrain quantize: nan.st: the weights hold NaN or infinite values" \
