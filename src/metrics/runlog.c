@@ -240,10 +240,20 @@ int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
 /* Counts the step records in the rest of f (JSON read with cJSON, as the reader does;
  * a cut-short last line is not a record). */
 static long count_steps(FILE *f) {
-    char *line = NULL;
-    size_t cap = 0;
+    /* a line no longer than the reader takes (textfile.h); a longer one is no record,
+     * skipped without holding it (the tail past the checkpoint is not trusted) */
+    enum { LINE = DT_TEXT_MAX_LINE + 2 };
+    char *line = malloc(LINE);
     long n = 0;
-    while (getline(&line, &cap, f) > 0) {
+    if (!line) return 0;
+    while (fgets(line, LINE, f)) {
+        const size_t len = strlen(line);
+        if (len == LINE - 1 && line[len - 1] != '\n') {
+            int c;
+            while ((c = getc(f)) != EOF && c != '\n')
+                ;
+            continue;
+        }
         cJSON *o = cJSON_Parse(line);
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
         n += cJSON_IsString(ev) && !strcmp(ev->valuestring, "step");
