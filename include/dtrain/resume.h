@@ -53,11 +53,10 @@ int dt_resume_check_dir(const char *dir, dt_error *err);
  * folder (symlinks resolved) and its name; *out is malloc'd. */
 int dt_resume_log_path(const char *log, char **out, dt_error *err);
 
-/* At setup, before any step: whether a checkpoint of this run can be written (its
- * file may be written, every metadata value fits whole); log: the run log's absolute
- * path or NULL. */
-int dt_resume_check_save(const char *dir, const dt_train_config *cfg, const char *log,
-                         dt_error *err);
+/* At setup, before any step: whether every metadata value of this run's checkpoints
+ * fits whole (their file is checked with the command's other outputs, fileset.h);
+ * log: the run log's absolute path or NULL. */
+int dt_resume_check_meta(const dt_train_config *cfg, const char *log, dt_error *err);
 
 /* Writes the checkpoint of a run configured by cfg (creating dir if needed). */
 int dt_resume_save(const char *dir, const dt_train_config *cfg, const dt_model *m,

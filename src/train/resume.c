@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include "dtrain/checkpoint.h"
-#include "dtrain/outfile.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/train_flags.h"
 
@@ -149,12 +148,7 @@ int dt_resume_log_path(const char *log, char **out, dt_error *err) {
     return *out ? 0 : dt_error_set(err, "out of memory for the run log's path");
 }
 
-int dt_resume_check_save(const char *dir, const dt_train_config *cfg, const char *log,
-                         dt_error *err) {
-    char path[4096];
-    if (dt_resume_file(path, sizeof path, dir, err) || dt_resume_check_dir(dir, err) ||
-        dt_outfile_check(path, err))
-        return -1;
+int dt_resume_check_meta(const dt_train_config *cfg, const char *log, dt_error *err) {
     dt_resume_point p = {.step = LONG_MAX,
                          .epoch = INT_MAX,
                          .epoch_pos = LONG_MAX,

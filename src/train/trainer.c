@@ -18,7 +18,6 @@
 #include "dtrain/loader.h"
 #include "dtrain/fileset.h"
 #include "dtrain/resume.h"
-#include "dtrain/outfile.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
@@ -142,13 +141,12 @@ static int resume(trainer *t, dt_error *err) {
     return 0;
 }
 
-/* Rank 0 of a run that writes checkpoints, before any work: the checkpoint can be
- * written (its file, every metadata value whole) and the run log's absolute path is
- * known. */
+/* Rank 0 of a run that writes checkpoints, before any work: every metadata value of
+ * its checkpoints fits whole, and the run log's absolute path is known. */
 static int check_checkpoint(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     if (cfg->log_path && dt_resume_log_path(cfg->log_path, &t->log_abs, err)) return -1;
-    return dt_resume_check_save(cfg->checkpoint_dir, cfg, t->log_abs, err);
+    return dt_resume_check_meta(cfg, t->log_abs, err);
 }
 
 /* Rank 0 opens the run log. A resumed run whose checkpoint has a log continues it
@@ -215,16 +213,16 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     dt_fileset_free(&files);
     /* another run's checkpoint (or this one's, started again without --resume) is not
      * replaced by a fresh start */
-    char held[4200];
+    char held[4096];
     struct stat st;
-    if (rc == 0 && cfg->checkpoint_dir && !resume_is_checkpoint &&
-        (size_t)snprintf(held, sizeof held, "%s/checkpoint.safetensors", cfg->checkpoint_dir) <
-            sizeof held &&
-        lstat(held, &st) == 0)
-        rc = dt_error_set(err,
-                          "--checkpoint %s already holds a checkpoint: add --resume %s to "
-                          "continue that run, or give another folder",
-                          cfg->checkpoint_dir, cfg->checkpoint_dir);
+    if (rc == 0 && cfg->checkpoint_dir && !resume_is_checkpoint) {
+        rc = dt_resume_file(held, sizeof held, cfg->checkpoint_dir, err);
+        if (rc == 0 && lstat(held, &st) == 0)
+            rc = dt_error_set(err,
+                              "--checkpoint %s already holds a checkpoint: add --resume %s to "
+                              "continue that run, or give another folder",
+                              cfg->checkpoint_dir, cfg->checkpoint_dir);
+    }
     return rc;
 }
 
@@ -266,8 +264,6 @@ static int setup(trainer *t, dt_error *err) {
         t->steps_per_epoch, cfg->epochs};
     if (cfg->resume_dir && resume(t, err)) return -1;
     if (t->finished) return 0; /* dt_train says so; nothing else is touched */
-    if (cfg->checkpoint_dir && w->rank == 0 && dt_resume_check_dir(cfg->checkpoint_dir, err))
-        return -1;
     dt_ps_config ps = cfg->ps;
     ps.mode = t->mode->ps_mode;
     ps.comm_dtype = cfg->comm_dtype;
@@ -540,7 +536,7 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
                          .log_offset = -1};
     /* the log as a resumed run must find it: where, how long, which bytes */
     if (t->log_abs && dt_runlog_prefix(&t->log, &p.log_offset, &p.log_crc) == 0)
-        snprintf(p.log, sizeof p.log, "%s", t->log_abs); /* fits: dt_resume_check_save */
+        snprintf(p.log, sizeof p.log, "%s", t->log_abs); /* fits: dt_resume_check_meta */
     else
         p.log_offset = -1;
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
