@@ -98,26 +98,22 @@ craft() { # KEY VALUE: a copy of rp with one metadata value replaced, in ck
     cp -r rp ck
     setmeta ck/checkpoint.safetensors "$1" "$2"
 }
-craft epoch_pos 100000
-expect "crafted epoch_pos past the epoch" \
-    "dtrain train: --resume ck: the checkpoint's epoch_pos 100000 is past its epoch (64 samples, 64 per worker of 1)" \
-    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
-craft step 9223372036854775807
-expect "crafted step = LONG_MAX" \
-    "dtrain train: --resume ck: the checkpoint's step 9223372036854775807 does not fit epoch 0 position 48 (at most 4 steps an epoch: 1..3)" \
-    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
-craft opt_steps 9223372036854775807
-expect "crafted opt_steps = LONG_MAX" \
-    "dtrain train: --resume ck: the checkpoint's opt_steps 9223372036854775807 is more than one update per worker and step (step 3, workers 1)" \
-    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
-craft epoch 2147483648
-expect "crafted epoch past int" \
-    "dtrain train: --resume ck: the checkpoint's epoch is '2147483648' (want 0..2147483647)" \
-    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
-craft log "/$(printf 'x%.0s' $(seq 5000))"
-expect "a metadata value longer than the reader holds is refused, not cut" \
-    "dtrain train: ck/checkpoint.safetensors: metadata entry log is too long (keys up to 63 bytes, values up to 4199)" \
-    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
+# crafted FIELD VALUE "what" "exact line": the checkpoint with FIELD set to VALUE is
+# refused with that line and left as it was
+crafted() {
+    craft "$1" "$2"
+    expect "$3" "$4" "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck
+}
+crafted epoch_pos 100000 "crafted epoch_pos past the epoch" \
+    "dtrain train: --resume ck: the checkpoint's epoch_pos 100000 is past its epoch (64 samples, 64 per worker of 1)"
+crafted step 9223372036854775807 "crafted step = LONG_MAX" \
+    "dtrain train: --resume ck: the checkpoint's step 9223372036854775807 does not fit epoch 0 position 48 (at most 4 steps an epoch: 1..3)"
+crafted opt_steps 9223372036854775807 "crafted opt_steps = LONG_MAX" \
+    "dtrain train: --resume ck: the checkpoint's opt_steps 9223372036854775807 is more than one update per worker and step (step 3, workers 1)"
+crafted epoch 2147483648 "crafted epoch past int" \
+    "dtrain train: --resume ck: the checkpoint's epoch is '2147483648' (want 0..2147483647)"
+crafted log "/$(printf 'x%.0s' $(seq 5000))" "a metadata value longer than the reader holds is refused, not cut" \
+    "dtrain train: ck/checkpoint.safetensors: metadata entry log is too long (keys up to 63 bytes, values up to 4199)"
 "$DTRAIN" train $F --checkpoint rf --log F.jsonl || echo "FAIL: run to the end"
 sum=$(md5sum F.jsonl rf/checkpoint.safetensors)
 "$DTRAIN" train $F --resume rf --log F.jsonl >/dev/null 2>"$tmp/err"
