@@ -710,6 +710,25 @@ static void study_lines(const char *args, char *out, size_t size) {
     }
 }
 
+/* Whether log is the log of one of cfg's configs (log_path's name, any repeat), and
+ * which: its process count, batch size and linear-scaling variant. */
+static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs, int *batch,
+                         int *scaled) {
+    const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
+    for (int p = 0; p < cfg->n_procs; p++)
+        for (int b = 0; b < cfg->n_batches; b++)
+            for (int sc = 0; sc <= (cfg->lr_scaling && cfg->procs[p] > 1); sc++)
+                for (int r = 0; r < repeats; r++) {
+                    char path[4200];
+                    log_path(path, sizeof path, cfg->out_dir, cfg->procs[p], cfg->batches[b], sc,
+                             r);
+                    if (strcmp(path, log)) continue;
+                    *procs = cfg->procs[p], *batch = cfg->batches[b], *scaled = sc;
+                    return 1;
+                }
+    return 0;
+}
+
 /* Refuses (unless --force) an --out folder whose run logs were made with other
  * settings: a config of this sweep whose recorded arguments differ, or a log of
  * another study (another model, data, ...) that would be mixed into the report. Checked
@@ -727,19 +746,9 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
             continue;
         char log[4200], mine[8192], why[600];
         snprintf(log, sizeof log, "%s/%.*s", cfg->out_dir, (int)(n - 5), e->d_name);
-        int p_of = -1, b_of = -1, scaled = 0; /* the config this log is of, if ours */
-        for (int p = 0; p < cfg->n_procs; p++)
-            for (int b = 0; b < cfg->n_batches; b++)
-                for (int sc = 0; sc <= (cfg->lr_scaling && cfg->procs[p] > 1); sc++)
-                    for (int r = 0; r < (cfg->repeats > 0 ? cfg->repeats : 1); r++) {
-                        char path[4200];
-                        log_path(path, sizeof path, cfg->out_dir, cfg->procs[p], cfg->batches[b],
-                                 sc, r);
-                        if (!strcmp(path, log)) p_of = p, b_of = b, scaled = sc;
-                    }
-        if (p_of >= 0) {
-            if (dt_sweep_args(cfg, cfg->procs[p_of], cfg->batches[b_of], scaled, mine, sizeof mine,
-                              err)) {
+        int procs, batch, scaled;
+        if (config_of_log(cfg, log, &procs, &batch, &scaled)) {
+            if (dt_sweep_args(cfg, procs, batch, scaled, mine, sizeof mine, err)) {
                 rc = -1;
                 break;
             }
