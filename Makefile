@@ -3,12 +3,18 @@
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
 
-.PHONY: all deps run test test-fast bench format clean
+.PHONY: all deps run test test-fast bench format clean install
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
+
+# make install [PREFIX=/usr/local] [DESTDIR=stage]: bin/dtrain, lib/libdtrain.a,
+# include/dtrain/*.h, lib/pkgconfig/dtrain.pc
+install: all
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 deps:
 	scripts/install-deps.sh

@@ -62,6 +62,7 @@ typedef struct dt_run_record {
     int overlap;             /* boolean in the file */
     unsigned long long seed; /* read exactly up to 2^53 (JSON numbers are doubles) */
     int workers, servers;
+    char version[96]; /* dtrain --version of the binary that ran: "0.9.0 (commit)" */
 } dt_run_record;
 
 typedef struct dt_step_record {

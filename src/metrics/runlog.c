@@ -70,6 +70,7 @@ static const field RUN_FIELDS[] = {
     FIELD(dt_run_record, seed, F_ULLONG, NULL, 0),
     FIELD(dt_run_record, workers, F_INT, NULL, 0),
     FIELD(dt_run_record, servers, F_INT, NULL, 0),
+    FIELD(dt_run_record, version, F_STRING, NULL, 0),
 };
 
 static const field STEP_FIELDS[] = {

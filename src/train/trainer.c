@@ -24,6 +24,7 @@
 #include "dtrain/sync.h"
 #include "dtrain/sysmon.h"
 #include "dtrain/threads.h"
+#include "dtrain/version.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
@@ -317,6 +318,7 @@ static void log_run(trainer *t) {
     snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
     snprintf(r.overlap_why, sizeof r.overlap_why, "%s", t->sync.overlap_why);
     snprintf(r.allreduce_used, sizeof r.allreduce_used, "%s", t->sync.allreduce_used);
+    snprintf(r.version, sizeof r.version, "%s (%s)", dt_version(), dt_version_commit());
     dt_runlog_run(&t->log, &r);
 }
 
