@@ -31,6 +31,9 @@ double dt_loss_step_converged(const dt_loss_fit *fit, double delta);
 /* The step observed: the first k[i] whose (smoothed) loss l[i] is <= target; -1 if
  * none is. */
 double dt_loss_step_observed(const double *k, const double *l, int n, double target);
+/* Non-zero when b1 sits on its bound 0: l(0) = 1/b1 + b2 is infinite, the curve has
+ * no finite start (NNLS clamped b1, so the points fall faster than 1/k early on). */
+int dt_loss_fit_b1_at_bound(const dt_loss_fit *fit);
 
 typedef enum dt_speed_kind { DT_SPEED_PS, DT_SPEED_ALLREDUCE } dt_speed_kind;
 

@@ -26,8 +26,10 @@ static void fit_usage(FILE *out) {
             "loss of a run log (rank 0's steps, averaged over windows of N steps, default a\n"
             "tenth of an epoch) and predicts the step where the loss reaches X, or where it\n"
             "falls by less than D per step (default D = 1e-5). --online refits after every\n"
-            "epoch (at most 10000) and shows how the predicted step moves against the one\n"
-            "observed.\n"
+            "epoch (at most 10000) and shows how the predicted step moves: against the step\n"
+            "observed with --target-loss (no error if the log never reaches X), else against\n"
+            "the full fit's own prediction. A fit with b1 = 0 (on its bound: l(0) infinite,\n"
+            "no finite start) is flagged, and marked in the --save file.\n"
             "With --target-loss, also the step observed: the first whose smoothed loss is\n"
             "<= X. --save FILE writes the fit (and with --target-loss, X and the observed\n"
             "step) for dtrain predict --loss-fit.\n"
@@ -196,6 +198,8 @@ int cmd_fit_loss(int argc, char **argv) {
     if (tail > 0) printf("; the last %d before them fitted", n);
     printf("):\n");
     printf("  l(k) = 1 / (%.6g k + %.6g) + %.6g   RMSE %.4g\n", fit.b0, fit.b1, fit.b2, fit.rmse);
+    if (dt_loss_fit_b1_at_bound(&fit))
+        printf("  b1 at its bound: the fit has no finite start; treat with care\n");
     double pred =
         target > 0 ? dt_loss_step_for_target(&fit, target) : dt_loss_step_converged(&fit, delta);
     if (target > 0 && pred < 0)
@@ -223,25 +227,46 @@ int cmd_fit_loss(int argc, char **argv) {
         return dt_loss_points_free(&pts), 1;
     }
     if (online && spe > 0) {
-        /* the step observed, else the full fit's prediction stands in for it */
-        double observed = seen >= 0 ? seen : pred;
-        printf("\n  online: refit after each epoch (observed step %.0f%s)\n", observed,
-               target > 0 && seen < 0 ? ", the full fit's, as the target was not reached" : "");
-        printf("  %6s %10s %14s %10s\n", "epoch", "points", "predicted", "error");
+        /* what each refit is set against: with a target, the step observed (none when the
+         * log never reaches it); without one nothing is observed, so the full fit's own
+         * prediction, said so */
+        const double ref = target > 0 ? seen : pred;
+        const char *col = target > 0 ? "error" : "vs full fit";
+        if (target > 0 && seen >= 0)
+            printf("\n  online: refit after each epoch; error against the step observed (%.0f)\n",
+                   seen);
+        else if (target > 0)
+            printf("\n  online: refit after each epoch; the smoothed loss never reaches %.4g in "
+                   "this log: no step observed, no error\n",
+                   target);
+        else if (pred > 0)
+            printf("\n  online: refit after each epoch; nothing observed (no target): set against "
+                   "the full fit's predicted step %.0f, from all %d points\n",
+                   pred, n);
+        else
+            printf("\n  online: refit after each epoch; nothing observed (no target), and the "
+                   "full fit does not converge: predictions only\n");
+        if (ref > 0)
+            printf("  %6s %10s %14s %11s\n", "epoch", "points", "predicted", col);
+        else
+            printf("  %6s %10s %14s\n", "epoch", "points", "predicted");
         for (long e = 1; e * spe <= k[n - 1] + every; e++) {
             int m = 0;
             while (m < n && k[m] < e * spe) m++;
             dt_loss_fit part;
             if (m < 3 || dt_loss_fit_points(k, l, m, &part, &err)) {
-                printf("  %6ld %10d %14s %10s\n", e, m, "(too few)", "");
+                printf("  %6ld %10d %14s\n", e, m, "(too few)");
                 continue;
             }
             double p = target > 0 ? dt_loss_step_for_target(&part, target)
                                   : dt_loss_step_converged(&part, delta);
+            const char *bound = dt_loss_fit_b1_at_bound(&part) ? "  (b1 at its bound)" : "";
             if (p < 0)
-                printf("  %6ld %10d %14s %10s\n", e, m, "never", "");
+                printf("  %6ld %10d %14s%s\n", e, m, "never", bound);
+            else if (ref > 0)
+                printf("  %6ld %10d %14.0f %10.1f%%%s\n", e, m, p, 100.0 * (p - ref) / ref, bound);
             else
-                printf("  %6ld %10d %14.0f %9.1f%%\n", e, m, p, 100.0 * (p - observed) / observed);
+                printf("  %6ld %10d %14.0f%s\n", e, m, p, bound);
         }
     }
     int rc = out_dir ? draw_loss_fit(cmd, &all, first, n, &fit, pred, unit, out_dir) : 0;

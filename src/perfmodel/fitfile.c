@@ -47,7 +47,8 @@ int dt_loss_fit_save(const char *path, const dt_loss_fit *fit, double last_step,
           cJSON_AddNumberToObject(root, "last_step", last_step) &&
           cJSON_AddNumberToObject(root, "converge_step", converge_step) &&
           (target <= 0 || (cJSON_AddNumberToObject(root, "target_loss", target) &&
-                           cJSON_AddNumberToObject(root, "observed_step", observed_step))))) {
+                           cJSON_AddNumberToObject(root, "observed_step", observed_step))) &&
+          (!dt_loss_fit_b1_at_bound(fit) || cJSON_AddTrueToObject(root, "b1_at_bound")))) {
         cJSON_Delete(root);
         root = NULL;
     }

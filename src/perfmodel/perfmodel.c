@@ -96,6 +96,10 @@ double dt_loss_step_observed(const double *k, const double *l, int n, double tar
     return -1;
 }
 
+int dt_loss_fit_b1_at_bound(const dt_loss_fit *f) {
+    return f->b1 <= 0;
+}
+
 int dt_speed_features(dt_speed_kind kind, double w, double p, double batch, double *f) {
     if (kind == DT_SPEED_PS) {
         f[0] = batch / w, f[1] = 1.0, f[2] = w / p, f[3] = w, f[4] = p;
