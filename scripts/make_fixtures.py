@@ -22,9 +22,7 @@ one float32 rounding of it (oneDNN's and OpenBLAS's roundings differ).
 """
 import argparse
 import copy
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,27 +31,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import safetensors_io
 from torch_models import CifarResNet, LeNet5, LeNetCifar, ResNet18, build_imagenet
 
 
 def save_safetensors(path, tensors, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors.items():
-        a = t.detach().cpu().contiguous().numpy()
-        dtype = {np.float32: "F32", np.int64: "I64"}[a.dtype.type]
-        raw = a.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-    os.replace(path + ".tmp", path)
+    safetensors_io.write(path, {n: t.detach().cpu().contiguous().numpy()
+                                for n, t in tensors.items()}, metadata)
 
 
 def train_two_steps(model, batches, lr):
@@ -144,18 +128,8 @@ def make_fixture(path, model, name, width, input_shape, batch, seed, lr=0.1, f32
 
 
 def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    meta = header.pop("__metadata__", {})
-    dtypes = {"F32": np.float32, "I64": np.int64, "I32": np.int32}
-    tensors = {}
-    for name, h in header.items():
-        lo, hi = h["data_offsets"]
-        a = np.frombuffer(data[lo:hi], dtype=dtypes[h["dtype"]]).reshape(h["shape"])
-        tensors[name] = torch.from_numpy(a.copy())
-    return tensors, meta
+    tensors, meta = safetensors_io.read(path)
+    return {n: torch.from_numpy(a) for n, a in tensors.items()}, meta
 
 
 def whole_err(g, ref):

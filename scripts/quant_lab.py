@@ -32,7 +32,6 @@ counter-based generator.
 
 import argparse
 import gzip
-import json
 import os
 import struct
 import subprocess
@@ -44,44 +43,17 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
 from torch_models import LeNet5, LeNetCifar  # noqa: E402
 
 F32 = torch.float32
 LAYERS = ["conv1", "conv2", "fc1", "fc2", "fc3"]
-DTYPES = {"F32": np.float32, "I32": np.int32, "I8": np.int8, "I64": np.int64}
 
 
 # ---- files ----
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = raw[8 + n:]
-    out = {}
-    for name, t in header.items():
-        b, e = t["data_offsets"]
-        out[name] = np.frombuffer(data[b:e], dtype=DTYPES[t["dtype"]]).reshape(t["shape"]).copy()
-    return out, meta
-
-
-def write_safetensors(path, tensors, meta):
-    names = {np.float32: "F32", np.int32: "I32", np.int8: "I8"}
-    header, blobs, offset = {"__metadata__": meta}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
-        raw = a.tobytes()
-        header[name] = {"dtype": names[a.dtype.type], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    os.replace(path + ".tmp", path)
+read_safetensors = safetensors_io.read
+write_safetensors = safetensors_io.write
 
 
 # ---- data, decoded as dtrain decodes it ----

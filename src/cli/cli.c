@@ -69,10 +69,33 @@ void cli_flags_init(cli_flags *flags, const char *cmd, const char *const *only,
     opterr = 0;
 }
 
+/* DTRAIN_MAX_SAMPLES=N stands for --max-samples N where a command takes it and the
+ * command line does not give it; a bad value is an error (a typo must not quietly
+ * train on the whole dataset). */
+static int max_samples_from_env(const cli_flags *flags, dt_train_config *cfg) {
+    const char *text = getenv("DTRAIN_MAX_SAMPLES");
+    if (!text || flags->max_samples_given) return 0;
+    int count;
+    const dt_train_flag *rows = dt_train_flags(&count);
+    for (int i = 0; i < count; i++) {
+        if (strcmp(rows[i].name, "max-samples") ||
+            !dt_train_flag_selected(&rows[i], flags->only, flags->except))
+            continue;
+        dt_error err;
+        if (dt_train_flag_parse(&rows[i], cfg, text, &err)) {
+            cli_fail(flags->cmd, "DTRAIN_MAX_SAMPLES (for --max-samples): %s", err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cli_flags_next(cli_flags *flags, int argc, char **argv, dt_train_config *cfg) {
     const int opt = getopt_long(argc, argv, "", flags->options, NULL);
     if (opt == -1)
-        return cli_no_extra_args(flags->cmd, argc, argv, optind) ? CLI_FLAGS_ERROR : CLI_FLAGS_DONE;
+        return cli_no_extra_args(flags->cmd, argc, argv, optind) || max_samples_from_env(flags, cfg)
+                   ? CLI_FLAGS_ERROR
+                   : CLI_FLAGS_DONE;
     if (opt == '?' || opt == ':') {
         cli_bad_option(flags->cmd, argv, optind);
         return CLI_FLAGS_ERROR;
@@ -80,6 +103,7 @@ int cli_flags_next(cli_flags *flags, int argc, char **argv, dt_train_config *cfg
     if (opt < CLI_SHARED_BASE) return opt;
     int count;
     const dt_train_flag *rows = dt_train_flags(&count);
+    if (!strcmp(rows[opt - CLI_SHARED_BASE].name, "max-samples")) flags->max_samples_given = 1;
     dt_error err;
     if (dt_train_flag_parse(&rows[opt - CLI_SHARED_BASE], cfg, optarg, &err)) {
         cli_fail(flags->cmd, "%s", err.msg);

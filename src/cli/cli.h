@@ -30,13 +30,16 @@ typedef struct cli_flags {
     const char *cmd;
     const char *const *only, *const *except;
     struct option options[CLI_MAX_OPTIONS];
+    int max_samples_given; /* --max-samples was on the command line (wins over the variable) */
 } cli_flags;
 
 void cli_flags_init(cli_flags *flags, const char *cmd, const char *const *only,
                     const char *const *except, const struct option *own);
 /* The next flag: a shared one is parsed into cfg (CLI_FLAGS_SHARED); an own one returns
  * its val with optarg set; CLI_FLAGS_DONE after the last (stray arguments are an
- * error); CLI_FLAGS_ERROR after printing the one-line error. */
+ * error); CLI_FLAGS_ERROR after printing the one-line error. At the end, a command
+ * taking --max-samples without it on the command line takes DTRAIN_MAX_SAMPLES from the
+ * environment if set (README: quick tries of every example; the README test). */
 int cli_flags_next(cli_flags *flags, int argc, char **argv, dt_train_config *cfg);
 /* The shared rows' help, then "Defaults that differ from dtrain train: <overrides>"
  * if overrides is not NULL. */
