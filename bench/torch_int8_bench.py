@@ -9,32 +9,16 @@ depend on the scales). Prints one JSON line per dtype."""
 import argparse
 import json
 import os
-import struct
 import sys
 import time
 
-import numpy as np
 import torch
 from torch.ao.quantization import get_default_qconfig_mapping
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+from safetensors_io import load_state_dict  # noqa: E402
 from torch_models import build  # noqa: E402
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    header.pop("__metadata__", None)
-    kinds = {"F32": np.float32, "I64": np.int64}
-    out = {}
-    for name, t in header.items():
-        b, e = t["data_offsets"]
-        a = np.frombuffer(raw[8 + n + b:8 + n + e], kinds[t["dtype"]]).reshape(t["shape"])
-        out[name] = torch.from_numpy(a.copy())
-    return out
 
 
 def timed(model, x, steps):
@@ -64,7 +48,7 @@ def main():
     torch.manual_seed(0)
     model, shape = build(args.model)
     if args.init:
-        state = read_safetensors(args.init)
+        state = load_state_dict(args.init)
         model.load_state_dict({k: v for k, v in state.items() if not k.startswith("optimizer.")})
     model.eval()
     x = torch.randn(args.batch_size, *shape)
