@@ -19,8 +19,11 @@ install: all
 deps:
 	scripts/install-deps.sh
 
+# make run again: configs measured before are kept, those flagged busy measured again;
+# FORCE=1 runs every config again (dtrain scale --force), WAIT_IDLE=1 waits for a
+# quiet machine before each run (--wait-idle).
 run: deps all
-	scripts/main-job.sh $(BUILD)/dtrain
+	FORCE=$(FORCE) WAIT_IDLE=$(WAIT_IDLE) scripts/main-job.sh $(BUILD)/dtrain
 
 test: deps all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -15,6 +15,9 @@ scale="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --batch-s
 mkdir "$tmp/orig"
 (cd "$tmp/orig" && $scale --quiet >/dev/null 2>&1)
 check "the study ran" [ -s "$tmp/orig/s/run_p2_b32.jsonl" ]
+# The resumed scale below must keep every config; one flagged busy (other processes on
+# this shared machine) would be measured again, so the load records are set quiet.
+sed -i '/"event":"load"/s/"other_cores":[^,}]*/"other_cores":0/' "$tmp/orig/s"/run_*.jsonl
 # --overlap auto: the run record says what it chose and why, consistently (which one
 # depends on the cores and on mpirun's binding of the ranks).
 run=$(head -1 "$tmp/orig/s/run_p2_b32.jsonl")

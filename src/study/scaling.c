@@ -648,8 +648,11 @@ static void report_header(const report *rp) {
     fputc('\n', out);
     if (busy)
         fprintf(out,
-                "**%d config%s ran on a busy machine.** Re-run on a quiet machine (`dtrain "
-                "scale --wait-idle --force`) before trusting %s.\n\n",
+                "**%d config%s ran on a busy machine.** Do not trust %s yet: run the same "
+                "`dtrain scale` again over this folder, adding `--wait-idle` to wait for a quiet "
+                "machine before each run (from make: `make run WAIT_IDLE=1`); it measures the "
+                "busy configs again and keeps the others (`--force`, `make run FORCE=1`: all "
+                "again).\n\n",
                 busy, busy > 1 ? "s" : "", busy > 1 ? "their figures" : "its figures");
 }
 

@@ -191,6 +191,19 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     return 0;
 }
 
+/* The cores other processes used during a finished log's run when that flags it busy
+ * (its load record above DT_SCALE_BUSY_CORES), else -1: quiet, not measured, not
+ * finished or not readable (the checks that follow decide about those). A busy run is
+ * measured again by a later sweep instead of being kept. */
+static double busy_cores_of_log(const char *path) {
+    dt_runlog_contents log;
+    if (dt_runlog_load(path, &log, NULL)) return -1;
+    const int finished = log.has_run && log.run.epochs > 0 && log.n_epochs >= log.run.epochs;
+    const double other = finished && log.has_load ? known(log.load.other_cores, -1) : -1;
+    dt_runlog_contents_free(&log);
+    return other > DT_SCALE_BUSY_CORES ? other : -1;
+}
+
 /* Repeat 0 keeps the historical name; repeat k > 0 adds _r<k+1>. */
 static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
                      int repeat) {
@@ -806,15 +819,16 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                     if (dt_sweep_args(cfg, cfg->procs[p], cfg->batches[b], scaled, args,
                                       sizeof args, err))
                         return -1;
-                    if (!cfg->force && access(log, R_OK) == 0 &&
-                        !same_settings(log, args, why, sizeof why)) {
+                    const int have_log = !cfg->force && access(log, R_OK) == 0;
+                    double busy_before = -1; /* its finished run's other cores, if busy */
+                    if (have_log && !same_settings(log, args, why, sizeof why)) {
                         if (!cfg->quiet)
                             fprintf(stderr,
                                     "[config %d/%d] %d proc%s, batch %d: its log was made with "
                                     "other settings (%s); running again\n",
                                     index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
                                     cfg->batches[b], why);
-                    } else if (!cfg->force && access(log, R_OK) == 0 &&
+                    } else if (have_log && (busy_before = busy_cores_of_log(log)) < 0 &&
                                dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 &&
                                complete) {
                         if (!cfg->quiet)
@@ -848,12 +862,21 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                         dt_scale_add_row(study, &row, err))
                         return -1;
                     if (!cfg->quiet) {
+                        /* " (machine busy)"; a run that replaced a busy one says so */
+                        const int busy = row.other_cores > DT_SCALE_BUSY_CORES;
+                        char note[200] = "";
+                        if (busy_before >= 0)
+                            snprintf(note, sizeof note,
+                                     " (%sbusy before, measured again: other processes used "
+                                     "%.2f cores then, %.2f now)",
+                                     busy ? "machine busy; " : "", busy_before, row.other_cores);
+                        else if (busy)
+                            snprintf(note, sizeof note, " (machine busy)");
                         fprintf(stderr,
                                 "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
                                 "accuracy %.2f%%%s\n",
                                 index, total, row.procs, row.procs > 1 ? "s" : "", row.batch,
-                                row.t_epoch, 100.0 * row.test_acc,
-                                row.other_cores > DT_SCALE_BUSY_CORES ? " (machine busy)" : "");
+                                row.t_epoch, 100.0 * row.test_acc, note);
                     }
                 }
             }
