@@ -37,6 +37,7 @@ typedef struct dt_scale_row {
      * rank per second of the run (MB/s), the machine's other cores on average. */
     long sys_samples;
     double cpu_pct, rss_mb, mpi_mbs, net_mbs, sys_other_cores;
+    int threads; /* compute threads per process (the run record's); 0 = unknown */
 } dt_scale_row;
 
 /* A row with every measured figure unknown (negative) and one repeat: what a reader
@@ -98,6 +99,9 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 
 /* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
  * figure cannot be computed). */
+/* The time speed-ups and the derived split use: the training time t_train (loader
+ * waits are not communication), else the running time t_epoch. */
+double dt_scale_time(const dt_scale_row *r);
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r);
 /* The strong speed-up's spread over the repeats: [T1 min / TN max, T1 max / TN min]
  * (the time the speed-up uses); -1 when unknown. */
@@ -115,7 +119,8 @@ double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err);
 /* Writes runs.csv (one row per config, all columns). */
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err);
-/* Writes the markdown report (tables + reading); `plots` lists the plot files made. */
+/* Writes the markdown report (tables + reading, the reading by dt_reading_write in
+ * reading.h); `plots` lists the plot files made. */
 void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
                            int n_plots);
 

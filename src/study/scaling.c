@@ -10,6 +10,7 @@
 
 #include "dtrain/outfile.h"
 #include "dtrain/perfmodel.h"
+#include "dtrain/reading.h"
 #include "dtrain/textfile.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
@@ -167,6 +168,10 @@ const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch,
  * waits for the data loader, which are not communication), else the running time. */
 static double epoch_time(const dt_scale_row *r) {
     return r->t_train > 0 ? r->t_train : r->t_epoch;
+}
+
+double dt_scale_time(const dt_scale_row *r) {
+    return epoch_time(r);
 }
 
 /* Iterations per process per epoch with the dataset split over procs (-1: unknown). */
@@ -881,115 +886,6 @@ static void report_accuracy(const report *rp) {
     fputc('\n', out);
 }
 
-/* One line per multi-process config: speed-up, efficiency, exposed share, regime -
- * or why the figure is not to be trusted (a busy machine, a superlinear speed-up).
- * Returns whether it said anything. */
-static int reading_per_config(const report *rp) {
-    const dt_scale_study *s = rp->s;
-    int said = 0;
-    for (int b = 0; b < rp->nb; b++) {
-        for (int p = 0; p < rp->np; p++) {
-            const dt_scale_row *r = report_row(rp, b, p);
-            if (!r || r->procs < 2) continue;
-            double sp = dt_scale_strong_speedup(s, r);
-            if (sp < 0) continue;
-            double lo, hi;
-            if (dt_scale_strong_speedup_range(s, r, &lo, &hi)) lo = hi = sp;
-            double exposed_share =
-                r->t_comm_exposed >= 0 && r->t_train > 0
-                    ? r->t_comm_exposed / r->t_train
-                    : (dt_scale_derived_comm(s, r) > 0 ? dt_scale_derived_comm(s, r) / epoch_time(r)
-                                                       : 0);
-            const int busy = dt_scale_speedup_busy(s, r);
-            const char *regime = busy            ? "measured on a busy machine: not trustworthy"
-                                 : lo > r->procs ? "superlinear beyond the spread: suspect"
-                                 : sp > r->procs
-                                     ? "above 100% efficiency within the spread: suspect"
-                                 : sp / r->procs >= 0.8 ? "scales well"
-                                 : exposed_share > 0.3  ? "communication-bound"
-                                 : sp < 1.0             ? "slower than one process"
-                                                        : "scales partly";
-            fprintf(rp->out, "- Batch %d per process, %d processes: speed-up %.2f", r->batch,
-                    r->procs, sp);
-            if (hi > lo) fprintf(rp->out, " [%.2f-%.2f]", lo, hi);
-            fprintf(rp->out,
-                    " (efficiency %.0f%%); %.0f%% of the training time waits for communication: "
-                    "%s",
-                    100.0 * sp / r->procs, 100.0 * exposed_share, regime);
-            if (busy) {
-                const dt_scale_row *base = dt_scale_find(s, 1, r->batch, r->lr_scaled);
-                double other = r->other_cores;
-                if (base && base->other_cores > other) other = base->other_cores;
-                fprintf(rp->out, " (other processes used up to %.2f cores%s)", other,
-                        base && base->busy && !r->busy ? " during the 1-process run" : "");
-            } else if (sp > r->procs) {
-                fputs(" (a CPU job does not get faster than N times on N processes; look for a "
-                      "disturbed 1-process run or a cache effect)",
-                      rp->out);
-            }
-            fputs(".\n", rp->out);
-            said = 1;
-        }
-    }
-    return said;
-}
-
-/* Where scaling stops paying: the first added process count gaining under 5%, per
- * batch. Returns whether it said anything. */
-static int reading_where_scaling_stops(const report *rp) {
-    int said = 0;
-    for (int b = 0; b < rp->nb; b++) {
-        double prev = 1.0;
-        int prev_p = 1;
-        for (int p = 0; p < rp->np; p++) {
-            const dt_scale_row *r = report_row(rp, b, p);
-            if (!r || r->procs < 2) continue;
-            double sp = dt_scale_strong_speedup(rp->s, r);
-            if (sp < 0) continue;
-            if (sp < prev * 1.05) {
-                fprintf(rp->out,
-                        "- At batch %d, going from %d to %d processes gains less than 5%% "
-                        "(speed-up %.2f -> %.2f): scaling stops paying there.\n",
-                        rp->batch[b], prev_p, r->procs, prev, sp);
-                said = 1;
-                break;
-            }
-            prev = sp;
-            prev_p = r->procs;
-        }
-    }
-    return said;
-}
-
-/* The speed-up at the largest process count, smallest vs largest batch. */
-static int reading_batch_effect(const report *rp) {
-    const int np = rp->np, nb = rp->nb;
-    if (nb < 2) return 0;
-    const dt_scale_row *lo = report_row(rp, 0, np - 1), *hi = report_row(rp, nb - 1, np - 1);
-    if (!lo || !hi || rp->procs[np - 1] < 2) return 0;
-    double a = dt_scale_strong_speedup(rp->s, lo), c = dt_scale_strong_speedup(rp->s, hi);
-    if (a <= 0 || c <= 0) return 0;
-    fprintf(rp->out,
-            "- With %d processes, the speed-up goes from %.2f at batch %d to %.2f at "
-            "batch %d: larger batches mean fewer all-reduces per epoch, so the "
-            "%s.\n",
-            rp->procs[np - 1], a, rp->batch[0], c, rp->batch[nb - 1],
-            c > a ? "communication share falls and scaling improves"
-                  : "gain is eaten by other costs (compute no longer dominates)");
-    return 1;
-}
-
-static void report_reading(const report *rp) {
-    fputs("## 6. Reading\n\n", rp->out);
-    int said = reading_per_config(rp);
-    said |= reading_where_scaling_stops(rp);
-    said |= reading_batch_effect(rp);
-    if (!said)
-        fputs("Nothing to read: speed-ups need a 1-process run and at least one multi-process "
-              "run of the same batch size.\n",
-              rp->out);
-}
-
 /* Compute units of N processes: threads x N, at most the cores (0 cores = unknown:
  * one unit per process, as measured elsewhere). */
 static double compute_units(const dt_scale_study *s, int N) {
@@ -1184,7 +1080,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     report_compute_vs_comm(&rp);
     report_bandwidth(&rp);
     report_accuracy(&rp);
-    report_reading(&rp);
+    dt_reading_write(s, out);
     report_model(&rp);
     report_utilisation(&rp, plots, n_plots);
     if (n_plots > 0) {

@@ -155,6 +155,7 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         copy_text(study->mode, sizeof study->mode, run->mode);
     if (run->servers > 0) study->servers = run->servers;
     if (run->threads > 0) study->threads = run->threads;
+    row->threads = run->threads > 0 ? run->threads : 0;
     if (run->comm_dtype[0]) copy_text(study->comm_dtype, sizeof study->comm_dtype, run->comm_dtype);
     if (log.has_load && log.load.cores > 0 && !study->cores_given) study->cores = log.load.cores;
     if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
@@ -466,18 +467,7 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     const char *argv[96];
     const int argv_size = (int)(sizeof argv / sizeof *argv);
     int a = 0;
-    char mpi[64];
-    if (cfg->srun && (procs > 1 || mode->has_servers)) {
-        /* PMIx: what Debian's Slurm and Open MPI share (docs/cluster.md); a failed rank
-         * ends the step, as mpirun ends its job */
-        const char *mpi_type = getenv("SLURM_MPI_TYPE");
-        snprintf(mpi, sizeof mpi, "--mpi=%s", mpi_type && *mpi_type ? mpi_type : "pmix");
-        argv[a++] = "srun";
-        argv[a++] = "-n";
-        argv[a++] = np;
-        argv[a++] = mpi;
-        argv[a++] = "--kill-on-bad-exit=1";
-    } else if (procs > 1 || mode->has_servers) {
+    if (procs > 1 || mode->has_servers) {
         for (int k = 0; cfg->launch_pre && cfg->launch_pre[k] && a < 16; k++)
             argv[a++] = cfg->launch_pre[k];
         argv[a++] = "mpirun";
@@ -649,8 +639,6 @@ int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, 
     size_t used = (size_t)snprintf(out, size, "procs %d\n", procs);
     if (cfg->hosts && used < size)
         used += (size_t)snprintf(out + used, size - used, "hosts %s\n", cfg->hosts);
-    if (cfg->srun && used < size)
-        used += (size_t)snprintf(out + used, size - used, "launcher srun\n");
     for (int i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s%s", argv[i],
                                  i + 1 < n && argv[i + 1][0] != '-' ? " " : "\n");
