@@ -37,6 +37,10 @@ typedef struct dt_sweep_config {
     const char *const *launch_pre;
     const char *const *mpirun_extra;
     const char *hosts;
+    /* Inside a Slurm allocation: multi-process runs start as `srun -n N --mpi=pmix`
+     * (--mpi=$SLURM_MPI_TYPE when set) instead of mpirun, recorded with each run's
+     * settings ("launcher srun"). */
+    int srun;
 } dt_sweep_config;
 
 /* The settings of one config's run, as recorded beside its log (LOG.args): the

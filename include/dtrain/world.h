@@ -23,9 +23,12 @@ typedef struct dt_world {
 } dt_world;
 
 /* Whether a launcher (Open MPI's mpirun, or a PMI/PMIx launcher such as srun)
- * started this process. One started alone trains without MPI: a singleton MPI_Init
- * costs about 0.5 s (1.8 s under AddressSanitizer) and starts a daemon, for a world
- * of one rank that never communicates. */
+ * started this process; also one of several tasks of a Slurm job step, which
+ * dt_world_init refuses when srun gave them no MPI plugin (SLURM_STEP_NUM_TASKS > 1
+ * without PMIx/PMI variables, or a world of 1: N separate trainings otherwise). One
+ * started alone trains without MPI: a singleton MPI_Init costs about 0.5 s (1.8 s
+ * under AddressSanitizer) and starts a daemon, for a world of one rank that never
+ * communicates. */
 int dt_world_launched(void);
 
 /* The process world. Initialises MPI with at least MPI_THREAD_SERIALIZED (a

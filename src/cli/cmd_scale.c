@@ -73,6 +73,10 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "                       (mpirun --hostfile: ssh to each, dtrain at the same path\n"
             "                       everywhere); --link then only states the link for the\n"
             "                       model\n"
+            "  --launcher L         mpirun (default) or srun: inside a Slurm allocation\n"
+            "                       (salloc, sbatch), start the multi-process runs with\n"
+            "                       srun -n N --mpi=pmix (SLURM_MPI_TYPE overrides pmix)\n"
+            "                       on the allocation's nodes (docs/cluster.md)\n"
             "  --bucket-sizes LIST  sweep gradient bucket sizes in MiB, e.g. 1,5,25: one\n"
             "                       study per size in DIR/bucket_<MiB>, then (with --link)\n"
             "                       network.md over them all\n"
@@ -276,6 +280,7 @@ int cmd_scale(int argc, char **argv) {
                                         {"ranks-per-host", required_argument, 0, 'R'},
                                         {"hostfile", required_argument, 0, 'F'},
                                         {"bucket-sizes", required_argument, 0, 'B'},
+                                        {"launcher", required_argument, 0, 'U'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
@@ -341,6 +346,11 @@ int cmd_scale(int argc, char **argv) {
         case 'B':
             if ((n_buckets = parse_mb_list(cmd, optarg, bucket_mb, 16)) < 0) return 2;
             break;
+        case 'U':
+            if (strcmp(optarg, "mpirun") && strcmp(optarg, "srun"))
+                return cli_fail(cmd, "--launcher expects mpirun or srun, got '%s'", optarg), 2;
+            cfg.srun = !strcmp(optarg, "srun");
+            break;
         case 'o':
             cfg.out_dir = optarg;
             break;
@@ -384,6 +394,14 @@ int cmd_scale(int argc, char **argv) {
     if (ranks_per_host != 1 && !hosts_text)
         return cli_fail(cmd, "--ranks-per-host goes with --hosts netns:H"), 2;
     if (n_buckets && n_modes) return cli_fail(cmd, "--bucket-sizes and --modes: one at a time"), 2;
+    if (cfg.srun && (hosts_text || hostfile))
+        return cli_fail(cmd, "--launcher srun runs on the Slurm allocation's nodes: drop %s",
+                        hosts_text ? "--hosts (emulated hosts need mpirun)" : "--hostfile"),
+               2;
+    if (cfg.srun && !getenv("SLURM_JOB_ID"))
+        return cli_fail(cmd, "--launcher srun needs a Slurm allocation (no SLURM_JOB_ID): run "
+                             "the sweep inside salloc or an sbatch script"),
+               2;
     if (hostfile) {
         FILE *f = fopen(hostfile, "r");
         if (!f) return cli_fail(cmd, "cannot read --hostfile %s: %s", hostfile, strerror(errno)), 2;

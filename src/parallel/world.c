@@ -35,7 +35,9 @@ static MPI_Comm job_comm(void) {
     return MPI_COMM_WORLD;
 }
 
-int dt_world_launched(void) {
+/* Whether mpirun or a PMI/PMIx server (srun --mpi=pmix or pmi2) gave this process
+ * its place in a world. */
+static int has_launcher_vars(void) {
     static const char *const set_by_launchers[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
                                                    "PMI_SIZE"};
     for (size_t i = 0; i < sizeof set_by_launchers / sizeof *set_by_launchers; i++)
@@ -43,8 +45,34 @@ int dt_world_launched(void) {
     return 0;
 }
 
+/* The task count of the Slurm job step when srun started this process itself
+ * (SLURM_STEP_NUM_TASKS), else 0. A batch script and salloc's shell have SLURM_NTASKS
+ * but no step, so `mpirun -np 1` inside `salloc -n 2` is a world of 1 as asked; ranks
+ * of mpirun may inherit a step's variables from the daemons mpirun starts with srun
+ * on other nodes, but carry mpirun's OMPI_COMM_WORLD_SIZE. */
+static long srun_tasks(void) {
+    const char *text = getenv("SLURM_STEP_NUM_TASKS");
+    if (!text || getenv("OMPI_COMM_WORLD_SIZE")) return 0;
+    char *end;
+    errno = 0;
+    const long n = strtol(text, &end, 10);
+    return errno || end == text || *end || n < 1 ? 0 : n;
+}
+
+int dt_world_launched(void) {
+    /* several srun tasks must form one world, or be refused by dt_world_init */
+    return has_launcher_vars() || srun_tasks() > 1;
+}
+
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     if (peer_timeout_s(&w->timeout_s, err)) return -1; /* before MPI: one line, no MPI noise */
+    /* srun --mpi=none (a cluster's MpiDefault): N tasks that would each train alone */
+    const long tasks = srun_tasks();
+    if (tasks > 1 && !has_launcher_vars())
+        return dt_error_set(err,
+                            "srun started %ld tasks without an MPI plugin (no PMIx or PMI "
+                            "variables): use srun --mpi=pmix (or mpirun)",
+                            tasks);
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized &&
@@ -62,6 +90,13 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     MPI_Comm_rank(w->comm, &w->rank);
     MPI_Comm_size(w->comm, &w->size);
     w->job_rank = w->rank;
+    if (tasks > 1 && w->size == 1) { /* an MPI that does not speak srun's PMI flavour */
+        if (!initialized) MPI_Finalize();
+        return dt_error_set(err,
+                            "srun started %ld tasks but MPI sees a world of 1 (this MPI lacks "
+                            "srun's --mpi plugin): use srun --mpi=pmix (or mpirun)",
+                            tasks);
+    }
     return 0;
 }
 

@@ -467,7 +467,18 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     const char *argv[96];
     const int argv_size = (int)(sizeof argv / sizeof *argv);
     int a = 0;
-    if (procs > 1 || mode->has_servers) {
+    char mpi[64];
+    if (cfg->srun && (procs > 1 || mode->has_servers)) {
+        /* PMIx: what Debian's Slurm and Open MPI share (docs/cluster.md); a failed rank
+         * ends the step, as mpirun ends its job */
+        const char *mpi_type = getenv("SLURM_MPI_TYPE");
+        snprintf(mpi, sizeof mpi, "--mpi=%s", mpi_type && *mpi_type ? mpi_type : "pmix");
+        argv[a++] = "srun";
+        argv[a++] = "-n";
+        argv[a++] = np;
+        argv[a++] = mpi;
+        argv[a++] = "--kill-on-bad-exit=1";
+    } else if (procs > 1 || mode->has_servers) {
         for (int k = 0; cfg->launch_pre && cfg->launch_pre[k] && a < 16; k++)
             argv[a++] = cfg->launch_pre[k];
         argv[a++] = "mpirun";
@@ -639,6 +650,8 @@ int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, 
     size_t used = (size_t)snprintf(out, size, "procs %d\n", procs);
     if (cfg->hosts && used < size)
         used += (size_t)snprintf(out + used, size - used, "hosts %s\n", cfg->hosts);
+    if (cfg->srun && used < size)
+        used += (size_t)snprintf(out + used, size - used, "launcher srun\n");
     for (int i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(out + used, size - used, "%s%s", argv[i],
                                  i + 1 < n && argv[i + 1][0] != '-' ? " " : "\n");
