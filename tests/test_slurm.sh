@@ -63,6 +63,8 @@ check "mpirun -np 2 inside salloc -n 2 trains a world of 2" \
 salloc -n 2 mpirun -np 1 "$DTRAIN" train $small --log salloc1.jsonl >salloc1.out 2>&1
 check "mpirun -np 1 inside salloc -n 2 is not refused: a world of 1 as asked" \
     grep -q '"procs":1,.*"steps_per_epoch":16,' salloc1.jsonl
+check "docs/cluster.md shows scripts/dtrain.sbatch as it is" sh -c \
+    'awk "/^\`\`\`sh\$/{on=1;next} /^\`\`\`\$/{if(on)exit} on" "$1/docs/cluster.md" | cmp -s - "$1/scripts/dtrain.sbatch"' - "$here/.."
 # shellcheck disable=SC2086
 job=$(DTRAIN=$DTRAIN sbatch --parsable -o "$tmp/job-%j.out" "$here/../scripts/dtrain.sbatch" \
     $small --log "$tmp/sbatch.jsonl")
