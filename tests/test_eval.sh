@@ -1,7 +1,7 @@
 #!/bin/sh
 # dtrain eval on weights dtrain train saved: the same test accuracy the run log's last
 # epoch record holds (same data, batch size and thread count: deterministic), a
-# confusion matrix over every test sample, and the text output.
+# confusion matrix over every test sample, the dataset's class names, and the text output.
 set -u
 DTRAIN=$1
 . "$(dirname "$0")/checks.sh"
@@ -34,6 +34,9 @@ if ev["samples"] != 500 or cells != 500:
     problems.append("samples %s, confusion sums to %d, want 500" % (ev["samples"], cells))
 if len(ev["class_accuracy"]) != 10 or len(ev["confusion"]) != 10:
     problems.append("want 10 classes")
+if ev.get("class_names") != ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                             "Shirt", "Sneaker", "Bag", "Ankle boot"]:
+    problems.append("class_names %r, want Fashion-MNIST's" % ev.get("class_names"))
 if "%.9g" % (diagonal / 500) != "%.9g" % measured:
     problems.append("the confusion diagonal %d / 500 is not the accuracy" % diagonal)
 print("; ".join(problems))
@@ -46,5 +49,15 @@ check "eval matches the log's last test accuracy, confusion sums to 500" [ $? -e
     >"$tmp/eval.txt" 2>&1
 check "eval prints the accuracy as text" grep -q "500 samples, loss [0-9.]*, accuracy [0-9.]*%" "$tmp/eval.txt"
 check "eval prints the confusion matrix" grep -q "^confusion matrix (rows: true class" "$tmp/eval.txt"
+check "eval names the classes (Fashion-MNIST's)" \
+    grep -q "^    9  Ankle boot  *[0-9]*  *[0-9.]*%$" "$tmp/eval.txt"
+check "the confusion matrix's rows are named too" grep -q "^    0  T-shirt/top  *[0-9]" "$tmp/eval.txt"
+
+# Synthetic data has no class names: numbers in the text, null in the JSON.
+"$DTRAIN" train --model lenet_cifar --max-samples 256 --test-samples 64 --threads 2 \
+    --save "$tmp/c.safetensors" --quiet
+"$DTRAIN" eval --model lenet_cifar --init "$tmp/c.safetensors" --test-samples 64 --threads 2 \
+    --json >"$tmp/c.json"
+check "synthetic data: class_names null" grep -q '"class_names":null' "$tmp/c.json"
 
 finish

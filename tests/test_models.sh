@@ -1,6 +1,7 @@
 #!/bin/sh
 # dtrain models lists every model of the zoo, as a table and as JSON lines that agree
-# with each other and with the parameter counts test_zoo checks; it builds graphs
+# with each other and with the parameter counts test_zoo checks, each with its default
+# recipe (lr, momentum, weight decay, schedule, where it comes from); it builds graphs
 # only, so it stays small in memory whatever models the zoo holds.
 set -u
 DTRAIN=$1
@@ -38,6 +39,24 @@ for r in rows:
     row = [t for t in table if t.split()[0] == r["model"]]
     if len(row) != 1 or row[0].split()[1] != format(r["params"], ","):
         problems.append("table row of %s: %s" % (r["model"], row))
+    # each model's recipe (the defaults of --lr, --momentum, --weight-decay, --lr-schedule)
+    rc = r.get("recipe", {})
+    if not (0 < rc.get("lr", 0) <= 1 and 0 <= rc.get("momentum", -1) < 1
+            and 0 <= rc.get("weight_decay", -1) < 0.01
+            and rc.get("lr_schedule") in ("constant", "cosine", "step") and rc.get("source")):
+        problems.append("recipe of %s: %s" % (r["model"], rc))
+    elif len(row) == 1 and row[0].split()[-4:] != [format(rc["lr"], "g"),
+                                                  format(rc["momentum"], "g"),
+                                                  format(rc["weight_decay"], "g"),
+                                                  rc["lr_schedule"]]:
+        problems.append("table recipe of %s: %s" % (r["model"], row))
+# He et al.'s CIFAR ResNet recipe; lenet5's, the default model's, as its --help says
+recipes = {r["model"]: r.get("recipe", {}) for r in rows}
+for model, want_recipe in (("resnet20", (0.1, 0.9, 0.0001, "step")),
+                           ("lenet5", (0.05, 0.9, 0.0005, "cosine"))):
+    got = recipes.get(model, {})
+    if tuple(got.get(k) for k in ("lr", "momentum", "weight_decay", "lr_schedule")) != want_recipe:
+        problems.append("recipe of %s: %s" % (model, got))
 # conv and linear multiply-adds x2 at batch 1: resnet20 is 40.55 M MACs (He et al.: ~41 M)
 flops = {r["model"]: r["flops"] for r in rows}
 if flops.get("resnet20") != 81102080 or flops.get("logreg") != 2 * 784 * 10:

@@ -28,6 +28,9 @@ typedef struct dt_dataset {
     uint8_t *pixels;       /* [size, c, h, w], owned; NULL for synthetic */
     int32_t *labels;       /* [size], owned; NULL for synthetic */
     uint64_t seed;         /* synthetic only */
+    /* [classes] names (Fashion-MNIST's "T-shirt/top", CIFAR-10's "airplane", MNIST's
+     * digits); NULL for synthetic data, whose classes are only numbers */
+    const char *const *class_names;
 } dt_dataset;
 
 /* Opens the train (train = 1) or test split named by spec. */

@@ -6,7 +6,9 @@
 #ifndef DTRAIN_LR_SCHEDULE_H
 #define DTRAIN_LR_SCHEDULE_H
 
-typedef enum dt_lr_kind { DT_LR_CONSTANT, DT_LR_COSINE, DT_LR_STEP } dt_lr_kind;
+/* DT_LR_MODEL: not chosen yet, the model's recipe decides (a dt_train_config's value
+ * until dt_train_config_resolve; never a schedule's) */
+typedef enum dt_lr_kind { DT_LR_MODEL = -1, DT_LR_CONSTANT, DT_LR_COSINE, DT_LR_STEP } dt_lr_kind;
 
 typedef struct dt_lr_schedule {
     dt_lr_kind kind;

@@ -51,7 +51,9 @@ typedef struct dt_run_record {
     double lr;
     char lr_scaling[16];
     double warmup_epochs, momentum, weight_decay;
+    char lr_schedule[16]; /* constant, cosine, step: as given, else the model's recipe */
     int threads, loader_workers;
+    char threads_from[200]; /* why that many threads: "--threads", or the default's rule */
     char allreduce[16];
     char comm_dtype[8];      /* gradients on the wire: fp32, bf16, fp16 */
     char precision[8];       /* conv2d's multiplies: fp32, bf16 */

@@ -52,9 +52,17 @@ typedef struct dt_train_config {
 } dt_train_config;
 
 /* The defaults of `dtrain train` (its --help states them): lenet5, 1 epoch, batch 128,
- * lr 0.1, momentum 0.9, weight decay 5e-4, every core, one loader worker, the
+ * the model's recipe (lr, momentum, weight decay and schedule left unset: lr 0,
+ * momentum and weight decay -1, DT_LR_MODEL), every core, one loader worker, the
  * dataset's augmentation, allreduce, 1 server, staleness 3. */
 dt_train_config dt_train_config_default(void);
+
+/* Fills the recipe fields left unset (as dt_train_config_default leaves them) from
+ * cfg->model's recipe (dt_zoo_recipe_of); the ones given stay. dt_train calls it, so
+ * its run record and checkpoints hold the values trained with; a caller that shows or
+ * passes them on (scale's children, bench's optimizer) calls it once the model is
+ * known. -1 with "unknown model ..." if a value is unset and the model unknown. */
+int dt_train_config_resolve(dt_train_config *cfg, dt_error *err);
 
 typedef struct dt_train_progress {
     int epoch, epochs;

@@ -7,6 +7,7 @@
 #define DTRAIN_ZOO_H
 
 #include "dtrain/error.h"
+#include "dtrain/lr_schedule.h"
 #include "dtrain/model.h"
 
 typedef struct dt_model_spec {
@@ -46,6 +47,19 @@ const char *dt_zoo_fixed_input(const char *name);
  * width is left 0 (the model's default). */
 int dt_zoo_spec_for_data(dt_model_spec *spec, const char *name, int c, int h, int w, int classes,
                          const char *data, dt_error *err);
+
+/* A model's default training recipe: the SGD settings `dtrain train` (scale, bench)
+ * takes for the flags not given (dt_train_config_resolve). From the model's published
+ * or reference recipe where one exists, else measured here; `source` says which in one
+ * line. The batch size stays 128 (per process) for every model. */
+typedef struct dt_zoo_recipe {
+    float lr, momentum, weight_decay;
+    dt_lr_kind schedule;
+    const char *source;
+} dt_zoo_recipe;
+
+/* The recipe of a named model; NULL if unknown. */
+const dt_zoo_recipe *dt_zoo_recipe_of(const char *name);
 
 /* Comma-separated list of model names, for help and errors. */
 const char *dt_zoo_names(void);

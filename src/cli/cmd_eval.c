@@ -38,7 +38,8 @@ static void eval_usage(const cli_flags *flags, FILE *out) {
     cli_flags_help(flags, out, NULL);
     fprintf(out,
             "  --json               one JSON line instead of the text: event \"eval\", model,\n"
-            "                       data, samples, loss, accuracy, class_accuracy[],\n"
+            "                       data, samples, loss, accuracy, class_names[] (null for\n"
+            "                       synthetic data), class_accuracy[],\n"
             "                       confusion[true][predicted]; for int8 also int8, engine,\n"
             "                       scheme, float_accuracy, agreement\n"
             "  --compare FILE       float weights to compare a quantized file with\n"
@@ -60,7 +61,13 @@ typedef struct int8_info {
     double float_accuracy, agreement;
 } int8_info;
 
-static void print_text(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8) {
+/* The data's class names if it has them for these classes, else NULL (numbers only). */
+static const char *const *class_names(const dt_dataset *ds, const dt_eval_result *r) {
+    return ds->class_names && ds->classes == r->classes ? ds->class_names : NULL;
+}
+
+static void print_text(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8,
+                       const char *const *names) {
     if (i8) {
         char method[64];
         dt_calib_format(&i8->q->cfg.calib, method, sizeof method);
@@ -82,16 +89,21 @@ static void print_text(const dt_train_config *cfg, const dt_eval_result *r, cons
                "accuracy %.2f%%\n\n",
                cfg->model, cfg->init_path, cfg->data, r->samples, r->loss, 100.0 * r->accuracy);
     }
-    printf("class  samples  accuracy\n");
+    int wide = 0; /* the longest name, for the column */
+    for (int c = 0; names && c < r->classes; c++)
+        if ((int)strlen(names[c]) > wide) wide = (int)strlen(names[c]);
+    const int name_w = names ? wide + 2 : 0;
+    printf("class  %-*s samples  accuracy\n", name_w, names ? "name" : "");
     for (int c = 0; c < r->classes; c++) {
         long total = 0;
         for (int k = 0; k < r->classes; k++) total += r->confusion[(size_t)c * r->classes + k];
-        printf("%5d  %7ld  %7.2f%%\n", c, total, 100.0 * dt_eval_class_accuracy(r, c));
+        printf("%5d  %-*s %7ld  %7.2f%%\n", c, name_w, names ? names[c] : "", total,
+               100.0 * dt_eval_class_accuracy(r, c));
     }
-    printf("\nconfusion matrix (rows: true class, columns: predicted class)\n%5s", "");
+    printf("\nconfusion matrix (rows: true class, columns: predicted class)\n%*s", 5 + name_w, "");
     for (int k = 0; k < r->classes; k++) printf(" %6d", k);
     for (int c = 0; c < r->classes; c++) {
-        printf("\n%5d", c);
+        printf("\n%5d  %-*s", c, name_w - 2 > 0 ? name_w - 2 : 0, names ? names[c] : "");
         for (int k = 0; k < r->classes; k++)
             printf(" %6ld", r->confusion[(size_t)c * r->classes + k]);
     }
@@ -106,7 +118,8 @@ static int append(cJSON *array, cJSON *item) {
 }
 
 /* The JSON line, built with cJSON so the model and data names are escaped. */
-static int print_json(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8) {
+static int print_json(const dt_train_config *cfg, const dt_eval_result *r, const int8_info *i8,
+                      const char *const *names) {
     cJSON *o = cJSON_CreateObject();
     int ok = o && cJSON_AddStringToObject(o, "event", "eval") &&
              cJSON_AddStringToObject(o, "model", cfg->model) &&
@@ -128,6 +141,15 @@ static int print_json(const dt_train_config *cfg, const dt_eval_result *r, const
             ok = cJSON_AddNumberToObject(o, "float_accuracy",
                                          i8->float_path ? i8->float_accuracy : NAN) &&
                  cJSON_AddNumberToObject(o, "agreement", i8->float_path ? i8->agreement : NAN);
+    }
+    /* the names of the classes where the data has them, else null */
+    cJSON *named = NULL;
+    if (ok && names) {
+        named = cJSON_AddArrayToObject(o, "class_names");
+        ok = named != NULL;
+        for (int c = 0; ok && c < r->classes; c++) ok = append(named, cJSON_CreateString(names[c]));
+    } else if (ok) {
+        ok = cJSON_AddNullToObject(o, "class_names") != NULL;
     }
     cJSON *classes = ok ? cJSON_AddArrayToObject(o, "class_accuracy") : NULL;
     cJSON *confusion = classes ? cJSON_AddArrayToObject(o, "confusion") : NULL;
@@ -259,9 +281,10 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
         const dt_eval_result *r8 = &results[n - 1];
         if (have_float) info.float_accuracy = results[0].accuracy;
         if (json) {
-            if (print_json(cfg, r8, &info)) rc = dt_error_set(err, "cannot write the JSON line");
+            if (print_json(cfg, r8, &info, class_names(&test, r8)))
+                rc = dt_error_set(err, "cannot write the JSON line");
         } else {
-            print_text(cfg, r8, &info);
+            print_text(cfg, r8, &info, class_names(&test, r8));
         }
         for (int k = 0; k < n; k++) dt_eval_result_free(&results[k]);
         if (rc == 0 && kept) rc = save_logits(logits_path, kept, &test, spec.classes, err);
@@ -363,9 +386,11 @@ int cmd_eval(int argc, char **argv) {
     if (rc)
         cli_fail(cmd, "%s", err.msg);
     else if (json)
-        rc = print_json(&cfg, &result, NULL) ? cli_fail(cmd, "cannot write the JSON line") : 0;
+        rc = print_json(&cfg, &result, NULL, class_names(&test, &result))
+                 ? cli_fail(cmd, "cannot write the JSON line")
+                 : 0;
     else
-        print_text(&cfg, &result, NULL);
+        print_text(&cfg, &result, NULL, class_names(&test, &result));
     if (rc == 0 && fflush(stdout)) rc = cli_fail(cmd, "cannot write the results");
     dt_eval_result_free(&result);
     dt_model_free(&model);

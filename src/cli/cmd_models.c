@@ -1,8 +1,10 @@
-/* dtrain models: every model of the zoo with its parameters, forward FLOPs per sample
- * and default input shape, as a table or one JSON line per model. */
+/* dtrain models: every model of the zoo with its parameters, forward FLOPs per sample,
+ * default input shape and default training recipe, as a table or one JSON line per
+ * model. */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -16,6 +18,7 @@ typedef struct model_row {
     size_t params;
     double flops; /* forward, one sample */
     int takes_data_shape;
+    const dt_zoo_recipe *recipe;
 } model_row;
 
 static void models_usage(FILE *out) {
@@ -24,11 +27,16 @@ static void models_usage(FILE *out) {
                  "Lists every model of the zoo: parameters, forward FLOPs per sample (conv and\n"
                  "linear multiply-adds x2, at the default input), the default input shape and\n"
                  "whether the model also takes other input shapes (then train, eval and bench\n"
-                 "use the data's shape). Only the graph is built: no memory for weights or\n"
-                 "activations, so the biggest models list as fast as the smallest.\n"
+                 "use the data's shape), and its recipe: the lr, momentum, weight decay and\n"
+                 "schedule that train, scale and bench use for the flags not given (from the\n"
+                 "model's reference recipe where there is one; batch 128 for all; the step\n"
+                 "schedule is x0.1 at 50%% and 75%% of the epochs). Only the graph is built: no\n"
+                 "memory for weights or activations, so the biggest models list as fast as the\n"
+                 "smallest.\n"
                  "\n"
                  "  --json               one JSON line per model: model, params, flops,\n"
-                 "                       input [c, h, w], classes, width, any_input\n"
+                 "                       input [c, h, w], classes, width, any_input, recipe\n"
+                 "                       {lr, momentum, weight_decay, lr_schedule, source}\n"
                  "  --help               this text\n");
 }
 
@@ -44,6 +52,7 @@ static int measure(model_row *row, const char *name, dt_error *err) {
     row->params = m.n_params;
     row->flops = dt_model_forward_flops(&m, 1);
     row->takes_data_shape = dt_zoo_fixed_input(name) == NULL;
+    row->recipe = dt_zoo_recipe_of(name);
     dt_model_free(&m);
     return 0;
 }
@@ -75,8 +84,17 @@ static int print_text(const model_row *r) {
     with_commas(params, sizeof params, r->params);
     si(flops, sizeof flops, r->flops);
     snprintf(shape, sizeof shape, "%dx%dx%d", r->spec.in_c, r->spec.in_h, r->spec.in_w);
-    return printf("%-14s %12s %14s  %-10s %s\n", r->name, params, flops, shape,
-                  r->takes_data_shape ? "yes" : "no") > 0;
+    const dt_zoo_recipe *rc = r->recipe;
+    return printf("%-14s %12s %14s  %-10s %-6s %6g %8g %7g  %s\n", r->name, params, flops, shape,
+                  r->takes_data_shape ? "yes" : "no", rc->lr, rc->momentum, rc->weight_decay,
+                  dt_lr_kind_name(rc->schedule)) > 0;
+}
+
+/* A recipe's float as the decimal it was written as (0.05, not 0.0500000007). */
+static double decimal(float v) {
+    char text[32];
+    snprintf(text, sizeof text, "%.7g", v);
+    return strtod(text, NULL);
 }
 
 static int print_json(const model_row *r) {
@@ -95,6 +113,12 @@ static int print_json(const model_row *r) {
     ok = ok && cJSON_AddNumberToObject(o, "classes", r->spec.classes) &&
          cJSON_AddNumberToObject(o, "width", r->spec.width) &&
          cJSON_AddBoolToObject(o, "any_input", r->takes_data_shape);
+    cJSON *recipe = ok ? cJSON_AddObjectToObject(o, "recipe") : NULL;
+    ok = recipe && cJSON_AddNumberToObject(recipe, "lr", decimal(r->recipe->lr)) &&
+         cJSON_AddNumberToObject(recipe, "momentum", decimal(r->recipe->momentum)) &&
+         cJSON_AddNumberToObject(recipe, "weight_decay", decimal(r->recipe->weight_decay)) &&
+         cJSON_AddStringToObject(recipe, "lr_schedule", dt_lr_kind_name(r->recipe->schedule)) &&
+         cJSON_AddStringToObject(recipe, "source", r->recipe->source);
     char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
     ok = text && printf("%s\n", text) > 0;
     cJSON_free(text);
@@ -119,8 +143,8 @@ int cmd_models(int argc, char **argv) {
             return 0;
         }
     }
-    if (!json && printf("%-14s %12s %14s  %-10s %s\n", "model", "parameters", "FLOPs/sample",
-                        "input", "other inputs") < 0) {
+    if (!json && printf("%-14s %12s %14s  %-10s %-6s %6s %8s %7s  %s\n", "model", "parameters",
+                        "FLOPs/sample", "input", "other", "lr", "momentum", "wd", "schedule") < 0) {
         cli_fail(cmd, "cannot write the list");
         return 1;
     }

@@ -89,7 +89,7 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "  --warmup-epochs (warm-up applies to those runs only).\n"
             "\n");
     cli_flags_help(flags, out,
-                   "--threads 1, --lr 0.05, --epochs 2, --warmup-epochs 1; with\n"
+                   "--threads 1, --epochs 2, --warmup-epochs 1; with\n"
                    "  --max-samples, --test-samples takes the same share of the test split");
 }
 
@@ -303,7 +303,6 @@ int cmd_scale(int argc, char **argv) {
     /* a sweep runs many processes side by side: one thread each, short runs */
     cfg.train = dt_train_config_default();
     cfg.train.threads = 1;
-    cfg.train.lr = 0.05f;
     cfg.train.epochs = 2;
     cfg.train.warmup_epochs = 1;
     cli_flags flags;
@@ -383,6 +382,11 @@ int cmd_scale(int argc, char **argv) {
             return 0;
         }
     }
+    /* every run gets the same rate, momentum, decay and schedule: the model's recipe
+     * for those not given, written out in each child's arguments */
+    dt_error recipe_err;
+    if (dt_train_config_resolve(&cfg.train, &recipe_err))
+        return cli_fail(cmd, "%s", recipe_err.msg), 2;
     /* here --lr-scaling linear asks for extra runs; the sweep scales those itself */
     cfg.lr_scaling = cfg.train.lr_scaling_linear;
     cfg.train.lr_scaling_linear = 0;

@@ -24,6 +24,14 @@ const char *dt_dataset_specs(void) {
            "synthetic:cifar10, synthetic:imagenet";
 }
 
+/* The classes' names, in label order, as the datasets' own documentation gives them. */
+static const char *const FASHION_MNIST_CLASSES[] = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+static const char *const MNIST_CLASSES[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+static const char *const CIFAR10_CLASSES[] = {"airplane", "automobile", "bird",  "cat",  "deer",
+                                              "dog",      "frog",       "horse", "ship", "truck"};
+
 static void set_mnist_shape(dt_dataset *ds) {
     ds->c = 1;
     ds->h = ds->w = 28;
@@ -104,6 +112,7 @@ int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err) 
         return 0;
     } else if (!strcmp(spec, "fashion-mnist")) {
         set_mnist_shape(ds);
+        ds->class_names = FASHION_MNIST_CLASSES;
         rc = open_idx(ds, DT_FASHION_MNIST_DIR, train, err);
         if (rc && access(DT_FASHION_MNIST_DIR, F_OK) != 0)
             dt_error_set(err,
@@ -112,9 +121,11 @@ int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err) 
                          DT_FASHION_MNIST_DIR);
     } else if (!strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)) {
         set_mnist_shape(ds);
+        ds->class_names = spec[0] == 'f' ? FASHION_MNIST_CLASSES : MNIST_CLASSES;
         rc = open_idx(ds, strchr(spec, ':') + 1, train, err);
     } else if (!strncmp(spec, "cifar10:", 8)) {
         set_cifar_shape(ds);
+        ds->class_names = CIFAR10_CLASSES;
         ds->augment = train;
         rc = dt_cifar_read_split(spec + 8, train, &ds->size, &ds->pixels, &ds->labels, err);
     } else {

@@ -391,8 +391,8 @@ static void build_googlenet(dt_model *m, int x, const dt_model_spec *spec) {
     init_like_torchvision(m, 0.01f, 0.01f, 0);
 }
 
-/* One row per model: its default input shape and width, how to build it, and
- * whether it takes other input shapes. */
+/* One row per model: its default input shape and width, how to build it, whether it
+ * takes other input shapes, and its default training recipe. */
 typedef struct zoo_entry {
     const char *name;
     int in_c, in_h, in_w;
@@ -403,6 +403,7 @@ typedef struct zoo_entry {
     /* NULL: the model takes the data's shape (its builder refuses what does not fit);
      * else why it takes only its default one, for the error. */
     const char *fixed_input;
+    const dt_zoo_recipe *recipe; /* its default training recipe */
 } zoo_entry;
 
 /* Why the fixed-input models are fixed: a linear layer sized for one input. */
@@ -412,21 +413,51 @@ static const char POOL_RESNET18[] =
     "its final average pool has a fixed 4x4 window, as the reference's avg_pool2d(out, 4), "
     "so its linear layer's size follows the input's";
 
+/* The recipes. Batch 128 per process for all; the ImageNet references' rates are for
+ * batch 256 and are halved here (the linear scaling rule). Our step schedule is x0.1
+ * at 50% and 75% of the epochs. Measured ranges: tests/test_recipes.c, docs/learning.md. */
+static const dt_zoo_recipe LOGREG = {
+    0.01f, 0.9f, 0.0f, DT_LR_COSINE,
+    "measured on Fashion-MNIST (PyTorch's nn tutorial's lr 0.5 without momentum is for "
+    "unnormalised pixels: its loss ends at 20 here)"};
+static const dt_zoo_recipe MLP = {0.05f, 0.9f, 5e-4f, DT_LR_COSINE,
+                                  "measured on Fashion-MNIST (no reference recipe)"};
+static const dt_zoo_recipe LENET5 = {0.05f, 0.9f, 5e-4f, DT_LR_COSINE,
+                                     "measured on Fashion-MNIST (docs/data.md)"};
+static const dt_zoo_recipe RESNET18 = {
+    0.1f, 0.9f, 5e-4f, DT_LR_COSINE,
+    "kuangliu/pytorch-cifar: lr 0.1, momentum 0.9, wd 5e-4, cosine, batch 128"};
+static const dt_zoo_recipe LENET_CIFAR = {
+    0.02f, 0.9f, 0.0f, DT_LR_COSINE,
+    "PyTorch's CIFAR-10 tutorial (lr 0.001, momentum 0.9 at batch 4), scaled to batch 128 and "
+    "measured"};
+static const dt_zoo_recipe RESNET_CIFAR = {
+    0.1f, 0.9f, 1e-4f, DT_LR_STEP,
+    "He et al. 2016: lr 0.1, momentum 0.9, wd 1e-4, x0.1 at 50% and 75%, batch 128"};
+static const dt_zoo_recipe IMAGENET_NO_BN = {
+    0.005f, 0.9f, 1e-4f, DT_LR_STEP,
+    "PyTorch examples/imagenet for AlexNet and VGG: lr 0.01 at batch 256, momentum 0.9, "
+    "wd 1e-4, x0.1 every 30 of 90 epochs"};
+static const dt_zoo_recipe IMAGENET = {
+    0.05f, 0.9f, 1e-4f, DT_LR_STEP,
+    "torchvision's reference: lr 0.1 at batch 256, momentum 0.9, wd 1e-4, x0.1 every 30 of "
+    "90 epochs"};
+
 static const zoo_entry zoo[] = {
-    {"logreg", 1, 28, 28, 10, 0, build_logreg, FC_784},
-    {"mlp", 1, 28, 28, 10, 0, build_mlp, FC_784},
-    {"lenet5", 1, 28, 28, 10, 0, build_lenet5, FC_LENET},
-    {"resnet18", 3, 32, 32, 10, 64, build_resnet18, POOL_RESNET18},
-    {"lenet_cifar", 3, 32, 32, 10, 0, build_lenet_cifar, FC_LENET},
-    {"resnet20", 3, 32, 32, 10, 16, build_resnet20, NULL},
-    {"resnet32", 3, 32, 32, 10, 16, build_resnet32, NULL},
-    {"resnet44", 3, 32, 32, 10, 16, build_resnet44, NULL},
-    {"resnet56", 3, 32, 32, 10, 16, build_resnet56, NULL},
-    {"alexnet", 3, 224, 224, 1000, 64, build_alexnet, NULL},
-    {"vgg16", 3, 224, 224, 1000, 64, build_vgg16, NULL},
-    {"vgg16_bn", 3, 224, 224, 1000, 64, build_vgg16_bn, NULL},
-    {"resnet50", 3, 224, 224, 1000, 64, build_resnet50, NULL},
-    {"googlenet", 3, 224, 224, 1000, 64, build_googlenet, NULL},
+    {"logreg", 1, 28, 28, 10, 0, build_logreg, FC_784, &LOGREG},
+    {"mlp", 1, 28, 28, 10, 0, build_mlp, FC_784, &MLP},
+    {"lenet5", 1, 28, 28, 10, 0, build_lenet5, FC_LENET, &LENET5},
+    {"resnet18", 3, 32, 32, 10, 64, build_resnet18, POOL_RESNET18, &RESNET18},
+    {"lenet_cifar", 3, 32, 32, 10, 0, build_lenet_cifar, FC_LENET, &LENET_CIFAR},
+    {"resnet20", 3, 32, 32, 10, 16, build_resnet20, NULL, &RESNET_CIFAR},
+    {"resnet32", 3, 32, 32, 10, 16, build_resnet32, NULL, &RESNET_CIFAR},
+    {"resnet44", 3, 32, 32, 10, 16, build_resnet44, NULL, &RESNET_CIFAR},
+    {"resnet56", 3, 32, 32, 10, 16, build_resnet56, NULL, &RESNET_CIFAR},
+    {"alexnet", 3, 224, 224, 1000, 64, build_alexnet, NULL, &IMAGENET_NO_BN},
+    {"vgg16", 3, 224, 224, 1000, 64, build_vgg16, NULL, &IMAGENET_NO_BN},
+    {"vgg16_bn", 3, 224, 224, 1000, 64, build_vgg16_bn, NULL, &IMAGENET},
+    {"resnet50", 3, 224, 224, 1000, 64, build_resnet50, NULL, &IMAGENET},
+    {"googlenet", 3, 224, 224, 1000, 64, build_googlenet, NULL, &IMAGENET},
 };
 enum { ZOO_SIZE = sizeof zoo / sizeof *zoo };
 
@@ -448,6 +479,11 @@ static const zoo_entry *find(const char *name) {
     for (int i = 0; i < ZOO_SIZE; i++)
         if (!strcmp(zoo[i].name, name)) return &zoo[i];
     return NULL;
+}
+
+const dt_zoo_recipe *dt_zoo_recipe_of(const char *name) {
+    const zoo_entry *e = name ? find(name) : NULL;
+    return e ? e->recipe : NULL;
 }
 
 int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {

@@ -19,6 +19,7 @@ double dt_lr_at(const dt_lr_schedule *s, long step) {
     case DT_LR_STEP:
         return target * (epoch >= 0.75 * total ? 0.01 : epoch >= 0.5 * total ? 0.1 : 1.0);
     case DT_LR_CONSTANT:
+    case DT_LR_MODEL: /* resolved before any schedule is built */
         break;
     }
     return target;

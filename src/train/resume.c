@@ -266,6 +266,16 @@ int dt_resume_finished(const dt_resume_point *p, int epochs, long max_steps) {
     return p->epoch >= epochs || (max_steps > 0 && p->step >= max_steps);
 }
 
+/* What a checkpoint without the recipe flags was written with: before each model had
+ * its recipe (dt_train_config_resolve writes them all), these defaults held for all. */
+static const char *legacy_default(const char *name) {
+    static const char *const was[][2] = {
+        {"lr", "0.1"}, {"momentum", "0.9"}, {"weight-decay", "0.0005"}, {"lr-schedule", "constant"}};
+    for (size_t i = 0; i < sizeof was / sizeof *was; i++)
+        if (!strcmp(was[i][0], name)) return was[i][1];
+    return NULL;
+}
+
 /* The first matched flag whose value differs, as a one-line error. */
 static int check_flags(const dt_safetensors *st, const char *dir, const dt_train_config *cfg,
                        dt_error *err) {
@@ -276,6 +286,7 @@ static int check_flags(const dt_safetensors *st, const char *dir, const dt_train
         char key[64];
         snprintf(key, sizeof key, "flag.%s", *name);
         const char *then = dt_safetensors_meta(st, key), *here = NULL;
+        if (!then) then = legacy_default(*name);
         for (int i = 0; i < n; i++)
             if (!strcmp(now[i].key, key)) here = now[i].value;
         if (!then && !here) continue;

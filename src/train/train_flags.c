@@ -17,8 +17,9 @@ static const char *lr_schedule_names(void) {
 static int lr_schedule_parse(dt_train_config *cfg, const char *text) {
     return dt_lr_kind_parse(text, &cfg->lr_schedule);
 }
+/* NULL (no value) while the model's recipe is to decide */
 static const char *lr_schedule_of(const dt_train_config *cfg) {
-    return dt_lr_kind_name(cfg->lr_schedule);
+    return cfg->lr_schedule == DT_LR_MODEL ? NULL : dt_lr_kind_name(cfg->lr_schedule);
 }
 
 static const char *lr_scaling_names(void) {
@@ -106,7 +107,8 @@ static const dt_train_flag flags[] = {
      .value = "M",
      STRING_ROW(model),
      .help = "a zoo model: lenet5 (default), resnet20, alexnet, resnet50, ...\n"
-             "(dtrain models lists them all)"},
+             "(dtrain models lists them all, each with its recipe: the\n"
+             "defaults of --lr, --momentum, --weight-decay, --lr-schedule)"},
     {.name = "width",
      .value = "W",
      INT_ROW(width, 1, 1024),
@@ -132,19 +134,20 @@ static const dt_train_flag flags[] = {
     {.name = "lr",
      .value = "X",
      FLOAT_ROW(lr, DT_FIELD_FLOAT, 1e-12, 1e6),
-     .help = "learning rate (default 0.1)"},
+     .help = "learning rate (default: the model's recipe; lenet5 0.05)"},
     {.name = "momentum",
      .value = "X",
      FLOAT_ROW(momentum, DT_FIELD_FLOAT, 0.0, 0.999999),
-     .help = "SGD momentum (default 0.9)"},
+     .help = "SGD momentum (default: the model's recipe; lenet5 0.9)"},
     {.name = "weight-decay",
      .value = "X",
      FLOAT_ROW(weight_decay, DT_FIELD_FLOAT, 0.0, 1.0),
-     .help = "L2 weight decay (default 5e-4)"},
+     .help = "L2 weight decay (default: the model's recipe; lenet5 5e-4)"},
     {.name = "lr-schedule",
      .value = "S",
      CHOICE_ROW(lr_schedule_names, lr_schedule_parse, lr_schedule_of),
-     .help = "constant (default) | cosine | step (x0.1 at 50% and 75%)"},
+     .help = "constant | cosine | step (x0.1 at 50% and 75%) (default:\n"
+             "the model's recipe; lenet5 cosine)"},
     {.name = "warmup-epochs",
      .value = "K",
      FLOAT_ROW(warmup_epochs, DT_FIELD_DOUBLE, 0.0, 1e6),

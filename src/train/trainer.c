@@ -29,21 +29,38 @@
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
+#include "dtrain/zoo.h"
 
 dt_train_config dt_train_config_default(void) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     dt_train_config cfg = {.model = "lenet5",
                            .epochs = 1,
                            .batch_size = 128,
-                           .lr = 0.1f,
-                           .momentum = 0.9f,
-                           .weight_decay = 5e-4f,
+                           .lr = 0.0f, /* these four: the model's recipe */
+                           .momentum = -1.0f,
+                           .weight_decay = -1.0f,
+                           .lr_schedule = DT_LR_MODEL,
                            .threads = cores > 0 ? (int)cores : 1,
                            .loader_workers = 1,
                            .augment = -1,
                            .mode = "allreduce",
                            .ps = {.servers = 1, .staleness = 3}};
     return cfg;
+}
+
+int dt_train_config_resolve(dt_train_config *cfg, dt_error *err) {
+    if (cfg->lr > 0 && cfg->momentum >= 0 && cfg->weight_decay >= 0 &&
+        cfg->lr_schedule != DT_LR_MODEL)
+        return 0; /* every one given: the model is not looked up */
+    const dt_zoo_recipe *r = dt_zoo_recipe_of(cfg->model);
+    if (!r)
+        return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model ? cfg->model : "",
+                            dt_zoo_names());
+    if (cfg->lr <= 0) cfg->lr = r->lr;
+    if (cfg->momentum < 0) cfg->momentum = r->momentum;
+    if (cfg->weight_decay < 0) cfg->weight_decay = r->weight_decay;
+    if (cfg->lr_schedule == DT_LR_MODEL) cfg->lr_schedule = r->schedule;
+    return 0;
 }
 
 typedef struct trainer {
@@ -313,6 +330,7 @@ static void log_run(trainer *t) {
              t->sync.kind == t->mode->alone ? t->sync.kind->name : t->mode->name);
     snprintf(r.data, sizeof r.data, "%s", cfg->data);
     snprintf(r.lr_scaling, sizeof r.lr_scaling, "%s", cfg->lr_scaling_linear ? "linear" : "none");
+    snprintf(r.lr_schedule, sizeof r.lr_schedule, "%s", dt_lr_kind_name(cfg->lr_schedule));
     snprintf(r.allreduce, sizeof r.allreduce, "%s", dt_allreduce_name(cfg->allreduce));
     snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
     snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
@@ -670,8 +688,11 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     return dt_runlog_close(&t->log, err);
 }
 
-int dt_train(const dt_train_config *cfg, const dt_world *job, dt_progress_fn progress,
+int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn progress,
              void *progress_ctx, dt_train_result *result, dt_error *err) {
+    dt_train_config resolved = *given; /* the flags left unset take the model's recipe */
+    if (dt_train_config_resolve(&resolved, err)) return -1;
+    const dt_train_config *cfg = &resolved;
     trainer t;
     memset(&t, 0, sizeof t);
     t.cfg = cfg;
