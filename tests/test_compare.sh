@@ -15,6 +15,11 @@ for f in allreduce/report.md ps-async/report.md compare.md compare.csv accuracy_
 done
 check "one compare row per mode" [ "$(grep -Ec '^\| (allreduce|ps-async) \| 2 \| [01] \| 32 \|' "$tmp/m/compare.md")" -eq 2 ]
 check "the ps-async row has a server and server bytes" grep -Eq '^\| ps-async \| 2 \| 1 \| 32 \| .* \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9]+|n/a) \|$' "$tmp/m/compare.md"
+# the plot's legend names each run's processes, the servers of a ps mode too
+check "the ps-async curve's title counts its server" \
+    grep -q "title 'ps-async, 2 workers + 1 server, batch 32'" "$tmp/m/accuracy_time.gp"
+check "the allreduce curve's title has no server" \
+    grep -q "title 'allreduce, 2 workers, batch 32'" "$tmp/m/accuracy_time.gp"
 check "time to 50% is measured from eval records" grep -Eq '^\| allreduce \| 2 \| 0 \| 32 \| [0-9.]+ \| [0-9]+ \| eval records \(128 test samples\) \|' "$tmp/m/compare.md"
 # the comparison's final accuracy is the study's own
 acc=$(grep -E '^\| 2 \| 32 \| 64 \| no \|' "$tmp/m/allreduce/report.md" | awk -F'|' '{gsub(/ /,"",$7); print $7}')

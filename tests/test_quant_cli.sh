@@ -39,6 +39,12 @@ check "quantize says what it did" grep -q "symmetric scheme, per-channel weights
 for f in report.md layers.csv weights.png weights.svg activations.png activations.svg histograms.gp; do
     check "report has $f" test -s "$tmp/reports/lenet5/$f"
 done
+# the histograms' axes say what they plot: the float value binned, the count per bin
+for label in "xlabel 'weight value (float, BatchNorm folded in)'" "ylabel 'weights per bin'" \
+    "xlabel 'activation value (float)'" "ylabel 'values per bin'"; do
+    check "histograms.gp labels an axis: $label" grep -qx "set $label" "$tmp/reports/lenet5/histograms.gp"
+done
+check "gnuplot's empty error file is not left behind" test ! -e "$tmp/reports/lenet5/gnuplot.err"
 check "report table has every layer" sh -c "grep -c '^| \(input\|conv1\|conv2\|fc1\|fc2\|fc3\) |' '$tmp/reports/lenet5/report.md' | grep -qx 6"
 
 for engine in dnnl emulate; do

@@ -47,6 +47,11 @@ check "--out writes simulate.md" grep -q "Simulated scaling" "$tmp/sim/simulate.
 if command -v gnuplot >/dev/null; then
     check "--out draws the study's speed-up plot" test -s "$tmp/sim/speedup.png"
 fi
+# a simulation has no run logs: no loss_*.dat (they were left empty), no empty file at all
+check "--out writes no loss data without loss curves" sh -c "! ls '$tmp/sim'/loss_*.dat 2>/dev/null"
+check "--out leaves no empty file" test -z "$(find "$tmp/sim" -type f -empty)"
+check "--out's epoch plot says its time is simulated" \
+    grep -q "^set ylabel 'simulated time per epoch (s: steps x simulated step, no data loading)' noenhanced$" "$tmp/sim/plots.gp"
 
 # A profile made here reads back: lenet5, 2 steps.
 "$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --steps 2 \

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
+#include "dtrain/plots.h"
 #include "dtrain/scaling.h"
 
 static char path[128];
@@ -102,11 +104,152 @@ static void test_single_process_count_says_what_it_cannot_compute(void **state) 
     unlink(path);
 }
 
+/* The text of dir/name (freed by the caller). */
+static char *slurp(const char *dir, const char *name) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    char *text = calloc(1, 1 << 20);
+    assert_non_null(text);
+    size_t got = fread(text, 1, (1 << 20) - 1, f);
+    assert_true(got > 0);
+    fclose(f);
+    return text;
+}
+
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        assert_int_equal(unlink(p), 0);
+    }
+    closedir(d);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* A study of the default sweep's configs in a new folder: dtrain scale's default
+ * --procs 1,2 and batch sizes 32, then x4 up to the share of MNIST's 60000 images
+ * (32 .. 8192), with a run log of 40 steps each; `with_t_epoch` adds the running time
+ * column. */
+static void default_sweep(char *dir, int with_t_epoch, dt_scale_study *s) {
+    static const int procs[] = {1, 2}, batch[] = {32, 128, 512, 2048, 8192};
+    assert_non_null(mkdtemp(dir));
+    char csv[4096] = "", log[256];
+    size_t used = (size_t)snprintf(csv, sizeof csv, "procs,batch_size,t_train%s\n",
+                                   with_t_epoch ? ",t_epoch" : "");
+    for (int p = 0; p < 2; p++)
+        for (int b = 0; b < 5; b++) {
+            used += (size_t)snprintf(csv + used, sizeof csv - used, "%d,%d,%g", procs[p], batch[b],
+                                     10.0 / procs[p] + b);
+            used += (size_t)snprintf(csv + used, sizeof csv - used, with_t_epoch ? ",%g\n" : "\n",
+                                     11.0 / procs[p] + b);
+            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs[p], batch[b]);
+            FILE *f = fopen(log, "w");
+            assert_non_null(f);
+            fprintf(f,
+                    "{\"event\": \"run\", \"model\": \"lenet5\", \"steps_per_epoch\": 20, "
+                    "\"epochs\": 2, \"procs\": %d, \"batch_size\": %d}\n",
+                    procs[p], batch[b]);
+            for (int k = 0; k < 40; k++)
+                fprintf(f,
+                        "{\"event\": \"step\", \"rank\": 0, \"epoch\": %d, \"step\": %d, "
+                        "\"loss\": %g}\n",
+                        k / 20, k, 2.0 / (1 + 0.1 * k) + 0.1 * b);
+            fclose(f);
+        }
+    write_csv(csv);
+    memset(s, 0, sizeof *s);
+    dt_error err;
+    if (dt_scale_read_csv(s, path, &err)) fail_msg("%s", err.msg);
+    unlink(path);
+}
+
+/* The plot command after "set output 'PICTURE'" in a gnuplot script (a copy). */
+static char *plot_command(const char *gp, const char *picture) {
+    char key[64];
+    snprintf(key, sizeof key, "set output '%s'", picture);
+    const char *at = strstr(gp, key);
+    assert_non_null(at);
+    at = strstr(at, "\nplot ");
+    assert_non_null(at);
+    at += 1;
+    const char *end = strchr(at, '\n');
+    assert_non_null(end);
+    return strndup(at, (size_t)(end - at));
+}
+
+/* The default sweep's loss plot: gnuplot's 8 default colours gave batch 32 and 8192
+ * (and every curve 8 apart) one colour; now a colour per batch size, a dash pattern
+ * per process count: no two curves share both. */
+static void test_loss_curves_differ_in_colour_or_dash(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dtrain_plots_XXXXXX";
+    dt_scale_study s;
+    default_sweep(dir, 1, &s);
+    char names[DT_MAX_PLOTS][64];
+    int n = 0;
+    dt_error err;
+    if (dt_plots_write(&s, dir, names, &n, &err)) fail_msg("%s", err.msg);
+    char *gp = slurp(dir, "plots.gp"), *plot = plot_command(gp, "loss.png");
+    char styles[16][64];
+    int curves = 0;
+    for (const char *c = strstr(plot, "'loss_p"); c; c = strstr(c + 1, "'loss_p")) {
+        const char *lc = strstr(c, " lc rgb '"), *title = strstr(c, " title ");
+        assert_non_null(lc);
+        assert_non_null(title);
+        assert_true(lc < title && curves < 16);
+        snprintf(styles[curves], sizeof styles[curves], "%.*s", (int)(title - lc), lc);
+        print_message("  curve %d:%s\n", curves, styles[curves]);
+        for (int k = 0; k < curves; k++)
+            if (!strcmp(styles[k], styles[curves]))
+                fail_msg("curves %d and %d share%s", k, curves, styles[k]);
+        curves++;
+    }
+    assert_int_equal(curves, 10);
+    /* the running time, named as such (every config has t_epoch) */
+    assert_non_null(strstr(gp, "set ylabel 'running time per epoch, t_epoch (s: with data "
+                               "waits, without evaluation)' noenhanced"));
+    free(plot);
+    free(gp);
+    dt_scale_free(&s);
+    remove_dir(dir);
+}
+
+/* epoch_time.png says which time it draws: without t_epoch (a --times CSV of
+ * training times), the training time, never a mix. */
+static void test_epoch_time_plot_names_training_time(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dtrain_plots_XXXXXX";
+    dt_scale_study s;
+    default_sweep(dir, 0, &s);
+    char names[DT_MAX_PLOTS][64];
+    int n = 0;
+    dt_error err;
+    if (dt_plots_write(&s, dir, names, &n, &err)) fail_msg("%s", err.msg);
+    char *gp = slurp(dir, "plots.gp");
+    assert_non_null(strstr(gp, "set title 'Training time of the measured epoch vs batch size "
+                               "per process'"));
+    assert_non_null(strstr(gp, "set ylabel 'training time per epoch, t_train (s: without data "
+                               "waits)' noenhanced"));
+    char *p1 = slurp(dir, "epoch_p1.dat");
+    assert_non_null(strstr(p1, "32 10\n")); /* t_train of 1 process, batch 32 */
+    free(p1);
+    free(gp);
+    dt_scale_free(&s);
+    remove_dir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_speedups_comm_and_bandwidth),
         cmocka_unit_test(test_bad_csv_is_named),
         cmocka_unit_test(test_single_process_count_says_what_it_cannot_compute),
+        cmocka_unit_test(test_loss_curves_differ_in_colour_or_dash),
+        cmocka_unit_test(test_epoch_time_plot_names_training_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

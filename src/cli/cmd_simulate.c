@@ -132,7 +132,7 @@ typedef struct sim_run {
 static void fill_study(dt_scale_study *s, const dt_profile *p, const dt_sim_config *c,
                        double dataset) {
     snprintf(s->model, sizeof s->model, "%s (simulated)", p->model);
-    snprintf(s->data, sizeof s->data, "%s", "simulated");
+    snprintf(s->data, sizeof s->data, "%s", "simulated"); /* plots.c labels its times so */
     snprintf(s->mode, sizeof s->mode, "%s",
              c->mode == DT_SIM_ALLREDUCE_NO_OVERLAP ? "allreduce" : dt_sim_mode_name(c->mode));
     s->servers = c->topology == DT_SIM_PS ? c->servers : 0;

@@ -163,9 +163,11 @@ static int write_histograms(const row *rows, int n, const char *dir, dt_error *e
     return close_in(&out, err);
 }
 
-/* A multiplot of `panels` histograms from data file `data`, PNG and SVG. */
+/* A multiplot of `panels` histograms from data file `data`, PNG and SVG; every panel's
+ * axes say what they count: xlabel (the value binned), y the count per bin. */
 static void plot_panels(FILE *gp, const char *base, const char *data, const char *what,
-                        const char *const *titles, int panels) {
+                        const char *xlabel, const char *ylabel, const char *const *titles,
+                        int panels) {
     const int cols = panels <= 3 ? panels : panels <= 6 ? 3 : panels <= 12 ? 4 : 5;
     const int rows = (panels + cols - 1) / cols;
     static const char *const terms[2][2] = {{"pngcairo size %d,%d font 'Sans,9'", "png"},
@@ -174,7 +176,8 @@ static void plot_panels(FILE *gp, const char *base, const char *data, const char
         fputs("set terminal ", gp);
         fprintf(gp, terms[t][0], 320 * cols, 240 * rows + 40);
         fprintf(gp, "\nset termoption noenhanced\nset output '%s.%s'\n", base, terms[t][1]);
-        fprintf(gp, "set multiplot layout %d,%d title '%s'\n", rows, cols, what);
+        fprintf(gp, "set multiplot layout %d,%d title '%s'\nset xlabel '%s'\nset ylabel '%s'\n",
+                rows, cols, what, xlabel, ylabel);
         for (int k = 0; k < panels; k++)
             fprintf(gp, "set title '%s'\nplot '%s' index %d using 1:2 with boxes notitle\n",
                     titles[k], data, k);
@@ -233,15 +236,22 @@ int dt_quant_report_write(const dt_qnet *q, const char *dir, dt_error *err) {
     FILE *gp = rc == 0 ? open_in(dir, "histograms.gp", &gp_out, err) : NULL;
     if (gp) {
         fputs("# Made by dtrain quantize; redraw with: gnuplot histograms.gp\n"
-              "set style fill solid 0.6 noborder\nset key off\nset format y '%g'\n",
+              "set style fill solid 0.6 noborder\nset key off\nset format y '%g'\n"
+              "set yrange [0:*]\n",
               gp);
-        plot_panels(gp, "weights", "weights.dat", "weights (60 bins over min..max)", wt, nw);
+        plot_panels(gp, "weights", "weights.dat", "weights (60 bins over min..max)",
+                    "weight value (float, BatchNorm folded in)", "weights per bin", wt, nw);
         plot_panels(gp, "activations", "activations.dat",
-                    "activations over the calibration images (30 bins over min..max)", at, na);
+                    "activations over the calibration images (30 bins over min..max)",
+                    "activation value (float)", "values per bin", at, na);
         rc = close_in(&gp_out, err);
+        char errf[4200]; /* gnuplot's messages, kept only when it failed */
+        snprintf(errf, sizeof errf, "%s/gnuplot.err", dir);
         if (rc == 0 && dt_gnuplot_run(dir, "histograms.gp", "gnuplot.err") != 0)
             rc = dt_error_set(
                 err, "gnuplot failed or is missing (install gnuplot-nox); see %s/gnuplot.err", dir);
+        else if (rc == 0)
+            remove(errf);
     } else {
         rc = -1;
     }

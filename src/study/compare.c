@@ -196,9 +196,13 @@ static int add_study(const char *dir, double target, const char *out_dir, FILE *
             rc = -1;
         }
         if (rc || got == 0) continue;
+        char servers[32] = ""; /* the parameter-server modes' server count */
+        if (r->servers > 0)
+            snprintf(servers, sizeof servers, " + %d server%s", r->servers,
+                     r->servers > 1 ? "s" : "");
         fprintf(gp_plot, "%s'%s' using 1:3 title '%s, %d worker%s%s, batch %d'",
-                *curves ? ", " : "", dat, r->label, r->workers, r->workers > 1 ? "s" : "",
-                r->servers ? " + servers" : "", r->batch);
+                *curves ? ", " : "", dat, r->label, r->workers, r->workers > 1 ? "s" : "", servers,
+                r->batch);
         (*curves)++;
     }
     dt_scale_free(&s);

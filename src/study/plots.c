@@ -98,21 +98,62 @@ typedef struct plotter {
 static const char *const terms[2][2] = {{"pngcairo size 960,600 font 'Sans,11'", "png"},
                                         {"svg size 960,600 dynamic font 'Sans,11'", "svg"}};
 
+/* Curve styles: a colour per batch size and a dash pattern per process count, so no
+ * two configs' curves look alike. The colours are Paul Tol's qualitative schemes
+ * (bright, then muted; colour-blind safe) while the batch sizes fit, else as many
+ * evenly spaced hues as there are batch sizes. */
+static void batch_colour(const plotter *pl, int b, char out[8]) {
+    static const char *const tol[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee",
+                                      "#aa3377", "#332288", "#999933", "#882255", "#bbbbbb"};
+    if (pl->nb <= (int)(sizeof tol / sizeof *tol)) {
+        memcpy(out, tol[b], 8);
+        return;
+    }
+    /* hue b/nb at saturation and value 0.8 (HSV to RGB) */
+    const double h = 6.0 * b / pl->nb, v = 0.8, c = 0.8 * v, x = c * (1 - fabs(fmod(h, 2) - 1));
+    const int sector = (int)h;
+    const double r = sector == 0 || sector == 5 ? c : sector == 1 || sector == 4 ? x : 0;
+    const double g = sector == 1 || sector == 2 ? c : sector == 0 || sector == 3 ? x : 0;
+    const double bl = sector == 3 || sector == 4 ? c : sector == 2 || sector == 5 ? x : 0;
+    const double m = v - c;
+    snprintf(out, 8, "#%02x%02x%02x", (int)lround(255 * (r + m)), (int)lround(255 * (g + m)),
+             (int)lround(255 * (bl + m)));
+}
+
+/* gnuplot's dash types 1-5 (solid, dashed, dotted, dash-dot, dash-dot-dot), then a
+ * pattern of its own per process count past them. */
+static void procs_dash(int p, char *out, size_t size) {
+    if (p < 5)
+        snprintf(out, size, "%d", p + 1);
+    else
+        snprintf(out, size, "(%d,6,2,6)", 2 * p);
+}
+
+/* " lc rgb '#rrggbb' dt D" of config (batch index b, process index p) */
+static void curve_style(const plotter *pl, int b, int p, char *out, size_t size) {
+    char colour[8], dash[32];
+    batch_colour(pl, b, colour);
+    procs_dash(p, dash, sizeof dash);
+    snprintf(out, size, " lc rgb '%s' dt %s", colour, dash);
+}
+
 /* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
  * study has a single process count, -1 on error. */
 static int plot_speedup(plotter *pl, dt_error *err) {
     if (pl->np < 2) return 0;
+    int points[64]; /* per batch size; a batch size without a speed-up has no file */
     for (int b = 0; b < pl->nb; b++) {
         char name[64];
         snprintf(name, sizeof name, "speedup_b%d.dat", pl->batch[b]);
         dt_outfile d;
         if (open_in(&d, pl->dir, name, err)) return -1;
+        points[b] = 0;
         for (int p = 0; p < pl->np; p++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
             double sp = r ? dt_scale_strong_speedup(pl->s, r) : -1;
-            if (sp > 0) fprintf(d.f, "%d %.6g\n", pl->procs[p], sp);
+            if (sp > 0) fprintf(d.f, "%d %.6g\n", pl->procs[p], sp), points[b]++;
         }
-        if (close_in(&d, 1, err)) return -1;
+        if (close_in(&d, points[b] > 0, err)) return -1;
     }
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
@@ -122,16 +163,29 @@ static int plot_speedup(plotter *pl, dt_error *err) {
                 "set logscale x 2\nset xrange [%g:%g]\nset yrange [0:*]\nunset logscale y\n",
                 pl->procs[0] / 1.2, pl->procs[pl->np - 1] * 1.2);
         fputs("plot x with lines dashtype 2 lc rgb 'gray40' title 'ideal (S = N)'", pl->gp);
-        for (int b = 0; b < pl->nb; b++)
-            fprintf(pl->gp, ", 'speedup_b%d.dat' using 1:2 title 'batch %d per process'",
-                    pl->batch[b], pl->batch[b]);
+        for (int b = 0; b < pl->nb; b++) {
+            if (!points[b]) continue;
+            char colour[8]; /* the batch size's colour, as in the loss plot */
+            batch_colour(pl, b, colour);
+            fprintf(pl->gp,
+                    ", 'speedup_b%d.dat' using 1:2 lc rgb '%s' title 'batch %d per process'",
+                    pl->batch[b], colour, pl->batch[b]);
+        }
         fputs("\nunset logscale x\nset xrange [*:*]\n", pl->gp);
     }
     return 1;
 }
 
-/* 2. Epoch time vs batch size, one line per process count. */
+/* 2. Epoch time vs batch size, one line per process count: the running time of the
+ * measured epoch (t_epoch: the training loop's wall time, data waits included,
+ * evaluation excluded; the slowest rank) when every config has it, else the training
+ * time (t_train: without data waits), the one quantity for every point, named on the
+ * axis. */
 static int plot_epoch_time(plotter *pl, dt_error *err) {
+    int running = 1;
+    for (int i = 0; i < pl->s->n_rows; i++) running &= pl->s->rows[i].t_epoch > 0;
+    /* dtrain simulate's study (data "simulated"): steps x the simulated step time */
+    const int simulated = !strcmp(pl->s->data, "simulated");
     for (int p = 0; p < pl->np; p++) {
         char name[64];
         snprintf(name, sizeof name, "epoch_p%d.dat", pl->procs[p]);
@@ -139,17 +193,24 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
         if (open_in(&d, pl->dir, name, err)) return -1;
         for (int b = 0; b < pl->nb; b++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
-            if (r)
-                fprintf(d.f, "%d %.6g\n", pl->batch[b], r->t_epoch > 0 ? r->t_epoch : r->t_train);
+            if (r) fprintf(d.f, "%d %.6g\n", pl->batch[b], running ? r->t_epoch : r->t_train);
         }
         if (close_in(&d, 1, err)) return -1;
     }
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'epoch_time.%s'\n", terms[t][0], terms[t][1]);
-        fputs("set title 'Epoch time vs batch size per process'\n"
-              "set xlabel 'batch size per process (log2 scale)'\nset ylabel 'epoch time (s)'\n"
-              "set logscale x 2\nset xrange [*:*]\nset yrange [0:*]\nplot ",
-              pl->gp);
+        fprintf(pl->gp,
+                "set title '%s vs batch size per process'\n"
+                "set xlabel 'batch size per process (log2 scale)'\nset ylabel '%s' noenhanced\n"
+                "set logscale x 2\nset xrange [*:*]\nset yrange [0:*]\nplot ",
+                simulated ? "Simulated time of an epoch"
+                : running ? "Running time of the measured epoch"
+                          : "Training time of the measured epoch",
+                simulated ? "simulated time per epoch (s: steps x simulated step, no data "
+                            "loading)"
+                : running ? "running time per epoch, t_epoch (s: with data waits, without "
+                            "evaluation)"
+                          : "training time per epoch, t_train (s: without data waits)");
         for (int p = 0; p < pl->np; p++)
             fprintf(pl->gp, "%s'epoch_p%d.dat' using 1:2 title '%d process%s'", p ? ", " : "",
                     pl->procs[p], pl->procs[p], pl->procs[p] > 1 ? "es" : "");
@@ -173,7 +234,7 @@ static int plot_split(plotter *pl, dt_error *err) {
                     r->t_comm_exposed > 0 ? r->t_comm_exposed : 0, r->t_data > 0 ? r->t_data : 0);
             have_split = 1;
         }
-    if (close_in(&d, 1, err)) return -1;
+    if (close_in(&d, have_split, err)) return -1; /* no empty file */
     if (!have_split) return 0;
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'compute_comm.%s'\n", terms[t][0],
@@ -191,17 +252,20 @@ static int plot_split(plotter *pl, dt_error *err) {
     return 1;
 }
 
-/* The plot command's list of one curve per config with data: "'NAME' using U TITLE,
- * ..." for the configs marked in has[b * np + p] (written in full, whatever their
- * number: a 144-config study draws 144 curves). */
+/* The plot command's list of one curve per config with data: "'NAME' using U STYLE
+ * TITLE, ..." for the configs marked in has[b * np + p] (written in full, whatever
+ * their number: a 144-config study draws 144 curves), each in its batch size's colour
+ * and its process count's dashes (curve_style). */
 static void plot_curves(const plotter *pl, const unsigned char *has, const char *prefix,
                         const char *using) {
     int first = 1;
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             if (!has[b * pl->np + p]) continue;
-            fprintf(pl->gp, "%s'%s_p%d_b%d.dat' %s title 'N=%d, B=%d'", first ? "" : ", ", prefix,
-                    pl->procs[p], pl->batch[b], using, pl->procs[p], pl->batch[b]);
+            char style[64];
+            curve_style(pl, b, p, style, sizeof style);
+            fprintf(pl->gp, "%s'%s_p%d_b%d.dat' %s%s title 'N=%d, B=%d'", first ? "" : ", ", prefix,
+                    pl->procs[p], pl->batch[b], using, style, pl->procs[p], pl->batch[b]);
             first = 0;
         }
 }
@@ -217,8 +281,8 @@ static int plot_loss(plotter *pl, dt_error *err) {
             snprintf(name, sizeof name, "loss_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
             dt_outfile c;
             if (open_in(&c, pl->dir, name, err)) return -1;
-            int ok = loss_curve(log, c.f, err);
-            if (close_in(&c, ok >= 0, err) || ok < 0) return -1;
+            int ok = loss_curve(log, c.f, err); /* kept only with a curve: no empty files */
+            if (close_in(&c, ok > 0, err) || ok < 0) return -1;
             has[b * pl->np + p] = ok > 0;
             curves += ok > 0;
         }
