@@ -14,26 +14,26 @@ mismatch() { # description, option words for rank 0, for rank 1, expected line
     expect "$1" "$4" "" mpirun -np 1 "$DTRAIN" $T $2 : -np 1 "$DTRAIN" $T $3
 }
 mismatch "ranks with different models" "--model lenet5" "--model mlp" \
-    "dtrain: rank 0: ranks disagree on --model: lenet5 on rank 0, mlp on rank 1"
+    "dtrain train: ranks disagree on --model: lenet5 on rank 0, mlp on rank 1"
 mismatch "ranks with different batch sizes" "--batch-size 32" "--batch-size 16" \
-    "dtrain: rank 0: ranks disagree on --batch-size: 32 on rank 0, 16 on rank 1"
+    "dtrain train: ranks disagree on --batch-size: 32 on rank 0, 16 on rank 1"
 mismatch "ranks with different epochs" "--epochs 1" "--epochs 2" \
-    "dtrain: rank 0: ranks disagree on --epochs: 1 on rank 0, 2 on rank 1"
+    "dtrain train: ranks disagree on --epochs: 1 on rank 0, 2 on rank 1"
 mismatch "ranks with different learning rates" "--lr 0.1" "--lr 0.01" \
-    "dtrain: rank 0: ranks disagree on --lr: 0.1 on rank 0, 0.01 on rank 1"
+    "dtrain train: ranks disagree on --lr: 0.1 on rank 0, 0.01 on rank 1"
 mismatch "ranks with different seeds" "--seed 1" "--seed 2" \
-    "dtrain: rank 0: ranks disagree on --seed: 1 on rank 0, 2 on rank 1"
+    "dtrain train: ranks disagree on --seed: 1 on rank 0, 2 on rank 1"
 mismatch "ranks with different sample counts" "--max-samples 64" "--max-samples 48" \
-    "dtrain: rank 0: ranks disagree on --max-samples: 64 on rank 0, 48 on rank 1"
+    "dtrain train: ranks disagree on --max-samples: 64 on rank 0, 48 on rank 1"
 mismatch "ranks with different all-reduce algorithms" "--allreduce ring" "--allreduce mpi" \
-    "dtrain: rank 0: ranks disagree on --allreduce: ring on rank 0, mpi on rank 1"
+    "dtrain train: ranks disagree on --allreduce: ring on rank 0, mpi on rank 1"
 mismatch "ranks with different bucket sizes" "--bucket-mb 1" "--bucket-mb 2" \
-    "dtrain: rank 0: ranks disagree on --bucket-mb: 1 on rank 0, 2 on rank 1"
+    "dtrain train: ranks disagree on --bucket-mb: 1 on rank 0, 2 on rank 1"
 mismatch "ranks with different gradient formats" "" "--comm-dtype bf16" \
-    "dtrain: rank 0: ranks disagree on --comm-dtype: fp32 on rank 0, bf16 on rank 1"
+    "dtrain train: ranks disagree on --comm-dtype: fp32 on rank 0, bf16 on rank 1"
 mismatch "ranks with different data shapes" "--model resnet20 --width 2 --data synthetic:mnist" \
     "--model resnet20 --width 2 --data synthetic:cifar10" \
-    "dtrain: rank 0: ranks disagree on the model's parameter count: 4456 on rank 0, 4492 on rank 1"
+    "dtrain train: ranks disagree on the model's parameter count: 4456 on rank 0, 4492 on rank 1"
 
 # --- weights files: checked before training, never replaced when not a plain file
 Q="--max-samples 64 --test-samples 32 --threads 1 --quiet"

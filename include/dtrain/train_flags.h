@@ -48,8 +48,6 @@ typedef struct dt_train_flag {
     const char *(*choice_names)(void);
     int (*choice_parse)(dt_train_config *cfg, const char *text);
     const char *(*choice_of)(const dt_train_config *cfg);
-    /* to_argv always emits it: its default depends on the machine (threads) */
-    int always_emit;
     /* may differ between ranks (threads, file names); every other row must match on
      * all ranks, which the rank fingerprint checks (fingerprint.h) */
     int per_rank;
@@ -84,7 +82,7 @@ const char *dt_train_flag_value(const dt_train_flag *flag, const dt_train_config
 void dt_train_flags_help(FILE *out, const char *const *only, const char *const *except);
 
 /* Writes cfg as arguments of `dtrain train`: "--name value" for every row whose value
- * differs from dt_train_config_default() (and the always_emit rows). argv gets at most
+ * differs from dt_train_config_default(). argv gets at most
  * max_args entries plus a NULL; numbers are formatted into text[text_size], strings
  * point into cfg. Returns the number of entries, or -1 with err if storage is short. */
 int dt_train_flags_to_argv(const dt_train_config *cfg, const char **argv, int max_args, char *text,

@@ -22,7 +22,7 @@ typedef struct dt_train_config {
     float lr, momentum, weight_decay;
     dt_lr_kind lr_schedule;
     double warmup_epochs;
-    int threads;
+    int threads; /* 0: the cores this rank may use, shared with its host's ranks (placement.h) */
     uint64_t seed;
     long max_steps;        /* stop after this many steps in total; 0 = no limit */
     long max_samples;      /* use only the first N training samples; 0 = all */
@@ -78,6 +78,11 @@ typedef struct dt_train_result {
     long steps;
     double final_loss, test_acc, images_per_s;
     int finished; /* --resume found the run finished at `steps`: nothing was done */
+    /* on failure, 0: every worker returned it together (flags, files, data, shapes:
+     * setup is agreed among the workers before training), the first worker holding the
+     * message; 1: this rank failed alone (training under way, or a parameter server),
+     * the others are not told: the caller ends the job */
+    int alone;
 } dt_train_result;
 
 /* world NULL: one process without MPI. With a world, every rank calls dt_train;

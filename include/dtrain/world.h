@@ -42,6 +42,20 @@ void dt_world_finalize(dt_world *w);
 void dt_world_split(const dt_world *parent, int color, int key, dt_world *out);
 void dt_world_free(dt_world *w);
 
+/* Ends this process of a job that failed with `status`, its one line printed already
+ * by the rank that speaks for the job:
+ * - DT_EXIT_TOGETHER: every rank of the process world calls it at the same point (a
+ *   failure they agreed on, or found before MPI started, which is then started);
+ * - DT_EXIT_ENDS_JOB: this rank ends the others (MPI_Abort);
+ * - DT_EXIT_WAIT: another rank ends the job (in MPI_Finalize until it does).
+ * Under Open MPI's mpirun, together means rank 0 aborts the job and the others wait:
+ * mpirun answers a rank's non-zero exit after MPI_Finalize with a 10-line notice of
+ * its own, and an abort with nothing but the rank's Open MPI help, which dt_world_init
+ * has dropped (the 8-line MPI_ABORT notice). Elsewhere (srun) together is MPI_Finalize
+ * on every rank. */
+typedef enum { DT_EXIT_TOGETHER, DT_EXIT_ENDS_JOB, DT_EXIT_WAIT } dt_world_exit_how;
+_Noreturn void dt_world_exit(int status, dt_world_exit_how how);
+
 /* Prints "dtrain: rank R: <message>" and aborts every rank. */
 _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -5,16 +5,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/placement.h"
 #include "dtrain/train_flags.h"
 
+/* One write, so that lines of processes sharing the terminal do not interleave. */
+static void say(const char *cmd, const char *fmt, va_list ap) {
+    char line[4096];
+    const int n = snprintf(line, sizeof line, "dtrain %s: ", cmd);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    fprintf(stderr, "%s\n", line);
+}
+
 int cli_fail(const char *cmd, const char *fmt, ...) {
+    /* under a launcher every rank finds the same error: the first says it */
+    if (dt_placement_rank_here() > 0) return -1;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "dtrain %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say(cmd, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+void cli_say(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say(cmd, fmt, ap);
+    va_end(ap);
+}
+
+int cli_threads(const char *cmd, int asked) {
+    dt_threads_choice c;
+    dt_threads_choose_here(asked, &c);
+    if (c.warning[0] && dt_placement_rank_here() <= 0) cli_say(cmd, "warning: %s", c.warning);
+    return c.threads;
 }
 
 int cli_parse_int(const char *cmd, const char *flag, const char *text, long min, long max,

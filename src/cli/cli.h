@@ -16,7 +16,13 @@ int cli_parse_int(const char *cmd, const char *flag, const char *text, long min,
                   long *out);
 int cli_parse_float(const char *cmd, const char *flag, const char *text, double min, double max,
                     double *out);
+/* cli_fail prints on the launcher's rank 0 only (or without a launcher): every rank
+ * of a job finds the same error in its flags; cli_say prints on any rank. */
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cli_say(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* --threads as asked, or 0: the cores this process may use (placement.h); prints the
+ * warning line, if any, on the launcher's rank 0. */
+int cli_threads(const char *cmd, int asked);
 /* The error for getopt_long's '?' (unknown flag or missing value); returns 2. */
 int cli_bad_option(const char *cmd, char **argv, int optind_now);
 /* 0 if every argument was a flag, else prints the first stray one and returns 2. */

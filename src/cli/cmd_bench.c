@@ -294,7 +294,7 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     const char *model_name = cfg.model;
-    const long batch = cfg.batch_size, threads = cfg.threads;
+    const long batch = cfg.batch_size, threads = cli_threads(cmd, cfg.threads);
     const int data_given = cfg.data != NULL;
     dt_model_spec spec;
     dt_error err;

@@ -331,7 +331,7 @@ int cmd_eval(int argc, char **argv) {
         cli_fail(cmd, "--init FILE is required: the weights to evaluate (see dtrain eval --help)");
         return 2;
     }
-    dt_threads_set(cfg.threads);
+    dt_threads_set(cli_threads(cmd, cfg.threads));
 
     dt_error err;
     dt_fileset files; /* --logits replaces neither weights file */

@@ -172,7 +172,7 @@ int cmd_quantize(int argc, char **argv) {
                       "--scheme symmetric");
         return 2;
     }
-    dt_threads_set(cfg.threads);
+    dt_threads_set(cli_threads(cmd, cfg.threads));
     dt_fileset files; /* nothing written replaces the weights read, nor another output */
     dt_fileset_init(&files);
     dt_fileset_input(&files, "--init", cfg.init_path);

@@ -45,6 +45,13 @@ static void show_progress(void *ctx, const dt_train_progress *p) {
     }
 }
 
+/* A launched process ends a failure found before MPI with the others, quietly
+ * (world.h); one started alone returns its status. */
+static int end_launched(int status) {
+    if (dt_world_launched()) dt_world_exit(status, DT_EXIT_TOGETHER);
+    return status;
+}
+
 int cmd_train(int argc, char **argv) {
     static const struct option own[] = {
         {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -54,7 +61,7 @@ int cmd_train(int argc, char **argv) {
     cli_flags flags;
     cli_flags_init(&flags, cmd, NULL, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
-        if (opt == CLI_FLAGS_ERROR) return 2;
+        if (opt == CLI_FLAGS_ERROR) return end_launched(2);
         if (opt == 'q') con.quiet = 1;
         if (opt == 'h') {
             train_usage(&flags, stdout);
@@ -62,7 +69,8 @@ int cmd_train(int argc, char **argv) {
         }
     }
     dt_model_spec spec;
-    if (cli_model_and_data(cmd, &cfg, &spec)) return 2;
+    if (cli_model_and_data(cmd, &cfg, &spec)) return end_launched(2);
+    (void)cli_threads(cmd, cfg.threads); /* its warning; dt_train chooses the same */
 
     dt_error err;
     dt_train_result res = {0}; /* a parameter server fills none of it */
@@ -71,7 +79,7 @@ int cmd_train(int argc, char **argv) {
     if (dt_world_launched()) {
         if (dt_world_init(&world, NULL, NULL, &err)) {
             cli_fail(cmd, "%s", err.msg);
-            return 1;
+            return end_launched(1);
         }
         job = &world;
     }
@@ -81,10 +89,15 @@ int cmd_train(int argc, char **argv) {
     if (rank != (mode->has_servers ? cfg.ps.servers : 0)) con.quiet = 1;
     if (dt_train(&cfg, job, show_progress, &con, &res, &err)) {
         if (con.tty && !con.quiet) fputc('\n', stderr);
-        if (job && job->size > 1) dt_world_abort(job, "%s", err.msg); /* ends every rank */
-        cli_fail(cmd, "%s", err.msg);
-        if (job) dt_world_finalize(job);
-        return 1;
+        if (!job) return cli_fail(cmd, "%s", err.msg), 1;
+        /* one rank's failure: it ends the job; one every worker returned: the first
+         * says it, then every rank ends (the servers, waiting on workers, by an abort) */
+        if (res.alone && job->size > 1) dt_world_abort(job, "%s", err.msg);
+        const int speaker = rank == (mode->has_servers ? cfg.ps.servers : 0);
+        if (speaker) cli_say(cmd, "%s", err.msg);
+        dt_world_exit(1, !mode->has_servers ? DT_EXIT_TOGETHER
+                         : speaker          ? DT_EXIT_ENDS_JOB
+                                            : DT_EXIT_WAIT);
     }
     if (job) dt_world_finalize(job);
     if (res.finished) { /* not an error: a restart after the last checkpoint lands here */

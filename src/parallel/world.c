@@ -64,6 +64,13 @@ int dt_world_launched(void) {
     return has_launcher_vars() || srun_tasks() > 1;
 }
 
+/* Under Open MPI's mpirun, before MPI starts: a rank's Open MPI help messages are
+ * dropped, the 8-line MPI_ABORT notice among them (dtrain prints its own line first);
+ * OMPI_MCA_orte_execute_quiet=0 in the environment keeps them. */
+static void quiet_open_mpi(void) {
+    if (getenv("OMPI_COMM_WORLD_SIZE")) setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
+}
+
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     if (peer_timeout_s(&w->timeout_s, err)) return -1; /* before MPI: one line, no MPI noise */
     /* srun --mpi=none (a cluster's MpiDefault): N tasks that would each train alone */
@@ -75,6 +82,7 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
                             tasks);
     int initialized = 0;
     MPI_Initialized(&initialized);
+    quiet_open_mpi();
     if (!initialized &&
         MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &w->thread_level) != MPI_SUCCESS)
         return dt_error_set(err, "MPI_Init_thread failed");
@@ -127,6 +135,26 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
     fflush(stderr);
     MPI_Abort(job_comm(), 1);
     exit(1);
+}
+
+void dt_world_exit(int status, dt_world_exit_how how) {
+    int initialized = 0, finalized = 0, rank = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    fflush(stdout);
+    fflush(stderr);
+    const int mpirun = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+    if (mpirun && !initialized && !finalized) { /* a failure found before MPI started */
+        quiet_open_mpi();
+        initialized = MPI_Init(NULL, NULL) == MPI_SUCCESS;
+    }
+    if (initialized && !finalized) {
+        if (how == DT_EXIT_TOGETHER && mpirun) MPI_Comm_rank(job_comm(), &rank);
+        if (how == DT_EXIT_ENDS_JOB || (how == DT_EXIT_TOGETHER && mpirun && rank == 0))
+            MPI_Abort(job_comm(), status);
+        MPI_Finalize(); /* waits for the rank that ends the job, or ends with every rank */
+    }
+    exit(status);
 }
 
 void dt_world_abort(const dt_world *w, const char *fmt, ...) {

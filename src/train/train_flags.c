@@ -159,9 +159,11 @@ static const dt_train_flag flags[] = {
     {.name = "threads",
      .value = "T",
      INT_ROW(threads, 1, 1024),
-     .always_emit = 1,
      .per_rank = 1,
-     .help = "compute threads per process (default: all cores)"},
+     .help = "compute threads per process (default: the cores this process\n"
+             "may use: its affinity mask, shared with the ranks on its host\n"
+             "that the launcher names (mpirun -np 2 on 2 cores: 1); the\n"
+             "run log's threads_from says why)"},
     {.name = "seed",
      .value = "S",
      .kind = DT_FLAG_INT,
@@ -516,7 +518,7 @@ int dt_train_flags_to_argv(const dt_train_config *cfg, const char **argv, int ma
         char mine[64], theirs[64];
         const char *value = dt_train_flag_value(f, cfg, mine, sizeof mine);
         const char *base = dt_train_flag_value(f, &defaults, theirs, sizeof theirs);
-        if (!value || (!f->always_emit && base && !strcmp(value, base))) continue;
+        if (!value || (base && !strcmp(value, base))) continue;
         const int entries = f->kind == DT_FLAG_SWITCH ? 1 : 2;
         /* the flag name and a number's text live in text[]; strings stay in cfg */
         const size_t need = strlen(f->name) + 3 + (value == mine ? strlen(mine) + 1 : 0);

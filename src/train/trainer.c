@@ -17,6 +17,7 @@
 #include "dtrain/fingerprint.h"
 #include "dtrain/loader.h"
 #include "dtrain/fileset.h"
+#include "dtrain/placement.h"
 #include "dtrain/resume.h"
 #include "dtrain/rng.h"
 #include "dtrain/runlog.h"
@@ -32,7 +33,6 @@
 #include "dtrain/zoo.h"
 
 dt_train_config dt_train_config_default(void) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     dt_train_config cfg = {.model = "lenet5",
                            .epochs = 1,
                            .batch_size = 128,
@@ -40,7 +40,7 @@ dt_train_config dt_train_config_default(void) {
                            .momentum = -1.0f,
                            .weight_decay = -1.0f,
                            .lr_schedule = DT_LR_MODEL,
-                           .threads = cores > 0 ? (int)cores : 1,
+                           .threads = 0, /* the cores this rank may use (placement.h) */
                            .loader_workers = 1,
                            .augment = -1,
                            .mode = "allreduce",
@@ -92,6 +92,10 @@ typedef struct trainer {
     long lost_steps;      /* its step records after the checkpoint, cut */
     int finished;         /* --resume of a run with nothing left to do: nothing done */
     char *log_abs;        /* --log's absolute path (rank 0 of a --checkpoint run) */
+    /* compute threads, and why that many */
+    dt_threads_choice threads;
+    /* setup agreed by every worker: a failure from now on is this rank's alone */
+    int set_up;
 } trainer;
 
 /* Per-rank sums of an epoch, reduced to max and mean over the workers for the record. */
@@ -122,13 +126,38 @@ static int open_data(trainer *t, dt_error *err) {
     return dt_train_open_data(&t->test, cfg->model, cfg->data, 0, cfg->max_test_samples, err);
 }
 
-/* Collective over w: whether every rank runs the same thing. On a mismatch rank 0
- * returns the error (its caller ends the job with that one line) while the others
- * wait to be ended, so the message is printed once. */
-static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, dt_error *err) {
-    int rc = filled == 0 ? dt_fingerprint_compare(w, fp, err) : -1;
+/* an error's message travels to the rank that reports it on its own tag */
+enum { AGREE_TAG = 7404 };
+
+/* Collective over w: whether every rank's rc is 0. If not, every rank returns -1, and
+ * rank `speaker`'s err holds the message of the first rank that failed (naming it if
+ * another), so that the job prints one line and every rank ends alike (no abort). */
+static int agree(const dt_world *w, int rc, int speaker, dt_error *err) {
+    if (w->size < 2) return rc ? -1 : 0;
+    double first = rc ? w->rank : w->size;
+    dt_world_allreduce_doubles(w, &first, 1, MPI_MIN);
+    const int from = (int)first;
+    if (from >= w->size) return 0;
+    if (from != speaker && w->rank == from)
+        dt_world_send_bytes(w, err->msg, sizeof err->msg, speaker, AGREE_TAG, "an error's message");
+    if (from != speaker && w->rank == speaker) {
+        dt_error theirs;
+        dt_world_recv_bytes(w, theirs.msg, sizeof theirs.msg, from, AGREE_TAG,
+                            "an error's message");
+        theirs.msg[sizeof theirs.msg - 1] = 0;
+        dt_error_set(err, "rank %d: %s", dt_world_job_rank_of(w, from), theirs.msg);
+    }
+    if (w->rank != speaker && !rc) dt_error_set(err, "rank %d failed", from);
+    return -1;
+}
+
+/* Collective over w: whether every rank runs the same thing. On a mismatch every rank
+ * returns the error; `speaker` prints it. */
+static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, int speaker,
+                       dt_error *err) {
+    int rc = agree(w, filled, speaker, err);
+    if (rc == 0) rc = agree(w, dt_fingerprint_compare(w, fp, err), speaker, err);
     dt_fingerprint_free(fp);
-    if (rc && filled == 0 && w->rank != 0) dt_world_barrier(w, "rank 0's report of a mismatch");
     return rc;
 }
 
@@ -244,7 +273,8 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     return rc;
 }
 
-static int setup(trainer *t, dt_error *err) {
+/* What each rank sets up by itself: files, data, model, loader. */
+static int setup_local(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
@@ -271,16 +301,26 @@ static int setup(trainer *t, dt_error *err) {
                          0, err))
         return -1;
     t->steps_per_epoch = (t->sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
+    return 0;
+}
+
+/* Every failure here is agreed among the workers before the next exchange: a missing
+ * file or a bad shape, on one rank or all, ends every rank alike with one line from
+ * the first worker (no abort). */
+static int setup(trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    const dt_world *w = &t->workers;
+    if (agree(w, setup_local(t, err), 0, err)) return -1;
     dt_fingerprint fp; /* before the first exchange of model-sized buffers */
     dt_fingerprint_init(&fp);
     if (w->size > 1 &&
-        ranks_agree(w, &fp, dt_fingerprint_model(&fp, &t->state.model, &t->train, &t->test, err),
+        ranks_agree(w, &fp, dt_fingerprint_model(&fp, &t->state.model, &t->train, &t->test, err), 0,
                     err))
         return -1;
     t->state.sched = (dt_lr_schedule){
         cfg->lr_schedule,   cfg->lr,    cfg->lr_scaling_linear ? w->size : 1.0, cfg->warmup_epochs,
         t->steps_per_epoch, cfg->epochs};
-    if (cfg->resume_dir && resume(t, err)) return -1;
+    if (agree(w, cfg->resume_dir ? resume(t, err) : 0, 0, err)) return -1;
     if (t->finished) return 0; /* dt_train says so; nothing else is touched */
     dt_ps_config ps = cfg->ps;
     ps.mode = t->mode->ps_mode;
@@ -296,11 +336,12 @@ static int setup(trainer *t, dt_error *err) {
                                 .ps = ps,
                                 .epochs = cfg->epochs};
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
-    if (dt_sync_create(&t->sync, kind, &sync, err)) return -1;
-    if (w->rank != 0) return 0;
-    const int rc = open_log(t, err);
-    t->log.flush_all = cfg->checkpoint_dir != NULL;
-    return rc;
+    int rc = dt_sync_create(&t->sync, kind, &sync, err);
+    if (rc == 0 && w->rank == 0) {
+        rc = open_log(t, err);
+        t->log.flush_all = cfg->checkpoint_dir != NULL;
+    }
+    return agree(w, rc, 0, err);
 }
 
 static void log_run(trainer *t) {
@@ -317,7 +358,7 @@ static void log_run(trainer *t) {
                        .warmup_epochs = cfg->warmup_epochs,
                        .momentum = cfg->momentum,
                        .weight_decay = cfg->weight_decay,
-                       .threads = cfg->threads,
+                       .threads = t->threads.threads,
                        .loader_workers = cfg->loader_workers,
                        .bucket_mb = cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
                        .buckets = t->sync.buckets,
@@ -335,6 +376,7 @@ static void log_run(trainer *t) {
     snprintf(r.comm_dtype, sizeof r.comm_dtype, "%s", dt_comm_dtype_name(cfg->comm_dtype));
     snprintf(r.precision, sizeof r.precision, "%s", dt_precision_name(cfg->precision));
     snprintf(r.overlap_why, sizeof r.overlap_why, "%s", t->sync.overlap_why);
+    snprintf(r.threads_from, sizeof r.threads_from, "%s", t->threads.why);
     snprintf(r.allreduce_used, sizeof r.allreduce_used, "%s", t->sync.allreduce_used);
     snprintf(r.version, sizeof r.version, "%s (%s)", dt_version(), dt_version_commit());
     dt_runlog_run(&t->log, &r);
@@ -710,7 +752,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     if (job && job->size > 1) { /* every rank, servers included, before any other message */
         dt_fingerprint fp;
         dt_fingerprint_init(&fp);
-        if (ranks_agree(job, &fp, dt_fingerprint_config(&fp, cfg, err), err)) return -1;
+        if (ranks_agree(job, &fp, dt_fingerprint_config(&fp, cfg, err), servers, err)) return -1;
     }
     if (!job) {
         t.workers = (dt_world){.comm = MPI_COMM_NULL, .rank = 0, .size = 1, .timeout_s = 25.0};
@@ -718,14 +760,18 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
         dt_world_split(job, job->rank < servers, job->rank, &t.workers);
         if (job->rank < servers) {
             dt_world_free(&t.workers);
-            return t.mode->serve(cfg, job, err);
+            const int rc = t.mode->serve(cfg, job, err);
+            if (rc && result) result->alone = 1;
+            return rc;
         }
     } else {
         t.workers = *job;
         t.workers.owns_comm = 0;
     }
-    dt_threads_set(cfg->threads);
+    dt_threads_choose_here(cfg->threads, &t.threads);
+    dt_threads_set(t.threads.threads);
     int rc = setup(&t, err);
+    t.set_up = rc == 0;
     if (rc == 0 && t.finished) { /* nothing to do, nothing touched */
         if (result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
         trainer_free(&t);
@@ -743,6 +789,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
                                                          .lost_steps = t.lost_steps});
         rc = run(&t, progress, progress_ctx, result, err);
     }
+    if (rc && t.set_up && result) result->alone = 1; /* after setup: the others are not told */
     trainer_free(&t);
     return rc;
 }
