@@ -53,7 +53,7 @@ typedef struct dt_train_config {
 
 /* The defaults of `dtrain train` (its --help states them): lenet5, 1 epoch, batch 128,
  * the model's recipe (lr, momentum, weight decay and schedule left unset: lr 0,
- * momentum and weight decay -1, DT_LR_MODEL), every core, one loader worker, the
+ * momentum and weight decay -1, DT_LR_MODEL), threads 0, one loader worker, the
  * dataset's augmentation, allreduce, 1 server, staleness 3. */
 dt_train_config dt_train_config_default(void);
 
