@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "dtrain/blas_core.h"
 #include "dtrain/netns.h"
+#include "dtrain/placement.h"
 #include "dtrain/version.h"
 
 static int cmd_netns_rsh(int argc, char **argv) {
@@ -70,6 +71,8 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(cmd, COMMANDS[i].name)) return COMMANDS[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
+    /* under a launcher every rank finds it: the first says it */
+    if (dt_placement_rank_here() <= 0)
+        fprintf(stderr, "dtrain: unknown command '%s' (try dtrain --help)\n", cmd);
     return 2;
 }
