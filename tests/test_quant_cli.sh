@@ -47,6 +47,15 @@ done
 check "gnuplot's empty error file is not left behind" test ! -e "$tmp/reports/lenet5/gnuplot.err"
 check "report table has every layer" sh -c "grep -c '^| \(input\|conv1\|conv2\|fc1\|fc2\|fc3\) |' '$tmp/reports/lenet5/report.md' | grep -qx 6"
 
+# The default --calib-method auto: every candidate scored on the held-out half, the
+# winner named, written into the file and calibrated on all the images.
+"$DTRAIN" quantize --model lenet5 --init "$tmp/w.safetensors" --out "$tmp/qa.safetensors" \
+    --calib-samples 128 --threads 2 >"$tmp/auto.txt"
+check "auto scores each candidate on the held-out half" grep -q "^calibration auto (64 images, 64 held out): entropy [0-9.]*%, percentile:99.99 [0-9.]*%, minmax [0-9.]*%, 3sigma [0-9.]*% -> " "$tmp/auto.txt"
+chosen=$(sed -n 's/^calibration auto .* -> //p' "$tmp/auto.txt")
+check "auto calibrates with its choice ($chosen) on all 128 images" \
+    grep -q "per-channel weights, $chosen calibration on 128 images" "$tmp/auto.txt"
+
 for engine in dnnl emulate; do
     "$DTRAIN" eval --model lenet5 --init "$tmp/q.safetensors" --test-samples 500 --threads 2 \
         --int8-engine "$engine" --json >"$tmp/eval_$engine.json"
@@ -91,7 +100,7 @@ expect "--calib is ambiguous" "unknown or incomplete option '--calib'" \
     "$DTRAIN" quantize --init "$tmp/w.safetensors" --out "$out" --calib 10
 expect "lab with per-channel weights" "--scheme lab quantizes weights per layer" \
     "$DTRAIN" quantize --init "$tmp/w.safetensors" --out "$out" --scheme lab --weights per-channel
-expect "bad calibration method" "--calib-method must be minmax, percentile:P, 3sigma or entropy, got 'kl'" \
+expect "bad calibration method" "--calib-method must be auto, minmax, percentile:P, 3sigma or entropy, got 'kl'" \
     "$DTRAIN" quantize --init "$tmp/w.safetensors" --out "$out" --calib-method kl
 expect "quantize without --out" "--out FILE is required" \
     "$DTRAIN" quantize --init "$tmp/w.safetensors"
@@ -117,7 +126,8 @@ text += b" " * (-len(text) % 8)
 open(dst, "wb").write(struct.pack("<Q", len(text)) + text + bytes(data))
 PY
 /usr/bin/python3 "$tmp/rewrite.py" "$tmp/w.safetensors" "$tmp/zero.safetensors" zero-conv1
-expect "all-zero activations" "activations of conv1 are all 0 over the 64 calibration images: its scale would be infinite" \
+# the default --calib-method auto meets it first calibrating on the first half
+expect "all-zero activations" "activations of conv1 are all 0 over the 32 calibration images: its scale would be infinite" \
     "$DTRAIN" quantize --init "$tmp/zero.safetensors" --out "$out" --calib-samples 64 --threads 2
 no_file "no file after all-zero activations" "$out"
 /usr/bin/python3 "$tmp/rewrite.py" "$tmp/q.safetensors" "$tmp/noscale.safetensors" drop-scale

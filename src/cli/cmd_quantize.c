@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "dtrain/calib_auto.h"
 #include "dtrain/fileset.h"
 #include "dtrain/quant.h"
 #include "dtrain/quant_report.h"
@@ -44,7 +45,11 @@ static void quantize_usage(const cli_flags *flags, FILE *out) {
             "                       lab's, its only one)\n"
             "  --calib-method M     how activation ranges are chosen: minmax | percentile:P\n"
             "                       (e.g. percentile:99.99) | 3sigma | entropy (TensorRT's\n"
-            "                       KL-divergence search). Default entropy (symmetric),\n"
+            "                       KL-divergence search) | auto: each of entropy,\n"
+            "                       percentile:99.99, minmax, 3sigma calibrates on the first\n"
+            "                       half of the images and runs as int8 on the second; the\n"
+            "                       most right there wins (a tie: the earlier) and\n"
+            "                       calibrates on all (printed). Default auto (symmetric),\n"
             "                       minmax (lab)\n"
             "  --report DIR         per-layer table (report.md, layers.csv) and histograms\n"
             "                       (weights.png/svg, activations.png/svg) in DIR\n"
@@ -56,8 +61,8 @@ static void quantize_usage(const cli_flags *flags, FILE *out) {
 typedef struct feed_ctx {
     const dt_dataset *ds;
     dt_transform tf;
-    int count;
-    uint8_t *pixels; /* one sample per thread */
+    int first, count; /* samples first .. first + count - 1 */
+    uint8_t *pixels;  /* one sample per thread */
 } feed_ctx;
 
 static int dataset_feed(void *ctx, int index, float *x, int max_n, dt_error *err) {
@@ -70,10 +75,49 @@ static int dataset_feed(void *ctx, int index, float *x, int max_n, dt_error *err
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < n; k++) {
         uint8_t *px = f->pixels + (size_t)omp_get_thread_num() * sample;
-        dt_dataset_sample(f->ds, (int)start + k, px);
-        dt_transform_apply(&f->tf, px, 0, (int)start + k, x + (size_t)k * sample);
+        const int i = f->first + (int)start + k;
+        dt_dataset_sample(f->ds, i, px);
+        dt_transform_apply(&f->tf, px, 0, i, x + (size_t)k * sample);
     }
     return n;
+}
+
+/* --calib-method auto: the method that gets the most of the held-out second half of the
+ * calibration images right, into qc->calib (printed with every candidate's score). */
+static int pick_calibration(const feed_ctx *all, dt_model *model, const dt_model_spec *spec,
+                            dt_quant_config *qc, dt_error *err) {
+    qc->calib = dt_calib_candidate(0);
+    if (all->count < 2) return 0; /* nothing to hold out: the first candidate */
+    feed_ctx calib = *all, held = *all;
+    calib.count = all->count / 2;
+    held.first = calib.count;
+    held.count = all->count - calib.count;
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)held.count);
+    uint8_t *px = malloc((size_t)all->ds->c * all->ds->h * all->ds->w);
+    int rc = labels && px ? 0 : dt_error_set(err, "out of memory for the held-out labels");
+    for (int i = 0; rc == 0 && i < held.count; i++)
+        labels[i] = dt_dataset_sample(all->ds, held.first + i, px);
+    dt_calib_trial trials[DT_CALIB_CANDIDATES];
+    int best = 0;
+    if (rc == 0)
+        rc = dt_calib_auto(model, spec, qc, dataset_feed, &calib, dataset_feed, &held, labels,
+                           held.count, DT_INT8_DNNL, model->max_batch, trials, &best, err);
+    if (rc == 0) {
+        printf("calibration auto (%d images, %d held out):", calib.count, held.count);
+        for (int i = 0; i < DT_CALIB_CANDIDATES; i++) {
+            char name[64];
+            dt_calib_format(&trials[i].choice, name, sizeof name);
+            printf(" %s %.2f%%%s", name, 100.0 * trials[i].right / held.count,
+                   i + 1 < DT_CALIB_CANDIDATES ? "," : "");
+        }
+        char name[64];
+        dt_calib_format(&trials[best].choice, name, sizeof name);
+        printf(" -> %s\n", name);
+        qc->calib = trials[best].choice;
+    }
+    free(labels);
+    free(px);
+    return rc;
 }
 
 /* The float weights as the quantized file names them: an absolute path (eval may run
@@ -109,7 +153,7 @@ int cmd_quantize(int argc, char **argv) {
     const char *out_path = NULL, *report_dir = NULL;
     long calib_samples = 512;
     dt_quant_config qc = {.scheme = DT_QUANT_SYMMETRIC};
-    int weights_given = 0, method_given = 0;
+    int weights_given = 0, method_given = 0, autocal = 0;
     dt_error err;
     cli_flags flags;
     cli_flags_init(&flags, cmd, quantize_shared, NULL, own);
@@ -142,8 +186,15 @@ int cmd_quantize(int argc, char **argv) {
             weights_given = 1;
             break;
         case 'm':
-            if (dt_calib_parse(optarg, &qc.calib, &err)) {
-                cli_fail(cmd, "%s", err.msg);
+            autocal = !strcmp(optarg, "auto");
+            if (!autocal && dt_calib_parse(optarg, &qc.calib, &err)) {
+                if (strncmp(optarg, "percentile:", 11)) /* the library's list lacks auto */
+                    cli_fail(cmd,
+                             "--calib-method must be auto, minmax, percentile:P, 3sigma or "
+                             "entropy, got '%s'",
+                             optarg);
+                else
+                    cli_fail(cmd, "%s", err.msg);
                 return 2;
             }
             method_given = 1;
@@ -154,8 +205,10 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (!weights_given) qc.per_channel = qc.scheme == DT_QUANT_SYMMETRIC;
-    if (!method_given)
-        qc.calib.method = qc.scheme == DT_QUANT_LAB ? DT_CALIB_MINMAX : DT_CALIB_ENTROPY;
+    if (!method_given) {
+        qc.calib.method = DT_CALIB_MINMAX; /* the lab's */
+        autocal = qc.scheme == DT_QUANT_SYMMETRIC;
+    }
     qc.report = report_dir != NULL;
     dt_model_spec spec;
     if (cli_model_and_data(cmd, &cfg, &spec)) return 2;
@@ -211,6 +264,7 @@ int cmd_quantize(int argc, char **argv) {
     feed.pixels = malloc((size_t)ds.c * ds.h * ds.w * (size_t)omp_get_max_threads());
     char hash[32] = "";
     if (!feed.pixels) rc = dt_error_set(&err, "out of memory for the calibration images");
+    if (rc == 0 && autocal) rc = pick_calibration(&feed, &model, &spec, &qc, &err);
     if (rc == 0) rc = dt_qnet_build(&q, &model, &spec, qc.scheme, &err);
     if (rc == 0) {
         rc = dt_quantize(&q, &model, &qc, dataset_feed, &feed, &err);

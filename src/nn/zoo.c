@@ -428,9 +428,9 @@ static const dt_zoo_recipe RESNET18 = {
     0.1f, 0.9f, 5e-4f, DT_LR_COSINE,
     "kuangliu/pytorch-cifar: lr 0.1, momentum 0.9, wd 5e-4, cosine, batch 128"};
 static const dt_zoo_recipe LENET_CIFAR = {
-    0.02f, 0.9f, 0.0f, DT_LR_COSINE,
-    "PyTorch's CIFAR-10 tutorial (lr 0.001, momentum 0.9 at batch 4), scaled to batch 128 and "
-    "measured"};
+    0.05f, 0.9f, 0.0f, DT_LR_COSINE,
+    "PyTorch's CIFAR-10 tutorial (lr 0.001, momentum 0.9, no decay at batch 4: 0.032 at "
+    "batch 128), lenet5's 0.05 and cosine as measured"};
 static const dt_zoo_recipe RESNET_CIFAR = {
     0.1f, 0.9f, 1e-4f, DT_LR_STEP,
     "He et al. 2016: lr 0.1, momentum 0.9, wd 1e-4, x0.1 at 50% and 75%, batch 128"};
