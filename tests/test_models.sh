@@ -72,6 +72,13 @@ PY
 status=$?
 check "table and JSON agree with the zoo: $(cat "$tmp/compare")" test "$status" -eq 0
 
+# bench's help names one default model, the one it times without --model
+"$DTRAIN" bench --help >"$tmp/bench_help"
+check "bench --help: resnet18 is its default, lenet5 is not" \
+    sh -c "grep -q 'resnet18 (default)' '$tmp/bench_help' && ! grep -q 'lenet5 (default)\|differ.*--model' '$tmp/bench_help'"
+"$DTRAIN" bench --steps 1 --width 4 --batch-size 2 --threads 1 >"$tmp/bench.json"
+check "bench without --model times resnet18" grep -q '"model":"resnet18"' "$tmp/bench.json"
+
 "$DTRAIN" models --help >"$tmp/help"
 check "models --help" grep -q "usage: dtrain models" "$tmp/help"
 "$DTRAIN" models extra >/dev/null 2>"$tmp/err"

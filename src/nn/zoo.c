@@ -415,7 +415,7 @@ static const char POOL_RESNET18[] =
 
 /* The recipes. Batch 128 per process for all; the ImageNet references' rates are for
  * batch 256 and are halved here (the linear scaling rule). Our step schedule is x0.1
- * at 50% and 75% of the epochs. Measured ranges: tests/test_recipes.c, docs/learning.md. */
+ * at 50% and 75% of the epochs. Measured: tests/test_recipes.c, docs/architecture.md. */
 static const dt_zoo_recipe LOGREG = {
     0.01f, 0.9f, 0.0f, DT_LR_COSINE,
     "measured on Fashion-MNIST (PyTorch's nn tutorial's lr 0.5 without momentum is for "
