@@ -104,7 +104,7 @@ sh -c 'echo $$ >"$1"; shift; exec "$@"' _ "$tmp/pid5" "$DTRAIN" scale --hosts ne
     --link 1gbit --model lenet5 --data mnist:/nonexistent --procs 2 --batch-sizes 32 \
     --out "$tmp/f" >/dev/null 2>"$tmp/err5"
 check "a failing run fails the sweep" [ $? -ne 0 ]
-check "... naming the run and its cause" grep -q "^dtrain scale: run with 2 processes, batch 32 failed (dtrain: rank [01]: cannot open /nonexistent" "$tmp/err5"
+check "... naming the run and its cause" grep -q "^dtrain scale: run with 2 processes, batch 32 failed (dtrain train: cannot open /nonexistent" "$tmp/err5"
 check "... and the namespaces are removed" [ "$(ours "$(cat "$tmp/pid5")")" -eq 0 ]
 
 long="--hosts netns:2 --link 1gbit --model lenet5 --data synthetic:mnist --procs 2 --epochs 50 --batch-sizes 32 --test-samples 64"
