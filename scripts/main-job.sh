@@ -23,7 +23,12 @@ for knob in FORCE:--force WAIT_IDLE:--wait-idle; do
         ;;
     esac
 done
-"$DTRAIN" scale --model lenet5 --data fashion-mnist --procs 1,2 --epochs 2 --repeats 2 --out runs/scale "$@"
+"$DTRAIN" scale --model lenet5 --data fashion-mnist --procs 1,2 --epochs 2 --repeats 2 --out runs/scale "$@" || {
+    rc=$?
+    # scale's own line names --force; from make, that is FORCE=1
+    echo "main-job.sh: the study stopped (exit $rc); where the line above says --force: make run FORCE=1" >&2
+    exit $rc
+}
 cat runs/scale/report.md
 echo
 echo "report, runs.csv and plots (PNG + SVG): runs/scale/"
