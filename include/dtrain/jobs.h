@@ -5,6 +5,7 @@
 #define DTRAIN_JOBS_H
 
 #include "dtrain/error.h"
+#include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
 
 enum { DT_RIDGE_MAX_FEATURES = 15 };
@@ -77,5 +78,41 @@ typedef struct dt_job {
  * -1 if the budget cannot give every job its first worker and server. */
 int dt_allocate_greedy(dt_job *jobs, int n, int budget, dt_error *err);
 double dt_job_time(const dt_job *job, int workers, int servers);
+
+/* dtrain fit-jobs: the b0, b1, b2 of a jobs CSV regressed on its features; each trained
+ * job predicted by the model of the others (leave-one-out), each held-out job by the
+ * model of the trained ones, an unseen job from its feature values. */
+typedef struct dt_fit_jobs_opts {
+    const char *path;     /* the jobs CSV (dt_job_table_read) */
+    const char *features; /* "c1,c2,..", or NULL: every column but name, b0, b1, b2 and
+                             steps_to_target */
+    const char *hold_out; /* "name1,name2,..": left out of the fit and predicted, or NULL */
+    const char *predict;  /* "f1,f2,..": an unseen job's features, or NULL */
+    double lambda;
+    int standardize; /* 0: plain ridge (dt_ridge_fit_scaled) */
+} dt_fit_jobs_opts;
+
+typedef struct dt_fit_jobs_result {
+    dt_job_table table;
+    int feat[DT_JOBS_MAX_COLS], n_features;        /* the feature columns of table */
+    int steps_col;                                 /* steps_to_target, or -1 */
+    double x[DT_JOBS_MAX_ROWS * DT_JOBS_MAX_COLS]; /* [n_rows, n_features] */
+    double b[DT_JOBS_MAX_ROWS * 3];                /* each job's own b0, b1, b2 */
+    int train[DT_JOBS_MAX_ROWS], n_train;          /* 0: held out */
+    dt_curve_model model;                          /* of the trained jobs */
+    dt_loss_fit curve[DT_JOBS_MAX_ROWS];           /* each job's predicted curve, where ok[i] */
+    int ok[DT_JOBS_MAX_ROWS];
+    int has_unseen;
+    dt_loss_fit unseen; /* --predict's curve */
+    int bad_flag;       /* after a failure: 1 if an option's text is at fault, not the file */
+} dt_fit_jobs_result;
+
+int dt_fit_jobs(const dt_fit_jobs_opts *opts, dt_fit_jobs_result *r, dt_error *err);
+/* b0, b1 or b2 (k = 0, 1, 2) of a curve. */
+double dt_loss_fit_param(const dt_loss_fit *c, int k);
+
+/* dtrain allocate's jobs from a jobs CSV (columns name, remaining_steps, batch, theta0
+ * .. theta4: each a parameter-server speed model); jobs holds DT_JOBS_MAX_ROWS. */
+int dt_jobs_read(const char *path, dt_job *jobs, int *n, dt_error *err);
 
 #endif

@@ -7,6 +7,8 @@
 #define DTRAIN_PLOTS_H
 
 #include "dtrain/error.h"
+#include "dtrain/jobs.h"
+#include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
 #include "dtrain/scaling.h"
 
@@ -41,5 +43,12 @@ typedef struct dt_predict_row {
 } dt_predict_row;
 int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double batch, int procs_max,
                      const char *dir, dt_predict_row *rows, int *n_rows, int *drawn, dt_error *err);
+
+/* fit-jobs --out: each job's own curve (its b's, solid) against the one the regression
+ * predicts for it (leave-one-out or held out, dashed, same colour), the unseen job's
+ * (dotted) and the target (when > 0): dir (made if missing)/jobs_curves.gp, drawn as
+ * jobs_curves.png and .svg; *drawn says whether gnuplot succeeded. */
+int dt_plots_job_curves(const dt_fit_jobs_result *r, double target, const char *dir, int *drawn,
+                        dt_error *err);
 
 #endif

@@ -1,8 +1,12 @@
 #include "dtrain/jobs.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dtrain/train_flags.h"
 
 /* Solves the f x f system a w = b by Gaussian elimination with partial pivoting. */
 static int solve(double *a, double *b, int f) {
@@ -211,4 +215,174 @@ int dt_curve_model_leave_one_out_scaled(const double *x, const double *b, const 
     }
     free(rest);
     return 0;
+}
+
+double dt_loss_fit_param(const dt_loss_fit *c, int k) {
+    return k == 0 ? c->b0 : k == 1 ? c->b1 : c->b2;
+}
+
+/* Splits "a,b,c" into at most max items of at most 63 characters; the count, or -1
+ * for an empty item, a longer one or more than max. */
+static int split_list(const char *text, char items[][64], int max) {
+    int n = 0;
+    for (const char *p = text;; n++) {
+        size_t len = strcspn(p, ",");
+        if (n == max || len == 0 || len >= 64) return -1;
+        memcpy(items[n], p, len);
+        items[n][len] = 0;
+        if (!p[len]) return n + 1;
+        p += len + 1;
+    }
+}
+
+/* An error in an option's text (the command's usage), not in the file. */
+static int flag_error(dt_fit_jobs_result *r, int rc) {
+    r->bad_flag = 1;
+    return rc;
+}
+
+/* The feature columns: --features', or every column but the reserved ones. */
+static int pick_features(const dt_fit_jobs_opts *o, const int *b_col, dt_fit_jobs_result *r,
+                         dt_error *err) {
+    const dt_job_table *t = &r->table;
+    r->n_features = 0;
+    if (o->features) {
+        char items[DT_JOBS_MAX_COLS][64];
+        int n_items = split_list(o->features, items, DT_JOBS_MAX_COLS);
+        if (n_items < 0)
+            return flag_error(r, dt_error_set(err,
+                                              "--features expects column names separated by "
+                                              "commas, got '%s'",
+                                              o->features));
+        for (int j = 0; j < n_items; j++) {
+            int c = dt_job_table_column(t, items[j]);
+            int reserved =
+                c == b_col[0] || c == b_col[1] || c == b_col[2] || !strcmp(items[j], "name");
+            if (c < 0 || reserved)
+                return dt_error_set(err, "--features: %s '%s' in %s",
+                                    c < 0 ? "no column" : "not a feature:", items[j], o->path);
+            for (int k = 0; k < r->n_features; k++)
+                if (r->feat[k] == c)
+                    return flag_error(r,
+                                      dt_error_set(err, "--features names '%s' twice", items[j]));
+            r->feat[r->n_features++] = c;
+        }
+    } else {
+        for (int c = 0; c < t->n_cols; c++)
+            if (c != b_col[0] && c != b_col[1] && c != b_col[2] && c != r->steps_col &&
+                strcmp(t->header[c], "name"))
+                r->feat[r->n_features++] = c;
+    }
+    if (r->n_features == 0 || r->n_features > DT_RIDGE_MAX_FEATURES)
+        return dt_error_set(err, "%s: %d feature columns (1..%d supported)", o->path, r->n_features,
+                            DT_RIDGE_MAX_FEATURES);
+    return 0;
+}
+
+/* train[i] = 0 for the jobs --hold-out names. */
+static int pick_training(const dt_fit_jobs_opts *o, dt_fit_jobs_result *r, dt_error *err) {
+    const dt_job_table *t = &r->table;
+    for (int i = 0; i < t->n_rows; i++) r->train[i] = 1;
+    if (!o->hold_out) return 0;
+    char items[DT_JOBS_MAX_ROWS][64];
+    int n_items = split_list(o->hold_out, items, DT_JOBS_MAX_ROWS), rc = 0;
+    if (n_items < 0)
+        rc = flag_error(r, dt_error_set(err,
+                                        "--hold-out expects job names separated by commas, got "
+                                        "'%s'",
+                                        o->hold_out));
+    for (int j = 0; j < n_items && !rc; j++) {
+        int found = 0;
+        for (int i = 0; i < t->n_rows; i++)
+            if (!strcmp(t->names[i], items[j])) found = 1, r->train[i] = 0;
+        if (!found) rc = dt_error_set(err, "--hold-out: no job '%s' in %s", items[j], o->path);
+    }
+    return rc;
+}
+
+/* --predict's feature values, one per feature column. */
+static int read_unseen(const dt_fit_jobs_opts *o, const dt_fit_jobs_result *r, double *unseen,
+                       dt_error *err) {
+    char values[DT_JOBS_MAX_COLS][64];
+    int n = split_list(o->predict, values, DT_JOBS_MAX_COLS);
+    dt_error perr;
+    for (int j = 0; j < n; j++)
+        if (isspace((unsigned char)values[j][0]) ||
+            dt_parse_double("--predict", values[j], -1e300, 1e300, &unseen[j], &perr))
+            n = -1;
+    if (n < 0)
+        return dt_error_set(err, "--predict expects numbers separated by commas, got '%s'",
+                            o->predict);
+    if (n != r->n_features)
+        return dt_error_set(err, "--predict needs %d feature values, got %d", r->n_features, n);
+    return 0;
+}
+
+int dt_fit_jobs(const dt_fit_jobs_opts *o, dt_fit_jobs_result *r, dt_error *err) {
+    r->bad_flag = 0;
+    r->has_unseen = 0;
+    dt_job_table *t = &r->table;
+    if (dt_job_table_read(o->path, t, err)) return -1;
+    const int b_col[3] = {dt_job_table_column(t, "b0"), dt_job_table_column(t, "b1"),
+                          dt_job_table_column(t, "b2")};
+    r->steps_col = dt_job_table_column(t, "steps_to_target");
+    for (int k = 0; k < 3; k++)
+        if (b_col[k] < 0) return dt_error_set(err, "%s: missing column 'b%d'", o->path, k);
+    if (pick_features(o, b_col, r, err) || pick_training(o, r, err)) return -1;
+    double unseen[DT_JOBS_MAX_COLS];
+    if (o->predict && read_unseen(o, r, unseen, err)) return flag_error(r, -1);
+    const int n = t->n_rows, nf = r->n_features;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < nf; j++) r->x[i * nf + j] = t->v[i][r->feat[j]];
+        for (int k = 0; k < 3; k++) r->b[i * 3 + k] = t->v[i][b_col[k]];
+    }
+    if (dt_curve_model_fit_scaled(r->x, r->b, r->train, n, nf, o->lambda, o->standardize, &r->model,
+                                  err)) {
+        if (o->hold_out) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            dt_error_set(err, "%s (after --hold-out)", msg);
+        }
+        return -1;
+    }
+    if (dt_curve_model_leave_one_out_scaled(r->x, r->b, r->train, n, nf, o->lambda, o->standardize,
+                                            r->curve, r->ok, err))
+        return -1;
+    r->n_train = 0;
+    for (int i = 0; i < n; i++) {
+        if (!r->train[i])
+            r->curve[i] = dt_curve_model_predict(&r->model, r->x + i * nf), r->ok[i] = 1;
+        r->n_train += r->train[i];
+    }
+    if (o->predict) r->unseen = dt_curve_model_predict(&r->model, unseen), r->has_unseen = 1;
+    return 0;
+}
+
+int dt_jobs_read(const char *path, dt_job *jobs, int *n, dt_error *err) {
+    static const char *const need[7] = {"remaining_steps", "batch",  "theta0", "theta1",
+                                        "theta2",          "theta3", "theta4"};
+    dt_job_table *t = malloc(sizeof *t);
+    if (!t) return dt_error_set(err, "out of memory");
+    int col[7], rc = dt_job_table_read(path, t, err);
+    for (int k = 0; k < 7 && !rc; k++)
+        if ((col[k] = dt_job_table_column(t, need[k])) < 0)
+            rc = dt_error_set(err, "%s: missing column '%s'", path, need[k]);
+    for (int i = 0; i < t->n_rows && !rc; i++) {
+        dt_job *j = &jobs[i];
+        memset(j, 0, sizeof *j);
+        snprintf(j->name, sizeof j->name, "%s", t->names[i]);
+        j->remaining_steps = t->v[i][col[0]];
+        j->batch = t->v[i][col[1]];
+        j->speed.kind = DT_SPEED_PS;
+        j->speed.n_theta = 5;
+        for (int k = 0; k < 5 && !rc; k++)
+            if ((j->speed.theta[k] = t->v[i][col[2 + k]]) < 0)
+                rc = dt_error_set(err, "%s: job %s has a negative theta%d", path, t->names[i], k);
+        if (!rc && (j->remaining_steps < 0 || j->batch <= 0))
+            rc = dt_error_set(err, "%s: job %s needs remaining_steps >= 0 and batch > 0", path,
+                              t->names[i]);
+    }
+    *n = rc ? 0 : t->n_rows;
+    free(t);
+    return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "dtrain/outfile.h"
 #include "dtrain/runlog.h"
+#include "dtrain/sweep.h"
 
 /* The plots' data and scripts are written whole or not at all, like every output
  * (outfile.h): a killed or failed study never leaves half a .dat for gnuplot. */
@@ -546,5 +547,54 @@ int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double bat
                 t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png", plot);
     if (close_in(&gp_file, 1, err)) return -1;
     *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
+    return 0;
+}
+
+int dt_plots_job_curves(const dt_fit_jobs_result *r, double target, const char *dir, int *drawn,
+                        dt_error *err) {
+    const dt_job_table *t = &r->table;
+    const double *b = r->b;
+    *drawn = 0;
+    if (dt_make_dirs(dir, err)) return -1;
+    double x_max = 0; /* where the slowest job's excess loss is a twentieth of its start */
+    for (int i = 0; i < t->n_rows; i++) {
+        const double b0 = b[i * 3], b1 = b[i * 3 + 1];
+        if (b0 > 0 && b1 > 0 && 19 * b1 / b0 > x_max) x_max = 19 * b1 / b0;
+    }
+    if (!(x_max > 0) || !isfinite(x_max)) x_max = 1000;
+    dt_outfile g;
+    if (open_in(&g, dir, "jobs_curves.gp", err)) return -1;
+    FILE *gp = g.f;
+    for (int term = 0; term < 2; term++) {
+        fprintf(gp,
+                "set terminal %s\nset output 'jobs_curves.%s'\nset grid\nset key outside right "
+                "top box\nset samples 400\nset xlabel 'step'\nset ylabel 'loss'\nset xrange "
+                "[0:%g]\nset title 'Loss curves: fitted per job (solid), predicted by the "
+                "regression (dashed)'\nplot ",
+                term ? "svg size 1000,600 dynamic" : "pngcairo size 1000,600", term ? "svg" : "png",
+                x_max);
+        int n = 0;
+        for (int i = 0; i < t->n_rows; i++) {
+            if (!r->ok[i]) continue;
+            const int colour = i % 8 + 1;
+            const dt_loss_fit *c = &r->curve[i];
+            fprintf(gp,
+                    "%s1/(%.17g*x + %.17g) + %.17g lw 2 lc %d title '%s', "
+                    "1/(%.17g*x + %.17g) + %.17g lw 2 dt 2 lc %d title '%s %s'",
+                    n ? ", " : "", b[i * 3], b[i * 3 + 1], b[i * 3 + 2], colour, t->names[i], c->b0,
+                    c->b1, c->b2, colour, t->names[i], r->train[i] ? "left out" : "held out");
+            n++;
+        }
+        if (r->has_unseen)
+            fprintf(gp, "%s1/(%.17g*x + %.17g) + %.17g lw 3 dt 3 lc rgb 'black' title 'unseen'",
+                    n ? ", " : "", r->unseen.b0, r->unseen.b1, r->unseen.b2),
+                n++;
+        if (target > 0)
+            fprintf(gp, "%s%g lc rgb 'gray40' dt 4 title 'target'", n ? ", " : "", target), n++;
+        if (!n) fputs("1/0 notitle", gp);
+        fputc('\n', gp);
+    }
+    if (close_in(&g, 1, err)) return -1;
+    *drawn = dt_gnuplot_run(dir, "jobs_curves.gp", "/dev/null") == 0;
     return 0;
 }
