@@ -35,6 +35,21 @@ double dt_loss_step_observed(const double *k, const double *l, int n, double tar
  * no finite start (NNLS clamped b1, so the points fall faster than 1/k early on). */
 int dt_loss_fit_b1_at_bound(const dt_loss_fit *fit);
 
+/* fit-loss --online: the fit refitted after each epoch e = 1, 2, .. (while e x
+ * steps_per_epoch <= k[n-1] + every) on the points k < e x steps_per_epoch, and the
+ * step it predicts: for target when > 0, else where |dl/dk| < delta. *rows is
+ * allocated (free it); *n_rows of them. */
+typedef struct dt_loss_refit {
+    long epoch;
+    int points;       /* the points fitted */
+    int fitted;       /* 0: fewer than 3 points, or they cannot be fitted */
+    double predicted; /* < 0: never */
+    int b1_at_bound;
+} dt_loss_refit;
+int dt_loss_refit_per_epoch(const double *k, const double *l, int n, long steps_per_epoch,
+                            long every, double target, double delta, dt_loss_refit **rows,
+                            int *n_rows, dt_error *err);
+
 typedef enum dt_speed_kind { DT_SPEED_PS, DT_SPEED_ALLREDUCE } dt_speed_kind;
 
 enum { DT_SPEED_MAX_THETA = 5 };

@@ -51,4 +51,17 @@ int dt_plots_predict(const dt_speed_fit *fit, double remaining_steps, double bat
 int dt_plots_job_curves(const dt_fit_jobs_result *r, double target, const char *dir, int *drawn,
                         dt_error *err);
 
+/* fit-loss --out: every point of all (those from first to first + n_fit fitted, the
+ * rest marked left out) and the fitted curve, x up to pred when it is within 10 times
+ * the last point: dir/loss_fit.dat and .gp, drawn as loss_fit.png and .svg. */
+int dt_plots_loss_fit(const dt_loss_points *all, int first, int n_fit, const dt_loss_fit *fit,
+                      double pred, const char *dir, int *drawn, dt_error *err);
+
+/* predict --theta --out: hours to convergence (steps x step time) for workers w_lo ..
+ * w_hi and each server count: dir/predict.csv and predict.gp, drawn as predict.png and
+ * .svg. */
+int dt_plots_theta_table(const dt_speed_fit *fit, const int *servers, int n_servers, int w_lo,
+                         int w_hi, double batch, double steps, const char *dir, int *drawn,
+                         dt_error *err);
+
 #endif

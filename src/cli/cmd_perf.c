@@ -10,7 +10,6 @@
 
 #include "cli.h"
 #include "dtrain/fitfile.h"
-#include "dtrain/outfile.h"
 #include "dtrain/perfinput.h"
 #include "dtrain/perfmodel.h"
 #include "dtrain/plots.h"
@@ -41,42 +40,6 @@ static void fit_usage(FILE *out) {
             "at the end, a spike); --tail N then fits only the last N points (the curve\n"
             "late in training). --out DIR draws the observed points (those left out\n"
             "marked) and the fitted curve: DIR/loss_fit.png and .svg (gnuplot).\n");
-}
-
-/* fit-loss --out: the observed points (fitted or left out) and the fitted curve. */
-static int draw_loss_fit(const char *cmd, const dt_loss_points *all, int first, int n_fit,
-                         const dt_loss_fit *fit, double pred, const char *unit, const char *dir) {
-    dt_error err;
-    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/loss_fit.dat", dir);
-    dt_outfile d, g; /* written whole or not at all; no symlink or device replaced */
-    if (dt_outfile_open(&d, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    for (int i = 0; i < all->n; i++)
-        fprintf(d.f, "%.9g %.9g %d\n", all->step[i], all->loss[i], i >= first && i < first + n_fit);
-    if (dt_outfile_commit(&d, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    snprintf(path, sizeof path, "%s/loss_fit.gp", dir);
-    if (dt_outfile_open(&g, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    FILE *gp = g.f;
-    double x_max = all->step[all->n - 1];
-    if (pred > x_max && pred < 10 * x_max) x_max = pred;
-    for (int t = 0; t < 2; t++)
-        fprintf(gp,
-                "set terminal %s\nset output 'loss_fit.%s'\nset grid\nset key top right box\n"
-                "set xlabel '%s'\nset ylabel 'loss'\nset xrange [0:%g]\nset samples 400\n"
-                "set title 'Loss curve fit: l(k) = 1/(%.4g k + %.4g) + %.4g'\n"
-                "plot 'loss_fit.dat' using 1:($3 == 1 ? $2 : 1/0) with points pt 7 ps 0.6 "
-                "title 'observed (fitted)', '' using 1:($3 == 0 ? $2 : 1/0) with points pt 6 "
-                "ps 0.8 title 'observed (left out)', 1/(%.17g*x + %.17g) + %.17g with lines "
-                "lw 2 title 'fitted curve'\n",
-                t ? "svg size 900,550 dynamic" : "pngcairo size 900,550", t ? "svg" : "png", unit,
-                x_max, fit->b0, fit->b1, fit->b2, fit->b0, fit->b1, fit->b2);
-    if (dt_outfile_commit(&g, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    if (dt_gnuplot_run(dir, "loss_fit.gp", "/dev/null") == 0)
-        fprintf(stderr, "plot: %s/loss_fit.png (and .svg)\n", dir);
-    else
-        fprintf(stderr, "plot not drawn: gnuplot failed or is missing (data in %s)\n", dir);
-    return 0;
 }
 
 static int ends_with(const char *s, const char *tail) {
@@ -250,26 +213,34 @@ int cmd_fit_loss(int argc, char **argv) {
             printf("  %6s %10s %14s %11s\n", "epoch", "points", "predicted", col);
         else
             printf("  %6s %10s %14s\n", "epoch", "points", "predicted");
-        for (long e = 1; e * spe <= k[n - 1] + every; e++) {
-            int m = 0;
-            while (m < n && k[m] < e * spe) m++;
-            dt_loss_fit part;
-            if (m < 3 || dt_loss_fit_points(k, l, m, &part, &err)) {
-                printf("  %6ld %10d %14s\n", e, m, "(too few)");
-                continue;
-            }
-            double p = target > 0 ? dt_loss_step_for_target(&part, target)
-                                  : dt_loss_step_converged(&part, delta);
-            const char *bound = dt_loss_fit_b1_at_bound(&part) ? "  (b1 at its bound)" : "";
-            if (p < 0)
-                printf("  %6ld %10d %14s%s\n", e, m, "never", bound);
+        dt_loss_refit *rows;
+        int n_rows;
+        if (dt_loss_refit_per_epoch(k, l, n, spe, every, target, delta, &rows, &n_rows, &err))
+            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&all),
+                   dt_loss_points_free(&pts), 1;
+        for (int i = 0; i < n_rows; i++) {
+            const dt_loss_refit *r = &rows[i];
+            const double p = r->predicted;
+            const char *bound = r->b1_at_bound ? "  (b1 at its bound)" : "";
+            if (!r->fitted)
+                printf("  %6ld %10d %14s\n", r->epoch, r->points, "(too few)");
+            else if (p < 0)
+                printf("  %6ld %10d %14s%s\n", r->epoch, r->points, "never", bound);
             else if (ref > 0)
-                printf("  %6ld %10d %14.0f %10.1f%%%s\n", e, m, p, 100.0 * (p - ref) / ref, bound);
+                printf("  %6ld %10d %14.0f %10.1f%%%s\n", r->epoch, r->points, p,
+                       100.0 * (p - ref) / ref, bound);
             else
-                printf("  %6ld %10d %14.0f%s\n", e, m, p, bound);
+                printf("  %6ld %10d %14.0f%s\n", r->epoch, r->points, p, bound);
         }
+        free(rows);
     }
-    int rc = out_dir ? draw_loss_fit(cmd, &all, first, n, &fit, pred, unit, out_dir) : 0;
+    int rc = 0, drawn = 0;
+    if (out_dir && dt_plots_loss_fit(&all, first, n, &fit, pred, out_dir, &drawn, &err))
+        rc = (cli_fail(cmd, "%s", err.msg), 1);
+    else if (out_dir && drawn)
+        fprintf(stderr, "plot: %s/loss_fit.png (and .svg)\n", out_dir);
+    else if (out_dir)
+        fprintf(stderr, "plot not drawn: gnuplot failed or is missing (data in %s)\n", out_dir);
     dt_loss_points_free(&all);
     dt_loss_points_free(&pts);
     return rc;
@@ -368,51 +339,6 @@ static void predict_usage(FILE *out) {
             "A range covers at most 65536 worker counts (a line each).\n"
             "With --out DIR, also writes DIR/predict.csv (the table) and DIR/predict.png\n"
             "and .svg (hours vs workers, one line per server count; gnuplot).\n");
-}
-
-/* predict --theta's table as DIR/predict.csv (atomically) and one .dat per server
- * count with a gnuplot script drawing hours vs workers. Returns 0, or 1 after saying
- * what failed; *drawn whether gnuplot drew the plot. */
-static int write_theta_table(const char *cmd, const dt_speed_fit *fit, const int *servers,
-                             int n_servers, int w_lo, int w_hi, double batch, double steps,
-                             const char *dir, int *drawn) {
-    dt_error err;
-    char path[4200];
-    *drawn = 0;
-    if (dt_make_dirs(dir, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    snprintf(path, sizeof path, "%s/predict.csv", dir);
-    dt_outfile o, g;
-    if (dt_outfile_open(&o, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    FILE *f = o.f;
-    fputs("workers", f);
-    for (int s = 0; s < n_servers; s++) fprintf(f, ",hours_servers_%d", servers[s]);
-    fputc('\n', f);
-    for (int w = w_lo; w <= w_hi; w++) {
-        fprintf(f, "%d", w);
-        for (int s = 0; s < n_servers; s++)
-            fprintf(f, ",%.6g", steps * dt_speed_step_time(fit, w, servers[s], batch) / 3600.0);
-        fputc('\n', f);
-    }
-    if (dt_outfile_commit(&o, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    snprintf(path, sizeof path, "%s/predict.gp", dir);
-    if (dt_outfile_open(&g, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    FILE *gp = g.f;
-    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\nset ylabel 'time to "
-          "convergence (hours)'\nset style data linespoints\nset datafile separator ','\n",
-          gp);
-    for (int t = 0; t < 2; t++) {
-        fprintf(gp,
-                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
-                "convergence'\nplot ",
-                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png");
-        for (int s = 0; s < n_servers; s++)
-            fprintf(gp, "%s'predict.csv' using 1:%d skip 1 title '%d server%s'", s ? ", " : "",
-                    s + 2, servers[s], servers[s] > 1 ? "s" : "");
-        fputc('\n', gp);
-    }
-    if (dt_outfile_commit(&g, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
-    return 0;
 }
 
 /* Time to convergence for every allocation up to procs_max processes, from a saved
@@ -604,9 +530,10 @@ int cmd_predict(int argc, char **argv) {
     }
     if (!out_given) return 0;
     int drawn = 0;
-    if (write_theta_table(cmd, &fit, servers, n_servers, w_lo, w_hi, batch, spe * epochs, out_dir,
-                          &drawn))
-        return 1;
+    dt_error err;
+    if (dt_plots_theta_table(&fit, servers, n_servers, w_lo, w_hi, batch, spe * epochs, out_dir,
+                             &drawn, &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
     printf("table: %s/predict.csv; %s\n", out_dir,
            drawn ? "plot: predict.png (and .svg)" : "plot not drawn: gnuplot failed or is missing");
     return 0;

@@ -100,6 +100,34 @@ int dt_loss_fit_b1_at_bound(const dt_loss_fit *f) {
     return f->b1 <= 0;
 }
 
+int dt_loss_refit_per_epoch(const double *k, const double *l, int n, long spe, long every,
+                            double target, double delta, dt_loss_refit **rows, int *n_rows,
+                            dt_error *err) {
+    *rows = NULL;
+    *n_rows = 0;
+    if (n < 1 || spe < 1) return 0;
+    const long count = (long)((k[n - 1] + every) / spe) + 2; /* room for rounding */
+    dt_loss_refit *r = malloc(sizeof *r * (size_t)count);
+    if (!r) return dt_error_set(err, "out of memory for %ld refits", count);
+    int used = 0;
+    for (long e = 1; e * spe <= k[n - 1] + every && used < count; e++) {
+        dt_loss_refit *row = &r[used++];
+        int m = 0;
+        while (m < n && k[m] < e * spe) m++;
+        dt_loss_fit part;
+        dt_error ferr;
+        *row = (dt_loss_refit){e, m, 0, -1, 0};
+        if (m < 3 || dt_loss_fit_points(k, l, m, &part, &ferr)) continue;
+        row->fitted = 1;
+        row->predicted = target > 0 ? dt_loss_step_for_target(&part, target)
+                                    : dt_loss_step_converged(&part, delta);
+        row->b1_at_bound = dt_loss_fit_b1_at_bound(&part);
+    }
+    *rows = r;
+    *n_rows = used;
+    return 0;
+}
+
 int dt_speed_features(dt_speed_kind kind, double w, double p, double batch, double *f) {
     if (kind == DT_SPEED_PS) {
         f[0] = batch / w, f[1] = 1.0, f[2] = w / p, f[3] = w, f[4] = p;

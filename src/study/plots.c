@@ -598,3 +598,67 @@ int dt_plots_job_curves(const dt_fit_jobs_result *r, double target, const char *
     *drawn = dt_gnuplot_run(dir, "jobs_curves.gp", "/dev/null") == 0;
     return 0;
 }
+
+int dt_plots_loss_fit(const dt_loss_points *all, int first, int n_fit, const dt_loss_fit *fit,
+                      double pred, const char *dir, int *drawn, dt_error *err) {
+    *drawn = 0;
+    if (dt_make_dirs(dir, err)) return -1;
+    dt_outfile d, g;
+    if (open_in(&d, dir, "loss_fit.dat", err)) return -1;
+    for (int i = 0; i < all->n; i++)
+        fprintf(d.f, "%.9g %.9g %d\n", all->step[i], all->loss[i], i >= first && i < first + n_fit);
+    if (close_in(&d, 1, err) || open_in(&g, dir, "loss_fit.gp", err)) return -1;
+    double x_max = all->step[all->n - 1];
+    if (pred > x_max && pred < 10 * x_max) x_max = pred;
+    for (int t = 0; t < 2; t++)
+        fprintf(g.f,
+                "set terminal %s\nset output 'loss_fit.%s'\nset grid\nset key top right box\n"
+                "set xlabel '%s'\nset ylabel 'loss'\nset xrange [0:%g]\nset samples 400\n"
+                "set title 'Loss curve fit: l(k) = 1/(%.4g k + %.4g) + %.4g'\n"
+                "plot 'loss_fit.dat' using 1:($3 == 1 ? $2 : 1/0) with points pt 7 ps 0.6 "
+                "title 'observed (fitted)', '' using 1:($3 == 0 ? $2 : 1/0) with points pt 6 "
+                "ps 0.8 title 'observed (left out)', 1/(%.17g*x + %.17g) + %.17g with lines "
+                "lw 2 title 'fitted curve'\n",
+                t ? "svg size 900,550 dynamic" : "pngcairo size 900,550", t ? "svg" : "png",
+                all->unit, x_max, fit->b0, fit->b1, fit->b2, fit->b0, fit->b1, fit->b2);
+    if (close_in(&g, 1, err)) return -1;
+    *drawn = dt_gnuplot_run(dir, "loss_fit.gp", "/dev/null") == 0;
+    return 0;
+}
+
+int dt_plots_theta_table(const dt_speed_fit *fit, const int *servers, int n_servers, int w_lo,
+                         int w_hi, double batch, double steps, const char *dir, int *drawn,
+                         dt_error *err) {
+    *drawn = 0;
+    if (dt_make_dirs(dir, err)) return -1;
+    dt_outfile o, g;
+    if (open_in(&o, dir, "predict.csv", err)) return -1;
+    FILE *f = o.f;
+    fputs("workers", f);
+    for (int s = 0; s < n_servers; s++) fprintf(f, ",hours_servers_%d", servers[s]);
+    fputc('\n', f);
+    for (int w = w_lo; w <= w_hi; w++) {
+        fprintf(f, "%d", w);
+        for (int s = 0; s < n_servers; s++)
+            fprintf(f, ",%.6g", steps * dt_speed_step_time(fit, w, servers[s], batch) / 3600.0);
+        fputc('\n', f);
+    }
+    if (close_in(&o, 1, err) || open_in(&g, dir, "predict.gp", err)) return -1;
+    FILE *gp = g.f;
+    fputs("set grid\nset key outside right top box\nset xlabel 'workers'\nset ylabel 'time to "
+          "convergence (hours)'\nset style data linespoints\nset datafile separator ','\n",
+          gp);
+    for (int t = 0; t < 2; t++) {
+        fprintf(gp,
+                "set terminal %s\nset output 'predict.%s'\nset title 'Predicted time to "
+                "convergence'\nplot ",
+                t ? "svg size 900,600" : "pngcairo size 900,600", t ? "svg" : "png");
+        for (int s = 0; s < n_servers; s++)
+            fprintf(gp, "%s'predict.csv' using 1:%d skip 1 title '%d server%s'", s ? ", " : "",
+                    s + 2, servers[s], servers[s] > 1 ? "s" : "");
+        fputc('\n', gp);
+    }
+    if (close_in(&g, 1, err)) return -1;
+    *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
+    return 0;
+}
