@@ -11,8 +11,6 @@
 
 #include "dtrain/error.h"
 
-enum { DT_FILESET_MAX = 24 };
-
 typedef struct dt_fileset_entry {
     const char *what; /* the flag or role, e.g. "--init" (a static string) */
     char *path;       /* owned copy */
@@ -20,9 +18,9 @@ typedef struct dt_fileset_entry {
 } dt_fileset_entry;
 
 typedef struct dt_fileset {
-    dt_fileset_entry e[DT_FILESET_MAX];
-    int n;
-    int overflow; /* an add found no room or no memory: dt_fileset_check fails */
+    dt_fileset_entry *e; /* n of them, room for cap */
+    int n, cap;
+    int overflow; /* an add found no memory: dt_fileset_check fails */
 } dt_fileset;
 
 void dt_fileset_init(dt_fileset *s);
@@ -37,6 +35,10 @@ void dt_fileset_add_in(dt_fileset *s, const char *what, const char *dir, const c
 /* 0 when every output may be written and none is an input or another output; else -1
  * with one line in err. */
 int dt_fileset_check(const dt_fileset *s, dt_error *err);
+/* The input that the file at path is (the same file as dt_fileset_check means it), or
+ * NULL: for a command that names its own outputs (a report's many files in a folder)
+ * and words the refusal itself. */
+const char *dt_fileset_same_input(const dt_fileset *s, const char *path);
 void dt_fileset_free(dt_fileset *s);
 
 #endif

@@ -13,7 +13,12 @@ void dt_fileset_init(dt_fileset *s) {
 }
 
 static void add(dt_fileset *s, const char *what, char *path, int output) {
-    if (!path || s->n >= DT_FILESET_MAX) {
+    if (path && s->n == s->cap) {
+        const int cap = s->cap ? 2 * s->cap : 16;
+        dt_fileset_entry *e = realloc(s->e, sizeof *e * (size_t)cap);
+        if (e) s->e = e, s->cap = cap;
+    }
+    if (!path || s->n == s->cap) {
         s->overflow = 1;
         free(path);
         return;
@@ -39,6 +44,7 @@ void dt_fileset_add_in(dt_fileset *s, const char *what, const char *dir, const c
 
 void dt_fileset_free(dt_fileset *s) {
     for (int i = 0; i < s->n; i++) free(s->e[i].path);
+    free(s->e);
     dt_fileset_init(s);
 }
 
@@ -82,21 +88,34 @@ int dt_fileset_check(const dt_fileset *s, dt_error *err) {
     if (s->overflow) return dt_error_set(err, "out of memory checking the command's files");
     for (int i = 0; i < s->n; i++)
         if (s->e[i].output && dt_outfile_check(s->e[i].path, err)) return -1;
-    identity id[DT_FILESET_MAX];
+    identity *id = malloc(sizeof *id * (size_t)(s->n ? s->n : 1));
+    if (!id) return dt_error_set(err, "out of memory checking the command's files");
     for (int i = 0; i < s->n; i++) id[i] = identify(s->e[i].path);
-    for (int i = 0; i < s->n; i++) {
+    int rc = 0;
+    for (int i = 0; i < s->n && !rc; i++) {
         const dt_fileset_entry *out = &s->e[i];
         if (!out->output) continue;
-        for (int j = 0; j < s->n; j++) {
+        for (int j = 0; j < s->n && !rc; j++) {
             const dt_fileset_entry *other = &s->e[j];
             if (j == i || !same_file(&id[i], &id[j])) continue;
             if (!other->output)
-                return dt_error_set(err, "%s %s would overwrite %s %s (the same file)", out->what,
-                                    out->path, other->what, other->path);
-            if (j > i)
-                return dt_error_set(err, "%s %s and %s %s are the same file (give each its own)",
-                                    out->what, out->path, other->what, other->path);
+                rc = dt_error_set(err, "%s %s would overwrite %s %s (the same file)", out->what,
+                                  out->path, other->what, other->path);
+            else if (j > i)
+                rc = dt_error_set(err, "%s %s and %s %s are the same file (give each its own)",
+                                  out->what, out->path, other->what, other->path);
         }
     }
-    return 0;
+    free(id);
+    return rc;
+}
+
+const char *dt_fileset_same_input(const dt_fileset *s, const char *path) {
+    const identity at = identify(path);
+    for (int i = 0; i < s->n; i++)
+        if (!s->e[i].output) {
+            const identity in = identify(s->e[i].path);
+            if (same_file(&at, &in)) return s->e[i].path;
+        }
+    return NULL;
 }
