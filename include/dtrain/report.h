@@ -10,6 +10,7 @@
 
 #include "dtrain/error.h"
 #include "dtrain/scaling.h"
+#include "dtrain/simulate.h"
 
 /* A study from a CSV of times measured with any framework (dt_scale_read_csv):
  * params, dataset (<= 0: unknown, said in a note) and model (NULL: none) as given. On
@@ -27,5 +28,13 @@ typedef struct dt_report_opts {
 /* Checks every output, then writes dir/runs.csv, the plots (not drawn: a note in the
  * report) and dir/report.md; *n_plots: the plots drawn. */
 int dt_report_publish(dt_scale_study *s, const dt_report_opts *opts, int *n_plots, dt_error *err);
+
+/* simulate --out: dir/simulate.csv (a row per worker count of res[0..n)), the scaling
+ * study's plots of the simulated rows (an epoch: dataset / (workers x batch) steps) and
+ * dir/simulate.md (table, the sweep's text, and the plots). Plots not drawn are no
+ * failure: plot_err then says why (else its msg is empty), *plotted is 0. */
+int dt_report_simulated(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res,
+                        int n, double dataset, const char *table, const char *dir, int *plotted,
+                        dt_error *plot_err, dt_error *err);
 
 #endif

@@ -23,6 +23,9 @@
 #ifndef DTRAIN_SIMULATE_H
 #define DTRAIN_SIMULATE_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #include "dtrain/error.h"
 #include "dtrain/profile.h"
 
@@ -79,5 +82,26 @@ double dt_sim_allreduce_s(const dt_sim_config *c, int workers, double bytes);
  * speed-up, a topology that fits the mode); -1 with err otherwise. */
 int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim_result *r,
                 dt_error *err);
+
+/* dtrain simulate's sweep: res[i], the simulation on workers[i] workers. */
+int dt_sim_sweep(const dt_profile *p, const dt_sim_config *c, const int *workers, int n,
+                 dt_sim_result *res, dt_error *err);
+/* Speed-up of res[i] against res[0] at the same batch per worker: N t(N0) / (N0 t(N)). */
+double dt_sim_speedup(const dt_sim_result *res, int i);
+/* The sweep's table as text: what was simulated, then a line per worker count (step,
+ * compute, exposed and communication ms, speed-up, efficiency, images/s); cut at cap. */
+void dt_sim_table(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res, int n,
+                  char *table, size_t cap);
+
+/* simulate --validate: every row of a CSV of measured configs (columns name, profile
+ * (beside the CSV), workers, batch_size, topology, link, mode, step_ms; optional
+ * latency, compute_speedup, bucket_mb, intra_link, compute_ms, exposed_ms) predicted
+ * and set against its step_ms: a Markdown table to out, a line per row, and v: the
+ * rows, the median and the largest |error| in %. At most 1000 rows. */
+typedef struct dt_sim_validation {
+    int n;
+    double median, largest;
+} dt_sim_validation;
+int dt_sim_validate(const char *path, FILE *out, dt_sim_validation *v, dt_error *err);
 
 #endif

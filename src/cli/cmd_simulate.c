@@ -2,20 +2,15 @@
  * data-parallel job on 1..N workers, from a measured per-op profile (simulate.h), as a
  * table, a CSV and the scaling study's plots; or, with --validate, the simulator
  * against measured step times. */
-#include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/outfile.h"
-#include "dtrain/plots.h"
 #include "dtrain/profile.h"
+#include "dtrain/report.h"
 #include "dtrain/simulate.h"
-#include "dtrain/sweep.h"
-#include "dtrain/textfile.h"
 
 enum { MAX_WORKER_COUNTS = 64 };
 
@@ -129,275 +124,43 @@ typedef struct sim_run {
     int workers[MAX_WORKER_COUNTS], n_workers;
 } sim_run;
 
-static void fill_study(dt_scale_study *s, const dt_profile *p, const dt_sim_config *c,
-                       double dataset) {
-    snprintf(s->model, sizeof s->model, "%s (simulated)", p->model);
-    snprintf(s->data, sizeof s->data, "%s", "simulated"); /* plots.c labels its times so */
-    snprintf(s->mode, sizeof s->mode, "%s",
-             c->mode == DT_SIM_ALLREDUCE_NO_OVERLAP ? "allreduce" : dt_sim_mode_name(c->mode));
-    s->servers = c->topology == DT_SIM_PS ? c->servers : 0;
-    s->params = (double)p->params;
-    s->dataset_size = dataset;
-}
-
-static int write_outputs(const char *cmd, const sim_run *run, const dt_profile *p,
-                         const dt_sim_config *c, const dt_sim_result *res, const char *table) {
-    dt_error err;
-    if (dt_make_dirs(run->out_dir, &err)) return cli_fail(cmd, "%s", err.msg);
-    char path[4200];
-    dt_outfile o;
-    snprintf(path, sizeof path, "%s/simulate.csv", run->out_dir);
-    if (dt_outfile_open(&o, path, &err)) return cli_fail(cmd, "%s", err.msg);
-    fprintf(o.f, "workers,batch_size,step_ms,compute_ms,exposed_ms,comm_ms,speedup,efficiency,"
-                 "images_per_s,epoch_s\n");
-    for (int i = 0; i < run->n_workers; i++) {
-        const dt_sim_result *r = &res[i];
-        const double sp = r->workers * res[0].step_s / res[0].workers / r->step_s;
-        fprintf(o.f, "%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f\n", r->workers, c->batch,
-                1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s, sp,
-                sp / r->workers * res[0].workers, r->images_per_s,
-                r->step_s * run->dataset_size / ((double)r->workers * c->batch));
-    }
-    if (dt_outfile_commit(&o, &err)) return cli_fail(cmd, "%s", err.msg);
-
-    /* The scaling study's plots from the simulated rows: epoch time = D / (N B) steps. */
-    dt_scale_study s = {0};
-    fill_study(&s, p, c, run->dataset_size);
-    for (int i = 0; i < run->n_workers; i++) {
-        const dt_sim_result *r = &res[i];
-        const double steps = run->dataset_size / ((double)r->workers * c->batch);
-        const double t = r->step_s * steps;
-        dt_scale_row row = dt_scale_row_unknown();
-        row.procs = r->workers;
-        row.batch = c->batch;
-        row.t_train = row.t_epoch = row.t_train_min = row.t_train_max = t;
-        row.t_epoch_min = row.t_epoch_max = t;
-        row.t_data = 0;
-        row.t_compute = r->compute_s * steps;
-        row.t_comm = r->comm_s * steps;
-        row.t_comm_exposed = r->exposed_s * steps;
-        if (dt_scale_add_row(&s, &row, &err)) {
-            dt_scale_free(&s);
-            return cli_fail(cmd, "%s", err.msg);
-        }
-    }
-    char names[DT_MAX_PLOTS][64];
-    int n_plots = 0;
-    const int plotted = dt_plots_write(&s, run->out_dir, names, &n_plots, &err) == 0;
-    dt_scale_free(&s);
-    if (!plotted) fprintf(stderr, "dtrain %s: no plots: %s\n", cmd, err.msg);
-
-    snprintf(path, sizeof path, "%s/simulate.md", run->out_dir);
-    if (dt_outfile_open(&o, path, &err)) return cli_fail(cmd, "%s", err.msg);
-    fprintf(o.f, "# Simulated scaling: %s\n\n```\n%s```\n", p->model, table);
-    for (int i = 0; i < n_plots; i++) fprintf(o.f, "\n![%s](%s)\n", names[i], names[i]);
-    if (dt_outfile_commit(&o, &err)) return cli_fail(cmd, "%s", err.msg);
-    fprintf(stderr, "simulate: %s/simulate.md, simulate.csv%s\n", run->out_dir,
-            plotted ? ", plots" : "");
-    return 0;
-}
-
-/* Runs the simulation over the worker counts; prints (and keeps) the table. */
+/* Runs the simulation over the worker counts; prints the table (and writes --out's). */
 static int simulate_all(const char *cmd, const sim_run *run, const dt_profile *p,
                         const dt_sim_config *c) {
     dt_sim_result res[MAX_WORKER_COUNTS];
-    dt_error err;
-    for (int i = 0; i < run->n_workers; i++)
-        if (dt_simulate(p, c, run->workers[i], &res[i], &err)) return cli_fail(cmd, "%s", err.msg);
+    dt_error err, plot_err;
+    if (dt_sim_sweep(p, c, run->workers, run->n_workers, res, &err))
+        return cli_fail(cmd, "%s", err.msg);
     enum { TABLE_CAP = 16384 };
     char *table = malloc(TABLE_CAP);
     if (!table) return cli_fail(cmd, "out of memory");
-    size_t used = 0;
-    used += (size_t)snprintf(
-        table + used, TABLE_CAP - used,
-        "model %s, batch %d per worker, mode %s, %d bucket(s) of <= %g MiB, compute x%g\n"
-        "speed-up = N t(1)/t(N) against %d worker(s) at the same batch per worker\n"
-        "%8s %11s %11s %11s %11s %9s %7s %12s\n",
-        p->model, c->batch, dt_sim_mode_name(c->mode), res[0].buckets, c->bucket_mb,
-        c->compute_speedup, res[0].workers, "workers", "step_ms", "compute_ms", "exposed_ms",
-        "comm_ms", "speedup", "eff%", "images/s");
-    for (int i = 0; i < run->n_workers && used < TABLE_CAP; i++) {
-        const dt_sim_result *r = &res[i];
-        const double sp = r->workers * res[0].step_s / res[0].workers / r->step_s;
-        used += (size_t)snprintf(
-            table + used, TABLE_CAP - used, "%8d %11.3f %11.3f %11.3f %11.3f %9.2f %7.1f %12.1f\n",
-            r->workers, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s,
-            sp, 100.0 * sp / r->workers * res[0].workers, r->images_per_s);
-    }
+    dt_sim_table(p, c, res, run->n_workers, table, TABLE_CAP);
     fputs(table, stdout);
-    int rc = run->out_dir ? write_outputs(cmd, run, p, c, res, table) : 0;
+    int plotted = 0, rc = 0;
+    if (run->out_dir)
+        rc = dt_report_simulated(p, c, res, run->n_workers, run->dataset_size, table, run->out_dir,
+                                 &plotted, &plot_err, &err);
     free(table);
-    return rc ? -1 : 0;
-}
-
-/* --validate: the CSV of measured configs. */
-enum {
-    V_NAME,
-    V_PROFILE,
-    V_WORKERS,
-    V_BATCH,
-    V_TOPOLOGY,
-    V_LINK,
-    V_MODE,
-    V_STEP,
-    V_LATENCY,
-    V_SPEEDUP,
-    V_BUCKET,
-    V_INTRA,
-    V_COMPUTE,
-    V_EXPOSED,
-    V_COLUMNS
-};
-static const char *const v_columns[V_COLUMNS] = {
-    "name",      "profile",    "workers",    "batch_size", "topology",
-    "link",      "mode",       "step_ms",    "latency",    "compute_speedup",
-    "bucket_mb", "intra_link", "compute_ms", "exposed_ms"};
-enum { V_REQUIRED = V_LATENCY, MAX_ROWS = 1000 };
-
-static int compare_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int strict_double(const char *text, double lo, double hi, double *out) {
-    if (!text[0] || strchr(" \t+", text[0])) return -1;
-    char *end;
-    errno = 0;
-    const double v = strtod(text, &end);
-    if (*end || errno || !isfinite(v) || v < lo || v > hi) return -1;
-    *out = v;
+    if (run->out_dir && !plotted && plot_err.msg[0])
+        fprintf(stderr, "dtrain %s: no plots: %s\n", cmd, plot_err.msg);
+    if (rc) return cli_fail(cmd, "%s", err.msg);
+    if (run->out_dir)
+        fprintf(stderr, "simulate: %s/simulate.md, simulate.csv%s\n", run->out_dir,
+                plotted ? ", plots" : "");
     return 0;
 }
 
-/* One row: the config from its fields, the prediction, the error against step_ms. */
-static int validate_row(const char *path, int lineno, char **f, const int *col, double *err_pct,
-                        char *line_out, size_t cap, dt_error *err) {
-    dt_sim_config c = dt_sim_config_default();
-    double workers, batch, step_ms;
-    const char *bad = NULL;
-    int bad_col = 0;
-    if (strict_double(f[col[V_WORKERS]], 1, 1 << 20, &workers) || workers != floor(workers))
-        bad = "workers", bad_col = col[V_WORKERS];
-    else if (strict_double(f[col[V_BATCH]], 1, 1 << 24, &batch) || batch != floor(batch))
-        bad = "batch_size", bad_col = col[V_BATCH];
-    else if (strict_double(f[col[V_STEP]], 1e-9, 1e9, &step_ms))
-        bad = "step_ms", bad_col = col[V_STEP];
-    else if (col[V_SPEEDUP] >= 0 && f[col[V_SPEEDUP]][0]) {
-        if (strict_double(f[col[V_SPEEDUP]], 1e-9, 1e9, &c.compute_speedup))
-            bad = "compute_speedup", bad_col = col[V_SPEEDUP];
-    }
-    if (!bad && col[V_BUCKET] >= 0 && f[col[V_BUCKET]][0] &&
-        strict_double(f[col[V_BUCKET]], 1e-6, 1e6, &c.bucket_mb))
-        bad = "bucket_mb", bad_col = col[V_BUCKET];
-    if (bad) return dt_error_set(err, "%s line %d: bad %s '%s'", path, lineno, bad, f[bad_col]);
-    c.batch = (int)batch;
-    dt_error why;
-    char link[128];
-    if (snprintf(link, sizeof link, "%s%s%s", f[col[V_LINK]], col[V_LATENCY] >= 0 ? "," : "",
-                 col[V_LATENCY] >= 0 ? f[col[V_LATENCY]] : "") >= (int)sizeof link)
-        return dt_error_set(err, "%s line %d: link and latency longer than %zu characters", path,
-                            lineno, sizeof link - 1);
-    if (dt_sim_parse_link(link, &c.link, &why) ||
-        dt_sim_parse_topology(f[col[V_TOPOLOGY]], &c, &why) ||
-        dt_sim_parse_mode(f[col[V_MODE]], &c.mode, &why))
-        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
-    c.intra = c.link;
-    if (col[V_INTRA] >= 0 && f[col[V_INTRA]][0] &&
-        dt_sim_parse_link(f[col[V_INTRA]], &c.intra, &why))
-        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
-    /* the profile beside the CSV */
-    char profile_path[4200];
-    const char *slash = strrchr(path, '/');
-    const int used = f[col[V_PROFILE]][0] == '/' || !slash
-                         ? snprintf(profile_path, sizeof profile_path, "%s", f[col[V_PROFILE]])
-                         : snprintf(profile_path, sizeof profile_path, "%.*s/%s",
-                                    (int)(slash - path), path, f[col[V_PROFILE]]);
-    if (used < 0 || used >= (int)sizeof profile_path) /* never a cut name: another file */
-        return dt_error_set(err, "%s line %d: the profile's path is longer than %zu bytes", path,
-                            lineno, sizeof profile_path - 1);
-    dt_profile p;
-    if (dt_profile_read(&p, profile_path, &why))
-        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
-    dt_sim_result r;
-    const int rc = dt_simulate(&p, &c, (int)workers, &r, &why);
-    dt_profile_free(&p);
-    if (rc) return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
-    *err_pct = 100.0 * (1e3 * r.step_s - step_ms) / step_ms;
-    char measured_split[64] = "";
-    double mc, me;
-    if (col[V_COMPUTE] >= 0 && col[V_EXPOSED] >= 0 &&
-        !strict_double(f[col[V_COMPUTE]], 0, 1e9, &mc) &&
-        !strict_double(f[col[V_EXPOSED]], 0, 1e9, &me))
-        snprintf(measured_split, sizeof measured_split, "%.2f / %.2f", mc, me);
-    snprintf(line_out, cap, "| %s | %d | %s | %s | %s | %.2f | %s | %.2f | %.2f / %.2f | %+.1f%% |",
-             f[col[V_NAME]], (int)workers, f[col[V_TOPOLOGY]], link, f[col[V_MODE]], step_ms,
-             measured_split[0] ? measured_split : "-", 1e3 * r.step_s, 1e3 * r.compute_s,
-             1e3 * r.exposed_s, *err_pct);
-    return 0;
-}
-
+/* --validate: the simulator against a CSV of measured configs. */
 static int validate(const char *cmd, const char *path, double max_median) {
-    dt_csv csv;
+    dt_sim_validation v;
     dt_error err;
-    if (dt_csv_open(&csv, path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
-    char out[1024];
-    char **f = csv.field;
-    int col[V_COLUMNS], n_fields = 0, n = 0, rc = 0, got;
-    double *errors = malloc(sizeof(double) * MAX_ROWS);
-    if (!errors) {
-        dt_csv_close(&csv);
-        return cli_fail(cmd, "out of memory"), 1;
-    }
-    for (int i = 0; i < V_COLUMNS; i++) col[i] = -1;
-    printf("| config | workers | topology | link | mode | measured ms | measured compute / "
-           "exposed ms | predicted ms | predicted compute / exposed ms | error |\n"
-           "|---|---|---|---|---|---|---|---|---|---|\n");
-    while (rc == 0 && (got = dt_csv_next(&csv, &err)) != 0) { /* '#' comments skipped */
-        if (got < 0) {
-            rc = cli_fail(cmd, "%s", err.msg);
-            break;
-        }
-        const int k = csv.n, lineno = (int)csv.in.lineno;
-        if (n_fields == 0) { /* the header */
-            n_fields = k;
-            for (int i = 0; i < k; i++)
-                for (int c = 0; c < V_COLUMNS; c++)
-                    if (!strcmp(f[i], v_columns[c])) col[c] = i;
-            for (int c = 0; c < V_REQUIRED && rc == 0; c++)
-                if (col[c] < 0) rc = cli_fail(cmd, "%s: no '%s' column", path, v_columns[c]);
-            continue;
-        }
-        if (k != n_fields) {
-            rc = cli_fail(cmd, "%s line %d: %d fields, the header has %d", path, lineno, k,
-                          n_fields);
-            break;
-        }
-        if (n == MAX_ROWS) {
-            rc = cli_fail(cmd, "%s: more than %d rows", path, MAX_ROWS);
-            break;
-        }
-        if (validate_row(path, lineno, f, col, &errors[n], out, sizeof out, &err)) {
-            rc = cli_fail(cmd, "%s", err.msg);
-            break;
-        }
-        puts(out);
-        errors[n] = fabs(errors[n]);
-        n++;
-    }
-    dt_csv_close(&csv);
-    if (rc == 0 && n == 0) rc = cli_fail(cmd, "%s has no rows", path);
-    if (rc == 0) {
-        qsort(errors, (size_t)n, sizeof(double), compare_double);
-        const double median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
-        printf("\n%d configs: median |error| %.1f%%, largest %.1f%%\n", n, median, errors[n - 1]);
-        if (max_median >= 0 && median > max_median) {
-            cli_fail(cmd, "median |error| %.1f%% is above --max-median-error %g%%", median,
-                     max_median);
-            rc = -1;
-        }
-    }
-    free(errors);
-    return rc ? 1 : 0;
+    if (dt_sim_validate(path, stdout, &v, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    printf("\n%d configs: median |error| %.1f%%, largest %.1f%%\n", v.n, v.median, v.largest);
+    if (max_median >= 0 && v.median > max_median)
+        return cli_fail(cmd, "median |error| %.1f%% is above --max-median-error %g%%", v.median,
+                        max_median),
+               1;
+    return 0;
 }
 
 int cmd_simulate(int argc, char **argv) {

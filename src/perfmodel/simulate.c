@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/ddp.h"
+#include "dtrain/textfile.h"
 
 dt_sim_config dt_sim_config_default(void) {
     return (dt_sim_config){.mode = DT_SIM_ALLREDUCE,
@@ -249,4 +251,197 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
     r->comm_s = comm;
     r->images_per_s = workers * c->batch / r->step_s;
     return 0;
+}
+
+int dt_sim_sweep(const dt_profile *p, const dt_sim_config *c, const int *workers, int n,
+                 dt_sim_result *res, dt_error *err) {
+    for (int i = 0; i < n; i++)
+        if (dt_simulate(p, c, workers[i], &res[i], err)) return -1;
+    return 0;
+}
+
+/* Speed-up of res[i] against res[0] at the same batch per worker: N t(N0) / (N0 t(N)). */
+double dt_sim_speedup(const dt_sim_result *res, int i) {
+    return res[i].workers * res[0].step_s / res[0].workers / res[i].step_s;
+}
+
+void dt_sim_table(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res, int n,
+                  char *table, size_t cap) {
+    size_t used = 0;
+    used += (size_t)snprintf(
+        table + used, cap - used,
+        "model %s, batch %d per worker, mode %s, %d bucket(s) of <= %g MiB, compute x%g\n"
+        "speed-up = N t(1)/t(N) against %d worker(s) at the same batch per worker\n"
+        "%8s %11s %11s %11s %11s %9s %7s %12s\n",
+        p->model, c->batch, dt_sim_mode_name(c->mode), res[0].buckets, c->bucket_mb,
+        c->compute_speedup, res[0].workers, "workers", "step_ms", "compute_ms", "exposed_ms",
+        "comm_ms", "speedup", "eff%", "images/s");
+    for (int i = 0; i < n && used < cap; i++) {
+        const dt_sim_result *r = &res[i];
+        const double sp = dt_sim_speedup(res, i);
+        used += (size_t)snprintf(
+            table + used, cap - used, "%8d %11.3f %11.3f %11.3f %11.3f %9.2f %7.1f %12.1f\n",
+            r->workers, 1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s,
+            sp, 100.0 * sp / r->workers * res[0].workers, r->images_per_s);
+    }
+}
+
+/* dt_sim_validate: the columns of the CSV of measured configs. */
+enum {
+    V_NAME,
+    V_PROFILE,
+    V_WORKERS,
+    V_BATCH,
+    V_TOPOLOGY,
+    V_LINK,
+    V_MODE,
+    V_STEP,
+    V_LATENCY,
+    V_SPEEDUP,
+    V_BUCKET,
+    V_INTRA,
+    V_COMPUTE,
+    V_EXPOSED,
+    V_COLUMNS
+};
+static const char *const v_columns[V_COLUMNS] = {
+    "name",      "profile",    "workers",    "batch_size", "topology",
+    "link",      "mode",       "step_ms",    "latency",    "compute_speedup",
+    "bucket_mb", "intra_link", "compute_ms", "exposed_ms"};
+enum { V_REQUIRED = V_LATENCY, MAX_ROWS = 1000 };
+
+static int compare_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A field as a number in [lo, hi] (dt_csv_number), without a sign in front. */
+static int strict_double(const char *text, double lo, double hi, double *out) {
+    return text[0] == '+' || dt_csv_number(text, lo, hi, out) ? -1 : 0;
+}
+
+/* One row: the config from its fields, the prediction, the error against step_ms. */
+static int validate_row(const char *path, int lineno, char **f, const int *col, double *err_pct,
+                        char *line_out, size_t cap, dt_error *err) {
+    dt_sim_config c = dt_sim_config_default();
+    double workers, batch, step_ms;
+    const char *bad = NULL;
+    int bad_col = 0;
+    if (strict_double(f[col[V_WORKERS]], 1, 1 << 20, &workers) || workers != floor(workers))
+        bad = "workers", bad_col = col[V_WORKERS];
+    else if (strict_double(f[col[V_BATCH]], 1, 1 << 24, &batch) || batch != floor(batch))
+        bad = "batch_size", bad_col = col[V_BATCH];
+    else if (strict_double(f[col[V_STEP]], 1e-9, 1e9, &step_ms))
+        bad = "step_ms", bad_col = col[V_STEP];
+    else if (col[V_SPEEDUP] >= 0 && f[col[V_SPEEDUP]][0]) {
+        if (strict_double(f[col[V_SPEEDUP]], 1e-9, 1e9, &c.compute_speedup))
+            bad = "compute_speedup", bad_col = col[V_SPEEDUP];
+    }
+    if (!bad && col[V_BUCKET] >= 0 && f[col[V_BUCKET]][0] &&
+        strict_double(f[col[V_BUCKET]], 1e-6, 1e6, &c.bucket_mb))
+        bad = "bucket_mb", bad_col = col[V_BUCKET];
+    if (bad) return dt_error_set(err, "%s line %d: bad %s '%s'", path, lineno, bad, f[bad_col]);
+    c.batch = (int)batch;
+    dt_error why;
+    char link[128];
+    if (snprintf(link, sizeof link, "%s%s%s", f[col[V_LINK]], col[V_LATENCY] >= 0 ? "," : "",
+                 col[V_LATENCY] >= 0 ? f[col[V_LATENCY]] : "") >= (int)sizeof link)
+        return dt_error_set(err, "%s line %d: link and latency longer than %zu characters", path,
+                            lineno, sizeof link - 1);
+    if (dt_sim_parse_link(link, &c.link, &why) ||
+        dt_sim_parse_topology(f[col[V_TOPOLOGY]], &c, &why) ||
+        dt_sim_parse_mode(f[col[V_MODE]], &c.mode, &why))
+        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
+    c.intra = c.link;
+    if (col[V_INTRA] >= 0 && f[col[V_INTRA]][0] &&
+        dt_sim_parse_link(f[col[V_INTRA]], &c.intra, &why))
+        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
+    /* the profile beside the CSV */
+    char profile_path[4200];
+    const char *slash = strrchr(path, '/');
+    const int used = f[col[V_PROFILE]][0] == '/' || !slash
+                         ? snprintf(profile_path, sizeof profile_path, "%s", f[col[V_PROFILE]])
+                         : snprintf(profile_path, sizeof profile_path, "%.*s/%s",
+                                    (int)(slash - path), path, f[col[V_PROFILE]]);
+    if (used < 0 || used >= (int)sizeof profile_path) /* never a cut name: another file */
+        return dt_error_set(err, "%s line %d: the profile's path is longer than %zu bytes", path,
+                            lineno, sizeof profile_path - 1);
+    dt_profile p;
+    if (dt_profile_read(&p, profile_path, &why))
+        return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
+    dt_sim_result r;
+    const int rc = dt_simulate(&p, &c, (int)workers, &r, &why);
+    dt_profile_free(&p);
+    if (rc) return dt_error_set(err, "%s line %d: %s", path, lineno, why.msg);
+    *err_pct = 100.0 * (1e3 * r.step_s - step_ms) / step_ms;
+    char measured_split[64] = "";
+    double mc, me;
+    if (col[V_COMPUTE] >= 0 && col[V_EXPOSED] >= 0 &&
+        !strict_double(f[col[V_COMPUTE]], 0, 1e9, &mc) &&
+        !strict_double(f[col[V_EXPOSED]], 0, 1e9, &me))
+        snprintf(measured_split, sizeof measured_split, "%.2f / %.2f", mc, me);
+    snprintf(line_out, cap, "| %s | %d | %s | %s | %s | %.2f | %s | %.2f | %.2f / %.2f | %+.1f%% |",
+             f[col[V_NAME]], (int)workers, f[col[V_TOPOLOGY]], link, f[col[V_MODE]], step_ms,
+             measured_split[0] ? measured_split : "-", 1e3 * r.step_s, 1e3 * r.compute_s,
+             1e3 * r.exposed_s, *err_pct);
+    return 0;
+}
+
+int dt_sim_validate(const char *path, FILE *out, dt_sim_validation *v, dt_error *err) {
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    char line[1024];
+    char **f = csv.field;
+    int col[V_COLUMNS], n_fields = 0, n = 0, rc = 0, got;
+    double *errors = malloc(sizeof(double) * MAX_ROWS);
+    if (!errors) {
+        dt_csv_close(&csv);
+        return dt_error_set(err, "out of memory");
+    }
+    for (int i = 0; i < V_COLUMNS; i++) col[i] = -1;
+    fprintf(out, "| config | workers | topology | link | mode | measured ms | measured compute / "
+                 "exposed ms | predicted ms | predicted compute / exposed ms | error |\n"
+                 "|---|---|---|---|---|---|---|---|---|---|\n");
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) != 0) { /* '#' comments skipped */
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        const int k = csv.n, lineno = (int)csv.in.lineno;
+        if (n_fields == 0) { /* the header */
+            n_fields = k;
+            for (int i = 0; i < k; i++)
+                for (int c = 0; c < V_COLUMNS; c++)
+                    if (!strcmp(f[i], v_columns[c])) col[c] = i;
+            for (int c = 0; c < V_REQUIRED && rc == 0; c++)
+                if (col[c] < 0) rc = dt_error_set(err, "%s: no '%s' column", path, v_columns[c]);
+            continue;
+        }
+        if (k != n_fields) {
+            rc = dt_error_set(err, "%s line %d: %d fields, the header has %d", path, lineno, k,
+                              n_fields);
+            break;
+        }
+        if (n == MAX_ROWS) {
+            rc = dt_error_set(err, "%s: more than %d rows", path, MAX_ROWS);
+            break;
+        }
+        if (validate_row(path, lineno, f, col, &errors[n], line, sizeof line, err)) {
+            rc = -1;
+            break;
+        }
+        fprintf(out, "%s\n", line);
+        errors[n] = fabs(errors[n]);
+        n++;
+    }
+    dt_csv_close(&csv);
+    if (rc == 0 && n == 0) rc = dt_error_set(err, "%s has no rows", path);
+    if (rc == 0) {
+        qsort(errors, (size_t)n, sizeof(double), compare_double);
+        v->n = n;
+        v->median = n % 2 ? errors[n / 2] : 0.5 * (errors[n / 2 - 1] + errors[n / 2]);
+        v->largest = errors[n - 1];
+    }
+    free(errors);
+    return rc;
 }

@@ -97,3 +97,71 @@ int dt_report_publish(dt_scale_study *s, const dt_report_opts *o, int *n_plots, 
     if (o->tables) dt_scale_write_report(s, o->tables, plots, 0);
     return 0;
 }
+
+/* The study of simulated rows, labelled so by plots.c. */
+static void fill_study(dt_scale_study *s, const dt_profile *p, const dt_sim_config *c,
+                       double dataset) {
+    snprintf(s->model, sizeof s->model, "%s (simulated)", p->model);
+    snprintf(s->data, sizeof s->data, "%s", "simulated"); /* plots.c labels its times so */
+    snprintf(s->mode, sizeof s->mode, "%s",
+             c->mode == DT_SIM_ALLREDUCE_NO_OVERLAP ? "allreduce" : dt_sim_mode_name(c->mode));
+    s->servers = c->topology == DT_SIM_PS ? c->servers : 0;
+    s->params = (double)p->params;
+    s->dataset_size = dataset;
+}
+
+int dt_report_simulated(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res,
+                        int n, double dataset, const char *table, const char *dir, int *plotted,
+                        dt_error *plot_err, dt_error *err) {
+    *plotted = 0;
+    plot_err->msg[0] = 0;
+    if (dt_make_dirs(dir, err)) return -1;
+    char path[4200];
+    dt_outfile o;
+    snprintf(path, sizeof path, "%s/simulate.csv", dir);
+    if (dt_outfile_open(&o, path, err)) return -1;
+    fprintf(o.f, "workers,batch_size,step_ms,compute_ms,exposed_ms,comm_ms,speedup,efficiency,"
+                 "images_per_s,epoch_s\n");
+    for (int i = 0; i < n; i++) {
+        const dt_sim_result *r = &res[i];
+        const double sp = dt_sim_speedup(res, i);
+        fprintf(o.f, "%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f\n", r->workers, c->batch,
+                1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s, sp,
+                sp / r->workers * res[0].workers, r->images_per_s,
+                r->step_s * dataset / ((double)r->workers * c->batch));
+    }
+    if (dt_outfile_commit(&o, err)) return -1;
+
+    /* The scaling study's plots from the simulated rows: epoch time = D / (N B) steps. */
+    dt_scale_study s = {0};
+    fill_study(&s, p, c, dataset);
+    for (int i = 0; i < n; i++) {
+        const dt_sim_result *r = &res[i];
+        const double steps = dataset / ((double)r->workers * c->batch);
+        const double t = r->step_s * steps;
+        dt_scale_row row = dt_scale_row_unknown();
+        row.procs = r->workers;
+        row.batch = c->batch;
+        row.t_train = row.t_epoch = row.t_train_min = row.t_train_max = t;
+        row.t_epoch_min = row.t_epoch_max = t;
+        row.t_data = 0;
+        row.t_compute = r->compute_s * steps;
+        row.t_comm = r->comm_s * steps;
+        row.t_comm_exposed = r->exposed_s * steps;
+        if (dt_scale_add_row(&s, &row, err)) {
+            dt_scale_free(&s);
+            return -1;
+        }
+    }
+    char names[DT_MAX_PLOTS][64];
+    int n_plots = 0;
+    *plotted = dt_plots_write(&s, dir, names, &n_plots, plot_err) == 0;
+    dt_scale_free(&s);
+
+    snprintf(path, sizeof path, "%s/simulate.md", dir);
+    if (dt_outfile_open(&o, path, err)) return -1;
+    fprintf(o.f, "# Simulated scaling: %s\n\n```\n%s```\n", p->model, table);
+    for (int i = 0; i < n_plots; i++) fprintf(o.f, "\n![%s](%s)\n", names[i], names[i]);
+    if (dt_outfile_commit(&o, err)) return -1;
+    return 0;
+}
