@@ -34,6 +34,30 @@ int dt_loss_points_from_csv(const char *path, long every, dt_loss_points *pts, d
  * (0 = all). -1 with err if fewer than 3 would remain. */
 int dt_loss_points_select(dt_loss_points *pts, long drop_last, long tail, dt_error *err);
 
+/* dtrain fit-loss: the loss curve of a run log, or of a CSV when path ends in .csv,
+ * fitted on the points dt_loss_points_select keeps, its predicted step (for target when
+ * > 0, else where |dl/dk| < delta) and, with a target, the step observed. */
+typedef struct dt_fit_loss_opts {
+    const char *path;
+    long every, drop_last, tail;
+    double target, delta;
+    int online; /* refused for a CSV (no epochs) */
+} dt_fit_loss_opts;
+
+typedef struct dt_fit_loss_result {
+    dt_loss_points all, pts; /* every point read; those fitted, from all's point first */
+    int csv, first;
+    long truncated_lines; /* set once the points are selected (a note to give) */
+    dt_loss_fit fit;
+    double predicted, observed; /* < 0: never, none */
+    double lowest;              /* the lowest loss fitted */
+    int bad_flag;               /* after a failure: 1 if the options are at fault */
+} dt_fit_loss_result;
+
+/* 0 with r to free with dt_fit_loss_free; -1 with err (r then holds nothing). */
+int dt_fit_loss(const dt_fit_loss_opts *opts, dt_fit_loss_result *r, dt_error *err);
+void dt_fit_loss_free(dt_fit_loss_result *r);
+
 enum { DT_SPEED_MAX_POINTS = 512 };
 
 /* Columns workers, servers (not for all-reduce), batch (global), step_time; or, for

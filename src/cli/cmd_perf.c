@@ -42,18 +42,6 @@ static void fit_usage(FILE *out) {
             "marked) and the fitted curve: DIR/loss_fit.png and .svg (gnuplot).\n");
 }
 
-static int ends_with(const char *s, const char *tail) {
-    size_t n = strlen(s), t = strlen(tail);
-    return n >= t && !strcmp(s + n - t, tail);
-}
-
-static double lowest(const double *l, int n) {
-    double m = INFINITY;
-    for (int i = 0; i < n; i++)
-        if (l[i] < m) m = l[i];
-    return m;
-}
-
 int cmd_fit_loss(int argc, char **argv) {
     static const struct option opts[] = {{"save", required_argument, 0, 's'},
                                          {"target-loss", required_argument, 0, 't'},
@@ -110,61 +98,33 @@ int cmd_fit_loss(int argc, char **argv) {
         return 2;
     }
     const char *path = argv[optind];
-    dt_loss_points pts, all;
+    const dt_fit_loss_opts o = {path, every, drop_last, tail, target, delta, online};
+    dt_fit_loss_result r;
     dt_error err;
-    const int csv = ends_with(path, ".csv");
-    if (csv ? dt_loss_points_from_csv(path, every, &pts, &err)
-            : dt_loss_points_from_log(path, every, &pts, &err))
-        return cli_fail(cmd, "%s", err.msg), 1;
-    if (online && csv) {
-        dt_loss_points_free(&pts);
-        return cli_fail(cmd, "--online refits per epoch of a run log; %s is a CSV", path), 2;
-    }
-    /* all the points, for the plot; pts keeps those to fit */
-    all = pts;
-    all.step = malloc(sizeof(double) * (size_t)(pts.n > 0 ? pts.n : 1));
-    all.loss = malloc(sizeof(double) * (size_t)(pts.n > 0 ? pts.n : 1));
-    if (!all.step || !all.loss) {
-        dt_loss_points_free(&all);
-        dt_loss_points_free(&pts);
-        return cli_fail(cmd, "out of memory"), 1;
-    }
-    memcpy(all.step, pts.step, sizeof(double) * (size_t)pts.n);
-    memcpy(all.loss, pts.loss, sizeof(double) * (size_t)pts.n);
-    const long kept_end = pts.n - drop_last;
-    if (dt_loss_points_select(&pts, drop_last, tail, &err)) {
-        dt_loss_points_free(&all);
-        dt_loss_points_free(&pts);
-        return cli_fail(cmd, "%s: %s", path, err.msg), 1;
-    }
-    const int first = (int)(kept_end - pts.n);
-    if (pts.truncated_lines)
+    const int failed = dt_fit_loss(&o, &r, &err);
+    if (r.truncated_lines)
         fprintf(stderr,
                 "note: the last line of %s is cut short (a run stopped while writing); "
                 "left out\n",
                 path);
-    const double *k = pts.step, *l = pts.loss;
-    const int n = pts.n;
-    const long spe = pts.steps_per_epoch;
-    every = pts.every;
-    dt_loss_fit fit;
-    const char *unit = pts.unit;
-    if (dt_loss_fit_points(k, l, n, &fit, &err)) {
-        cli_fail(cmd, "%s: %s", path, err.msg);
-        return dt_loss_points_free(&all), dt_loss_points_free(&pts), 1;
-    }
-    if (csv)
-        printf("loss curve of %s (%d points of %d, %s,loss", path, n, all.n, unit);
+    if (failed) return cli_fail(cmd, "%s", err.msg), r.bad_flag ? 2 : 1;
+    const double *k = r.pts.step, *l = r.pts.loss;
+    const int n = r.pts.n;
+    const long spe = r.pts.steps_per_epoch;
+    every = r.pts.every;
+    const dt_loss_fit fit = r.fit;
+    const char *unit = r.pts.unit;
+    const double pred = r.predicted, seen = r.observed;
+    if (r.csv)
+        printf("loss curve of %s (%d points of %d, %s,loss", path, n, r.all.n, unit);
     else
-        printf("loss curve of %s (%d points of %d, windows of %ld steps", path, n, all.n, every);
+        printf("loss curve of %s (%d points of %d, windows of %ld steps", path, n, r.all.n, every);
     if (drop_last > 0) printf("; the last %ld left out", drop_last);
     if (tail > 0) printf("; the last %d before them fitted", n);
     printf("):\n");
     printf("  l(k) = 1 / (%.6g k + %.6g) + %.6g   RMSE %.4g\n", fit.b0, fit.b1, fit.b2, fit.rmse);
     if (dt_loss_fit_b1_at_bound(&fit))
         printf("  b1 at its bound: the fit has no finite start; treat with care\n");
-    double pred =
-        target > 0 ? dt_loss_step_for_target(&fit, target) : dt_loss_step_converged(&fit, delta);
     if (target > 0 && pred < 0)
         printf("  never reaches %.4g (the curve's floor b2 is %.4g)\n", target, fit.b2);
     else if (target > 0)
@@ -172,22 +132,20 @@ int cmd_fit_loss(int argc, char **argv) {
     else
         printf("  converges (|dl/dk| < %.3g) at %s %.0f\n", delta, unit, pred);
     /* the step observed: where the smoothed loss first reaches the target */
-    const double seen = target > 0 ? dt_loss_step_observed(k, l, n, target) : -1;
     if (target > 0 && seen >= 0)
         printf("  observed: the smoothed loss first reaches %.4g at %s %.0f\n", target, unit, seen);
     else if (target > 0)
         printf("  observed: the smoothed loss never reaches %.4g (lowest window %.4g)\n", target,
-               lowest(l, n));
+               r.lowest);
     if (save) {
         if (dt_loss_fit_save(save, &fit, k[n - 1], pred, target, seen, &err))
-            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&all),
-                   dt_loss_points_free(&pts), 1;
+            return cli_fail(cmd, "%s", err.msg), dt_fit_loss_free(&r), 1;
         fprintf(stderr, "fit saved to %s\n", save);
     }
     if (online && spe > 0 && (k[n - 1] + every) / spe > 10000) { /* a line per epoch */
         cli_fail(cmd, "%s: --online would print %.0f epochs of %g steps (at most 10000)", path,
                  (k[n - 1] + every) / spe, (double)spe);
-        return dt_loss_points_free(&pts), 1;
+        return dt_fit_loss_free(&r), 1;
     }
     if (online && spe > 0) {
         /* what each refit is set against: with a target, the step observed (none when the
@@ -216,8 +174,7 @@ int cmd_fit_loss(int argc, char **argv) {
         dt_loss_refit *rows;
         int n_rows;
         if (dt_loss_refit_per_epoch(k, l, n, spe, every, target, delta, &rows, &n_rows, &err))
-            return cli_fail(cmd, "%s", err.msg), dt_loss_points_free(&all),
-                   dt_loss_points_free(&pts), 1;
+            return cli_fail(cmd, "%s", err.msg), dt_fit_loss_free(&r), 1;
         for (int i = 0; i < n_rows; i++) {
             const dt_loss_refit *r = &rows[i];
             const double p = r->predicted;
@@ -235,14 +192,13 @@ int cmd_fit_loss(int argc, char **argv) {
         free(rows);
     }
     int rc = 0, drawn = 0;
-    if (out_dir && dt_plots_loss_fit(&all, first, n, &fit, pred, out_dir, &drawn, &err))
+    if (out_dir && dt_plots_loss_fit(&r.all, r.first, n, &fit, pred, out_dir, &drawn, &err))
         rc = (cli_fail(cmd, "%s", err.msg), 1);
     else if (out_dir && drawn)
         fprintf(stderr, "plot: %s/loss_fit.png (and .svg)\n", out_dir);
     else if (out_dir)
         fprintf(stderr, "plot not drawn: gnuplot failed or is missing (data in %s)\n", out_dir);
-    dt_loss_points_free(&all);
-    dt_loss_points_free(&pts);
+    dt_fit_loss_free(&r);
     return rc;
 }
 

@@ -257,3 +257,62 @@ int dt_job_table_column(const dt_job_table *t, const char *name) {
         if (!strcmp(t->header[c], name)) return c;
     return -1;
 }
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
+void dt_fit_loss_free(dt_fit_loss_result *r) {
+    dt_loss_points_free(&r->all);
+    dt_loss_points_free(&r->pts);
+}
+
+int dt_fit_loss(const dt_fit_loss_opts *o, dt_fit_loss_result *r, dt_error *err) {
+    memset(r, 0, sizeof *r);
+    dt_loss_points *pts = &r->pts, *all = &r->all;
+    r->csv = ends_with(o->path, ".csv");
+    if (r->csv ? dt_loss_points_from_csv(o->path, o->every, pts, err)
+               : dt_loss_points_from_log(o->path, o->every, pts, err))
+        return -1;
+    int rc = 0;
+    if (o->online && r->csv) {
+        r->bad_flag = 1;
+        rc = dt_error_set(err, "--online refits per epoch of a run log; %s is a CSV", o->path);
+    }
+    /* all the points, for the plot; pts keeps those to fit */
+    *all = *pts;
+    all->step = all->loss = NULL;
+    const size_t bytes = sizeof(double) * (size_t)(pts->n > 0 ? pts->n : 1);
+    if (!rc && (!(all->step = malloc(bytes)) || !(all->loss = malloc(bytes))))
+        rc = dt_error_set(err, "out of memory");
+    if (!rc) {
+        memcpy(all->step, pts->step, sizeof(double) * (size_t)pts->n);
+        memcpy(all->loss, pts->loss, sizeof(double) * (size_t)pts->n);
+    }
+    const long kept_end = pts->n - o->drop_last;
+    dt_error why;
+    if (!rc && dt_loss_points_select(pts, o->drop_last, o->tail, &why))
+        rc = dt_error_set(err, "%s: %s", o->path, why.msg);
+    if (!rc) {
+        r->first = (int)(kept_end - pts->n);
+        r->truncated_lines = pts->truncated_lines;
+    }
+    if (!rc && dt_loss_fit_points(pts->step, pts->loss, pts->n, &r->fit, &why))
+        rc = dt_error_set(err, "%s: %s", o->path, why.msg);
+    if (rc) {
+        const long truncated = r->truncated_lines;
+        const int bad_flag = r->bad_flag;
+        dt_fit_loss_free(r);
+        r->truncated_lines = truncated, r->bad_flag = bad_flag;
+        return -1;
+    }
+    const double *k = pts->step, *l = pts->loss;
+    r->predicted = o->target > 0 ? dt_loss_step_for_target(&r->fit, o->target)
+                                 : dt_loss_step_converged(&r->fit, o->delta);
+    r->observed = o->target > 0 ? dt_loss_step_observed(k, l, pts->n, o->target) : -1;
+    r->lowest = INFINITY;
+    for (int i = 0; i < pts->n; i++)
+        if (l[i] < r->lowest) r->lowest = l[i];
+    return 0;
+}
