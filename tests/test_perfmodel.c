@@ -1,12 +1,14 @@
 /* The performance model: NNLS on textbook problems, the loss-curve fit recovering known
  * parameters from noisy curves, the speed fit recovering known thetas, the textbook
  * prediction exercise's optimum, and across jobs: ridge regression, the regression of
- * whole curves predicting a held-out job, the jobs CSV and saved loss fits. */
+ * whole curves predicting a held-out job, the jobs CSV and saved loss fits; fit-jobs'
+ * and fit-loss --online's library calls (dt_fit_jobs, dt_loss_refit_per_epoch). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -286,6 +288,82 @@ static void test_greedy_allocation_follows_marginal_gain(void **state) {
     assert_non_null(strstr(err.msg, "cannot give each of 2 jobs"));
 }
 
+/* fit-jobs' library call: features chosen, jobs held out and predicted by the model of
+ * the others, an unseen job; a flag's fault told from the file's. */
+static void test_fit_jobs_holds_out_and_predicts(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/dtrain_fitjobs_%ld.csv", (long)getpid());
+    write_text(path, "# jobs\nname,depth,batch,b0,b1,b2\na,20,128,0.0031,1.12,0.21\n"
+                     "b,32,128,0.0024,1.31,0.24\nc,44,256,0.0015,1.58,0.26\n"
+                     "d,56,256,0.0012,1.70,0.29\n");
+    static dt_fit_jobs_result r;
+    dt_error err;
+    dt_fit_jobs_opts o = {path, "depth", "a", "40", 1.0, 1};
+    if (dt_fit_jobs(&o, &r, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(r.n_features, 1);
+    assert_string_equal(r.table.header[r.feat[0]], "depth");
+    assert_int_equal(r.n_train, 3);
+    assert_int_equal(r.train[0], 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(r.ok[i], 1);
+    const double depth_a = 20, depth_unseen = 40;
+    const dt_loss_fit held = dt_curve_model_predict(&r.model, &depth_a),
+                      unseen = dt_curve_model_predict(&r.model, &depth_unseen);
+    assert_float_equal(r.curve[0].b1, held.b1, 1e-12);
+    assert_int_equal(r.has_unseen, 1);
+    assert_float_equal(r.unseen.b1, unseen.b1, 1e-12);
+    assert_float_equal(dt_loss_fit_param(&r.curve[0], 2), r.curve[0].b2, 0);
+    /* without --features: every column but name, the b's (and steps_to_target) */
+    o = (dt_fit_jobs_opts){path, NULL, NULL, NULL, 1.0, 1};
+    if (dt_fit_jobs(&o, &r, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(r.n_features, 2);
+    assert_int_equal(r.n_train, 4);
+    /* a column named twice is the flag's fault, a column missing is the file's */
+    o.features = "depth,depth";
+    assert_int_equal(dt_fit_jobs(&o, &r, &err), -1);
+    assert_int_equal(r.bad_flag, 1);
+    o.features = "width";
+    assert_int_equal(dt_fit_jobs(&o, &r, &err), -1);
+    assert_int_equal(r.bad_flag, 0);
+    assert_non_null(strstr(err.msg, "no column 'width'"));
+    /* holding out all but one job leaves too few to fit */
+    o = (dt_fit_jobs_opts){path, NULL, "a,b,c", NULL, 1.0, 1};
+    assert_int_equal(dt_fit_jobs(&o, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "(after --hold-out)"));
+    unlink(path);
+}
+
+/* fit-loss --online's refits: one per epoch on the points before its end; on an exact
+ * curve every refit with enough points predicts what the full fit does. */
+static void test_loss_refit_per_epoch_predicts_the_full_fit(void **state) {
+    (void)state;
+    enum { N = 50 };
+    double k[N], l[N];
+    for (int i = 0; i < N; i++) k[i] = 10.0 * i + 9, l[i] = 1.0 / (0.01 * k[i] + 1) + 0.5;
+    dt_loss_refit *rows;
+    int n_rows;
+    dt_error err;
+    if (dt_loss_refit_per_epoch(k, l, N, 100, 10, 0.7, 1e-5, &rows, &n_rows, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n_rows, 5);
+    for (int e = 0; e < n_rows; e++) {
+        assert_int_equal(rows[e].epoch, e + 1);
+        assert_int_equal(rows[e].points, 10 * (e + 1));
+        assert_int_equal(rows[e].fitted, 1);
+        assert_int_equal(rows[e].b1_at_bound, 0);
+        assert_float_equal(rows[e].predicted, 400, 1); /* 1/(0.7 - 0.5) = 0.01 k + 1 */
+    }
+    free(rows);
+    /* epochs of 20 steps: the first refit has 2 points, too few */
+    if (dt_loss_refit_per_epoch(k, l, N, 20, 10, 0.7, 1e-5, &rows, &n_rows, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(n_rows, 25);
+    assert_int_equal(rows[0].points, 2);
+    assert_int_equal(rows[0].fitted, 0);
+    assert_int_equal(rows[1].fitted, 1);
+    free(rows);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nnls_textbook_problems),
@@ -299,6 +377,8 @@ int main(void) {
         cmocka_unit_test(test_job_table_skips_comments),
         cmocka_unit_test(test_loss_fit_file_keeps_the_observed_step),
         cmocka_unit_test(test_greedy_allocation_follows_marginal_gain),
+        cmocka_unit_test(test_fit_jobs_holds_out_and_predicts),
+        cmocka_unit_test(test_loss_refit_per_epoch_predicts_the_full_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
