@@ -572,6 +572,12 @@ static void report(trainer *t, dt_progress_fn progress, void *ctx, const dt_trai
 #define DIVERGE_FACTOR 1e4
 enum { DIVERGE_STEPS = 3 };
 
+/* The rate a divergence message names: the schedule's peak (--lr, linearly scaled),
+ * not the rate at the failing step (a cosine schedule ends an epoch near 0). */
+static double peak_lr(const trainer *t) {
+    return t->state.sched.base_lr * t->state.sched.scale;
+}
+
 static int diverging(trainer *t, double loss) {
     if (!(t->loss_ref > 0)) {
         const double chance =
@@ -640,15 +646,13 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                     "without saving",
                                     epoch, skipped + step, t->workers.rank,
                                     DIVERGE_FACTOR * t->loss_ref, DIVERGE_FACTOR, DIVERGE_STEPS,
-                                    last_loss,
-                                    dt_lr_at(&t->state.sched, t->state.step + t->lr_shift));
+                                    last_loss, peak_lr(t));
             if (!isfinite(last_loss))
                 return dt_error_set(err,
                                     "loss is %s at epoch %d step %ld on rank %d (learning rate "
                                     "%g too high?); stopping without saving",
                                     isnan(last_loss) ? "NaN" : "infinite", epoch, skipped + step,
-                                    t->workers.rank,
-                                    dt_lr_at(&t->state.sched, t->state.step + t->lr_shift));
+                                    t->workers.rank, peak_lr(t));
             t->epoch_pos += global_batch;
             const double elapsed = dt_now() - epoch_start;
             images_per_s = e.images * t->workers.size / elapsed;
@@ -682,7 +686,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
                                 "the weights diverged in epoch %d (test loss %s; learning rate %g "
                                 "too high?); stopping without saving",
                                 epoch, isfinite(test_loss) ? "finite, weights not" : "not finite",
-                                dt_lr_at(&t->state.sched, t->state.step));
+                                peak_lr(t));
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
