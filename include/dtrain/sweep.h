@@ -65,4 +65,35 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
  * combined. */
 int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err);
 
+/* ---- `dtrain scale`'s setup (sweep_setup.c): messages name the flag ---- */
+
+#define DT_SWEEP_MAX_GRID  32 /* batch sizes, process counts */
+#define DT_SWEEP_MAX_MODES 8
+
+/* "32,128,512" -> ascending positive integers, at most max: the count, or -1. */
+int dt_sweep_parse_ints(const char *flag, const char *text, int *out, int max, dt_error *err);
+/* --bucket-sizes "1,5,25" -> ascending MiB values, at most max: the count, or -1. */
+int dt_sweep_parse_mib(const char *text, double *out, int max, dt_error *err);
+/* --modes "allreduce,ps-sync" -> training modes, each once: the count, or -1. */
+int dt_sweep_parse_modes(const char *text, char modes[DT_SWEEP_MAX_MODES][32], dt_error *err);
+/* --hosts "netns:H" -> H. */
+int dt_sweep_parse_hosts(const char *text, long *hosts, dt_error *err);
+
+/* Where scale's runs go, as its flags said. */
+typedef struct dt_scale_places {
+    const char *hosts_text, *link_text, *hostfile; /* as given, or NULL */
+    long hosts, ranks_per_host;
+    int procs_given, n_modes, n_buckets;
+} dt_scale_places;
+
+/* The flags that exclude or need each other, --hostfile readable, the process counts
+ * (with --hosts and no --procs: 1, 2, 4, ... and every slot) into procs (room for
+ * DT_SWEEP_MAX_GRID) and cfg. A usage error: -1. */
+int dt_scale_check_places(const dt_scale_places *s, dt_sweep_config *cfg, int *procs,
+                          dt_error *err);
+/* After the model and data are known: with --max-samples and no --test-samples the
+ * same share of the test split; without --batch-sizes 32, x4, up to the per-process
+ * share of the data, into batches (room for DT_SWEEP_MAX_GRID) and cfg. */
+int dt_scale_fill_defaults(dt_sweep_config *cfg, int *batches, dt_error *err);
+
 #endif

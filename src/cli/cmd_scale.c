@@ -1,5 +1,4 @@
 #define _GNU_SOURCE
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,11 +7,9 @@
 
 #include "cli.h"
 #include "dtrain/compare.h"
-#include "dtrain/dataset.h"
 #include "dtrain/linkmodel.h"
 #include "dtrain/netns.h"
 #include "dtrain/sweep.h"
-#include "dtrain/train_mode.h"
 #include "dtrain/zoo.h"
 
 /* Each run sets these itself: its batch size, its log in DIR, no weights. */
@@ -93,62 +90,11 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
                    "  --max-samples, --test-samples takes the same share of the test split");
 }
 
-/* "32,128,512" -> ascending positive ints; -1 on a bad list. */
-static int parse_list(const char *cmd, const char *flag, const char *text, int *out, int max) {
-    int n = 0;
-    const char *p = text;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > (1 << 24) || (*end && *end != ',') || n == max ||
-            (n > 0 && v <= out[n - 1]))
-            return cli_fail(cmd, "%s expects ascending positive integers like 1,2,4, got '%s'",
-                            flag, text);
-        out[n++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    return n > 0 ? n : cli_fail(cmd, "%s is empty", flag);
-}
-
-/* "1,5,25" -> ascending positive MiB values; -1 on a bad list. */
-static int parse_mb_list(const char *cmd, const char *text, double *out, int max) {
-    int n = 0;
-    for (const char *p = text; *p;) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v >= 1e-3 && v <= 1e5) || (*end && *end != ',') || n == max ||
-            (n > 0 && v <= out[n - 1]))
-            return cli_fail(
-                cmd, "--bucket-sizes expects ascending MiB values like 1,5,25, got '%s'", text);
-        out[n++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return n > 0 ? n : cli_fail(cmd, "--bucket-sizes is empty");
-}
-
 /* A signal while the hosts are built or between studies: noted, and the hosts are
  * torn down before exiting (dt_sweep_run catches them itself while it runs). */
 static volatile sig_atomic_t scale_stop;
 static void on_scale_stop(int sig) {
     scale_stop = sig;
-}
-
-/* --max-samples without --test-samples: each run evaluates on the same share of the
- * test split (at least one image), not all of it. A study about training time over
- * 512 of synthetic:imagenet's 1.28 M training images would otherwise evaluate its
- * 50,000 test images after every epoch: hours of alexnet forward per run. */
-static void default_test_share(dt_train_config *train) {
-    if (train->max_samples <= 0 || train->max_test_samples > 0) return;
-    dt_dataset tr, te;
-    if (dt_dataset_open(&tr, train->data, 1, NULL)) return; /* the runs will say why */
-    if (dt_dataset_open(&te, train->data, 0, NULL) == 0) {
-        if (train->max_samples < tr.size) {
-            long share = (train->max_samples * (long)te.size + tr.size - 1) / tr.size;
-            train->max_test_samples = share < 1 ? 1 : share;
-        }
-        dt_dataset_close(&te);
-    }
-    dt_dataset_close(&tr);
 }
 
 /* One study: the sweep, then its report, plots and runs.csv. 0 or 1. */
@@ -173,31 +119,6 @@ static int sweep_and_report(const dt_sweep_config *cfg, int cores) {
 static int sweep_one_of(const dt_sweep_config *one, int cores, const char *what, int i, int n) {
     if (!one->quiet) fprintf(stderr, "%s (%d of %d):\n", what, i + 1, n);
     return scale_stop || sweep_and_report(one, cores);
-}
-
-/* "allreduce,ps-sync" -> the modes, each a training mode (at most 8); -1 on a bad list. */
-static int parse_modes(const char *cmd, const char *text, char modes[8][32]) {
-    int n = 0;
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= 32 || n == 8)
-            return cli_fail(cmd, "--modes expects up to 8 modes like allreduce,ps-sync, got '%s'",
-                            text);
-        memcpy(modes[n], p, len);
-        modes[n][len] = 0;
-        dt_train_config probe = dt_train_config_default();
-        probe.mode = modes[n];
-        const dt_train_mode *mode;
-        dt_error err;
-        if (dt_train_mode_of(&probe, &mode, &err)) return cli_fail(cmd, "--modes: %s", err.msg);
-        for (int k = 0; k < n; k++)
-            if (!strcmp(modes[k], modes[n]))
-                return cli_fail(cmd, "--modes names %s twice", modes[n]);
-        n++;
-        p += len;
-        if (*p == ',') p++;
-    }
-    return n > 0 ? n : cli_fail(cmd, "--modes is empty");
 }
 
 /* The link table of the studies in dirs (swept at bucket_mb[i] MiB), into out_dir and
@@ -286,15 +207,13 @@ int cmd_scale(int argc, char **argv) {
                                         {0, 0, 0, 0}};
     const char *cmd = "scale";
     long cores = 0;
-    char modes[8][32];
-    int n_modes = 0;
+    char modes[DT_SWEEP_MAX_MODES][32];
     double compare_target = 0.85;
-    long hosts = 0, ranks_per_host = 1;
-    const char *hosts_text = NULL, *link_text = NULL, *hostfile = NULL;
+    dt_scale_places places = {.ranks_per_host = 1};
     dt_link link = {0, 0};
     double bucket_mb[16];
-    int n_buckets = 0, procs_given = 0;
-    int batches[32], procs[32] = {1, 2};
+    int batches[DT_SWEEP_MAX_GRID], procs[DT_SWEEP_MAX_GRID] = {1, 2};
+    dt_error err;
     dt_sweep_config cfg = {.out_dir = "runs/scale",
                            .procs = procs,
                            .n_procs = 2,
@@ -312,38 +231,35 @@ int cmd_scale(int argc, char **argv) {
         case CLI_FLAGS_ERROR:
             return 2;
         case 'b':
-            if ((cfg.n_batches = parse_list(cmd, "--batch-sizes", optarg, batches, 32)) < 0)
-                return 2;
+            if ((cfg.n_batches = dt_sweep_parse_ints("--batch-sizes", optarg, batches,
+                                                     DT_SWEEP_MAX_GRID, &err)) < 0)
+                return cli_fail(cmd, "%s", err.msg), 2;
             break;
         case 'p':
-            if ((cfg.n_procs = parse_list(cmd, "--procs", optarg, procs, 32)) < 0) return 2;
-            procs_given = 1;
+            if ((cfg.n_procs =
+                     dt_sweep_parse_ints("--procs", optarg, procs, DT_SWEEP_MAX_GRID, &err)) < 0)
+                return cli_fail(cmd, "%s", err.msg), 2;
+            places.procs_given = 1;
             break;
         case 'H':
-            if (strncmp(optarg, "netns:", 6))
-                return cli_fail(cmd,
-                                "--hosts expects netns:H (emulated hosts), got '%s'; real "
-                                "machines: --hostfile FILE",
-                                optarg),
-                       2;
-            if (cli_parse_int(cmd, "--hosts netns:", optarg + 6, 1, DT_NETNS_MAX_HOSTS, &hosts))
-                return 2;
-            hosts_text = optarg;
+            if (dt_sweep_parse_hosts(optarg, &places.hosts, &err))
+                return cli_fail(cmd, "%s", err.msg), 2;
+            places.hosts_text = optarg;
             break;
-        case 'L': {
-            dt_error lerr;
-            if (dt_link_parse(optarg, &link, &lerr)) return cli_fail(cmd, "%s", lerr.msg), 2;
-            link_text = optarg;
+        case 'L':
+            if (dt_link_parse(optarg, &link, &err)) return cli_fail(cmd, "%s", err.msg), 2;
+            places.link_text = optarg;
             break;
-        }
         case 'R':
-            if (cli_parse_int(cmd, "--ranks-per-host", optarg, 1, 256, &ranks_per_host)) return 2;
+            if (cli_parse_int(cmd, "--ranks-per-host", optarg, 1, 256, &places.ranks_per_host))
+                return 2;
             break;
         case 'F':
-            hostfile = optarg;
+            places.hostfile = optarg;
             break;
         case 'B':
-            if ((n_buckets = parse_mb_list(cmd, optarg, bucket_mb, 16)) < 0) return 2;
+            if ((places.n_buckets = dt_sweep_parse_mib(optarg, bucket_mb, 16, &err)) < 0)
+                return cli_fail(cmd, "%s", err.msg), 2;
             break;
         case 'U':
             if (strcmp(optarg, "mpirun") && strcmp(optarg, "srun"))
@@ -369,7 +285,8 @@ int cmd_scale(int argc, char **argv) {
             if (cli_parse_int(cmd, "--cores", optarg, 1, 1 << 20, &cores)) return 2;
             break;
         case 'M':
-            if ((n_modes = parse_modes(cmd, optarg, modes)) < 0) return 2;
+            if ((places.n_modes = dt_sweep_parse_modes(optarg, modes, &err)) < 0)
+                return cli_fail(cmd, "%s", err.msg), 2;
             break;
         case 'T':
             if (cli_parse_float(cmd, "--target", optarg, 1e-6, 1.0, &compare_target)) return 2;
@@ -384,63 +301,14 @@ int cmd_scale(int argc, char **argv) {
     }
     /* every run gets the same rate, momentum, decay and schedule: the model's recipe
      * for those not given, written out in each child's arguments */
-    dt_error recipe_err;
-    if (dt_train_config_resolve(&cfg.train, &recipe_err))
-        return cli_fail(cmd, "%s", recipe_err.msg), 2;
+    if (dt_train_config_resolve(&cfg.train, &err)) return cli_fail(cmd, "%s", err.msg), 2;
     /* here --lr-scaling linear asks for extra runs; the sweep scales those itself */
     cfg.lr_scaling = cfg.train.lr_scaling_linear;
     cfg.train.lr_scaling_linear = 0;
-    if (hostfile && hosts_text)
-        return cli_fail(cmd, "--hosts and --hostfile exclude each other"), 2;
-    if (hosts_text && !link_text)
-        return cli_fail(cmd, "--hosts %s needs --link RATE[,DELAY], e.g. --link 1gbit", hosts_text),
-               2;
-    if (ranks_per_host != 1 && !hosts_text)
-        return cli_fail(cmd, "--ranks-per-host goes with --hosts netns:H"), 2;
-    if (n_buckets && n_modes) return cli_fail(cmd, "--bucket-sizes and --modes: one at a time"), 2;
-    if (cfg.srun && (hosts_text || hostfile))
-        return cli_fail(cmd, "--launcher srun runs on the Slurm allocation's nodes: drop %s",
-                        hosts_text ? "--hosts (emulated hosts need mpirun)" : "--hostfile"),
-               2;
-    if (cfg.srun && !getenv("SLURM_JOB_ID"))
-        return cli_fail(cmd, "--launcher srun needs a Slurm allocation (no SLURM_JOB_ID): run "
-                             "the sweep inside salloc or an sbatch script"),
-               2;
-    if (hostfile) {
-        FILE *f = fopen(hostfile, "r");
-        if (!f) return cli_fail(cmd, "cannot read --hostfile %s: %s", hostfile, strerror(errno)), 2;
-        fclose(f);
-    }
-    if (hosts_text && !procs_given) { /* 1, 2, 4, ... and every slot */
-        const int slots = (int)(hosts * ranks_per_host);
-        cfg.n_procs = 0;
-        for (int p = 1; p < slots && cfg.n_procs < 31; p *= 2) procs[cfg.n_procs++] = p;
-        procs[cfg.n_procs++] = slots;
-    } else if (hosts_text && procs[cfg.n_procs - 1] > hosts * ranks_per_host) {
-        return cli_fail(cmd,
-                        "--procs %d is more than --hosts %s x --ranks-per-host %ld slots; give "
-                        "more hosts or --ranks-per-host",
-                        procs[cfg.n_procs - 1], hosts_text, ranks_per_host),
-               2;
-    }
+    if (dt_scale_check_places(&places, &cfg, procs, &err)) return cli_fail(cmd, "%s", err.msg), 2;
     dt_model_spec spec;
     if (cli_model_and_data(cmd, &cfg.train, &spec)) return 2;
-    default_test_share(&cfg.train);
-    dt_error err;
-    if (cfg.n_batches == 0) { /* 32, x4, up to the per-process share of the data */
-        dt_dataset ds;
-        if (dt_dataset_open(&ds, cfg.train.data, 1, &err)) {
-            cli_fail(cmd, "%s", err.msg);
-            return 1;
-        }
-        const long max = cfg.train.max_samples;
-        int size = max > 0 && max < ds.size ? (int)max : ds.size;
-        int share = size / procs[cfg.n_procs - 1];
-        dt_dataset_close(&ds);
-        for (int b = 32; b <= share && cfg.n_batches < 32; b *= 4) batches[cfg.n_batches++] = b;
-        if (cfg.n_batches == 0) batches[cfg.n_batches++] = share > 0 ? share : 1;
-    }
-    cfg.batches = batches;
+    if (dt_scale_fill_defaults(&cfg, batches, &err)) return cli_fail(cmd, "%s", err.msg), 1;
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (len <= 0) {
@@ -455,26 +323,26 @@ int cmd_scale(int argc, char **argv) {
     char agent[4200];
     dt_netns net;
     memset(&net, 0, sizeof net);
-    if (hostfile) {
+    if (places.hostfile) {
         extra[0] = "--hostfile";
-        extra[1] = hostfile;
+        extra[1] = places.hostfile;
         extra[2] = NULL;
         cfg.mpirun_extra = extra;
-        snprintf(where, sizeof where, "hostfile %s%s%s", hostfile, link_text ? ", link " : "",
-                 link_text ? link_text : "");
+        snprintf(where, sizeof where, "hostfile %s%s%s", places.hostfile,
+                 places.link_text ? ", link " : "", places.link_text ? places.link_text : "");
         cfg.hosts = where;
     }
-    if (!hosts_text)
-        return run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
-                           &link, (int)ranks_per_host, where);
+    if (!places.hosts_text)
+        return run_studies(&cfg, (int)cores, modes, places.n_modes, bucket_mb, places.n_buckets,
+                           compare_target, &link, (int)places.ranks_per_host, where);
     if (strchr(self, ' '))
         return cli_fail(cmd,
                         "the dtrain binary's path '%s' has a space: mpirun's rsh agent "
                         "cannot take it",
                         self),
                1;
-    snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host", hosts_text, link_text,
-             ranks_per_host, ranks_per_host > 1 ? "s" : "");
+    snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host", places.hosts_text,
+             places.link_text, places.ranks_per_host, places.ranks_per_host > 1 ? "s" : "");
     cfg.hosts = where;
     /* from here on a signal must not skip the teardown */
     struct sigaction stop = {.sa_handler = on_scale_stop}, old_int, old_term;
@@ -483,7 +351,7 @@ int cmd_scale(int argc, char **argv) {
     sigaction(SIGTERM, &stop, &old_term);
     int removed = 0, rc = 1;
     if (dt_netns_remove_stale(&removed, &err) ||
-        dt_netns_up(&net, (int)hosts, (int)ranks_per_host, &link, &err)) {
+        dt_netns_up(&net, (int)places.hosts, (int)places.ranks_per_host, &link, &err)) {
         cli_fail(cmd, "%s", err.msg);
         goto done;
     }
@@ -518,10 +386,10 @@ int cmd_scale(int argc, char **argv) {
     cfg.mpirun_extra = extra;
     if (!scale_stop) {
         if (!cfg.quiet)
-            fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n", hosts,
-                    net.prefix, hosts, net.prefix);
-        rc = run_studies(&cfg, (int)cores, modes, n_modes, bucket_mb, n_buckets, compare_target,
-                         &link, (int)ranks_per_host, where);
+            fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n",
+                    places.hosts, net.prefix, places.hosts, net.prefix);
+        rc = run_studies(&cfg, (int)cores, modes, places.n_modes, bucket_mb, places.n_buckets,
+                         compare_target, &link, (int)places.ranks_per_host, where);
     }
 done:
     dt_netns_down(&net);
