@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dtrain/compare.h"
 #include "dtrain/linkmodel.h"
 #include "dtrain/netns.h"
+#include "dtrain/scale_studies.h"
 #include "dtrain/sweep.h"
 #include "dtrain/zoo.h"
 
@@ -97,93 +97,16 @@ static void on_scale_stop(int sig) {
     scale_stop = sig;
 }
 
-/* One study: the sweep, then its report, plots and runs.csv. 0 or 1. */
-static int sweep_and_report(const dt_sweep_config *cfg, int cores) {
-    dt_scale_study study;
-    memset(&study, 0, sizeof study);
-    study.cores = cores;
-    study.cores_given = cores > 0;
+static int publish(dt_scale_study *study, const char *dir) {
+    return cli_publish_study(study, dir, 0);
+}
+
+/* The study (or one per bucket size, or per mode), then the link table. 0 or 1. */
+static int run_studies(const dt_scale_studies *s) {
     dt_error err;
-    if (dt_sweep_run(cfg, &study, &err)) {
-        cli_fail("scale", "%s", err.msg);
-        dt_scale_free(&study);
-        return 1;
-    }
-    int rc = cli_publish_study(&study, cfg->out_dir, 0);
-    dt_scale_free(&study);
+    const int rc = dt_scale_run_studies(s, stdout, stderr, &err);
+    if (rc == -1) cli_fail("scale", "%s", err.msg);
     return rc ? 1 : 0;
-}
-
-/* Study i of n of a --bucket-sizes or --modes sweep, announced as `what`; stops
- * before it if a signal asked to. */
-static int sweep_one_of(const dt_sweep_config *one, int cores, const char *what, int i, int n) {
-    if (!one->quiet) fprintf(stderr, "%s (%d of %d):\n", what, i + 1, n);
-    return scale_stop || sweep_and_report(one, cores);
-}
-
-/* The link table of the studies in dirs (swept at bucket_mb[i] MiB), into out_dir and
- * printed. 0 or 1. */
-static int link_table(const char *const *dirs, const double *bucket_mb, int n, const dt_link *link,
-                      int ranks_per_host, const char *where, const char *out_dir) {
-    dt_error err;
-    if (dt_link_report(dirs, bucket_mb, n, link, ranks_per_host, where, out_dir, stdout, &err))
-        return cli_fail("scale", "%s", err.msg), 1;
-    fprintf(stderr, "network: %s/network.md, network.csv\n", out_dir);
-    return 0;
-}
-
-/* The study (or one per bucket size, or per mode) on cfg's grid, then the link table
- * when a link was given. 0 or 1. */
-static int run_studies(const dt_sweep_config *cfg, int cores, char modes[8][32], int n_modes,
-                       const double *bucket_mb, int n_buckets, double compare_target,
-                       const dt_link *link, int ranks_per_host, const char *where) {
-    const char *cmd = "scale";
-    dt_error err;
-    if (n_modes == 0 && n_buckets == 0) {
-        if (sweep_and_report(cfg, cores)) return 1;
-        const double mb = cfg->train.bucket_mb > 0 ? cfg->train.bucket_mb : 25;
-        const char *dir = cfg->out_dir;
-        return link->rate_bps > 0
-                   ? link_table(&dir, &mb, 1, link, ranks_per_host, where, cfg->out_dir)
-                   : 0;
-    }
-    if (n_buckets > 0) { /* one study per bucket size in OUT/bucket_<MiB> */
-        char dirs[16][4200];
-        const char *dir_ptrs[16];
-        for (int b = 0; b < n_buckets; b++) {
-            dt_sweep_config one = *cfg;
-            one.train.bucket_mb = bucket_mb[b];
-            snprintf(dirs[b], sizeof dirs[b], "%s/bucket_%g", cfg->out_dir, bucket_mb[b]);
-            one.out_dir = dir_ptrs[b] = dirs[b];
-            char what[64];
-            snprintf(what, sizeof what, "bucket size %g MiB", bucket_mb[b]);
-            if (sweep_one_of(&one, cores, what, b, n_buckets)) return 1;
-        }
-        return link->rate_bps > 0 ? link_table(dir_ptrs, bucket_mb, n_buckets, link, ranks_per_host,
-                                               where, cfg->out_dir)
-                                  : 0;
-    }
-    /* --modes: one study per mode in OUT/<mode>, on the same grid, then compared */
-    char dirs[8][4200];
-    const char *dir_ptrs[8];
-    for (int m = 0; m < n_modes; m++) {
-        dt_sweep_config one = *cfg;
-        one.train.mode = modes[m];
-        snprintf(dirs[m], sizeof dirs[m], "%s/%s", cfg->out_dir, modes[m]);
-        one.out_dir = dir_ptrs[m] = dirs[m];
-        char what[64];
-        snprintf(what, sizeof what, "mode %s", modes[m]);
-        if (sweep_one_of(&one, cores, what, m, n_modes)) return 1;
-    }
-    dt_compare_run *runs = malloc(sizeof *runs * 512);
-    int n_runs = 0;
-    if (!runs) return cli_fail(cmd, "out of memory"), 1;
-    const int rc = dt_compare_studies(dir_ptrs, n_modes, compare_target, cfg->out_dir, runs, 512,
-                                      &n_runs, &err);
-    free(runs);
-    if (rc) return cli_fail(cmd, "%s", err.msg), 1;
-    fprintf(stderr, "compare: %s/compare.md, compare.csv, accuracy_time.png\n", cfg->out_dir);
-    return 0;
 }
 
 int cmd_scale(int argc, char **argv) {
@@ -332,9 +255,11 @@ int cmd_scale(int argc, char **argv) {
                  places.link_text ? ", link " : "", places.link_text ? places.link_text : "");
         cfg.hosts = where;
     }
-    if (!places.hosts_text)
-        return run_studies(&cfg, (int)cores, modes, places.n_modes, bucket_mb, places.n_buckets,
-                           compare_target, &link, (int)places.ranks_per_host, where);
+    const dt_scale_studies studies = {&cfg,           (int)cores,  modes,
+                                      places.n_modes, bucket_mb,   places.n_buckets,
+                                      compare_target, &link,       (int)places.ranks_per_host,
+                                      where,          &scale_stop, publish};
+    if (!places.hosts_text) return run_studies(&studies);
     if (strchr(self, ' '))
         return cli_fail(cmd,
                         "the dtrain binary's path '%s' has a space: mpirun's rsh agent "
@@ -388,8 +313,7 @@ int cmd_scale(int argc, char **argv) {
         if (!cfg.quiet)
             fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n",
                     places.hosts, net.prefix, places.hosts, net.prefix);
-        rc = run_studies(&cfg, (int)cores, modes, places.n_modes, bucket_mb, places.n_buckets,
-                         compare_target, &link, (int)places.ranks_per_host, where);
+        rc = run_studies(&studies);
     }
 done:
     dt_netns_down(&net);
