@@ -241,9 +241,7 @@ int cmd_scale(int argc, char **argv) {
     self[len] = 0;
     cfg.dtrain = self;
     char where[4400] = "";
-    const char *extra[32];
-    const char *pre[8];
-    char agent[4200];
+    const char *extra[3];
     dt_netns net;
     memset(&net, 0, sizeof net);
     if (places.hostfile) {
@@ -283,32 +281,10 @@ int cmd_scale(int argc, char **argv) {
     if (removed && !cfg.quiet)
         fprintf(stderr, "removed %d network namespace%s left by a killed sweep\n", removed,
                 removed > 1 ? "s" : "");
-    char h1[64];
-    dt_netns_name(&net, 1, h1, sizeof h1);
-    snprintf(agent, sizeof agent, "%s netns-rsh %s", self, net.prefix);
-    const char *launch[] = {"ip", "netns", "exec", h1, NULL};
-    /* mpirun inside host 1; the options of shared/notes/mpi-here.md: no tree spawn (every
-     * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
-     * starve the veth receive path) and two TCP links (one reached half the rate). TCP
-     * also between ranks of one host: shared memory (vader) crashed there, its segments
-     * named by a hostname all the emulated hosts share. No binding: each host's daemon
-     * would bind its first rank to core 0, the same core for every emulated host (the
-     * 2-host runs computed at half speed, both ranks on core 0). */
-    const char *mpi[] = {"--bind-to",   "none",  "--host",
-                         net.host_list, "--mca", "plm_rsh_agent",
-                         agent,         "--mca", "plm_rsh_no_tree_spawn",
-                         "1",           "--mca", "oob_tcp_if_include",
-                         net.subnet,    "--mca", "btl",
-                         "self,tcp",    "--mca", "btl_tcp_if_include",
-                         net.subnet,    "--mca", "mpi_yield_when_idle",
-                         "1",           "--mca", "btl_tcp_links",
-                         "2",           NULL};
-    _Static_assert(sizeof launch <= sizeof pre && sizeof mpi <= sizeof extra,
-                   "the netns launch words outgrew their arrays");
-    memcpy(pre, launch, sizeof launch);
-    memcpy(extra, mpi, sizeof mpi);
-    cfg.launch_pre = pre;
-    cfg.mpirun_extra = extra;
+    dt_netns_mpirun words;
+    dt_netns_mpirun_words(&net, self, &words);
+    cfg.launch_pre = words.pre;
+    cfg.mpirun_extra = words.extra;
     if (!scale_stop) {
         if (!cfg.quiet)
             fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n",

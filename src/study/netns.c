@@ -67,6 +67,32 @@ void dt_netns_name(const dt_netns *n, int i, char *out, size_t size) {
         snprintf(out, size, "%s-h%d", n->prefix, i);
 }
 
+void dt_netns_mpirun_words(const dt_netns *n, const char *self, dt_netns_mpirun *w) {
+    dt_netns_name(n, 1, w->h1, sizeof w->h1);
+    snprintf(w->agent, sizeof w->agent, "%s netns-rsh %s", self, n->prefix);
+    const char *launch[] = {"ip", "netns", "exec", w->h1, NULL};
+    /* mpirun inside host 1; the options of shared/notes/mpi-here.md: no tree spawn (every
+     * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
+     * starve the veth receive path) and two TCP links (one reached half the rate). TCP
+     * also between ranks of one host: shared memory (vader) crashed there, its segments
+     * named by a hostname all the emulated hosts share. No binding: each host's daemon
+     * would bind its first rank to core 0, the same core for every emulated host (the
+     * 2-host runs computed at half speed, both ranks on core 0). */
+    const char *mpi[] = {"--bind-to",  "none",  "--host",
+                         n->host_list, "--mca", "plm_rsh_agent",
+                         w->agent,     "--mca", "plm_rsh_no_tree_spawn",
+                         "1",          "--mca", "oob_tcp_if_include",
+                         n->subnet,    "--mca", "btl",
+                         "self,tcp",   "--mca", "btl_tcp_if_include",
+                         n->subnet,    "--mca", "mpi_yield_when_idle",
+                         "1",          "--mca", "btl_tcp_links",
+                         "2",          NULL};
+    _Static_assert(sizeof launch <= sizeof w->pre && sizeof mpi <= sizeof w->extra,
+                   "the netns launch words outgrew their arrays");
+    memcpy(w->pre, launch, sizeof launch);
+    memcpy(w->extra, mpi, sizeof mpi);
+}
+
 void dt_netns_addr(int i, char *out, size_t size) {
     snprintf(out, size, NETNS_NET ".%d", i);
 }
