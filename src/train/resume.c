@@ -269,8 +269,10 @@ int dt_resume_finished(const dt_resume_point *p, int epochs, long max_steps) {
 /* What a checkpoint without the recipe flags was written with: before each model had
  * its recipe (dt_train_config_resolve writes them all), these defaults held for all. */
 static const char *legacy_default(const char *name) {
-    static const char *const was[][2] = {
-        {"lr", "0.1"}, {"momentum", "0.9"}, {"weight-decay", "0.0005"}, {"lr-schedule", "constant"}};
+    static const char *const was[][2] = {{"lr", "0.1"},
+                                         {"momentum", "0.9"},
+                                         {"weight-decay", "0.0005"},
+                                         {"lr-schedule", "constant"}};
     for (size_t i = 0; i < sizeof was / sizeof *was; i++)
         if (!strcmp(was[i][0], name)) return was[i][1];
     return NULL;
