@@ -182,6 +182,17 @@ static char *plot_command(const char *gp, const char *picture) {
     return strndup(at, (size_t)(end - at));
 }
 
+/* The default sweep's study (with or without t_epoch) in dir, its plots written; the
+ * gnuplot script (the caller frees it and the study). */
+static char *plots_of_default_sweep(char *dir, int with_t_epoch, dt_scale_study *s) {
+    default_sweep(dir, with_t_epoch, s);
+    char names[DT_MAX_PLOTS][64];
+    int n = 0;
+    dt_error err;
+    if (dt_plots_write(s, dir, names, &n, &err)) fail_msg("%s", err.msg);
+    return slurp(dir, "plots.gp");
+}
+
 /* The default sweep's loss plot: gnuplot's 8 default colours gave batch 32 and 8192
  * (and every curve 8 apart) one colour; now a colour per batch size, a dash pattern
  * per process count: no two curves share both. */
@@ -189,12 +200,7 @@ static void test_loss_curves_differ_in_colour_or_dash(void **state) {
     (void)state;
     char dir[] = "/tmp/dtrain_plots_XXXXXX";
     dt_scale_study s;
-    default_sweep(dir, 1, &s);
-    char names[DT_MAX_PLOTS][64];
-    int n = 0;
-    dt_error err;
-    if (dt_plots_write(&s, dir, names, &n, &err)) fail_msg("%s", err.msg);
-    char *gp = slurp(dir, "plots.gp"), *plot = plot_command(gp, "loss.png");
+    char *gp = plots_of_default_sweep(dir, 1, &s), *plot = plot_command(gp, "loss.png");
     char styles[16][64];
     int curves = 0;
     for (const char *c = strstr(plot, "'loss_p"); c; c = strstr(c + 1, "'loss_p")) {
@@ -225,12 +231,7 @@ static void test_epoch_time_plot_names_training_time(void **state) {
     (void)state;
     char dir[] = "/tmp/dtrain_plots_XXXXXX";
     dt_scale_study s;
-    default_sweep(dir, 0, &s);
-    char names[DT_MAX_PLOTS][64];
-    int n = 0;
-    dt_error err;
-    if (dt_plots_write(&s, dir, names, &n, &err)) fail_msg("%s", err.msg);
-    char *gp = slurp(dir, "plots.gp");
+    char *gp = plots_of_default_sweep(dir, 0, &s);
     assert_non_null(strstr(gp, "set title 'Training time of the measured epoch vs batch size "
                                "per process'"));
     assert_non_null(strstr(gp, "set ylabel 'training time per epoch, t_train (s: without data "
