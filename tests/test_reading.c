@@ -103,21 +103,28 @@ static void test_compute_loss_is_named_with_contention(void **state) {
     dt_scale_free(&s);
 }
 
+/* The reading's line of (batch, procs) in the study of figures f over `cores` cores. */
+static void reading_line(const fig *f, int n, int cores, int batch, int procs, char *line,
+                         size_t size) {
+    dt_scale_study s;
+    study_of(&s, f, n, cores);
+    char *text = reading_text(&s);
+    config_line(text, batch, procs, line, size);
+    free(text);
+    dt_scale_free(&s);
+}
+
 /* Communication dominates: named with its share; no compute cause is stated. */
 static void test_comm_loss_is_named_without_a_compute_cause(void **state) {
     (void)state;
     const fig f[] = {{1, 64, 1, 5.0, 4.9, 0, 0.01, 0.05, 99},
                      {2, 64, 1, 4.0, 2.6, 1.2, 0.02, 0.05, 99}};
-    dt_scale_study s;
-    study_of(&s, f, 2, 4);
-    char *text = reading_text(&s), line[2048];
-    config_line(text, 64, 2, line, sizeof line);
+    char line[2048];
+    reading_line(f, 2, 4, 64, 2, line, sizeof line);
     assert_non_null(
         strstr(line, "the largest is exposed communication, 1.20 s (80% of the loss), then"));
     assert_null(strstr(line, "memory-bandwidth"));
     assert_null(strstr(line, "Compute per process slowed"));
-    free(text);
-    dt_scale_free(&s);
 }
 
 /* More threads than cores: the compute slowdown is put down to shared cores, never
@@ -126,16 +133,12 @@ static void test_oversubscribed_compute_says_shared_cores(void **state) {
     (void)state;
     const fig f[] = {{1, 64, 2, 5.0, 4.9, 0, 0.01, 0.05, 190},
                      {2, 64, 2, 4.2, 3.5, 0.4, 0.02, 0.05, 95}};
-    dt_scale_study s;
-    study_of(&s, f, 2, 2);
-    char *text = reading_text(&s), line[2048];
-    config_line(text, 64, 2, line, sizeof line);
+    char line[2048];
+    reading_line(f, 2, 2, 64, 2, line, sizeof line);
     assert_non_null(strstr(line, "the largest is compute, 1.00 s (59% of the loss;"));
     assert_non_null(
         strstr(line, "2 processes x 2 threads exceed the 2 cores, so they shared cores"));
     assert_null(strstr(line, "memory-bandwidth"));
-    free(text);
-    dt_scale_free(&s);
 }
 
 /* One thread per process on every core: no core spare for the loader threads and MPI,
@@ -144,16 +147,12 @@ static void test_all_cores_taken_rules_out_nothing(void **state) {
     (void)state;
     const fig f[] = {{1, 64, 1, 5.0, 4.9, 0, 0.01, 0.05, 99},
                      {2, 64, 1, 4.2, 3.5, 0.4, 0.02, 0.05, 99}};
-    dt_scale_study s;
-    study_of(&s, f, 2, 2);
-    char *text = reading_text(&s), line[2048];
-    config_line(text, 64, 2, line, sizeof line);
+    char line[2048];
+    reading_line(f, 2, 2, 64, 2, line, sizeof line);
     assert_non_null(strstr(line, "Compute per process slowed from 2.50 to 3.50 s (x1.40): 2 "
                                  "processes x 1 thread take all 2 cores, none spare for the loader "
                                  "threads and MPI, so shared cores are not ruled out."));
     assert_null(strstr(line, "memory-bandwidth"));
-    free(text);
-    dt_scale_free(&s);
 }
 
 /* A busy config gets "re-run" with the cores others used and nothing else; when its
