@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/conv2d_dnnl.h"
 #include "dtrain/safetensors.h"

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/int8_dnnl.h"
 #include "dtrain/qemu.h"
 #include "dtrain/quant.h"

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "dtrain/adaptive_avgpool2d.h"
+#include "dtrain/backend.h"
 #include "dtrain/batchnorm2d.h"
 #include "dtrain/concat.h"
 #include "dtrain/conv2d.h"

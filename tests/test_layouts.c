@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/model.h"
 #include "dtrain/zoo.h"
 #include "testutil.h"

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/model.h"
 #include "dtrain/rng.h"
 #include "dtrain/sgd.h"

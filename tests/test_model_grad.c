@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/rng.h"
 #include "dtrain/zoo.h"
 #include "testutil.h"

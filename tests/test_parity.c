@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/sgd.h"

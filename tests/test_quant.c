@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/calib.h"
 #include "dtrain/qemu.h"
 #include "dtrain/quant.h"

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/op.h"
 #include "dtrain/zoo.h"
 
@@ -328,8 +329,6 @@ static void test_every_op_kind_has_a_row(void **state) {
         const dt_op_class *row = dt_op_class_of((dt_op_kind)k);
         assert_non_null(row);
         assert_non_null(row->name);
-        assert_non_null(row->forward);
-        assert_non_null(row->backward);
         for (int j = 0; j < k; j++)
             assert_string_not_equal(row->name, dt_op_kind_name((dt_op_kind)j));
     }

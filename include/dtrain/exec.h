@@ -14,32 +14,13 @@
 
 #include "dtrain/conv2d.h"
 #include "dtrain/error.h"
-
-/* How conv2d layers compute: oneDNN (default, fastest here) or im2col + OpenBLAS
- * sgemm (the plain reference implementation; also used to cross-check oneDNN). */
-typedef enum dt_conv_backend {
-    DT_CONV_DNNL,
-    DT_CONV_IM2COL,
-} dt_conv_backend;
-
-/* The number format of conv2d's multiplications. bf16 (oneDNN's bf16 primitives on
- * AVX512-BF16 or AMX) converts the conv's inputs, weights and incoming gradients to
- * bf16 on the way in and produces fp32 outputs and gradients: activations, master
- * weights, BatchNorm, the loss and the optimizer stay fp32 (mixed precision). */
-typedef enum dt_precision {
-    DT_PRECISION_FP32,
-    DT_PRECISION_BF16,
-} dt_precision;
+#include "dtrain/model.h"
 
 typedef struct dt_exec dt_exec;               /* one per model */
 typedef struct dt_exec_conv2d dt_exec_conv2d; /* one per conv2d layer */
 
 /* DT_PRECISION_BF16 needs the oneDNN backend and a CPU with bf16 support (the error
  * says which is missing). */
-const char *dt_precision_name(dt_precision precision);
-/* "fp32" or "bf16"; -1 for anything else. */
-int dt_precision_parse(const char *name, dt_precision *precision);
-
 int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision precision,
                    dt_error *err);
 /* Destroy every plan first: oneDNN plans hold the context's engine. */

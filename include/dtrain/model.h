@@ -14,8 +14,30 @@
 #include <stdint.h>
 
 #include "dtrain/error.h"
-#include "dtrain/exec.h"
+#include "dtrain/kernel.h"
 #include "dtrain/op.h"
+
+/* How conv2d layers compute on the CPU backend: oneDNN (default, fastest here) or
+ * im2col + OpenBLAS sgemm (the plain reference; also used to cross-check oneDNN). */
+typedef enum dt_conv_backend {
+    DT_CONV_DNNL,
+    DT_CONV_IM2COL,
+} dt_conv_backend;
+
+/* The number format of activations and multiplies. fp32: everything fp32. bf16
+ * (mixed precision, oneDNN's bf16 primitives on AVX512-BF16 or AMX): activations and
+ * their gradients are stored bf16 between layers wherever every op touching them has
+ * a bf16 kernel; master weights, weight gradients, BatchNorm's statistics, the loss
+ * and the optimizer stay fp32. It needs the oneDNN conv backend and a CPU with bf16
+ * (dt_model_alloc says which is missing). */
+typedef enum dt_precision {
+    DT_PRECISION_FP32,
+    DT_PRECISION_BF16,
+} dt_precision;
+
+const char *dt_precision_name(dt_precision precision);
+/* "fp32" or "bf16"; -1 for anything else. */
+int dt_precision_parse(const char *name, dt_precision *precision);
 
 typedef enum dt_init {
     DT_INIT_UNIFORM_FAN_IN, /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for
@@ -44,7 +66,8 @@ typedef struct dt_value {
 } dt_value;
 
 typedef struct dt_storage {
-    size_t per_sample; /* floats */
+    size_t per_sample; /* elements */
+    dt_dtype dtype; /* of data and grad, set by dt_model_alloc: f32, or bf16 (DT_PRECISION_BF16) */
     int needs_grad;
     /* Layout of data and grad, set by dt_model_alloc's layout pass: 0 NCHW, 1 oneDNN's
      * nChw16c (channel blocks of 16 innermost: [n, c/16, h, w, 16]), kept from a conv
@@ -57,8 +80,8 @@ typedef struct dt_storage {
                          gradient: the model then does not zero it first */
     int first_writer, last_user; /* op indices; last_user == n_ops means "the loss" */
     int grad_slot;
-    float *data; /* [max_batch, per_sample] */
-    float *grad; /* points into a pooled slot while live in backward */
+    void *data; /* [max_batch, per_sample] of dtype */
+    void *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
 /* The most inputs a concat joins (GoogLeNet's inception: 4). */
@@ -77,7 +100,8 @@ typedef struct dt_op {
     float eps;                   /* batchnorm: added to the variance */
     float p;                     /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
-    void *state; /* owned by the op's row: e.g. maxpool's argmax, conv2d's exec plan */
+    const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
+    void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
 
 typedef struct dt_model {
@@ -90,8 +114,8 @@ typedef struct dt_model {
      * repeat and successive steps differ. dt_model_forward counts training forwards. */
     uint64_t dropout_seed;
     uint64_t dropout_calls;
-    dt_conv_backend conv_backend; /* set before dt_model_alloc; picks the exec context */
-    dt_precision precision;       /* set before dt_model_alloc: conv2d's multiply format */
+    dt_conv_backend conv_backend; /* set before dt_model_alloc: conv2d's kernels */
+    dt_precision precision;       /* set before dt_model_alloc: activations' format */
     int plain_layouts; /* set before dt_model_alloc: every activation NCHW (tests compare) */
 
     dt_tensor_entry *tensors;
@@ -108,11 +132,11 @@ typedef struct dt_model {
     dt_op *ops;
     int n_ops, cap_ops;
 
-    float **grad_slots;
-    size_t *grad_slot_floats;
+    void **grad_slots;
+    size_t *grad_slot_bytes;
     int n_grad_slots;
     float *probs;
-    dt_exec *exec; /* how ops compute (backend state, plans, scratch): made by dt_model_alloc */
+    dt_backend *backend; /* memory and kernels: made by dt_model_alloc (backend.h) */
 
     /* Called during backward each time an op has finished writing the gradients of
      * its parameters, params[offset .. offset+count) (e.g. to start all-reducing a
@@ -157,9 +181,7 @@ int dt_model_add(dt_model *m, int a, int b);
  * up to c_out, split evenly before and after the input's. */
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);
 
-/* Allocates every buffer for batches of up to max_batch samples; refuses (with the
- * size it would need) a batch that cannot fit in physical memory. */
-int dt_model_alloc(dt_model *m, int max_batch, dt_error *err);
+/* dt_model_alloc (backend.h) puts a built model on a backend; this releases all. */
 void dt_model_free(dt_model *m);
 /* Index of the first parameter or buffer that is NaN or infinite (buffers after the
  * parameters), or -1. */
@@ -197,8 +219,18 @@ int dt_model_find_tensor(const dt_model *m, const char *name);
 
 /* Graph access for the ops' rows (op.h): a value's activations [n, per-sample] and
  * its gradient (NULL if it needs none), a tensor's data and gradient (NULL for -1). */
+/* f32 kernels read and write activations through these; kernels of other dtypes
+ * through dt_model_value_ptr / dt_model_value_grad_ptr. */
 static inline float *dt_model_value_data(dt_model *m, int v) {
+    return (float *)m->storages[m->values[v].storage].data;
+}
+
+static inline void *dt_model_value_ptr(dt_model *m, int v) {
     return m->storages[m->values[v].storage].data;
+}
+
+static inline dt_dtype dt_model_value_dtype(const dt_model *m, int v) {
+    return m->storages[m->values[v].storage].dtype;
 }
 
 static inline int dt_model_value_blocked(const dt_model *m, int v) {
@@ -210,6 +242,11 @@ static inline int dt_model_value_needs_grad(const dt_model *m, int v) {
 }
 
 static inline float *dt_model_value_grad(dt_model *m, int v) {
+    dt_storage *s = &m->storages[m->values[v].storage];
+    return s->needs_grad ? (float *)s->grad : NULL;
+}
+
+static inline void *dt_model_value_grad_ptr(dt_model *m, int v) {
     dt_storage *s = &m->storages[m->values[v].storage];
     return s->needs_grad ? s->grad : NULL;
 }

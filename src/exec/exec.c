@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/conv2d_dnnl.h"
+#include "dtrain/kernel.h"
 
 struct dt_exec {
     dt_conv_backend conv_backend;
@@ -19,20 +21,6 @@ struct dt_exec_conv2d {
     dt_conv2d_plan *dnnl_plan; /* NULL on im2col */
     int writes_din;            /* backward writes din instead of adding to it */
 };
-
-const char *dt_precision_name(dt_precision precision) {
-    return precision == DT_PRECISION_BF16 ? "bf16" : "fp32";
-}
-
-int dt_precision_parse(const char *name, dt_precision *precision) {
-    if (!strcmp(name, "fp32"))
-        *precision = DT_PRECISION_FP32;
-    else if (!strcmp(name, "bf16"))
-        *precision = DT_PRECISION_BF16;
-    else
-        return -1;
-    return 0;
-}
 
 int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision precision,
                    dt_error *err) {
@@ -143,3 +131,61 @@ void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *
     s.n = n;
     dt_conv2d_backward(din, dweight, dbias, dout, in, weight, exec->workspace, &s);
 }
+
+/* The conv2d kernel of the CPU backend: the op holds the plan this context gave it. */
+
+static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
+    const dt_value *x = &m->values[op->in];
+    const dt_tensor_entry *w = &m->tensors[op->weight];
+    dt_conv2d_shape s;
+    dt_conv2d_shape_make(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel,
+                         op->stride, op->pad);
+    dt_storage *in = &m->storages[x->storage];
+    dt_exec_conv2d_io io = {
+        .in_blocked = in->blocked,
+        .out_blocked = dt_model_value_blocked(m, op->out),
+        .din_sole_writer = in->readers == 1,
+    };
+    if (dt_exec_conv2d_plan((dt_exec *)m->backend->ctx, &s, op->bias >= 0, &io,
+                            (dt_exec_conv2d **)&op->state, err))
+        return -1;
+    in->grad_written = dt_exec_conv2d_writes_din(op->state);
+    *bytes += dt_exec_conv2d_own_bytes(op->state);
+    return 0;
+}
+
+static int conv2d_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
+    (void)m, (void)max_batch;
+    return dt_exec_conv2d_alloc(op->state, err);
+}
+
+static void conv2d_op_free(dt_model *m, dt_op *op) {
+    (void)m;
+    dt_exec_conv2d_destroy(op->state);
+    op->state = NULL;
+}
+
+static void conv2d_op_forward(dt_model *m, dt_op *op, int n) {
+    dt_exec_conv2d_forward((dt_exec *)m->backend->ctx, op->state, n,
+                           dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
+                           dt_model_param(m, op->weight), dt_model_param(m, op->bias));
+}
+
+static void conv2d_op_backward(dt_model *m, dt_op *op, int n) {
+    dt_exec_conv2d_backward((dt_exec *)m->backend->ctx, op->state, n,
+                            dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
+                            dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
+                            dt_model_value_data(m, op->in), dt_model_param(m, op->weight));
+}
+
+const dt_kernel dt_conv2d_f32_kernel = {
+    .kind = DT_OP_CONV2D,
+    .name = "conv2d.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_ANY_LAYOUTS,
+    .plan = conv2d_op_plan,
+    .alloc = conv2d_op_alloc,
+    .free = conv2d_op_free,
+    .forward = conv2d_op_forward,
+    .backward = conv2d_op_backward,
+};

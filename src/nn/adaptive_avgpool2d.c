@@ -2,6 +2,7 @@
 
 #include <stddef.h>
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 /* Where plane (sample m, channel ch) of the input starts and how far apart its
@@ -92,6 +93,13 @@ static void adaptive_avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_adaptive_avgpool2d_op = {
     .name = "adaptive_avgpool2d",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_adaptive_avgpool2d_f32_kernel = {
+    .kind = DT_OP_ADAPTIVE_AVGPOOL2D,
+    .name = "adaptive_avgpool2d.f32",
+    .dtype = DT_F32,
     .layouts = DT_OP_ANY_IN_PLAIN_OUT,
     .forward = adaptive_avgpool2d_op_forward,
     .backward = adaptive_avgpool2d_op_backward,

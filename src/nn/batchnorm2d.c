@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 /* Each channel is reduced by one thread in a fixed order (double accumulators), so
@@ -298,6 +299,13 @@ static void batchnorm2d_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_batchnorm2d_op = {
     .name = "batchnorm2d",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_batchnorm2d_f32_kernel = {
+    .kind = DT_OP_BATCHNORM2D,
+    .name = "batchnorm2d.f32",
+    .dtype = DT_F32,
     .layouts = DT_OP_SAME_LAYOUT,
     .plan = batchnorm2d_op_plan,
     .alloc = batchnorm2d_op_alloc,

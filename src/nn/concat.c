@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 void dt_concat_forward(float *out, const float *const *ins, const int *channels, int count, int n,
@@ -65,6 +66,14 @@ static void concat_op_backward(dt_model *m, dt_op *op, int n) {
 /* No FLOPs counted: a copy (the counts are conv and linear multiply-adds). */
 const dt_op_class dt_concat_op = {
     .name = "concat",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_concat_f32_kernel = {
+    .kind = DT_OP_CONCAT,
+    .name = "concat.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_PLAIN_ONLY,
     .forward = concat_op_forward,
     .backward = concat_op_backward,
 };

@@ -3,7 +3,6 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "dtrain/exec.h"
 #include "dtrain/model.h"
 
 /* GEMM width (output pixels of a chunk of samples) we aim for: narrower GEMMs waste
@@ -193,51 +192,8 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
     }
 }
 
-/* The op in the model graph: how it computes (oneDNN or the im2col above) is the
- * model's exec context's business; the op only holds the plan it was given. */
-
-static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
-    const dt_value *x = &m->values[op->in];
-    const dt_tensor_entry *w = &m->tensors[op->weight];
-    dt_conv2d_shape s;
-    dt_conv2d_shape_make(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel, op->kernel,
-                         op->stride, op->pad);
-    dt_storage *in = &m->storages[x->storage];
-    dt_exec_conv2d_io io = {
-        .in_blocked = in->blocked,
-        .out_blocked = dt_model_value_blocked(m, op->out),
-        .din_sole_writer = in->readers == 1,
-    };
-    if (dt_exec_conv2d_plan(m->exec, &s, op->bias >= 0, &io, (dt_exec_conv2d **)&op->state, err))
-        return -1;
-    in->grad_written = dt_exec_conv2d_writes_din(op->state);
-    *bytes += dt_exec_conv2d_own_bytes(op->state);
-    return 0;
-}
-
-static int conv2d_op_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
-    (void)m, (void)max_batch;
-    return dt_exec_conv2d_alloc(op->state, err);
-}
-
-static void conv2d_op_free(dt_model *m, dt_op *op) {
-    (void)m;
-    dt_exec_conv2d_destroy(op->state);
-    op->state = NULL;
-}
-
-static void conv2d_op_forward(dt_model *m, dt_op *op, int n) {
-    dt_exec_conv2d_forward(m->exec, op->state, n, dt_model_value_data(m, op->out),
-                           dt_model_value_data(m, op->in), dt_model_param(m, op->weight),
-                           dt_model_param(m, op->bias));
-}
-
-static void conv2d_op_backward(dt_model *m, dt_op *op, int n) {
-    dt_exec_conv2d_backward(m->exec, op->state, n, dt_model_value_grad(m, op->in),
-                            dt_model_param_grad(m, op->weight), dt_model_param_grad(m, op->bias),
-                            dt_model_value_grad(m, op->out), dt_model_value_data(m, op->in),
-                            dt_model_param(m, op->weight));
-}
+/* The op in the model graph: its kernels (oneDNN, or the im2col above) are the
+ * backend's (src/exec/exec.c); the row holds its cost. */
 
 static double conv2d_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
@@ -252,12 +208,6 @@ static double conv2d_op_flops(const dt_model *m, const dt_op *op, int n) {
 
 const dt_op_class dt_conv2d_op = {
     .name = "conv2d",
-    .layouts = DT_OP_ANY_LAYOUTS,
-    .plan = conv2d_op_plan,
-    .alloc = conv2d_op_alloc,
-    .free = conv2d_op_free,
-    .forward = conv2d_op_forward,
-    .backward = conv2d_op_backward,
     .flops = conv2d_op_flops,
     .forward_flops = conv2d_op_forward_flops,
 };

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 #include "dtrain/rng.h"
 
@@ -65,6 +66,14 @@ static void dropout_op_backward(dt_model *m, dt_op *op, int n) {
 /* No FLOPs counted: the counts are conv and linear multiply-adds. */
 const dt_op_class dt_dropout_op = {
     .name = "dropout",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_dropout_f32_kernel = {
+    .kind = DT_OP_DROPOUT,
+    .name = "dropout.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_PLAIN_ONLY,
     .forward = dropout_op_forward,
     .backward = dropout_op_backward,
 };

@@ -3,6 +3,7 @@
 #include <stddef.h>
 
 #include "dtrain/gemm.h"
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 /* A classifier head over many inputs (logreg's 784 -> 10) makes out = in weight^T a GEMM
@@ -109,11 +110,19 @@ static double linear_op_flops(const dt_model *m, const dt_op *op, int n) {
 
 const dt_op_class dt_linear_op = {
     .name = "linear",
+    .flops = linear_op_flops,
+    .forward_flops = linear_op_forward_flops,
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_linear_f32_kernel = {
+    .kind = DT_OP_LINEAR,
+    .name = "linear.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_PLAIN_ONLY,
     .plan = linear_op_plan,
     .alloc = linear_op_alloc,
     .free = linear_op_free,
     .forward = linear_op_forward,
     .backward = linear_op_backward,
-    .flops = linear_op_flops,
-    .forward_flops = linear_op_forward_flops,
 };

@@ -13,6 +13,20 @@
 #include "dtrain/shortcut_pad.h"
 #include "dtrain/timer.h"
 
+const char *dt_precision_name(dt_precision precision) {
+    return precision == DT_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+int dt_precision_parse(const char *name, dt_precision *precision) {
+    if (!strcmp(name, "fp32"))
+        *precision = DT_PRECISION_FP32;
+    else if (!strcmp(name, "bf16"))
+        *precision = DT_PRECISION_BF16;
+    else
+        return -1;
+    return 0;
+}
+
 static int build_fail(dt_model *m, const char *fmt, const char *what) {
     if (!m->build_failed) {
         m->build_failed = 1;
@@ -314,188 +328,21 @@ int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     return out;
 }
 
-/* Assigns each storage's gradient to a pooled slot. Backward time t runs from 0 (the
- * loss) to n_ops (the first op); a storage's gradient lives from the backward of its
- * last user to the backward of its first writer. Slots are reused greedily. */
-static int plan_grad_slots(dt_model *m, int max_batch, dt_error *err) {
-    const int n = m->n_storages;
-    int *slot_free_after = calloc((size_t)n, sizeof(int));
-    m->grad_slot_floats = calloc((size_t)n, sizeof(size_t));
-    m->grad_slots = calloc((size_t)n, sizeof(float *));
-    if (!slot_free_after || !m->grad_slot_floats || !m->grad_slots) {
-        free(slot_free_after);
-        return dt_error_set(err, "out of memory while planning gradient buffers");
-    }
-    m->n_grad_slots = 0;
-    for (int t = 0; t <= m->n_ops; t++) {
-        for (int si = 0; si < n; si++) {
-            dt_storage *s = &m->storages[si];
-            if (!s->needs_grad || m->n_ops - s->last_user != t) continue;
-            size_t need = s->per_sample * (size_t)max_batch;
-            int best = -1;
-            for (int k = 0; k < m->n_grad_slots; k++) {
-                if (slot_free_after[k] >= t) continue;
-                /* Prefer the smallest slot that fits, else the largest one to grow. */
-                if (best < 0) {
-                    best = k;
-                    continue;
-                }
-                int fits_k = m->grad_slot_floats[k] >= need,
-                    fits_b = m->grad_slot_floats[best] >= need;
-                if ((fits_k && !fits_b) ||
-                    (fits_k && fits_b && m->grad_slot_floats[k] < m->grad_slot_floats[best]) ||
-                    (!fits_k && !fits_b && m->grad_slot_floats[k] > m->grad_slot_floats[best]))
-                    best = k;
-            }
-            if (best < 0) best = m->n_grad_slots++;
-            if (m->grad_slot_floats[best] < need) m->grad_slot_floats[best] = need;
-            slot_free_after[best] = m->n_ops - s->first_writer;
-            s->grad_slot = best;
-        }
-    }
-    free(slot_free_after);
-    return 0;
-}
-
-/* The storages an op reads, in order; returns how many. */
-static int op_inputs(const dt_model *m, const dt_op *op, int *storages) {
-    int count = 0;
-    if (op->n_ins > 0) {
-        for (int k = 0; k < op->n_ins; k++) storages[count++] = m->values[op->ins[k]].storage;
-        return count;
-    }
-    storages[count++] = m->values[op->in].storage;
-    if (op->in2 >= 0) storages[count++] = m->values[op->in2].storage;
-    return count;
-}
-
-static int layout_root(int *parent, int s) {
-    while (parent[s] != s) s = parent[s] = parent[parent[s]];
-    return s;
-}
-
-/* Counts each storage's readers and picks its layout. Ops that keep one layout from
- * input to output (BatchNorm, ReLU, add) tie their storages into a group; a group is
- * blocked when the oneDNN backend computes the convs, every channel count in it is a
- * multiple of 16 and every op touching it handles blocked data, so activations stay
- * blocked from one conv to the next (the reorders on both sides of every conv were
- * a quarter of resnet50's conv time). */
-static int plan_layouts(dt_model *m, dt_error *err) {
-    int *parent = malloc(sizeof(int) * (size_t)m->n_storages);
-    int *ok = malloc(sizeof(int) * (size_t)m->n_storages);
-    if (!parent || !ok) {
-        free(parent);
-        free(ok);
-        return dt_error_set(err, "out of memory while planning activation layouts");
-    }
-    for (int si = 0; si < m->n_storages; si++) {
-        parent[si] = si;
-        m->storages[si].readers = 0;
-        m->storages[si].grad_written = 0;
-        m->storages[si].blocked = 0;
-        ok[si] = si > 0 && m->conv_backend == DT_CONV_DNNL && !m->plain_layouts;
-    }
-    for (int v = 0; v < m->n_values; v++) {
-        const dt_value *x = &m->values[v];
-        /* a flattened view (h = w = 1 with c = c*h*w) reads as a vector: its reader
-         * (linear) is plain-only and settles it below */
-        if (x->c % 16 != 0) ok[x->storage] = 0;
-    }
-    ok[m->values[m->n_values - 1].storage] = 0; /* the logits */
-    for (int i = 0; i < m->n_ops; i++) {
-        const dt_op *op = &m->ops[i];
-        int ins[DT_OP_MAX_INPUTS];
-        const int n_in = op_inputs(m, op, ins), out = m->values[op->out].storage;
-        for (int k = 0; k < n_in; k++)
-            if (ins[k] != out) m->storages[ins[k]].readers++;
-        switch (dt_op_class_of(op->kind)->layouts) {
-        case DT_OP_PLAIN_ONLY:
-            for (int k = 0; k < n_in; k++) ok[ins[k]] = 0;
-            ok[out] = 0;
-            break;
-        case DT_OP_ANY_IN_PLAIN_OUT:
-            ok[out] = 0;
-            break;
-        case DT_OP_SAME_LAYOUT:
-            for (int k = 0; k < n_in; k++)
-                parent[layout_root(parent, ins[k])] = layout_root(parent, out);
-            break;
-        case DT_OP_ANY_LAYOUTS:
-            break;
-        }
-    }
-    for (int si = 0; si < m->n_storages; si++)
-        if (!ok[si]) ok[layout_root(parent, si)] = 0;
-    for (int si = 0; si < m->n_storages; si++)
-        m->storages[si].blocked = ok[layout_root(parent, si)];
-    free(parent);
-    free(ok);
-    return 0;
-}
-
-int dt_model_alloc(dt_model *m, int max_batch, dt_error *err) {
-    if (m->build_failed) return dt_error_set(err, "%s", m->build_error.msg);
-    if (m->n_ops == 0) return dt_error_set(err, "model %s has no layers", m->name);
-    if (max_batch < 1) return dt_error_set(err, "batch size must be at least 1, got %d", max_batch);
-    m->max_batch = max_batch;
-    m->storages[m->values[m->n_values - 1].storage].last_user = m->n_ops; /* the loss */
-    if (plan_grad_slots(m, max_batch, err) || plan_layouts(m, err)) return -1;
-
-    /* Everything this model will hold, summed before touching any of it: the graph's
-     * buffers, each op's own state and the exec context's scratch. */
-    size_t floats = 2 * m->n_params + m->n_buffers + (size_t)max_batch * m->classes;
-    for (int i = 0; i < m->n_storages; i++) floats += m->storages[i].per_sample * max_batch;
-    for (int k = 0; k < m->n_grad_slots; k++) floats += m->grad_slot_floats[k];
-    size_t op_bytes = 0;
-    if (dt_exec_create(&m->exec, m->conv_backend, m->precision, err)) return -1;
-    for (int i = 0; i < m->n_ops; i++) {
-        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
-        if (cls->plan && cls->plan(m, &m->ops[i], max_batch, &op_bytes, err)) return -1;
-    }
-    double bytes = 4.0 * (double)floats + (double)op_bytes + (double)dt_exec_scratch_bytes(m->exec);
-    double phys = (double)dt_physical_memory_bytes();
-    if (bytes > 0.85 * phys)
-        return dt_error_set(err,
-                            "batch size %d does not fit in memory: model %s would need %.1f GiB, "
-                            "this machine has %.1f GiB",
-                            max_batch, m->name, bytes / 1073741824.0, phys / 1073741824.0);
-
-    if (!(m->params = dt_alloc(sizeof(float) * m->n_params, "parameters", err))) return -1;
-    if (!(m->grads = dt_alloc(sizeof(float) * m->n_params, "gradients", err))) return -1;
-    if (!(m->buffers = dt_alloc(sizeof(float) * (m->n_buffers + 1), "buffers", err))) return -1;
-    if (!(m->probs = dt_alloc(sizeof(float) * max_batch * m->classes, "probabilities", err)))
-        return -1;
-    if (dt_exec_alloc_scratch(m->exec, err)) return -1;
-    for (int i = 0; i < m->n_storages; i++) {
-        dt_storage *s = &m->storages[i];
-        if (!(s->data = dt_alloc(sizeof(float) * s->per_sample * max_batch, "activations", err)))
-            return -1;
-    }
-    for (int k = 0; k < m->n_grad_slots; k++)
-        if (!(m->grad_slots[k] =
-                  dt_alloc(sizeof(float) * m->grad_slot_floats[k], "activation gradients", err)))
-            return -1;
-    for (int i = 0; i < m->n_storages; i++)
-        if (m->storages[i].grad_slot >= 0)
-            m->storages[i].grad = m->grad_slots[m->storages[i].grad_slot];
-    for (int i = 0; i < m->n_ops; i++) {
-        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
-        if (cls->alloc && cls->alloc(m, &m->ops[i], max_batch, err)) return -1;
-    }
-    return 0;
-}
-
 void dt_model_free(dt_model *m) {
-    for (int i = 0; i < m->n_storages; i++) dt_free(m->storages[i].data);
-    for (int k = 0; k < m->n_grad_slots; k++) dt_free(m->grad_slots[k]);
-    /* The ops' state first: it may hold plans of the exec context. */
-    for (int i = 0; i < m->n_ops; i++) {
-        const dt_op_class *cls = dt_op_class_of(m->ops[i].kind);
-        if (cls->free) cls->free(m, &m->ops[i]);
+    dt_backend *b = m->backend;
+    if (b) {
+        for (int i = 0; i < m->n_storages; i++) b->free(b->ctx, m->storages[i].data);
+        for (int k = 0; k < m->n_grad_slots; k++) b->free(b->ctx, m->grad_slots[k]);
+        /* The ops' state first: it may hold plans made by the backend's context. */
+        for (int i = 0; i < m->n_ops; i++) {
+            const dt_kernel *k = m->ops[i].impl;
+            if (k && k->free) k->free(m, &m->ops[i]);
+        }
+        b->destroy(b->ctx);
+        free(b);
     }
-    dt_exec_destroy(m->exec);
     free(m->grad_slots);
-    free(m->grad_slot_floats);
+    free(m->grad_slot_bytes);
     free(m->op_forward_s);
     free(m->op_backward_s);
     dt_free(m->params);
@@ -547,7 +394,7 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
 }
 
 float *dt_model_input_data(dt_model *m) {
-    return m->storages[0].data;
+    return (float *)m->storages[0].data; /* f32: the loader's samples */
 }
 
 size_t dt_model_input_floats_per_sample(const dt_model *m) {
@@ -555,7 +402,7 @@ size_t dt_model_input_floats_per_sample(const dt_model *m) {
 }
 
 const float *dt_model_logits(const dt_model *m) {
-    return m->storages[m->values[m->n_values - 1].storage].data;
+    return (const float *)m->storages[m->values[m->n_values - 1].storage].data; /* f32 */
 }
 
 int dt_model_enable_profile(dt_model *m, dt_error *err) {
@@ -576,7 +423,7 @@ void dt_model_forward(dt_model *m, int n) {
     for (int i = 0; i < m->n_ops; i++) {
         double t0 = m->op_forward_s ? dt_now() : 0.0;
         dt_op *op = &m->ops[i];
-        dt_op_class_of(op->kind)->forward(m, op, n);
+        op->impl->forward(m, op, n);
         if (m->op_forward_s) m->op_forward_s[i] += dt_now() - t0;
     }
 }
@@ -595,7 +442,8 @@ static void start_live_grads(dt_model *m, int t, int n) {
     for (int si = 0; si < m->n_storages; si++) {
         dt_storage *s = &m->storages[si];
         if (s->needs_grad && !s->grad_written && m->n_ops - s->last_user == t)
-            memset(s->grad, 0, sizeof(float) * s->per_sample * (size_t)n);
+            m->backend->memset0(m->backend->ctx, s->grad,
+                                dt_dtype_size(s->dtype) * s->per_sample * (size_t)n);
     }
 }
 
@@ -607,7 +455,7 @@ void dt_model_backward(dt_model *m, const int32_t *labels, int n) {
         double t0 = m->op_backward_s ? dt_now() : 0.0;
         start_live_grads(m, m->n_ops - i, n);
         dt_op *op = &m->ops[i];
-        dt_op_class_of(op->kind)->backward(m, op, n);
+        op->impl->backward(m, op, n);
         if (m->op_backward_s) m->op_backward_s[i] += dt_now() - t0;
         if (m->on_grads_ready && op->weight >= 0) {
             /* weight and bias are adjacent in the parameter buffer (built so) */

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #endif
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 /* Whether x replaces the running maximum v: the first maximum wins, and a NaN
@@ -290,6 +291,13 @@ static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_maxpool2d_op = {
     .name = "maxpool2d",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_maxpool2d_f32_kernel = {
+    .kind = DT_OP_MAXPOOL2D,
+    .name = "maxpool2d.f32",
+    .dtype = DT_F32,
     .layouts = DT_OP_SAME_LAYOUT,
     .plan = maxpool2d_op_plan,
     .alloc = maxpool2d_op_alloc,
@@ -314,6 +322,14 @@ static void avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_avgpool2d_op = {
     .name = "avgpool2d",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_avgpool2d_f32_kernel = {
+    .kind = DT_OP_AVGPOOL2D,
+    .name = "avgpool2d.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_PLAIN_ONLY,
     .forward = avgpool2d_op_forward,
     .backward = avgpool2d_op_backward,
 };

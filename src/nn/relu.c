@@ -1,5 +1,6 @@
 #include "dtrain/relu.h"
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 void dt_relu_forward(float *out, const float *in, size_t count) {
@@ -29,6 +30,13 @@ static void relu_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_relu_op = {
     .name = "relu",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_relu_f32_kernel = {
+    .kind = DT_OP_RELU,
+    .name = "relu.f32",
+    .dtype = DT_F32,
     .layouts = DT_OP_SAME_LAYOUT,
     .forward = relu_op_forward,
     .backward = relu_op_backward,

@@ -1,5 +1,6 @@
 #include "dtrain/residual.h"
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 void dt_residual_add_forward(float *out, const float *a, const float *b, size_t count) {
@@ -29,6 +30,13 @@ static void add_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_add_op = {
     .name = "add",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_add_f32_kernel = {
+    .kind = DT_OP_ADD,
+    .name = "add.f32",
+    .dtype = DT_F32,
     .layouts = DT_OP_SAME_LAYOUT,
     .forward = add_op_forward,
     .backward = add_op_backward,

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "dtrain/kernel.h"
 #include "dtrain/model.h"
 
 void dt_shortcut_pad_forward(float *out, const float *in, int n, int c_in, int h, int w, int c_out,
@@ -58,6 +59,14 @@ static void shortcut_pad_op_backward(dt_model *m, dt_op *op, int n) {
 
 const dt_op_class dt_shortcut_pad_op = {
     .name = "shortcut_pad",
+};
+
+/* The CPU backend's f32 kernel: the loops above. */
+const dt_kernel dt_shortcut_pad_f32_kernel = {
+    .kind = DT_OP_SHORTCUT_PAD,
+    .name = "shortcut_pad.f32",
+    .dtype = DT_F32,
+    .layouts = DT_OP_PLAIN_ONLY,
     .forward = shortcut_pad_op_forward,
     .backward = shortcut_pad_op_backward,
 };

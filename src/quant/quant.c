@@ -359,7 +359,7 @@ static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, in
                 observe(q, v, x, dt_model_input_floats_per_sample(m) * (size_t)n, pass);
         for (int i = 0; i < m->n_ops; i++) {
             dt_op *op = &m->ops[i];
-            dt_op_class_of(op->kind)->forward(m, op, n);
+            op->impl->forward(m, op, n);
             for (int v = 0; v < q->n_values; v++) {
                 if (!calibrated(q, v) || read_point(q, v, pass) != i) continue;
                 const dt_storage *s = &m->storages[q->values[v].float_storage];

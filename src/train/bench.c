@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/blas_core.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/zoo.h"
 
