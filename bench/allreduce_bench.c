@@ -12,11 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "dtrain/allreduce.h"
 #include "dtrain/timer.h"
 #include "dtrain/train_flags.h"
 #include "dtrain/world.h"
+
+/* The yardsticks talk MPI themselves, over the process world (the bench's world). */
+#define CHECK_MPI(call)                                                                            \
+    do {                                                                                           \
+        if ((call) != MPI_SUCCESS) dt_world_abort(NULL, "%s failed", #call);                       \
+    } while (0)
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -32,17 +39,17 @@ static void plain_ring(const dt_world *w, float *buf, float *tmp, size_t n) {
 #define SEG_COUNT(i) (SEG_BEGIN((i) + 1) - SEG_BEGIN(i))
     for (int s = 0; s < p - 1; s++) {
         const int out = (r - s + p) % p, in = (r - s - 1 + 2 * p) % p;
-        DT_CHECK_MPI(MPI_Sendrecv(buf + SEG_BEGIN(out), (int)SEG_COUNT(out), MPI_FLOAT, right, 1,
-                                  tmp, (int)SEG_COUNT(in), MPI_FLOAT, left, 1, w->comm,
-                                  MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Sendrecv(buf + SEG_BEGIN(out), (int)SEG_COUNT(out), MPI_FLOAT, right, 1, tmp,
+                               (int)SEG_COUNT(in), MPI_FLOAT, left, 1, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
         float *dst = buf + SEG_BEGIN(in);
         for (size_t i = 0; i < SEG_COUNT(in); i++) dst[i] += tmp[i];
     }
     for (int s = 0; s < p - 1; s++) {
         const int out = (r + 1 - s + p) % p, in = (r - s + p) % p;
-        DT_CHECK_MPI(MPI_Sendrecv(buf + SEG_BEGIN(out), (int)SEG_COUNT(out), MPI_FLOAT, right, 2,
-                                  buf + SEG_BEGIN(in), (int)SEG_COUNT(in), MPI_FLOAT, left, 2,
-                                  w->comm, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Sendrecv(buf + SEG_BEGIN(out), (int)SEG_COUNT(out), MPI_FLOAT, right, 2,
+                               buf + SEG_BEGIN(in), (int)SEG_COUNT(in), MPI_FLOAT, left, 2,
+                               MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     }
 #undef SEG_BEGIN
 #undef SEG_COUNT
@@ -53,15 +60,40 @@ static const char *const algo_names[ALGOS] = {"shm", "ring", "mpi", "plain_ring"
 
 /* One timed call of algorithm a (NULL ar: the plain ring); the slowest rank's time is
  * the operation's time. */
-static double time_once(const dt_world *w, dt_allreduce *ar, float *buf, float *tmp, size_t n) {
-    DT_CHECK_MPI(MPI_Barrier(w->comm));
+/* What this rank got of the cores while it ran an all-reduce: CPU seconds against wall
+ * seconds, and the times the kernel took the core away (involuntary switches). A rank
+ * that waits spins, so CPU < wall means it was descheduled in the guest; long waits
+ * with CPU = wall and no switches mean the virtual CPU itself stopped (host steal). */
+typedef struct cpu_share {
+    double wall, cpu;
+    long involuntary;
+} cpu_share;
+
+static double cpu_seconds(long *involuntary) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u)) return 0;
+    *involuntary = u.ru_nivcsw;
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static double time_once(const dt_world *w, dt_allreduce *ar, float *buf, float *tmp, size_t n,
+                        cpu_share *share) {
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    long iv0 = 0, iv1 = 0;
+    const double c0 = share ? cpu_seconds(&iv0) : 0;
     double t0 = dt_now();
     if (ar)
         dt_allreduce_sum(ar, buf, n);
     else
         plain_ring(w, buf, tmp, n);
     double dt = dt_now() - t0;
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, w->comm));
+    if (share) {
+        share->cpu += cpu_seconds(&iv1) - c0;
+        share->wall += dt;
+        share->involuntary += iv1 - iv0;
+    }
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
     return dt;
 }
 
@@ -106,15 +138,21 @@ int main(int argc, char **argv) {
     if (round && shm.shm)
         dt_shm_allreduce_set_round(
             shm.shm, (size_t)parse_count("DTRAIN_SHM_ROUND", round, 1 << 17, 1L << 30));
+    const char *naps = getenv("DTRAIN_SHM_NAPS");
+    if (naps && shm.shm) dt_shm_allreduce_set_naps(shm.shm, !strcmp(naps, "1"));
     dt_allreduce *const algos[ALGOS] = {shm.shm ? &shm : NULL, &ring, &mpi, NULL};
     for (size_t i = 0; i < max; i++) buf[i] = 1.0f, copy[i] = 0.0f;
     for (int i = 0; i < n_sizes; i++) {
         size_t n = sizes[i], bytes = n * sizeof(float);
         double t[ALGOS][MAX_REPS], med[ALGOS];
+        dt_shm_stats st;
+        cpu_share share = {0, 0, 0};
         for (int rep = -5; rep < reps; rep++)
             for (int a = 0; a < ALGOS; a++) {
                 if (a == 0 && !algos[0]) continue;
-                const double dt = time_once(&w, algos[a], buf, copy, n);
+                if (a == 0 && rep == 0) dt_shm_allreduce_stats(shm.shm, &st, 1);
+                const double dt =
+                    time_once(&w, algos[a], buf, copy, n, a == 0 && rep >= 0 ? &share : NULL);
                 if (rep >= 0) t[a][rep] = dt;
             }
         for (int a = 0; a < ALGOS; a++) {
@@ -130,6 +168,22 @@ int main(int argc, char **argv) {
             double dt = dt_now() - t0;
             t_copy = dt < t_copy ? dt : t_copy;
         }
+        /* every rank's shm figures over the timed runs: where the time went */
+        enum { FIELDS = 7 + DT_SHM_PHASES };
+        double mine[FIELDS] = {0}, all[8 * FIELDS] = {0};
+        if (algos[0]) {
+            dt_shm_allreduce_stats(shm.shm, &st, 1);
+            const double per = 1e3 / (reps > 0 ? reps : 1);
+            mine[0] = (double)st.waits / reps, mine[1] = (double)st.yield_waits / reps;
+            mine[2] = (double)st.nap_waits / reps, mine[3] = (double)st.naps / reps;
+            mine[4] = st.longest_wait * 1e3;
+            for (int f = 0; f < DT_SHM_PHASES; f++) mine[5 + f] = st.t_phase[f] * per;
+            mine[5 + DT_SHM_PHASES] = share.wall > 0 ? share.cpu / share.wall : 0;
+            mine[6 + DT_SHM_PHASES] = (double)share.involuntary / reps;
+        }
+        if (w.size <= 8)
+            CHECK_MPI(
+                MPI_Gather(mine, FIELDS, MPI_DOUBLE, all, FIELDS, MPI_DOUBLE, 0, MPI_COMM_WORLD));
         double factor = 2.0 * (w.size - 1) / w.size * (double)bytes;
         if (w.rank == 0) {
             printf("{\"bench\":\"allreduce\",\"procs\":%d,\"bytes\":%zu", w.size, bytes);
@@ -138,8 +192,22 @@ int main(int argc, char **argv) {
                     printf(",\"%s_ms\":%.3f,\"%s_busbw_GBps\":%.3f", algo_names[a], 1e3 * med[a],
                            algo_names[a], factor / med[a] * 1e-9);
             const double best = med[0] > 0 ? med[0] : med[1];
-            printf(",\"best_over_plain_ring\":%.2f,\"best_over_mpi\":%.2f,\"memcpy_GBps\":%.2f}\n",
+            printf(",\"best_over_plain_ring\":%.2f,\"best_over_mpi\":%.2f,\"memcpy_GBps\":%.2f",
                    med[3] / best, med[2] / best, (double)bytes / t_copy * 1e-9);
+            /* per call, each rank: waits entered, reaching yield, reaching nap, naps, the
+             * longest wait (ms); ms in wait-free, copy-in, wait-in, reduce, wait-out,
+             * copy-out; CPU / wall seconds; involuntary context switches */
+            if (algos[0] && w.size <= 8) {
+                printf(",\"shm_ranks\":[");
+                for (int k = 0; k < w.size; k++) {
+                    printf("%s[", k ? "," : "");
+                    for (int f = 0; f < FIELDS; f++)
+                        printf("%s%.3g", f ? "," : "", all[k * FIELDS + f]);
+                    printf("]");
+                }
+                printf("]");
+            }
+            printf("}\n");
         }
     }
     dt_allreduce_free(&shm);

@@ -4,7 +4,6 @@
  * algorithms, with and without overlap, and bucket sizes that put bucket boundaries
  * inside tensors. Run under mpirun -np 2. */
 #include <math.h>
-#include <mpi.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,7 +30,7 @@ static void train_single(const char *model, int b) {
         dt_error err;
         if (dt_train(&cfg, NULL, NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
     }
-    DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    dt_world_barrier(&world, "the test");
 }
 
 static void check_distributed(const char *model, int b, dt_allreduce_algo algo, int overlap,
@@ -47,7 +46,7 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
     dt_train_result res;
     if (dt_train(&cfg, &world, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     assert_int_equal(res.steps, 6);
-    DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    dt_world_barrier(&world, "the test");
     double e = 0.0;
     if (world.rank == 0) {
         e = safetensors_rel_error(path, single_path);
@@ -57,7 +56,7 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
                       overlap ? "overlap" : "no overlap", bucket_mb, e);
         unlink(path);
     }
-    DT_CHECK_MPI(MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    dt_world_broadcast(&world, &e, 1, DT_F64, 0, "the error");
     assert_true(e <= 1e-5);
 }
 

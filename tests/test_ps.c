@@ -5,7 +5,6 @@
  * learning are end-to-end checks in test_ps_modes.sh.)
  * Run under mpirun: -np 3 (P = 1, W = 2) and -np 4 (P = 2, W = 2). */
 #include <math.h>
-#include <mpi.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,7 +36,7 @@ static void test_ps_sync_equals_one_process(void **state) {
     dt_error err;
     dt_train_result res;
     if (dt_train(&cfg, &world, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
-    DT_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    dt_world_barrier(&world, "the test");
     double e = 0.0;
     if (world.rank == 0) {
         dt_train_config one = equivalence_config("lenet5", b * workers);
@@ -50,7 +49,7 @@ static void test_ps_sync_equals_one_process(void **state) {
         unlink(dist);
         unlink(single);
     }
-    DT_CHECK_MPI(MPI_Bcast(&e, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    dt_world_broadcast(&world, &e, 1, DT_F64, 0, "the error");
     assert_true(e <= 1e-5);
 }
 
@@ -102,7 +101,7 @@ static void test_push_lands_in_its_epoch_histogram(void **state) {
         dt_ps_client_free(&c);
     }
     dt_train_state_free(&s);
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    dt_world_allreduce(&world, &wrong, 1, DT_S32, DT_REDUCE_MAX, "the test");
     assert_int_equal(wrong, 0);
 }
 

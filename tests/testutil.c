@@ -86,7 +86,7 @@ int run_mpi_tests(dt_world *world, const struct CMUnitTest *tests, size_t count,
     }
     if (world->rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     int failed = _cmocka_run_group_tests("mpi", tests, count, NULL, NULL);
-    DT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    dt_world_allreduce(world, &failed, 1, DT_S32, DT_REDUCE_MAX, "the test results");
     dt_world_finalize(world);
     return failed;
 }

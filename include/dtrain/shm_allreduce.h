@@ -38,6 +38,34 @@ void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n);
  * least one per rank; takes effect at the next call, set on every rank alike. */
 void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats);
 
+/* Whether a wait on a peer that lasts over 1 ms may sleep (nanosleep naps) instead of
+ * yielding the core. Default: only where this host's ranks outnumber its cores. */
+void dt_shm_allreduce_set_naps(dt_shm_allreduce *s, int naps);
+
+/* Where a rank's time went in dt_shm_allreduce_sum, and how far its waits on peers
+ * went: every wait spins, then yields the core after 64 polls, then naps after 1 ms. */
+enum {
+    DT_SHM_WAIT_FREE, /* for the peers to finish reading the slot set (two rounds ago) */
+    DT_SHM_COPY_IN,   /* copying the others' segments into this rank's slots */
+    DT_SHM_WAIT_IN,   /* for the peers' values */
+    DT_SHM_REDUCE,    /* summing this rank's segment */
+    DT_SHM_WAIT_OUT,  /* for the peers' sums */
+    DT_SHM_COPY_OUT,  /* copying the peers' sums back */
+    DT_SHM_PHASES
+};
+typedef struct dt_shm_stats {
+    long calls, rounds;
+    long waits;       /* waits on a peer not over at the first poll */
+    long yield_waits; /* ... that reached the yield phase */
+    long nap_waits;   /* ... that reached the nap phase */
+    long naps;        /* nanosleep calls */
+    double t_wait, longest_wait;
+    double t_phase[DT_SHM_PHASES];
+} dt_shm_stats;
+
+/* This rank's figures since creation or the last reset. */
+void dt_shm_allreduce_stats(dt_shm_allreduce *s, dt_shm_stats *out, int reset);
+
 /* Segment i of n values cut into `parts` nearly equal pieces, each piece's length a
  * multiple of `align` (the last shorter; trailing ones may be empty): its first index
  * and length. The ring all-reduce cuts with align 1, the shared-memory one with cache

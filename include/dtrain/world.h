@@ -1,39 +1,48 @@
-/* A world: a group of ranks with its own MPI communicator. The process world holds
- * every process started by mpirun (a process started alone has no world and needs no
- * MPI: see dt_world_launched); a mode splits it into smaller worlds (dt_world_split),
- * e.g. the workers of a parameter-server job, and every collective or message of
- * dtrain goes through a world's communicator.
- * Any MPI failure ends the whole job with one line naming the rank and the cause,
- * never a hang: MPI calls return errors (MPI_ERRORS_RETURN) and go through
- * DT_CHECK_MPI, and waits on peers give up after a timeout. */
+/* A world: a group of ranks that communicate. The process world holds every process
+ * started by the launcher (a process started alone has no world and needs none: see
+ * dt_world_launched); a mode splits it into smaller worlds (dt_world_split), e.g. the
+ * workers of a parameter-server job, and every collective or message of dtrain goes
+ * through a world.
+ *
+ * This header is the whole communication interface: collectives (all-reduce,
+ * broadcast, all-gather, barrier), point-to-point bytes, split. MPI implements it
+ * (src/parallel/world.c), and no MPI type or header appears outside src/parallel; the
+ * element types of a collective are dtrain's (dtype.h), its reductions dt_reduce_op.
+ * Any failure ends the whole job with one line naming the rank and the cause, never a
+ * hang: every wait on a peer gives up after the world's timeout. */
 #ifndef DTRAIN_WORLD_H
 #define DTRAIN_WORLD_H
 
-#include <mpi.h>
+#include <stddef.h>
 
+#include "dtrain/dtype.h"
 #include "dtrain/error.h"
 
+/* The implementation's communicator (an MPI communicator). */
+typedef struct dt_comm dt_comm;
+
 typedef struct dt_world {
-    MPI_Comm comm;    /* owned by a split world; the process world's is MPI's own */
-    int rank, size;   /* in comm */
+    dt_comm *comm;    /* NULL: one process without a launcher, which never communicates */
+    int rank, size;   /* in this world */
     int job_rank;     /* in the process world: what error messages name */
-    int thread_level; /* what MPI_Init_thread granted */
     double timeout_s; /* longest wait on a peer before the job is aborted */
-    int owns_comm;
+    int owns_comm;    /* a split world's: freed by dt_world_free */
 } dt_world;
+
+typedef enum dt_reduce_op { DT_REDUCE_SUM, DT_REDUCE_MAX, DT_REDUCE_MIN } dt_reduce_op;
 
 /* Whether a launcher (Open MPI's mpirun, or a PMI/PMIx launcher such as srun)
  * started this process; also one of several tasks of a Slurm job step, which
  * dt_world_init refuses when srun gave them no MPI plugin (SLURM_STEP_NUM_TASKS > 1
  * without PMIx/PMI variables, or a world of 1: N separate trainings otherwise). One
- * started alone trains without MPI: a singleton MPI_Init costs about 0.5 s (1.8 s
+ * started alone trains without MPI: a singleton MPI start costs about 0.5 s (1.8 s
  * under AddressSanitizer) and starts a daemon, for a world of one rank that never
  * communicates. */
 int dt_world_launched(void);
 
 /* The process world. Initialises MPI with at least MPI_THREAD_SERIALIZED (a
- * communication thread and the trainer take turns; they never call MPI at the same
- * time). */
+ * communication thread and the trainer take turns; they never communicate at the same
+ * time). dt_world_finalize ends it. */
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err);
 void dt_world_finalize(dt_world *w);
 
@@ -46,13 +55,13 @@ void dt_world_free(dt_world *w);
  * by the rank that speaks for the job:
  * - DT_EXIT_TOGETHER: every rank of the process world calls it at the same point (a
  *   failure they agreed on, or found before MPI started, which is then started);
- * - DT_EXIT_ENDS_JOB: this rank ends the others (MPI_Abort);
- * - DT_EXIT_WAIT: another rank ends the job (in MPI_Finalize until it does).
+ * - DT_EXIT_ENDS_JOB: this rank ends the others (MPI's abort);
+ * - DT_EXIT_WAIT: another rank ends the job (in MPI's finalize until it does).
  * Under Open MPI's mpirun, together means rank 0 aborts the job and the others wait:
- * mpirun answers a rank's non-zero exit after MPI_Finalize with a 10-line notice of
- * its own, and an abort with nothing but the rank's Open MPI help, which dt_world_init
- * has dropped (the 8-line MPI_ABORT notice). Elsewhere (srun) together is MPI_Finalize
- * on every rank. */
+ * mpirun answers a rank's non-zero exit after finalize with a 10-line notice of its
+ * own, and an abort with nothing but the rank's Open MPI help, which dt_world_init
+ * has dropped (the 8-line MPI_ABORT notice). Elsewhere (srun) together is finalize on
+ * every rank. */
 typedef enum { DT_EXIT_TOGETHER, DT_EXIT_ENDS_JOB, DT_EXIT_WAIT } dt_world_exit_how;
 _Noreturn void dt_world_exit(int status, dt_world_exit_how how);
 
@@ -64,18 +73,26 @@ _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)
  * sees in mpirun's messages), or peer itself if MPI cannot say. */
 int dt_world_job_rank_of(const dt_world *w, int peer);
 
-/* Waits for n requests, polling; after the world's timeout with no completion the
- * job is aborted with a line naming `what` and the peer waited on (-1: any). */
-void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what);
-
-/* Collectives for the trainer's bookkeeping, with the same timeout. In place. */
-void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op);
+/* Collectives over w, every rank calling them in the same order, each waiting with
+ * the world's timeout; `what` names the exchange in the timeout's message. */
+/* In place: buf[0..n) becomes op over the ranks, element by element (f32, f64, s32, s64). */
+void dt_world_allreduce(const dt_world *w, void *buf, size_t n, dt_dtype type, dt_reduce_op op,
+                        const char *what);
+/* The same for the trainer's bookkeeping (epoch statistics). */
+void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, dt_reduce_op op);
+/* buf[0..n) of rank root to every rank. */
+void dt_world_broadcast(const dt_world *w, void *buf, size_t n, dt_dtype type, int root,
+                        const char *what);
+/* Rank 0's floats to every rank (the initial weights). */
 void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n);
-/* Collective over w: how many of w's ranks run on this rank's host (by host name:
- * emulated hosts on one machine count as one), and whether w's ranks span hosts. */
-void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts);
+/* all[r * n .. (r + 1) * n) = rank r's mine[0..n). */
+void dt_world_allgather(const dt_world *w, const void *mine, void *all, size_t n, dt_dtype type,
+                        const char *what);
 /* Waits until every rank of w has arrived. */
 void dt_world_barrier(const dt_world *w, const char *what);
+/* How many of w's ranks run on this rank's host (by host name: emulated hosts on one
+ * machine count as one), and whether w's ranks span hosts. */
+void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts);
 
 /* Point-to-point bytes within w (small records such as statistics), with the
  * world's timeout. */
@@ -83,10 +100,5 @@ void dt_world_send_bytes(const dt_world *w, const void *data, size_t n, int to, 
                          const char *what);
 void dt_world_recv_bytes(const dt_world *w, void *data, size_t n, int from, int tag,
                          const char *what);
-
-/* Checks an MPI return code: on failure aborts the job naming the call, the place
- * and MPI's own explanation. */
-void dt_check_mpi(int code, const char *call, const char *file, int line);
-#define DT_CHECK_MPI(call) dt_check_mpi((call), #call, __FILE__, __LINE__)
 
 #endif

@@ -1,8 +1,9 @@
 #include "dtrain/allreduce.h"
 
-#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "world_mpi.h"
 
 enum { RING_TAG = 7301, MAX_CHUNKS = 1024 };
 
@@ -106,12 +107,12 @@ static void post_step(dt_allreduce *ar, void *recv, size_t rc, const void *send,
     for (int k = 0; k < *nr; k++) {
         size_t off = (size_t)k * chunk, len = rc - off < chunk ? rc - off : chunk;
         DT_CHECK_MPI(MPI_Irecv((char *)recv + off * elem, (int)len, type, left, RING_TAG,
-                               ar->world->comm, &reqs[k]));
+                               dt_world_mpi(ar->world), &reqs[k]));
     }
     for (int k = 0; k < *ns; k++) {
         size_t off = (size_t)k * chunk, len = sc - off < chunk ? sc - off : chunk;
         DT_CHECK_MPI(MPI_Isend((const char *)send + off * elem, (int)len, type, right, RING_TAG,
-                               ar->world->comm, &reqs[*nr + k]));
+                               dt_world_mpi(ar->world), &reqs[*nr + k]));
         ar->bytes_sent += (long long)(len * elem);
     }
 }
@@ -225,8 +226,8 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
         return;
     }
     MPI_Request req;
-    DT_CHECK_MPI(
-        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, ar->world->comm, &req));
+    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM,
+                                dt_world_mpi(ar->world), &req));
     dt_world_wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
     ar->bytes_sent += ring_volume(w->size, n);
 }

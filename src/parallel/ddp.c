@@ -1,6 +1,5 @@
 #include "dtrain/ddp.h"
 
-#include <mpi.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

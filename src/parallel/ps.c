@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dtrain/timer.h"
+#include "world_mpi.h"
 
 int dt_ps_parse_mode(const char *name, dt_ps_mode *mode) {
     if (!strcmp(name, "ps-sync"))
@@ -54,14 +55,15 @@ void dt_ps_pull(dt_ps_client *c) {
     MPI_Request reqs[3 * 64];
     const double t0 = dt_now();
     for (int s = 0; s < P; s++)
-        DT_CHECK_MPI(MPI_Isend(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_PULL, c->world->comm, &reqs[s]));
+        DT_CHECK_MPI(
+            MPI_Isend(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_PULL, dt_world_mpi(c->world), &reqs[s]));
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
-        DT_CHECK_MPI(MPI_Irecv(&versions[s], 1, MPI_INT64_T, s, DT_PS_TAG_VERSION, c->world->comm,
-                               &reqs[P + s]));
+        DT_CHECK_MPI(MPI_Irecv(&versions[s], 1, MPI_INT64_T, s, DT_PS_TAG_VERSION,
+                               dt_world_mpi(c->world), &reqs[P + s]));
         DT_CHECK_MPI(MPI_Irecv(c->model->params + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_PARAMS,
-                               c->world->comm, &reqs[2 * P + s]));
+                               dt_world_mpi(c->world), &reqs[2 * P + s]));
         c->bytes_received += (long long)(n * sizeof(float));
     }
     /* the servers answer with the version first: until then the worker waits (sync,
@@ -85,15 +87,15 @@ void dt_ps_push(dt_ps_client *c) {
         headers[s][0] = c->versions[s];
         headers[s][1] = c->clock;
         headers[s][2] = c->epoch;
-        DT_CHECK_MPI(
-            MPI_Isend(headers[s], 3, MPI_INT64_T, s, DT_PS_TAG_PUSH, c->world->comm, &reqs[2 * s]));
+        DT_CHECK_MPI(MPI_Isend(headers[s], 3, MPI_INT64_T, s, DT_PS_TAG_PUSH,
+                               dt_world_mpi(c->world), &reqs[2 * s]));
         if (c->wire) {
             dt_comm_pack(c->cfg.comm_dtype, c->wire + off, c->model->grads + off, n);
             DT_CHECK_MPI(MPI_Isend(c->wire + off, (int)n, MPI_UINT16_T, s, DT_PS_TAG_GRADS,
-                                   c->world->comm, &reqs[2 * s + 1]));
+                                   dt_world_mpi(c->world), &reqs[2 * s + 1]));
         } else {
             DT_CHECK_MPI(MPI_Isend(c->model->grads + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_GRADS,
-                                   c->world->comm, &reqs[2 * s + 1]));
+                                   dt_world_mpi(c->world), &reqs[2 * s + 1]));
         }
         c->bytes_sent += (long long)(n * dt_comm_dtype_size(c->cfg.comm_dtype) + sizeof headers[s]);
     }
@@ -108,14 +110,14 @@ void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *ve
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
-        DT_CHECK_MPI(MPI_Isend(request, 3, MPI_INT64_T, s, DT_PS_TAG_STATE_REQ, c->world->comm,
-                               &reqs[4 * s]));
-        DT_CHECK_MPI(MPI_Irecv(state[s], 2, MPI_INT64_T, s, DT_PS_TAG_STATE, c->world->comm,
+        DT_CHECK_MPI(MPI_Isend(request, 3, MPI_INT64_T, s, DT_PS_TAG_STATE_REQ,
+                               dt_world_mpi(c->world), &reqs[4 * s]));
+        DT_CHECK_MPI(MPI_Irecv(state[s], 2, MPI_INT64_T, s, DT_PS_TAG_STATE, dt_world_mpi(c->world),
                                &reqs[4 * s + 1]));
         DT_CHECK_MPI(MPI_Irecv(params + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_PARAMS,
-                               c->world->comm, &reqs[4 * s + 2]));
+                               dt_world_mpi(c->world), &reqs[4 * s + 2]));
         DT_CHECK_MPI(MPI_Irecv(velocity + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_MOMENTUM,
-                               c->world->comm, &reqs[4 * s + 3]));
+                               dt_world_mpi(c->world), &reqs[4 * s + 3]));
     }
     dt_world_wait_all(c->world, 4 * P, reqs, -1, "worker: fetching the servers' state");
     *version = (long)state[0][0];
@@ -125,13 +127,13 @@ void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *ve
 void dt_ps_busy(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
-        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_BUSY, c->world->comm));
+        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_BUSY, dt_world_mpi(c->world)));
 }
 
 void dt_ps_done(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
-        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_DONE, c->world->comm));
+        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_DONE, dt_world_mpi(c->world)));
 }
 
 void dt_ps_send_stats(const dt_world *job, const dt_ps_server_stats *st, int to) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dtrain/timer.h"
+#include "world_mpi.h"
 
 /* One server's state while it serves. */
 typedef struct server {
@@ -43,7 +44,8 @@ static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *st
     for (int i = 0; i < sv->workers; i++) busy |= sv->busy[i];
     const dt_world *w = sv->job;
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, w->comm, &req));
+    DT_CHECK_MPI(
+        MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, dt_world_mpi(w), &req));
     int flag = 0;
     long polls = 0;
     const double start = dt_now();
@@ -75,11 +77,11 @@ static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
     dt_ps_server_stats *st = sv->st;
     MPI_Request req;
     if (sv->wire)
-        DT_CHECK_MPI(
-            MPI_Irecv(sv->wire, (int)n, MPI_UINT16_T, from, DT_PS_TAG_GRADS, sv->job->comm, &req));
+        DT_CHECK_MPI(MPI_Irecv(sv->wire, (int)n, MPI_UINT16_T, from, DT_PS_TAG_GRADS,
+                               dt_world_mpi(sv->job), &req));
     else
         DT_CHECK_MPI(MPI_Irecv(sv->grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS,
-                               sv->job->comm, &req));
+                               dt_world_mpi(sv->job), &req));
     dt_world_wait_all(sv->job, 1, &req, from, "parameter server: receiving gradients");
     if (sv->wire) dt_comm_unpack(sv->cfg->comm_dtype, sv->grad + off, sv->wire, n);
     st->bytes_in += (long long)(n * dt_comm_dtype_size(sv->cfg->comm_dtype) + 3 * sizeof(int64_t));
@@ -117,9 +119,10 @@ static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
 static void send_shard(server *sv, int to) {
     const int64_t v = sv->version;
     MPI_Request r[2];
-    DT_CHECK_MPI(MPI_Isend(&v, 1, MPI_INT64_T, to, DT_PS_TAG_VERSION, sv->job->comm, &r[0]));
+    DT_CHECK_MPI(
+        MPI_Isend(&v, 1, MPI_INT64_T, to, DT_PS_TAG_VERSION, dt_world_mpi(sv->job), &r[0]));
     DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to, DT_PS_TAG_PARAMS,
-                           sv->job->comm, &r[1]));
+                           dt_world_mpi(sv->job), &r[1]));
     dt_world_wait_all(sv->job, 2, r, to, "parameter server: answering a pull");
     sv->st->bytes_out += (long long)(sv->n * sizeof(float) + sizeof v);
 }
@@ -128,11 +131,12 @@ static void send_shard(server *sv, int to) {
 static void send_state(server *sv, int to) {
     const int64_t head[2] = {sv->version, sv->opt->steps};
     MPI_Request r[3];
-    DT_CHECK_MPI(MPI_Isend(head, 2, MPI_INT64_T, to, DT_PS_TAG_STATE, sv->job->comm, &r[0]));
+    DT_CHECK_MPI(
+        MPI_Isend(head, 2, MPI_INT64_T, to, DT_PS_TAG_STATE, dt_world_mpi(sv->job), &r[0]));
     DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to,
-                           DT_PS_TAG_STATE_PARAMS, sv->job->comm, &r[1]));
+                           DT_PS_TAG_STATE_PARAMS, dt_world_mpi(sv->job), &r[1]));
     DT_CHECK_MPI(MPI_Isend(sv->opt->velocity + sv->off, (int)sv->n, MPI_FLOAT, to,
-                           DT_PS_TAG_STATE_MOMENTUM, sv->job->comm, &r[2]));
+                           DT_PS_TAG_STATE_MOMENTUM, dt_world_mpi(sv->job), &r[2]));
     dt_world_wait_all(sv->job, 3, r, to, "parameter server: sending its state");
 }
 

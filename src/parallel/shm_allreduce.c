@@ -1,6 +1,5 @@
 #include "dtrain/shm_allreduce.h"
 
-#include <mpi.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -8,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "dtrain/overlap.h"
 #include "dtrain/timer.h"
+#include "world_mpi.h"
 
 enum {
     LINE = 64,               /* bytes: one counter per cache line, no false sharing */
@@ -37,6 +38,8 @@ struct dt_shm_allreduce {
     uint64_t round;      /* rounds this rank has finished, over all calls */
     counters **ctl;      /* [p]: every rank's counters */
     float **slots;       /* [p]: every rank's slots, SETS x (p + 1) x seg_cap */
+    int naps;            /* waits may sleep (ranks outnumber cores) */
+    dt_shm_stats stats;  /* where the time went, for the benchmark */
 };
 
 int dt_shm_allowed_by_btl(const char *btl) {
@@ -73,7 +76,7 @@ int dt_shm_allreduce_create(dt_shm_allreduce **out, const dt_world *w, dt_error 
     dt_world_hosts(w, &local, &spans);
     const int btl_ok = dt_shm_allowed_by_btl(getenv("OMPI_MCA_btl"));
     double ok = !spans && btl_ok; /* every rank must take the same road */
-    dt_world_allreduce_doubles(w, &ok, 1, MPI_MIN);
+    dt_world_allreduce_doubles(w, &ok, 1, DT_REDUCE_MIN);
     if (!ok) {
         if (spans)
             dt_error_set(err, "the ranks run on more than one host");
@@ -91,6 +94,7 @@ int dt_shm_allreduce_create(dt_shm_allreduce **out, const dt_world *w, dt_error 
     s->r = w->rank;
     s->seg_cap = round_up((DEFAULT_ROUND + (size_t)s->p - 1) / (size_t)s->p, SEG_ALIGN);
     s->round_floats = DEFAULT_ROUND;
+    s->naps = 1;
     s->ctl = calloc((size_t)s->p, sizeof *s->ctl);
     s->slots = calloc((size_t)s->p, sizeof *s->slots);
     if (!s->ctl || !s->slots) {
@@ -104,19 +108,19 @@ int dt_shm_allreduce_create(dt_shm_allreduce **out, const dt_world *w, dt_error 
     /* each rank's part on its own pages (first touch by its owner, below) */
     DT_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
     void *base = NULL;
-    int rc = MPI_Win_allocate_shared((MPI_Aint)part_bytes(s->p, s->seg_cap), 1, info, w->comm,
-                                     &base, &s->win);
+    int rc = MPI_Win_allocate_shared((MPI_Aint)part_bytes(s->p, s->seg_cap), 1, info,
+                                     dt_world_mpi(w), &base, &s->win);
     MPI_Info_free(&info);
     /* a failure is the same on every rank (MPI decides from the communicator) but the
      * answer is agreed anyway: a rank must never wait for a window its peer lacks */
     double have = rc == MPI_SUCCESS;
-    dt_world_allreduce_doubles(w, &have, 1, MPI_MIN);
+    dt_world_allreduce_doubles(w, &have, 1, DT_REDUCE_MIN);
     int *model = NULL, flag = 0;
     if (have) {
         DT_CHECK_MPI(MPI_Win_get_attr(s->win, MPI_WIN_MODEL, &model, &flag));
         /* plain loads and stores (C11 atomics) need the unified memory model */
         double unified = flag && *model == MPI_WIN_UNIFIED;
-        dt_world_allreduce_doubles(w, &unified, 1, MPI_MIN);
+        dt_world_allreduce_doubles(w, &unified, 1, DT_REDUCE_MIN);
         if (!unified) have = 0;
     }
     if (!have) {
@@ -155,6 +159,10 @@ void dt_shm_allreduce_destroy(dt_shm_allreduce *s) {
     free(s);
 }
 
+void dt_shm_allreduce_set_naps(dt_shm_allreduce *s, int naps) {
+    s->naps = naps;
+}
+
 void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats) {
     const size_t most = s->seg_cap * (size_t)s->p;
     s->round_floats = floats < (size_t)s->p ? (size_t)s->p : floats > most ? most : floats;
@@ -165,32 +173,39 @@ void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats) {
  * yielding the core, then sleeping in growing naps of up to NAP_MAX_NS (a waiting
  * communication thread must not take cycles from compute on its core; ranks may
  * outnumber cores), and ending the job after the world's timeout. */
-static void wait_peers(const dt_shm_allreduce *s, size_t which, uint64_t at_least,
-                       const char *stage) {
+static void wait_peers(dt_shm_allreduce *s, size_t which, uint64_t at_least, const char *stage) {
     enum { SPINS = 64, YIELD_NS = 1000000, NAP_MAX_NS = 200000 };
     for (int k = 0; k < s->p; k++) {
         if (k == s->r) continue;
         _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)s->ctl[k] + which);
         if (atomic_load_explicit(c, memory_order_acquire) >= at_least) continue;
+        s->stats.waits++;
         const double start = dt_now();
         long nap_ns = 20000;
+        int yielded = 0, napped = 0;
         for (long spins = 1;; spins++) {
             if (atomic_load_explicit(c, memory_order_acquire) >= at_least) break;
             if (spins < SPINS) continue;
             const double waited = dt_now() - start;
-            if (waited < YIELD_NS * 1e-9) {
-                sched_yield();
-                continue;
-            }
             if (waited > s->world->timeout_s)
                 dt_world_abort(s->world,
                                "shared-memory all-reduce (%s): no progress with rank %d for "
                                "%g s (it died or hangs)",
                                stage, dt_world_job_rank_of(s->world, k), s->world->timeout_s);
+            if (waited < YIELD_NS * 1e-9 || !s->naps) {
+                if (!yielded) s->stats.yield_waits++, yielded = 1;
+                sched_yield();
+                continue;
+            }
+            if (!napped) s->stats.nap_waits++, napped = 1;
+            s->stats.naps++;
             const struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
             nap_ns = nap_ns * 2 < NAP_MAX_NS ? nap_ns * 2 : NAP_MAX_NS;
         }
+        const double waited = dt_now() - start;
+        s->stats.t_wait += waited;
+        if (waited > s->stats.longest_wait) s->stats.longest_wait = waited;
     }
 }
 
@@ -225,12 +240,16 @@ static void reduce_segment(const dt_shm_allreduce *s, uint64_t set, float *restr
 void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n) {
     const int p = s->p, r = s->r;
     counters *mine = s->ctl[r];
+    dt_shm_stats *st = &s->stats;
+    st->calls++;
     for (size_t off = 0; off < n; off += s->round_floats) {
         const size_t len = n - off < s->round_floats ? n - off : s->round_floats;
         const uint64_t k = s->round, set = k % SETS;
         float *chunk = buf + off;
+        double t0 = dt_now(), t1;
         /* this set was last read by the peers in round k - SETS */
         if (k >= SETS) wait_peers(s, offsetof(counters, done), k - SETS + 1, "slots free");
+        t1 = dt_now(), st->t_phase[DT_SHM_WAIT_FREE] += t1 - t0, t0 = t1;
         for (int j = 0; j < p; j++) {
             if (j == r) continue;
             size_t b, c;
@@ -238,18 +257,29 @@ void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n) {
             memcpy(slot(s, r, set, j), chunk + b, sizeof(float) * c);
         }
         atomic_store_explicit(&mine->posted, k + 1, memory_order_release);
+        t1 = dt_now(), st->t_phase[DT_SHM_COPY_IN] += t1 - t0, t0 = t1;
         wait_peers(s, offsetof(counters, posted), k + 1, "values in");
+        t1 = dt_now(), st->t_phase[DT_SHM_WAIT_IN] += t1 - t0, t0 = t1;
         size_t b, c;
         dt_allreduce_segment(len, p, r, SEG_ALIGN, &b, &c);
         reduce_segment(s, set, chunk + b, slot(s, r, set, p), c);
         atomic_store_explicit(&mine->reduced, k + 1, memory_order_release);
+        t1 = dt_now(), st->t_phase[DT_SHM_REDUCE] += t1 - t0, t0 = t1;
         wait_peers(s, offsetof(counters, reduced), k + 1, "sums out");
+        t1 = dt_now(), st->t_phase[DT_SHM_WAIT_OUT] += t1 - t0, t0 = t1;
         for (int j = 0; j < p; j++) {
             if (j == r) continue;
             dt_allreduce_segment(len, p, j, SEG_ALIGN, &b, &c);
             memcpy(chunk + b, slot(s, j, set, p), sizeof(float) * c);
         }
         atomic_store_explicit(&mine->done, k + 1, memory_order_release);
+        t1 = dt_now(), st->t_phase[DT_SHM_COPY_OUT] += t1 - t0;
         s->round = k + 1;
+        st->rounds++;
     }
+}
+
+void dt_shm_allreduce_stats(dt_shm_allreduce *s, dt_shm_stats *out, int reset) {
+    *out = s->stats;
+    if (reset) memset(&s->stats, 0, sizeof s->stats);
 }

@@ -22,7 +22,7 @@ static int choose_overlap(dt_sync *s) {
     int on = dt_overlap_auto(dt_overlap_host_cores(), dt_overlap_own_cores(), local_ranks,
                              dt_threads_get(), spans_hosts, s->overlap_why, sizeof s->overlap_why);
     double all = on;
-    dt_world_allreduce_doubles(u->workers, &all, 1, MPI_MIN);
+    dt_world_allreduce_doubles(u->workers, &all, 1, DT_REDUCE_MIN);
     if (on && !all)
         snprintf(s->overlap_why, sizeof s->overlap_why,
                  "off: another host's ranks have no core to spare");

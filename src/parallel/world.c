@@ -1,4 +1,4 @@
-#include "dtrain/world.h"
+#include "world_mpi.h"
 
 #include <errno.h>
 #include <math.h>
@@ -83,23 +83,31 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     quiet_open_mpi();
+    int thread_level = 0;
     if (!initialized &&
-        MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &w->thread_level) != MPI_SUCCESS)
+        MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &thread_level) != MPI_SUCCESS)
         return dt_error_set(err, "MPI_Init_thread failed");
-    if (initialized) MPI_Query_thread(&w->thread_level);
-    if (w->thread_level < MPI_THREAD_SERIALIZED)
+    if (initialized) MPI_Query_thread(&thread_level);
+    if (thread_level < MPI_THREAD_SERIALIZED)
         return dt_error_set(err,
                             "this MPI grants thread level %d; dtrain's communication thread needs "
                             "MPI_THREAD_SERIALIZED",
-                            w->thread_level);
-    w->comm = job_comm();
+                            thread_level);
+    w->comm = malloc(sizeof *w->comm);
+    if (!w->comm) {
+        if (!initialized) MPI_Finalize();
+        return dt_error_set(err, "out of memory for the process world");
+    }
+    w->comm->mpi = job_comm();
     w->owns_comm = 0;
-    MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(w->comm, &w->rank);
-    MPI_Comm_size(w->comm, &w->size);
+    MPI_Comm_set_errhandler(w->comm->mpi, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(w->comm->mpi, &w->rank);
+    MPI_Comm_size(w->comm->mpi, &w->size);
     w->job_rank = w->rank;
     if (tasks > 1 && w->size == 1) { /* an MPI that does not speak srun's PMI flavour */
         if (!initialized) MPI_Finalize();
+        free(w->comm);
+        w->comm = NULL;
         return dt_error_set(err,
                             "srun started %ld tasks but MPI sees a world of 1 (this MPI lacks "
                             "srun's --mpi plugin): use srun --mpi=pmix (or mpirun)",
@@ -109,7 +117,8 @@ int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
 }
 
 void dt_world_finalize(dt_world *w) {
-    (void)w;
+    free(w->comm);
+    w->comm = NULL;
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -117,15 +126,21 @@ void dt_world_finalize(dt_world *w) {
 
 void dt_world_split(const dt_world *parent, int color, int key, dt_world *out) {
     *out = *parent;
-    DT_CHECK_MPI(MPI_Comm_split(parent->comm, color, key, &out->comm));
-    DT_CHECK_MPI(MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN));
-    DT_CHECK_MPI(MPI_Comm_rank(out->comm, &out->rank));
-    DT_CHECK_MPI(MPI_Comm_size(out->comm, &out->size));
+    out->comm = malloc(sizeof *out->comm);
+    if (!out->comm) dt_world_abort(parent, "out of memory for a split world");
+    DT_CHECK_MPI(MPI_Comm_split(parent->comm->mpi, color, key, &out->comm->mpi));
+    DT_CHECK_MPI(MPI_Comm_set_errhandler(out->comm->mpi, MPI_ERRORS_RETURN));
+    DT_CHECK_MPI(MPI_Comm_rank(out->comm->mpi, &out->rank));
+    DT_CHECK_MPI(MPI_Comm_size(out->comm->mpi, &out->size));
     out->owns_comm = 1;
 }
 
 void dt_world_free(dt_world *w) {
-    if (w->owns_comm) MPI_Comm_free(&w->comm);
+    if (w->owns_comm) {
+        MPI_Comm_free(&w->comm->mpi);
+        free(w->comm);
+        w->comm = NULL;
+    }
     w->owns_comm = 0;
 }
 
@@ -179,7 +194,7 @@ void dt_check_mpi(int code, const char *call, const char *file, int line) {
 int dt_world_job_rank_of(const dt_world *w, int peer) {
     MPI_Group mine, job;
     int out = peer;
-    if (MPI_Comm_group(w->comm, &mine) != MPI_SUCCESS) return peer;
+    if (!w->comm || MPI_Comm_group(w->comm->mpi, &mine) != MPI_SUCCESS) return peer;
     if (MPI_Comm_group(job_comm(), &job) == MPI_SUCCESS) {
         if (MPI_Group_translate_ranks(mine, 1, &peer, job, &out) != MPI_SUCCESS ||
             out == MPI_UNDEFINED)
@@ -212,6 +227,54 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
     }
 }
 
+static MPI_Op mpi_op(dt_reduce_op op) {
+    return op == DT_REDUCE_MAX ? MPI_MAX : op == DT_REDUCE_MIN ? MPI_MIN : MPI_SUM;
+}
+
+/* MPI counts are ints: a collective of more elements goes in pieces of this many. */
+static const size_t PIECE = (size_t)1 << 28;
+
+void dt_world_allreduce(const dt_world *w, void *buf, size_t n, dt_dtype type, dt_reduce_op op,
+                        const char *what) {
+    const size_t elem = dt_dtype_size(type);
+    for (size_t off = 0; off < n; off += PIECE) {
+        MPI_Request req;
+        const int count = (int)(n - off < PIECE ? n - off : PIECE);
+        DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * elem, count,
+                                    dt_mpi_type(type), mpi_op(op), w->comm->mpi, &req));
+        dt_world_wait_all(w, 1, &req, -1, what);
+    }
+}
+
+void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, dt_reduce_op op) {
+    dt_world_allreduce(w, v, (size_t)n, DT_F64, op, "epoch statistics");
+}
+
+void dt_world_broadcast(const dt_world *w, void *buf, size_t n, dt_dtype type, int root,
+                        const char *what) {
+    const size_t elem = dt_dtype_size(type);
+    for (size_t off = 0; off < n; off += PIECE) {
+        MPI_Request req;
+        const int count = (int)(n - off < PIECE ? n - off : PIECE);
+        DT_CHECK_MPI(MPI_Ibcast((char *)buf + off * elem, count, dt_mpi_type(type), root,
+                                w->comm->mpi, &req));
+        dt_world_wait_all(w, 1, &req, root, what);
+    }
+}
+
+void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n) {
+    dt_world_broadcast(w, v, n, DT_F32, 0, "broadcast of the initial weights");
+}
+
+void dt_world_allgather(const dt_world *w, const void *mine, void *all, size_t n, dt_dtype type,
+                        const char *what) {
+    if (n > PIECE) dt_world_abort(w, "%s: %zu values are too many to gather", what, n);
+    MPI_Request req;
+    const MPI_Datatype t = dt_mpi_type(type);
+    DT_CHECK_MPI(MPI_Iallgather(mine, (int)n, t, all, (int)n, t, w->comm->mpi, &req));
+    dt_world_wait_all(w, 1, &req, -1, what);
+}
+
 /* By host name, not MPI_Comm_split_type: emulated hosts (network namespaces) share the
  * machine's name and its cores, which is what the callers want counted, and Open MPI
  * 4.1's split by shared memory crashed there (TCP between ranks it thought local). */
@@ -222,52 +285,33 @@ void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
     DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
     char *all = malloc((size_t)MPI_MAX_PROCESSOR_NAME * (size_t)w->size);
     if (!all) dt_world_abort(w, "out of memory for the ranks' host names");
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
-                                MPI_CHAR, w->comm, &req));
-    dt_world_wait_all(w, 1, &req, -1, "the ranks' host names");
+    dt_world_allgather(w, mine, all, MPI_MAX_PROCESSOR_NAME, DT_U8, "the ranks' host names");
     int same = 0;
     for (int r = 0; r < w->size; r++)
         same += !strncmp(all + (size_t)r * MPI_MAX_PROCESSOR_NAME, mine, MPI_MAX_PROCESSOR_NAME);
     free(all);
     *local_ranks = same;
     double fewest = same;
-    dt_world_allreduce_doubles(w, &fewest, 1, MPI_MIN);
+    dt_world_allreduce_doubles(w, &fewest, 1, DT_REDUCE_MIN);
     *spans_hosts = (int)fewest < w->size;
-}
-
-void dt_world_allreduce_doubles(const dt_world *w, double *v, int n, MPI_Op op) {
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op, w->comm, &req));
-    dt_world_wait_all(w, 1, &req, -1, "epoch statistics");
-}
-
-void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n) {
-    const size_t piece = (size_t)1 << 28; /* MPI counts are ints */
-    for (size_t off = 0; off < n; off += piece) {
-        MPI_Request req;
-        int count = (int)(n - off < piece ? n - off : piece);
-        DT_CHECK_MPI(MPI_Ibcast(v + off, count, MPI_FLOAT, 0, w->comm, &req));
-        dt_world_wait_all(w, 1, &req, 0, "broadcast of the initial weights");
-    }
 }
 
 void dt_world_barrier(const dt_world *w, const char *what) {
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Ibarrier(w->comm, &req));
+    DT_CHECK_MPI(MPI_Ibarrier(w->comm->mpi, &req));
     dt_world_wait_all(w, 1, &req, -1, what);
 }
 
 void dt_world_send_bytes(const dt_world *w, const void *data, size_t n, int to, int tag,
                          const char *what) {
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Isend(data, (int)n, MPI_BYTE, to, tag, w->comm, &req));
+    DT_CHECK_MPI(MPI_Isend(data, (int)n, MPI_BYTE, to, tag, w->comm->mpi, &req));
     dt_world_wait_all(w, 1, &req, to, what);
 }
 
 void dt_world_recv_bytes(const dt_world *w, void *data, size_t n, int from, int tag,
                          const char *what) {
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Irecv(data, (int)n, MPI_BYTE, from, tag, w->comm, &req));
+    DT_CHECK_MPI(MPI_Irecv(data, (int)n, MPI_BYTE, from, tag, w->comm->mpi, &req));
     dt_world_wait_all(w, 1, &req, from, what);
 }

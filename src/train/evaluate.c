@@ -110,7 +110,7 @@ int dt_evaluate_targets(const dt_eval_target *t, int n_targets, const dt_dataset
             }
         }
     }
-    if (size > 1) dt_world_allreduce_doubles(world, sums, (int)n_sums, MPI_SUM);
+    if (size > 1) dt_world_allreduce_doubles(world, sums, (int)n_sums, DT_REDUCE_SUM);
     for (int k = 0; k < n_targets; k++) {
         const double *s = sums + per * (size_t)k;
         res[k].loss = s[0] / ds->size;

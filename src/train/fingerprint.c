@@ -94,13 +94,11 @@ static uint64_t item_hash(const dt_fingerprint *fp, int i) {
  * allows 24 times the usual limit (10 minutes by default). */
 enum { SETUP_TIMEOUT_FACTOR = 24 };
 
-static void allgather(const dt_world *w, const void *mine, void *all, int count, MPI_Datatype type,
+static void allgather(const dt_world *w, const void *mine, void *all, int count, dt_dtype type,
                       const char *what) {
     dt_world setup = *w;
     setup.timeout_s = w->timeout_s * SETUP_TIMEOUT_FACTOR;
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallgather(mine, count, type, all, count, type, w->comm, &req));
-    dt_world_wait_all(&setup, 1, &req, -1, what);
+    dt_world_allgather(&setup, mine, all, (size_t)count, type, what);
 }
 
 enum { VALUE_SHOWN = 200 }; /* characters of a value a mismatch message shows */
@@ -121,7 +119,7 @@ int dt_fingerprint_compare(const dt_world *w, const dt_fingerprint *fp, dt_error
         hashes[i] = item_hash(fp, i);
         mine[1] = (mine[1] ^ hashes[i]) * 0x100000001b3ULL;
     }
-    allgather(w, mine, heads, 3, MPI_UINT64_T, what);
+    allgather(w, mine, heads, 3, DT_S64, what);
     int same = 1;
     uint64_t common = heads[0];
     for (int r = 1; r < w->size; r++) {
@@ -141,7 +139,7 @@ int dt_fingerprint_compare(const dt_world *w, const dt_fingerprint *fp, dt_error
         free(hashes), free(heads), free(all), free(values);
         dt_world_abort(w, "out of memory for the rank fingerprint");
     }
-    allgather(w, hashes, all, m, MPI_UINT64_T, what);
+    allgather(w, hashes, all, m, DT_S64, what);
     int item = m, other = -1;
     for (int i = 0; i < m && other < 0; i++)
         for (int r = 1; r < w->size && other < 0; r++)
@@ -152,7 +150,7 @@ int dt_fingerprint_compare(const dt_world *w, const dt_fingerprint *fp, dt_error
     /* 3. the values of that item, as text */
     char value[VALUE_SHOWN];
     snprintf(value, sizeof value, "%s", item < fp->n ? fp->values[item] : "(none)");
-    allgather(w, value, values, VALUE_SHOWN, MPI_CHAR, what);
+    allgather(w, value, values, VALUE_SHOWN, DT_U8, what);
     char name[64];
     snprintf(name, sizeof name, "%s", item < fp->n ? fp->names[item] : "their settings");
     dt_error_set(err, "ranks disagree on %s: %s on rank %d, %s on rank %d", name, values,

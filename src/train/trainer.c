@@ -135,7 +135,7 @@ enum { AGREE_TAG = 7404 };
 static int agree(const dt_world *w, int rc, int speaker, dt_error *err) {
     if (w->size < 2) return rc ? -1 : 0;
     double first = rc ? w->rank : w->size;
-    dt_world_allreduce_doubles(w, &first, 1, MPI_MIN);
+    dt_world_allreduce_doubles(w, &first, 1, DT_REDUCE_MIN);
     const int from = (int)first;
     if (from >= w->size) return 0;
     if (from != speaker && w->rank == from)
@@ -452,10 +452,10 @@ static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) 
     memcpy(max, e->t, sizeof max);
     memcpy(mean, e->t, sizeof mean);
     if (t->workers.size > 1) {
-        dt_world_allreduce_doubles(&t->workers, max, E_COUNT, MPI_MAX);
-        dt_world_allreduce_doubles(&t->workers, mean, E_COUNT, MPI_SUM);
+        dt_world_allreduce_doubles(&t->workers, max, E_COUNT, DT_REDUCE_MAX);
+        dt_world_allreduce_doubles(&t->workers, mean, E_COUNT, DT_REDUCE_SUM);
         for (int i = 0; i < E_COUNT; i++) mean[i] /= t->workers.size;
-        dt_world_allreduce_doubles(&t->workers, totals, 4, MPI_SUM);
+        dt_world_allreduce_doubles(&t->workers, totals, 4, DT_REDUCE_SUM);
     }
     const double images = totals[2] > 0 ? totals[2] : 1;
     return (dt_epoch_record){.epoch = epoch,
@@ -759,7 +759,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
         if (ranks_agree(job, &fp, dt_fingerprint_config(&fp, cfg, err), servers, err)) return -1;
     }
     if (!job) {
-        t.workers = (dt_world){.comm = MPI_COMM_NULL, .rank = 0, .size = 1, .timeout_s = 25.0};
+        t.workers = (dt_world){.comm = NULL, .rank = 0, .size = 1, .timeout_s = 25.0};
     } else if (servers > 0) { /* ranks 0..servers-1 serve, the others train */
         dt_world_split(job, job->rank < servers, job->rank, &t.workers);
         if (job->rank < servers) {
