@@ -34,8 +34,11 @@ void dt_dnnl_destroy(dt_dnnl *ctx);
 int dt_dnnl_has_bf16(void);
 
 /* s->n is the largest batch; adds this layer's needs to scratch's *_bytes (max). */
-/* io: the activations' layouts (exec.h); NULL: NCHW, accumulating. bf16: multiply in
- * bf16 (src, weights and diff_dst converted on the way in; fp32 results). */
+/* io: the activations' layouts and types (exec.h); NULL: NCHW f32, accumulating.
+ * bf16: multiply in bf16 (f32 src, weights and diff_dst converted on the way in; bf16
+ * activations read as they are); results of the activations' types (a bf16 output or
+ * input gradient is written by the primitive itself, except an input gradient added
+ * to, which goes through an fp32 scratch and one rounding), fp32 weight gradients. */
 int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_shape *s,
                           int has_bias, const dt_exec_conv2d_io *io, int bf16,
                           dt_dnnl_scratch *needs, dt_error *err);
@@ -46,16 +49,17 @@ void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan);
 int dt_conv2d_plan_alloc(dt_conv2d_plan *plan, dt_error *err);
 
-/* Forward for n <= the plan's batch. Exits with a message if oneDNN fails at run
+/* Forward for n <= the plan's batch; out and in (and din, dout below) of the types
+ * io gave (float or uint16_t bf16). Exits with a message if oneDNN fails at run
  * time (it only fails on out-of-memory there). */
-void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, float *out,
-                            const float *in, const float *weight, const float *bias);
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *out,
+                            const void *in, const float *weight, const float *bias);
 /* Accumulates (+=) into din (may be NULL), dweight and dbias (may be NULL). `in` must
  * be the input of this plan's last forward at batch n, unchanged: where the forward
  * converted it (to bf16, or from NCHW to blocked) and the plan is allocated, the
  * weight gradient reads that copy rather than converting `in` again. */
-void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
-                             float *din, float *dweight, float *dbias, const float *dout,
-                             const float *in, const float *weight);
+void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *din,
+                             float *dweight, float *dbias, const void *dout, const void *in,
+                             const float *weight);
 
 #endif

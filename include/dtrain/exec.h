@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "dtrain/conv2d.h"
+#include "dtrain/dtype.h"
 #include "dtrain/error.h"
 #include "dtrain/model.h"
 
@@ -31,6 +32,9 @@ typedef struct dt_exec_conv2d_io {
     int in_blocked, out_blocked; /* nChw16c (oneDNN only) instead of NCHW, data and grad */
     int din_sole_writer;         /* din is zero on entry and no other op adds to it: the conv may
                                     write it instead of adding (saves a pass over it) */
+    /* The type of the input's data and gradient, and of the output's: DT_F32 (0, the
+     * default) or DT_BF16 (oneDNN only). */
+    dt_dtype in_dtype, out_dtype;
 } dt_exec_conv2d_io;
 
 /* Plans a conv2d layer for batches of up to s->n and grows the shared scratch to

@@ -8,10 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct dt_dnnl {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-};
+#include "dnnl_ctx.h"
 
 /* A tensor as dtrain holds it (plain NCHW/OIHW) and as a primitive wants it. */
 typedef struct port {
@@ -60,7 +57,7 @@ struct dt_conv2d_plan {
     } while (0)
 
 /* At run time a failure can only be out of memory inside oneDNN: end with a line. */
-static void dnnl_run(dnnl_status_t st, const char *what) {
+void dt_dnnl_run(dnnl_status_t st, const char *what) {
     if (st != dnnl_success) {
         fprintf(stderr, "dtrain: oneDNN %s failed at run time (status %d)\n", what, (int)st);
         exit(1);
@@ -154,12 +151,12 @@ static void port_destroy(port *p) {
  * inputs, reorders the user's data into it. Returns the memory the primitive should
  * use. */
 static dnnl_memory_t port_enter_into(port *p, dt_dnnl *ctx, void *prim, const void *user) {
-    dnnl_run(dnnl_memory_set_data_handle(p->user_mem, (void *)user), "set handle");
+    dt_dnnl_run(dnnl_memory_set_data_handle(p->user_mem, (void *)user), "set handle");
     if (!p->reorder) return p->user_mem;
-    dnnl_run(dnnl_memory_set_data_handle(p->prim_mem, prim), "set handle");
+    dt_dnnl_run(dnnl_memory_set_data_handle(p->prim_mem, prim), "set handle");
     if (!p->to_user) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->user_mem}, {DNNL_ARG_TO, p->prim_mem}};
-        dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
+        dt_dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
     }
     return p->prim_mem;
 }
@@ -175,7 +172,7 @@ static dnnl_memory_t port_enter(port *p, dt_dnnl *ctx, const dt_dnnl_scratch *sc
 static void port_leave(port *p, dt_dnnl *ctx) {
     if (!p->reorder || !p->to_user) return;
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->prim_mem}, {DNNL_ARG_TO, p->user_mem}};
-    dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
+    dt_dnnl_run(dnnl_primitive_execute(p->reorder, ctx->stream, 2, args), "reorder");
 }
 
 static void variant_destroy(variant *v) {
@@ -205,28 +202,29 @@ typedef struct conv_geom {
 typedef enum conv_kind { CONV_FORWARD, CONV_BACKWARD_DATA, CONV_BACKWARD_WEIGHTS } conv_kind;
 
 /* One primitive descriptor with operands of type lp (src/weights for forward,
- * diff_dst/weights or src/diff_dst for the backward ones) and fp32 results, any
- * layout; hint: the forward descriptor backward ones follow. */
+ * diff_dst/weights or src/diff_dst for the backward ones), an activation result (dst,
+ * diff_src) of type res and an fp32 weight gradient, any layout; hint: the forward
+ * descriptor backward ones follow. */
 static dnnl_status_t conv_pd(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv_geom *g,
-                             conv_kind kind, dnnl_data_type_t lp,
+                             conv_kind kind, dnnl_data_type_t lp, dnnl_data_type_t res,
                              const_dnnl_primitive_desc_t hint) {
-    dnnl_memory_desc_t src_lp, src_f32, wei_lp, wei_f32, dst_lp, dst_f32;
+    dnnl_memory_desc_t src_lp, src_res, wei_lp, wei_f32, dst_lp, dst_res;
     dnnl_status_t st;
     if ((st = dnnl_memory_desc_init_by_tag(&src_lp, 4, *g->src, lp, dnnl_format_tag_any)) ||
-        (st = dnnl_memory_desc_init_by_tag(&src_f32, 4, *g->src, dnnl_f32, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&src_res, 4, *g->src, res, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&wei_lp, 4, *g->wei, lp, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&wei_f32, 4, *g->wei, dnnl_f32, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&dst_lp, 4, *g->dst, lp, dnnl_format_tag_any)) ||
-        (st = dnnl_memory_desc_init_by_tag(&dst_f32, 4, *g->dst, dnnl_f32, dnnl_format_tag_any)))
+        (st = dnnl_memory_desc_init_by_tag(&dst_res, 4, *g->dst, res, dnnl_format_tag_any)))
         return st;
     dnnl_convolution_desc_t d;
     const dnnl_alg_kind_t alg = dnnl_convolution_direct;
     if (kind == CONV_FORWARD)
         st = dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &src_lp, &wei_lp,
-                                                g->bias, &dst_f32, *g->strides, *g->pad_l,
+                                                g->bias, &dst_res, *g->strides, *g->pad_l,
                                                 *g->pad_r);
     else if (kind == CONV_BACKWARD_DATA)
-        st = dnnl_convolution_backward_data_desc_init(&d, alg, &src_f32, &wei_lp, &dst_lp,
+        st = dnnl_convolution_backward_data_desc_init(&d, alg, &src_res, &wei_lp, &dst_lp,
                                                       *g->strides, *g->pad_l, *g->pad_r);
     else
         st = dnnl_convolution_backward_weights_desc_init(
@@ -238,22 +236,27 @@ static dnnl_status_t conv_pd(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv
  * reference ones, which in bf16 are far slower than fp32 (lenet5's first conv, one
  * input channel: weight gradient 12.8 ms in bf16 on x64:gemm:jit, 8 ms for the whole
  * fp32 backward pass). */
-static int fast_impl(const_dnnl_primitive_desc_t pd) {
+int dt_dnnl_fast_impl(const_dnnl_primitive_desc_t pd) {
     const char *impl = "";
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success) return 0;
     return !strncmp(impl, "jit", 3) || !strncmp(impl, "brg", 3);
 }
 
-/* A backward primitive: bf16 where asked (a bf16 forward hint given) and fast, else
- * fp32. */
+/* A backward primitive: bf16 where asked (a bf16 forward hint given) and fast, with
+ * its activation result of type res_bf16, else fp32 throughout. */
 static dnnl_status_t conv_pd_best(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv_geom *g,
-                                  conv_kind kind, const_dnnl_primitive_desc_t hint_bf16,
+                                  conv_kind kind, dnnl_data_type_t res_bf16,
+                                  const_dnnl_primitive_desc_t hint_bf16,
                                   const_dnnl_primitive_desc_t hint_f32) {
-    if (hint_bf16 && conv_pd(pd, ctx, g, kind, dnnl_bf16, hint_bf16) == dnnl_success) {
-        if (fast_impl(*pd)) return dnnl_success;
+    if (hint_bf16 && conv_pd(pd, ctx, g, kind, dnnl_bf16, res_bf16, hint_bf16) == dnnl_success) {
+        if (dt_dnnl_fast_impl(*pd)) return dnnl_success;
         dnnl_primitive_desc_destroy(*pd);
     }
-    return conv_pd(pd, ctx, g, kind, dnnl_f32, hint_f32);
+    return conv_pd(pd, ctx, g, kind, dnnl_f32, dnnl_f32, hint_f32);
+}
+
+static dnnl_data_type_t act_type(dt_dtype t) {
+    return t == DT_BF16 ? dnnl_bf16 : dnnl_f32;
 }
 
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
@@ -272,10 +275,10 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                          (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
     dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u;
     v->n = n;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, dnnl_f32,
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, act_type(io->in_dtype),
                                           io->in_blocked ? dnnl_nChw16c : dnnl_nchw),
              "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, dnnl_f32,
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, act_type(io->out_dtype),
                                           io->out_blocked ? dnnl_nChw16c : dnnl_nchw),
              "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
@@ -289,14 +292,18 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                          .bias = has_bias ? &bias_u : NULL};
     /* fp32 primitives, and with bf16 the bf16 ones where oneDNN has a fast kernel for
      * them; each forward descriptor is the hint of the backward ones of its type. */
+    /* A bf16 primitive writes a bf16 activation directly (no fp32 result to convert);
+     * an input gradient it must add to goes through fp32 (one rounding of the sum). */
+    const dnnl_data_type_t dst_t = act_type(io->out_dtype);
+    const dnnl_data_type_t dsrc_t = io->din_sole_writer ? act_type(io->in_dtype) : dnnl_f32;
     dnnl_primitive_desc_t fpd_bf16 = NULL, fpd_f32 = NULL, fpd, bdpd, bwpd;
-    if (bf16 && conv_pd(&fpd_bf16, ctx, &g, CONV_FORWARD, dnnl_bf16, NULL) != dnnl_success)
+    if (bf16 && conv_pd(&fpd_bf16, ctx, &g, CONV_FORWARD, dnnl_bf16, dst_t, NULL) != dnnl_success)
         fpd_bf16 = NULL;
-    if (conv_pd(&fpd_f32, ctx, &g, CONV_FORWARD, dnnl_f32, NULL) != dnnl_success) {
+    if (conv_pd(&fpd_f32, ctx, &g, CONV_FORWARD, dnnl_f32, dnnl_f32, NULL) != dnnl_success) {
         if (fpd_bf16) dnnl_primitive_desc_destroy(fpd_bf16);
         return dt_error_set(err, "oneDNN: convolution forward failed");
     }
-    fpd = fpd_bf16 && fast_impl(fpd_bf16) ? fpd_bf16 : fpd_f32;
+    fpd = fpd_bf16 && dt_dnnl_fast_impl(fpd_bf16) ? fpd_bf16 : fpd_f32;
     int rc = make_primitive(&v->fwd, fpd, err);
     rc = rc ? rc
             : port_init(&v->f_src, ctx, &src_u,
@@ -310,7 +317,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
             : port_init(&v->f_dst, ctx, &dst_u,
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
-    if (rc == 0 && conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, fpd_bf16, fpd_f32))
+    if (rc == 0 && conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, dnnl_f32, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-weights failed");
     if (rc == 0) {
         rc = make_primitive(&v->bwd_weights, bwpd, err);
@@ -331,7 +338,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     /* The same conversion of src twice (forward, then weight gradient) is done once. */
     v->keeps_src = rc == 0 && v->f_src.reorder && v->bw_src.reorder &&
                    dnnl_memory_desc_equal(&v->f_src.prim_md, &v->bw_src.prim_md);
-    if (rc == 0 && conv_pd_best(&bdpd, ctx, &g, CONV_BACKWARD_DATA, fpd_bf16, fpd_f32))
+    if (rc == 0 && conv_pd_best(&bdpd, ctx, &g, CONV_BACKWARD_DATA, dsrc_t, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-data failed");
     if (rc == 0) {
         const dnnl_memory_desc_t *ddst =
@@ -375,6 +382,11 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
     if ((p->io.in_blocked && s->c_in % 16) || (p->io.out_blocked && s->c_out % 16)) {
         free(p);
         return dt_error_set(err, "conv2d: blocked activations need channels in multiples of 16");
+    }
+    if ((p->io.in_dtype != DT_F32 && p->io.in_dtype != DT_BF16) ||
+        (p->io.out_dtype != DT_F32 && p->io.out_dtype != DT_BF16)) {
+        free(p);
+        return dt_error_set(err, "conv2d: activations must be f32 or bf16");
     }
     if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, bf16, needs, err)) {
         variant_destroy(&p->v[0]);
@@ -432,8 +444,8 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     return v;
 }
 
-void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, float *out,
-                            const float *in, const float *weight, const float *bias) {
+void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *out,
+                            const void *in, const float *weight, const float *bias) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
     dnnl_memory_t src = v->keeps_src && plan->src_keep
@@ -443,20 +455,20 @@ void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch
                                {DNNL_ARG_WEIGHTS, port_enter(&v->f_wei, ctx, scratch, weight)},
                                {DNNL_ARG_DST, port_enter(&v->f_dst, ctx, scratch, out)},
                                {DNNL_ARG_BIAS, v->f_bias}};
-    if (v->f_bias) dnnl_run(dnnl_memory_set_data_handle(v->f_bias, (void *)bias), "set handle");
-    dnnl_run(dnnl_primitive_execute(v->fwd, ctx->stream, v->f_bias ? 4 : 3, args), "forward");
+    if (v->f_bias) dt_dnnl_run(dnnl_memory_set_data_handle(v->f_bias, (void *)bias), "set handle");
+    dt_dnnl_run(dnnl_primitive_execute(v->fwd, ctx->stream, v->f_bias ? 4 : 3, args), "forward");
     port_leave(&v->f_dst, ctx);
-    dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
+    dt_dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
 }
 
-void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n,
-                             float *din, float *dweight, float *dbias, const float *dout,
-                             const float *in, const float *weight) {
+void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *din,
+                             float *dweight, float *dbias, const void *dout, const void *in,
+                             const float *weight) {
     dt_dnnl *ctx = plan->ctx;
     variant *v = variant_for(plan, n);
     dnnl_memory_t src;
     if (v->keeps_src && plan->src_keep) { /* the forward's conversion of this input */
-        dnnl_run(dnnl_memory_set_data_handle(v->bw_src.prim_mem, plan->src_keep), "set handle");
+        dt_dnnl_run(dnnl_memory_set_data_handle(v->bw_src.prim_mem, plan->src_keep), "set handle");
         src = v->bw_src.prim_mem;
     } else {
         src = port_enter(&v->bw_src, ctx, scratch, in);
@@ -466,8 +478,8 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
         {DNNL_ARG_DIFF_DST, port_enter(&v->bw_ddst, ctx, scratch, dout)},
         {DNNL_ARG_DIFF_WEIGHTS, port_enter(&v->bw_dwei, ctx, scratch, dweight)},
         {DNNL_ARG_DIFF_BIAS, v->bw_dbias}};
-    dnnl_run(dnnl_primitive_execute(v->bwd_weights, ctx->stream, v->bw_dbias ? 4 : 3, wargs),
-             "backward weights");
+    dt_dnnl_run(dnnl_primitive_execute(v->bwd_weights, ctx->stream, v->bw_dbias ? 4 : 3, wargs),
+                "backward weights");
     port_leave(&v->bw_dwei, ctx);
     if (v->bw_dbias && dbias)
         for (int o = 0; o < plan->s.c_out; o++) dbias[o] += v->dbias_tmp[o];
@@ -479,8 +491,8 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
             {DNNL_ARG_DIFF_DST, ddst},
             {DNNL_ARG_WEIGHTS, port_enter(&v->bd_wei, ctx, scratch, weight)},
             {DNNL_ARG_DIFF_SRC, port_enter(&v->bd_dsrc, ctx, scratch, din)}};
-        dnnl_run(dnnl_primitive_execute(v->bwd_data, ctx->stream, 3, dargs), "backward data");
+        dt_dnnl_run(dnnl_primitive_execute(v->bwd_data, ctx->stream, 3, dargs), "backward data");
         port_leave(&v->bd_dsrc, ctx);
     }
-    dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
+    dt_dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
 }

@@ -1,0 +1,1020 @@
+#include "dtrain/bf16_ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnnl_ctx.h"
+#include "dtrain/adaptive_avgpool2d.h"
+#include "dtrain/pool2d.h"
+#include "dtrain/rng.h"
+#include "dtrain/shortcut_pad.h"
+
+/* These loops are memory-bound: bf16 halves their bytes, so they are written for the
+ * compiler's vectoriser (fixed-width inner loops over partial sums or the 16 lanes of
+ * a channel block, branch-free selects) and thread over independent outputs. The
+ * conversions are dtype.h's, bit for bit (round to nearest even, NaN kept), written
+ * without a branch so that they vectorise. */
+
+static inline float bf(uint16_t h) {
+    return dt_bf16_to_f32(h);
+}
+
+static inline uint16_t rn(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+/* x > 0 for a bf16 (so not -0, not NaN): the bits lie in [1, 0x7f80] (+inf included). */
+static inline int positive(uint16_t h) {
+    return (uint16_t)(h - 1u) < 0x7f80u;
+}
+
+/* Below this many elements a loop runs on one thread: waking the team costs more. */
+enum { PAR_MIN = 1 << 14, BLK = 16, PARTIALS = 32 };
+
+void dt_bf16_from_f32_n(uint16_t *restrict out, const float *restrict in, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) out[i] = rn(in[i]);
+}
+
+void dt_bf16_to_f32_n(float *restrict out, const uint16_t *restrict in, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) out[i] = bf(in[i]);
+}
+
+void dt_bf16_add_f32_n(uint16_t *restrict acc, const float *restrict x, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) acc[i] = rn(bf(acc[i]) + x[i]);
+}
+
+void dt_f32_add_bf16_n(float *restrict acc, const uint16_t *restrict x, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) acc[i] += bf(x[i]);
+}
+
+/* ---- ReLU and the residual add ---- */
+
+void dt_bf16_relu_forward(uint16_t *out, const uint16_t *in, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) {
+        const uint16_t h = in[i];
+        out[i] = positive(h) ? h : 0;
+    }
+}
+
+void dt_bf16_relu_backward(uint16_t *din, const uint16_t *dout, const uint16_t *out, size_t count,
+                           int add) {
+    if (add) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+        for (size_t i = 0; i < count; i++) {
+            const uint16_t sum = rn(bf(din[i]) + bf(dout[i]));
+            din[i] = positive(out[i]) ? sum : din[i];
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) din[i] = positive(out[i]) ? dout[i] : 0;
+}
+
+void dt_bf16_add_forward(uint16_t *out, const uint16_t *a, const uint16_t *b, size_t count) {
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) out[i] = rn(bf(a[i]) + bf(b[i]));
+}
+
+/* One gradient of the add: a copy, or an accumulation. */
+static void pass_grad(uint16_t *d, const uint16_t *dout, size_t count, int add) {
+    if (!add) {
+        if (d != dout) memcpy(d, dout, sizeof(uint16_t) * count);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) d[i] = rn(bf(d[i]) + bf(dout[i]));
+}
+
+void dt_bf16_add_backward(uint16_t *da, uint16_t *db, const uint16_t *dout, size_t count, int add_a,
+                          int add_b) {
+    if (da && db && add_a && add_b) { /* the common join: one pass over dout */
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+        for (size_t i = 0; i < count; i++) {
+            const float g = bf(dout[i]);
+            da[i] = rn(bf(da[i]) + g);
+            db[i] = rn(bf(db[i]) + g);
+        }
+        return;
+    }
+    if (da) pass_grad(da, dout, count, add_a);
+    if (db) pass_grad(db, dout, count, add_b);
+}
+
+/* ---- BatchNorm ---- */
+
+/* Per-plane sums in fp32 with PARTIALS independent partial sums (vector registers, not
+ * one latency chain), merged per channel in double: fp32 error over at most a plane,
+ * not over n * hw. */
+static float sum_plane(const uint16_t *x, int len) {
+    float acc[PARTIALS] = {0};
+    int p = 0;
+    for (; p + PARTIALS <= len; p += PARTIALS)
+        for (int l = 0; l < PARTIALS; l++) acc[l] += bf(x[p + l]);
+    float s = 0.0f;
+    for (; p < len; p++) s += bf(x[p]);
+    for (int l = 0; l < PARTIALS; l++) s += acc[l];
+    return s;
+}
+
+static float sqdev_plane(const uint16_t *x, int len, float center) {
+    float acc[PARTIALS] = {0};
+    int p = 0;
+    for (; p + PARTIALS <= len; p += PARTIALS)
+        for (int l = 0; l < PARTIALS; l++) {
+            const float d = bf(x[p + l]) - center;
+            acc[l] += d * d;
+        }
+    float s = 0.0f;
+    for (; p < len; p++) {
+        const float d = bf(x[p]) - center;
+        s += d * d;
+    }
+    for (int l = 0; l < PARTIALS; l++) s += acc[l];
+    return s;
+}
+
+/* Chan et al.'s merge of (count, mean, M2) with a part of len values, sum s and
+ * squared deviations q about `center`: the plane's own mean is s / len, and
+ * sum (x - mean)^2 = q - len (mean - center)^2. Two passes per plane (it is in L1 by
+ * the second), so a mean far from zero costs no precision, and one pass over memory. */
+typedef struct moments {
+    double count, mean, m2;
+} moments;
+
+static void moments_add(moments *mo, int len, float s, float q, float center) {
+    const double nb = len, mean_b = (double)s / nb, off = mean_b - center;
+    const double m2_b = fmax((double)q - nb * off * off, 0.0);
+    const double n = mo->count + nb, delta = mean_b - mo->mean;
+    mo->mean += delta * (nb / n);
+    mo->m2 += m2_b + delta * delta * (mo->count * nb / n);
+    mo->count = n;
+}
+
+/* The statistics of one channel, as dt_batchnorm2d_forward_train keeps them. */
+typedef struct bn_coef {
+    float mean, scale, shift;
+} bn_coef;
+
+static bn_coef bn_finish(const moments *mo, int ch, float *save_mean, float *save_invstd,
+                         float *running_mean, float *running_var, const float *weight,
+                         const float *bias, float momentum, float eps) {
+    const double count = mo->count, mean = mo->mean, var = mo->m2 / count;
+    const float invstd = (float)(1.0 / sqrt(var + eps));
+    save_mean[ch] = (float)mean;
+    save_invstd[ch] = invstd;
+    const double unbiased = count > 1 ? mo->m2 / (count - 1) : var;
+    running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * mean);
+    running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+    return (bn_coef){(float)mean, weight[ch] * invstd, bias[ch]};
+}
+
+static inline float relu_if(float y, int relu) {
+    return relu && !(y > 0.0f) ? 0.0f : y;
+}
+
+/* out = (in - mean) * scale + shift, as the fp32 kernel computes it, then rounded. */
+static void bn_apply_plane(uint16_t *restrict y, const uint16_t *restrict x, int len, bn_coef k,
+                           int relu) {
+    if (relu)
+        for (int p = 0; p < len; p++) {
+            const float v = (bf(x[p]) - k.mean) * k.scale + k.shift;
+            y[p] = rn(v > 0.0f ? v : 0.0f);
+        }
+    else
+        for (int p = 0; p < len; p++) y[p] = rn((bf(x[p]) - k.mean) * k.scale + k.shift);
+}
+
+static void bn_apply_block(uint16_t *restrict y, const uint16_t *restrict x, int hw,
+                           const float *mean, const float *scale, const float *shift, int relu) {
+    for (int p = 0; p < hw; p++)
+        for (int l = 0; l < BLK; l++)
+            y[p * BLK + l] =
+                rn(relu_if((bf(x[p * BLK + l]) - mean[l]) * scale[l] + shift[l], relu));
+}
+
+void dt_bf16_batchnorm2d_forward_train(uint16_t *out, float *save_mean, float *save_invstd,
+                                       float *running_mean, float *running_var, const uint16_t *in,
+                                       const float *weight, const float *bias, int n, int c, int hw,
+                                       float momentum, float eps, int blocked, int relu) {
+    if (!blocked) {
+#pragma omp parallel for schedule(static)
+        for (int ch = 0; ch < c; ch++) {
+            moments mo = {0, 0, 0};
+            for (int m = 0; m < n; m++) {
+                const uint16_t *x = in + ((size_t)m * c + ch) * hw;
+                const float s = sum_plane(x, hw), center = s / (float)hw;
+                moments_add(&mo, hw, s, sqdev_plane(x, hw, center), center);
+            }
+            const bn_coef k = bn_finish(&mo, ch, save_mean, save_invstd, running_mean, running_var,
+                                        weight, bias, momentum, eps);
+            /* the channel's planes were just read: mostly still in L2 */
+            for (int m = 0; m < n; m++) {
+                const size_t base = ((size_t)m * c + ch) * hw;
+                bn_apply_plane(out + base, in + base, hw, k, relu);
+            }
+        }
+        return;
+    }
+    const int blocks = c / BLK;
+#pragma omp parallel for schedule(static)
+    for (int cb = 0; cb < blocks; cb++) {
+        moments mo[BLK] = {{0, 0, 0}};
+        float mean[BLK], scale[BLK], shift[BLK];
+        for (int m = 0; m < n; m++) {
+            const uint16_t *x = in + ((size_t)m * blocks + cb) * hw * BLK;
+            float s0[BLK] = {0}, s1[BLK] = {0}, q0[BLK] = {0}, q1[BLK] = {0}, center[BLK];
+            int p = 0;
+            for (; p + 2 <= hw; p += 2)
+                for (int l = 0; l < BLK; l++) {
+                    s0[l] += bf(x[p * BLK + l]);
+                    s1[l] += bf(x[(p + 1) * BLK + l]);
+                }
+            for (; p < hw; p++)
+                for (int l = 0; l < BLK; l++) s0[l] += bf(x[p * BLK + l]);
+            for (int l = 0; l < BLK; l++) {
+                s0[l] += s1[l];
+                center[l] = s0[l] / (float)hw;
+            }
+            for (p = 0; p + 2 <= hw; p += 2)
+                for (int l = 0; l < BLK; l++) {
+                    const float d0 = bf(x[p * BLK + l]) - center[l];
+                    const float d1 = bf(x[(p + 1) * BLK + l]) - center[l];
+                    q0[l] += d0 * d0;
+                    q1[l] += d1 * d1;
+                }
+            for (; p < hw; p++)
+                for (int l = 0; l < BLK; l++) {
+                    const float d = bf(x[p * BLK + l]) - center[l];
+                    q0[l] += d * d;
+                }
+            for (int l = 0; l < BLK; l++) moments_add(&mo[l], hw, s0[l], q0[l] + q1[l], center[l]);
+        }
+        for (int l = 0; l < BLK; l++) {
+            const bn_coef k = bn_finish(&mo[l], cb * BLK + l, save_mean, save_invstd, running_mean,
+                                        running_var, weight, bias, momentum, eps);
+            mean[l] = k.mean;
+            scale[l] = k.scale;
+            shift[l] = k.shift;
+        }
+        for (int m = 0; m < n; m++) {
+            const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
+            bn_apply_block(out + base, in + base, hw, mean, scale, shift, relu);
+        }
+    }
+}
+
+void dt_bf16_batchnorm2d_forward_eval(uint16_t *out, const uint16_t *in, const float *running_mean,
+                                      const float *running_var, const float *weight,
+                                      const float *bias, int n, int c, int hw, float eps,
+                                      int blocked, int relu) {
+    if (!blocked) {
+#pragma omp parallel for schedule(static) collapse(2)
+        for (int m = 0; m < n; m++)
+            for (int ch = 0; ch < c; ch++) {
+                const bn_coef k = {running_mean[ch], weight[ch] / sqrtf(running_var[ch] + eps),
+                                   bias[ch]};
+                const size_t base = ((size_t)m * c + ch) * hw;
+                bn_apply_plane(out + base, in + base, hw, k, relu);
+            }
+        return;
+    }
+    const int blocks = c / BLK;
+#pragma omp parallel for schedule(static) collapse(2)
+    for (int m = 0; m < n; m++)
+        for (int cb = 0; cb < blocks; cb++) {
+            float mean[BLK], scale[BLK], shift[BLK];
+            for (int l = 0; l < BLK; l++) {
+                const int ch = cb * BLK + l;
+                scale[l] = weight[ch] / sqrtf(running_var[ch] + eps);
+                shift[l] = bias[ch];
+                mean[l] = running_mean[ch];
+            }
+            const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
+            bn_apply_block(out + base, in + base, hw, mean, scale, shift, relu);
+        }
+}
+
+/* The incoming gradient, masked by the fused ReLU's output when there is one. */
+static inline float dy_at(const uint16_t *dout, const uint16_t *relu_out, size_t i) {
+    const float g = bf(dout[i]);
+    return relu_out && !positive(relu_out[i]) ? 0.0f : g;
+}
+
+/* sum(dy) and sum(dy * xhat) over one plane, fp32 partial sums. */
+static void bn_grad_sums_plane(const uint16_t *dy, const uint16_t *x, const uint16_t *mask, int len,
+                               float mean, float invstd, float *sdy, float *sdyx) {
+    float a[PARTIALS] = {0}, b[PARTIALS] = {0};
+    int p = 0;
+    if (mask)
+        for (; p + PARTIALS <= len; p += PARTIALS)
+            for (int l = 0; l < PARTIALS; l++) {
+                const float g = positive(mask[p + l]) ? bf(dy[p + l]) : 0.0f;
+                a[l] += g;
+                b[l] += g * ((bf(x[p + l]) - mean) * invstd);
+            }
+    else
+        for (; p + PARTIALS <= len; p += PARTIALS)
+            for (int l = 0; l < PARTIALS; l++) {
+                const float g = bf(dy[p + l]);
+                a[l] += g;
+                b[l] += g * ((bf(x[p + l]) - mean) * invstd);
+            }
+    float sa = 0.0f, sb = 0.0f;
+    for (; p < len; p++) {
+        const float g = dy_at(dy, mask, (size_t)p);
+        sa += g;
+        sb += g * ((bf(x[p]) - mean) * invstd);
+    }
+    for (int l = 0; l < PARTIALS; l++) {
+        sa += a[l];
+        sb += b[l];
+    }
+    *sdy = sa;
+    *sdyx = sb;
+}
+
+/* dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)), as the fp32 kernel. */
+typedef struct bn_grad_coef {
+    float mean, invstd, k, mean_dy, mean_dy_xhat;
+} bn_grad_coef;
+
+static void bn_grad_plane(uint16_t *restrict dx, const uint16_t *restrict dy,
+                          const uint16_t *restrict x, const uint16_t *restrict mask, int len,
+                          bn_grad_coef g, int add) {
+    for (int p = 0; p < len; p++) {
+        const float xhat = (bf(x[p]) - g.mean) * g.invstd;
+        const float v = g.k * (dy_at(dy, mask, (size_t)p) - g.mean_dy - xhat * g.mean_dy_xhat);
+        dx[p] = rn(add ? bf(dx[p]) + v : v);
+    }
+}
+
+void dt_bf16_batchnorm2d_backward(uint16_t *din, float *dweight, float *dbias, const uint16_t *dout,
+                                  const uint16_t *in, const float *save_mean,
+                                  const float *save_invstd, const float *weight,
+                                  const uint16_t *relu_out, int n, int c, int hw, int blocked,
+                                  int add) {
+    const double count = (double)n * hw;
+    if (!blocked) {
+#pragma omp parallel for schedule(static)
+        for (int ch = 0; ch < c; ch++) {
+            const float mean = save_mean[ch], invstd = save_invstd[ch];
+            double sum_dy = 0.0, sum_dy_xhat = 0.0;
+            for (int m = 0; m < n; m++) {
+                const size_t base = ((size_t)m * c + ch) * hw;
+                float a, b;
+                bn_grad_sums_plane(dout + base, in + base, relu_out ? relu_out + base : NULL, hw,
+                                   mean, invstd, &a, &b);
+                sum_dy += a;
+                sum_dy_xhat += b;
+            }
+            dbias[ch] += (float)sum_dy;
+            dweight[ch] += (float)sum_dy_xhat;
+            if (!din) continue;
+            const bn_grad_coef g = {mean, invstd, weight[ch] * invstd, (float)(sum_dy / count),
+                                    (float)(sum_dy_xhat / count)};
+            for (int m = 0; m < n; m++) {
+                const size_t base = ((size_t)m * c + ch) * hw;
+                bn_grad_plane(din + base, dout + base, in + base, relu_out ? relu_out + base : NULL,
+                              hw, g, add);
+            }
+        }
+        return;
+    }
+    const int blocks = c / BLK;
+#pragma omp parallel for schedule(static)
+    for (int cb = 0; cb < blocks; cb++) {
+        float mean[BLK], invstd[BLK], k[BLK], mean_dy[BLK], mean_dy_xhat[BLK];
+        double sum_dy[BLK] = {0}, sum_dy_xhat[BLK] = {0};
+        for (int l = 0; l < BLK; l++) {
+            mean[l] = save_mean[cb * BLK + l];
+            invstd[l] = save_invstd[cb * BLK + l];
+        }
+        for (int m = 0; m < n; m++) {
+            const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
+            float a[BLK] = {0}, b[BLK] = {0};
+            for (int p = 0; p < hw; p++)
+                for (int l = 0; l < BLK; l++) {
+                    const size_t i = base + (size_t)p * BLK + l;
+                    const float g = dy_at(dout, relu_out, i);
+                    a[l] += g;
+                    b[l] += g * ((bf(in[i]) - mean[l]) * invstd[l]);
+                }
+            for (int l = 0; l < BLK; l++) {
+                sum_dy[l] += a[l];
+                sum_dy_xhat[l] += b[l];
+            }
+        }
+        for (int l = 0; l < BLK; l++) {
+            const int ch = cb * BLK + l;
+            dbias[ch] += (float)sum_dy[l];
+            dweight[ch] += (float)sum_dy_xhat[l];
+            k[l] = weight[ch] * invstd[l];
+            mean_dy[l] = (float)(sum_dy[l] / count);
+            mean_dy_xhat[l] = (float)(sum_dy_xhat[l] / count);
+        }
+        if (!din) continue;
+        for (int m = 0; m < n; m++) {
+            const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
+            for (int p = 0; p < hw; p++)
+                for (int l = 0; l < BLK; l++) {
+                    const size_t i = base + (size_t)p * BLK + l;
+                    const float xhat = (bf(in[i]) - mean[l]) * invstd[l];
+                    const float v =
+                        k[l] * (dy_at(dout, relu_out, i) - mean_dy[l] - xhat * mean_dy_xhat[l]);
+                    din[i] = rn(add ? bf(din[i]) + v : v);
+                }
+        }
+    }
+}
+
+/* ---- Pooling ---- */
+
+/* Whether x replaces the running maximum v: the first maximum wins, a NaN wins and
+ * stays (pool2d.c's rule). */
+static inline int takes_over(float x, float v) {
+    return x > v || (x != x && v == v);
+}
+
+/* The output windows along one axis: window o covers inputs [start(o), end(o)).
+ * Starts and ends never decrease with o, so the windows covering input i form a range
+ * [lo, hi] that only moves forward as i grows (cover_next). */
+typedef struct windows {
+    int adaptive; /* dt_adaptive_start/end over (in, out); else o*stride - pad, + kernel */
+    int in, out, kernel, stride, pad;
+} windows;
+
+static inline int win_start(const windows *w, int o) {
+    return w->adaptive ? dt_adaptive_start(o, w->in, w->out) : o * w->stride - w->pad;
+}
+
+static inline int win_end(const windows *w, int o) {
+    return w->adaptive ? dt_adaptive_end(o, w->in, w->out) : o * w->stride - w->pad + w->kernel;
+}
+
+/* Moves [*lo, *hi] to the windows covering input i (i ascending from 0; start with
+ * *lo = 0, *hi = -1). Empty when *hi < *lo. */
+static inline void cover_next(const windows *w, int i, int *lo, int *hi) {
+    while (*lo < w->out && win_end(w, *lo) <= i) (*lo)++;
+    while (*hi + 1 < w->out && win_start(w, *hi + 1) <= i) (*hi)++;
+}
+
+void dt_bf16_maxpool2d_forward(uint16_t *out, int32_t *argmax, const uint16_t *in, int n, int c,
+                               int h, int w, int kernel, int stride, int pad, int ceil_mode,
+                               int blocked) {
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+    const int lanes = blocked ? BLK : 1;
+    /* a plane: one channel (NCHW) or one block of 16 channels side by side */
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c / lanes; plane++) {
+        const uint16_t *x = in + (size_t)plane * h * w * lanes;
+        uint16_t *y = out + (size_t)plane * ho * wo * lanes;
+        int32_t *am = argmax + (size_t)plane * ho * wo * lanes;
+        for (int oy = 0; oy < ho; oy++) {
+            /* the window clipped to the input: padding is -inf, never the maximum */
+            const int y0 = oy * stride - pad;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+            for (int ox = 0; ox < wo; ox++) {
+                const int x0 = ox * stride - pad;
+                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                const size_t o = (size_t)(oy * wo + ox) * lanes;
+                if (!blocked) {
+                    int32_t best = ya * w + xa;
+                    float v = bf(x[best]);
+                    for (int i = ya; i < yb; i++)
+                        for (int j = xa; j < xb; j++) {
+                            const float px = bf(x[i * w + j]);
+                            const int take = takes_over(px, v);
+                            v = take ? px : v;
+                            best = take ? i * w + j : best;
+                        }
+                    y[o] = x[best];
+                    am[o] = best;
+                    continue;
+                }
+                float v[BLK];
+                int32_t best[BLK];
+                for (int l = 0; l < BLK; l++) {
+                    v[l] = bf(x[(size_t)(ya * w + xa) * BLK + l]);
+                    best[l] = ya * w + xa;
+                }
+                for (int i = ya; i < yb; i++)
+                    for (int j = xa; j < xb; j++) {
+                        const uint16_t *px = x + (size_t)(i * w + j) * BLK;
+                        for (int l = 0; l < BLK; l++) {
+                            const float pv = bf(px[l]);
+                            const int take = takes_over(pv, v[l]);
+                            v[l] = take ? pv : v[l];
+                            best[l] = take ? i * w + j : best[l];
+                        }
+                    }
+                for (int l = 0; l < BLK; l++) {
+                    y[o + l] = x[(size_t)best[l] * BLK + l];
+                    am[o + l] = best[l];
+                }
+            }
+        }
+    }
+}
+
+void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32_t *argmax, int n,
+                                int c, int h, int w, int kernel, int stride, int pad, int ceil_mode,
+                                int blocked, int add) {
+    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
+              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
+    const int lanes = blocked ? BLK : 1;
+    /* Each input pixel sums the gradients of the windows it won, in the output order
+     * the fp32 scatter adds them, and is stored once. */
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c / lanes; plane++) {
+        uint16_t *dx = din + (size_t)plane * h * w * lanes;
+        const uint16_t *dy = dout + (size_t)plane * ho * wo * lanes;
+        const int32_t *am = argmax + (size_t)plane * ho * wo * lanes;
+        int ylo = 0, yhi = -1;
+        for (int i = 0; i < h; i++) {
+            cover_next(&wy, i, &ylo, &yhi);
+            int xlo = 0, xhi = -1;
+            for (int j = 0; j < w; j++) {
+                cover_next(&wx, j, &xlo, &xhi);
+                const int32_t pix = i * w + j;
+                const size_t at = (size_t)pix * lanes;
+                float g[BLK] = {0};
+                for (int oy = ylo; oy <= yhi; oy++)
+                    for (int ox = xlo; ox <= xhi; ox++) {
+                        const size_t o = (size_t)(oy * wo + ox) * lanes;
+                        for (int l = 0; l < lanes; l++)
+                            g[l] += am[o + l] == pix ? bf(dy[o + l]) : 0.0f;
+                    }
+                for (int l = 0; l < lanes; l++) dx[at + l] = rn(add ? bf(dx[at + l]) + g[l] : g[l]);
+            }
+        }
+    }
+}
+
+void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
+                               int kernel, int stride) {
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
+    const float inv = 1.0f / (float)(kernel * kernel);
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c; plane++) {
+        const uint16_t *x = in + (size_t)plane * h * w;
+        uint16_t *y = out + (size_t)plane * ho * wo;
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++) {
+                float acc = 0.0f;
+                for (int i = 0; i < kernel; i++)
+                    for (int j = 0; j < kernel; j++)
+                        acc += bf(x[(oy * stride + i) * w + ox * stride + j]);
+                y[oy * wo + ox] = rn(acc * inv);
+            }
+    }
+}
+
+void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
+                                int kernel, int stride, int add) {
+    const int ho = dt_pool2d_out_size(h, kernel, stride),
+              wo = dt_pool2d_out_size(w, kernel, stride);
+    const windows wy = {0, h, ho, kernel, stride, 0}, wx = {0, w, wo, kernel, stride, 0};
+    const float inv = 1.0f / (float)(kernel * kernel);
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c; plane++) {
+        uint16_t *dx = din + (size_t)plane * h * w;
+        const uint16_t *dy = dout + (size_t)plane * ho * wo;
+        int ylo = 0, yhi = -1;
+        for (int i = 0; i < h; i++) {
+            cover_next(&wy, i, &ylo, &yhi);
+            int xlo = 0, xhi = -1;
+            for (int j = 0; j < w; j++) {
+                cover_next(&wx, j, &xlo, &xhi);
+                float g = 0.0f;
+                for (int oy = ylo; oy <= yhi; oy++)
+                    for (int ox = xlo; ox <= xhi; ox++) g += bf(dy[oy * wo + ox]) * inv;
+                dx[i * w + j] = rn(add ? bf(dx[i * w + j]) + g : g);
+            }
+        }
+    }
+}
+
+/* Where channel ch of sample m starts in the input and how far apart its pixels are. */
+static size_t adaptive_base(int m, int ch, int c, int hw, int blocked, size_t *step) {
+    *step = blocked ? BLK : 1;
+    if (!blocked) return ((size_t)m * c + ch) * hw;
+    return ((size_t)m * (c / BLK) + ch / BLK) * hw * BLK + ch % BLK;
+}
+
+void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
+                                        int w, int ho, int wo, int in_blocked) {
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c; plane++) {
+        size_t st;
+        const uint16_t *x = in + adaptive_base(plane / c, plane % c, c, h * w, in_blocked, &st);
+        uint16_t *y = out + (size_t)plane * ho * wo;
+        for (int oy = 0; oy < ho; oy++) {
+            const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
+            for (int ox = 0; ox < wo; ox++) {
+                const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
+                float acc = 0.0f;
+                for (int i = y0; i < y1; i++)
+                    for (int j = x0; j < x1; j++) acc += bf(x[(size_t)(i * w + j) * st]);
+                y[oy * wo + ox] = rn(acc / (float)((y1 - y0) * (x1 - x0)));
+            }
+        }
+    }
+}
+
+void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h,
+                                         int w, int ho, int wo, int in_blocked, int add) {
+    const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+#pragma omp parallel for schedule(static)
+    for (int plane = 0; plane < n * c; plane++) {
+        size_t st;
+        uint16_t *dx = din + adaptive_base(plane / c, plane % c, c, h * w, in_blocked, &st);
+        const uint16_t *dy = dout + (size_t)plane * ho * wo;
+        int ylo = 0, yhi = -1;
+        for (int i = 0; i < h; i++) {
+            cover_next(&wy, i, &ylo, &yhi);
+            int xlo = 0, xhi = -1;
+            for (int j = 0; j < w; j++) {
+                cover_next(&wx, j, &xlo, &xhi);
+                float g = 0.0f;
+                for (int oy = ylo; oy <= yhi; oy++) {
+                    const int cells_y = win_end(&wy, oy) - win_start(&wy, oy);
+                    for (int ox = xlo; ox <= xhi; ox++)
+                        g += bf(dy[oy * wo + ox]) /
+                             (float)(cells_y * (win_end(&wx, ox) - win_start(&wx, ox)));
+                }
+                uint16_t *d = dx + (size_t)(i * w + j) * st;
+                *d = rn(add ? bf(*d) + g : g);
+            }
+        }
+    }
+}
+
+/* ---- Dropout, concat, shortcut_pad ---- */
+
+/* dropout.c's mask and scale, element for element. */
+static inline int dropout_keeps(dt_dropout_key key, size_t i, float p) {
+    dt_rng rng = {key.seed, key.stream, key.counter + i};
+    return dt_rng_uniform(&rng) >= p;
+}
+
+static inline float dropout_scale(float p) {
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
+void dt_bf16_dropout_forward(uint16_t *out, const uint16_t *in, size_t count, float p,
+                             dt_dropout_key key) {
+    const float scale = dropout_scale(p);
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++)
+        out[i] = dropout_keeps(key, i, p) ? rn(bf(in[i]) * scale) : 0;
+}
+
+void dt_bf16_dropout_backward(uint16_t *din, const uint16_t *dout, size_t count, float p,
+                              dt_dropout_key key, int add) {
+    const float scale = dropout_scale(p);
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) {
+        if (dropout_keeps(key, i, p)) {
+            const float g = bf(dout[i]) * scale;
+            din[i] = rn(add ? bf(din[i]) + g : g);
+        } else if (!add) {
+            din[i] = 0;
+        }
+    }
+}
+
+void dt_bf16_concat_forward(uint16_t *out, const uint16_t *const *ins, const int *channels,
+                            int count, int n, int hw) {
+    int total = 0;
+    for (int k = 0; k < count; k++) total += channels[k];
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < n; s++) {
+        uint16_t *y = out + (size_t)s * total * hw;
+        for (int k = 0; k < count; k++) {
+            const size_t block = (size_t)channels[k] * hw;
+            memcpy(y, ins[k] + (size_t)s * block, sizeof(uint16_t) * block);
+            y += block;
+        }
+    }
+}
+
+void dt_bf16_concat_backward(uint16_t *const *dins, const uint16_t *dout, const int *channels,
+                             int count, int n, int hw, const int *add) {
+    int total = 0;
+    for (int k = 0; k < count; k++) total += channels[k];
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < n; s++) {
+        const uint16_t *dy = dout + (size_t)s * total * hw;
+        for (int k = 0; k < count; k++) {
+            const size_t block = (size_t)channels[k] * hw;
+            if (dins[k]) {
+                uint16_t *dx = dins[k] + (size_t)s * block;
+                if (add && !add[k])
+                    memcpy(dx, dy, sizeof(uint16_t) * block);
+                else
+                    for (size_t i = 0; i < block; i++) dx[i] = rn(bf(dx[i]) + bf(dy[i]));
+            }
+            dy += block;
+        }
+    }
+}
+
+void dt_bf16_shortcut_pad_forward(uint16_t *out, const uint16_t *in, int n, int c_in, int h, int w,
+                                  int c_out, int pad_lo, int stride) {
+    const int ho = dt_shortcut_pad_out_size(h, stride), wo = dt_shortcut_pad_out_size(w, stride);
+    const size_t plane = (size_t)ho * wo;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < n * c_out; p++) {
+        const int s = p / c_out, ch = p % c_out - pad_lo;
+        uint16_t *y = out + (size_t)p * plane;
+        if (ch < 0 || ch >= c_in) {
+            memset(y, 0, sizeof(uint16_t) * plane);
+            continue;
+        }
+        const uint16_t *x = in + ((size_t)s * c_in + ch) * h * w;
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++)
+                y[oy * wo + ox] = x[(size_t)oy * stride * w + (size_t)ox * stride];
+    }
+}
+
+void dt_bf16_shortcut_pad_backward(uint16_t *din, const uint16_t *dout, int n, int c_in, int h,
+                                   int w, int c_out, int pad_lo, int stride, int add) {
+    const int ho = dt_shortcut_pad_out_size(h, stride), wo = dt_shortcut_pad_out_size(w, stride);
+    const size_t plane = (size_t)ho * wo;
+#pragma omp parallel for schedule(static)
+    for (int p = 0; p < n * c_in; p++) {
+        const int s = p / c_in, ch = p % c_in;
+        uint16_t *dx = din + (size_t)p * h * w;
+        const uint16_t *dy = dout + ((size_t)s * c_out + ch + pad_lo) * plane;
+        if (!add) memset(dx, 0, sizeof(uint16_t) * h * w); /* the pixels skipped get nothing */
+        for (int oy = 0; oy < ho; oy++)
+            for (int ox = 0; ox < wo; ox++) {
+                uint16_t *d = dx + (size_t)oy * stride * w + (size_t)ox * stride;
+                *d = add ? rn(bf(*d) + bf(dy[oy * wo + ox])) : dy[oy * wo + ox];
+            }
+    }
+}
+
+/* ---- Linear on oneDNN's bf16 matmul ----
+ *
+ * forward      out[n, o]  = in[n, i] . W^T[i, o] + bias   (W^T: the bf16 copy, "ba")
+ * backward-data din[n, i] (+)= dout[n, o] . W[o, i]
+ * backward-weights dW[o, i] += dout^T[o, n] . in[n, i]    (dout^T: "ba"; a sum post-op)
+ * The transposes are strides of the same buffers, never copies. */
+
+typedef struct lin_variant {
+    int n;
+    dnnl_primitive_t fwd, bwd_data[2], bwd_weights; /* bwd_data[add] */
+    dnnl_memory_t f_src, f_wei, f_bias, f_dst;
+    dnnl_memory_t d_ddst, d_wei, d_dsrc;
+    dnnl_memory_t w_ddst, w_src, w_dwei;
+} lin_variant;
+
+struct dt_bf16_linear {
+    dt_dnnl *ctx;
+    int max_batch, in_f, out_f, has_bias;
+    dt_dtype in_dtype, out_dtype;
+    uint16_t *wei;  /* [out_f, in_f]: forward's bf16 copy of the weight */
+    uint16_t *src;  /* [max_batch, in_f]: forward's bf16 copy of an f32 input, or NULL */
+    uint16_t *ddst; /* [max_batch, out_f]: backward's bf16 copy of an f32 dout, or NULL */
+    size_t own_bytes;
+    lin_variant v[2];
+    int n_variants;
+};
+
+#define LIN_TRY(call, what)                                                                        \
+    do {                                                                                           \
+        dnnl_status_t st_ = (call);                                                                \
+        if (st_ != dnnl_success)                                                                   \
+            return dt_error_set(err, "oneDNN: linear %s failed (status %d)", what, (int)st_);      \
+    } while (0)
+
+static dnnl_data_type_t dnnl_type(dt_dtype t) {
+    return t == DT_BF16 ? dnnl_bf16 : dnnl_f32;
+}
+
+/* A 2-D descriptor of rows x cols; transposed: stored as [cols, rows] row-major. */
+static dnnl_status_t md2(dnnl_memory_desc_t *md, int rows, int cols, dnnl_data_type_t type,
+                         int transposed) {
+    dnnl_dims_t dims = {rows, cols};
+    return dnnl_memory_desc_init_by_tag(md, 2, dims, type, transposed ? dnnl_ba : dnnl_ab);
+}
+
+static int lin_matmul(dnnl_primitive_t *prim, dnnl_memory_t *mems, dt_dnnl *ctx,
+                      const dnnl_memory_desc_t *src, const dnnl_memory_desc_t *wei,
+                      const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst, int accumulate,
+                      const char *what, dt_error *err) {
+    dnnl_matmul_desc_t d;
+    LIN_TRY(dnnl_matmul_desc_init(&d, src, wei, bias, dst), what);
+    dnnl_primitive_attr_t attr = NULL;
+    if (accumulate) {
+        dnnl_post_ops_t ops;
+        LIN_TRY(dnnl_primitive_attr_create(&attr), "attribute");
+        LIN_TRY(dnnl_post_ops_create(&ops), "post-op");
+        LIN_TRY(dnnl_post_ops_append_sum(ops, 1.0f), "sum post-op");
+        LIN_TRY(dnnl_primitive_attr_set_post_ops(attr, ops), "post-op attribute");
+        dnnl_post_ops_destroy(ops);
+    }
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &d, attr, ctx->engine, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    LIN_TRY(st, what);
+    st = dnnl_primitive_create(prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    LIN_TRY(st, what);
+    const dnnl_memory_desc_t *mds[3] = {src, wei, dst};
+    for (int k = 0; k < 3; k++)
+        if (mems && !mems[k])
+            LIN_TRY(dnnl_memory_create(&mems[k], mds[k], ctx->engine, DNNL_MEMORY_NONE), "memory");
+    return 0;
+}
+
+static void lin_variant_destroy(lin_variant *v) {
+    dnnl_primitive_t prims[] = {v->fwd, v->bwd_data[0], v->bwd_data[1], v->bwd_weights};
+    for (size_t k = 0; k < sizeof prims / sizeof *prims; k++)
+        if (prims[k]) dnnl_primitive_destroy(prims[k]);
+    dnnl_memory_t mems[] = {v->f_src, v->f_wei,  v->f_bias, v->f_dst, v->d_ddst,
+                            v->d_wei, v->d_dsrc, v->w_ddst, v->w_src, v->w_dwei};
+    for (size_t k = 0; k < sizeof mems / sizeof *mems; k++)
+        if (mems[k]) dnnl_memory_destroy(mems[k]);
+    memset(v, 0, sizeof *v);
+}
+
+static int lin_variant_init(lin_variant *v, const dt_bf16_linear *lin, int n, dt_error *err) {
+    const int I = lin->in_f, O = lin->out_f;
+    dnnl_memory_desc_t src, wei_t, bias, dst, ddst, wei, dsrc, ddst_t, dwei;
+    v->n = n;
+    LIN_TRY(md2(&src, n, I, dnnl_bf16, 0), "md");
+    LIN_TRY(md2(&wei_t, I, O, dnnl_bf16, 1), "md");
+    LIN_TRY(md2(&bias, 1, O, dnnl_f32, 0), "md");
+    LIN_TRY(md2(&dst, n, O, dnnl_type(lin->out_dtype), 0), "md");
+    LIN_TRY(md2(&ddst, n, O, dnnl_bf16, 0), "md");
+    LIN_TRY(md2(&wei, O, I, dnnl_bf16, 0), "md");
+    LIN_TRY(md2(&dsrc, n, I, dnnl_type(lin->in_dtype), 0), "md");
+    LIN_TRY(md2(&ddst_t, O, n, dnnl_bf16, 1), "md");
+    LIN_TRY(md2(&dwei, O, I, dnnl_f32, 0), "md");
+    dnnl_memory_t f[3] = {0}, d[3] = {0}, w[3] = {0};
+    int rc = lin_matmul(&v->fwd, f, lin->ctx, &src, &wei_t, lin->has_bias ? &bias : NULL, &dst, 0,
+                        "forward", err);
+    v->f_src = f[0], v->f_wei = f[1], v->f_dst = f[2];
+    if (!rc)
+        rc = lin_matmul(&v->bwd_data[0], d, lin->ctx, &ddst, &wei, NULL, &dsrc, 0, "backward-data",
+                        err);
+    if (!rc)
+        rc = lin_matmul(&v->bwd_data[1], NULL, lin->ctx, &ddst, &wei, NULL, &dsrc, 1,
+                        "backward-data", err);
+    v->d_ddst = d[0], v->d_wei = d[1], v->d_dsrc = d[2];
+    if (!rc)
+        rc = lin_matmul(&v->bwd_weights, w, lin->ctx, &ddst_t, &src, NULL, &dwei, 1,
+                        "backward-weights", err);
+    v->w_ddst = w[0], v->w_src = w[1], v->w_dwei = w[2];
+    if (!rc && lin->has_bias)
+        LIN_TRY(dnnl_memory_create(&v->f_bias, &bias, lin->ctx->engine, DNNL_MEMORY_NONE),
+                "memory");
+    return rc;
+}
+
+int dt_bf16_linear_create(dt_bf16_linear **lin, dt_dnnl *ctx, int max_batch, int in_f, int out_f,
+                          int has_bias, dt_dtype in_dtype, dt_dtype out_dtype, dt_error *err) {
+    *lin = NULL;
+    if ((in_dtype != DT_F32 && in_dtype != DT_BF16) ||
+        (out_dtype != DT_F32 && out_dtype != DT_BF16))
+        return dt_error_set(err, "linear: bf16 plan takes f32 or bf16 activations, not %s -> %s",
+                            dt_dtype_name(in_dtype), dt_dtype_name(out_dtype));
+    dt_bf16_linear *l = calloc(1, sizeof *l);
+    if (!l) return dt_error_set(err, "out of memory for a linear plan");
+    *l = (dt_bf16_linear){.ctx = ctx,
+                          .max_batch = max_batch,
+                          .in_f = in_f,
+                          .out_f = out_f,
+                          .has_bias = has_bias,
+                          .in_dtype = in_dtype,
+                          .out_dtype = out_dtype};
+    const size_t wei = sizeof(uint16_t) * in_f * out_f,
+                 src = in_dtype == DT_F32 ? sizeof(uint16_t) * max_batch * in_f : 0,
+                 ddst = out_dtype == DT_F32 ? sizeof(uint16_t) * max_batch * out_f : 0;
+    l->own_bytes = wei + src + ddst;
+    if (!(l->wei = dt_alloc(wei, "a linear layer's bf16 weight", err)) ||
+        (src && !(l->src = dt_alloc(src, "a linear layer's bf16 input", err))) ||
+        (ddst && !(l->ddst = dt_alloc(ddst, "a linear layer's bf16 gradient", err))) ||
+        lin_variant_init(&l->v[0], l, max_batch, err)) {
+        dt_bf16_linear_destroy(l);
+        return -1;
+    }
+    l->n_variants = 1;
+    *lin = l;
+    return 0;
+}
+
+void dt_bf16_linear_destroy(dt_bf16_linear *lin) {
+    if (!lin) return;
+    for (int k = 0; k < 2; k++) lin_variant_destroy(&lin->v[k]);
+    dt_free(lin->wei);
+    dt_free(lin->src);
+    dt_free(lin->ddst);
+    free(lin);
+}
+
+size_t dt_bf16_linear_own_bytes(const dt_bf16_linear *lin) {
+    return lin->own_bytes;
+}
+
+/* The primitives for batch n: the largest batch's are built at creation, one other
+ * size on first use (the last partial batch, evaluation), replaced by the next. */
+static lin_variant *lin_variant_for(dt_bf16_linear *lin, int n) {
+    for (int k = 0; k < lin->n_variants; k++)
+        if (lin->v[k].n == n) return &lin->v[k];
+    if (n > lin->max_batch) {
+        fprintf(stderr, "dtrain: linear planned for batch %d run at %d\n", lin->max_batch, n);
+        exit(1);
+    }
+    lin_variant *v = &lin->v[1];
+    lin_variant_destroy(v);
+    lin->n_variants = 2;
+    dt_error err;
+    if (lin_variant_init(v, lin, n, &err)) {
+        fprintf(stderr, "dtrain: linear for batch %d: %s\n", n, err.msg);
+        exit(1);
+    }
+    return v;
+}
+
+static void set_handle(dnnl_memory_t mem, const void *p) {
+    dt_dnnl_run(dnnl_memory_set_data_handle(mem, (void *)p), "set handle");
+}
+
+void dt_bf16_linear_forward(dt_bf16_linear *lin, int n, void *out, const void *in,
+                            const float *weight, const float *bias) {
+    lin_variant *v = lin_variant_for(lin, n);
+    dt_bf16_from_f32_n(lin->wei, weight, (size_t)lin->in_f * lin->out_f);
+    const void *src = in;
+    if (lin->in_dtype == DT_F32) {
+        dt_bf16_from_f32_n(lin->src, in, (size_t)n * lin->in_f);
+        src = lin->src;
+    }
+    set_handle(v->f_src, src);
+    set_handle(v->f_wei, lin->wei);
+    set_handle(v->f_dst, out);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, v->f_src},
+                               {DNNL_ARG_WEIGHTS, v->f_wei},
+                               {DNNL_ARG_DST, v->f_dst},
+                               {DNNL_ARG_BIAS, v->f_bias}};
+    if (v->f_bias) set_handle(v->f_bias, bias);
+    dt_dnnl_run(dnnl_primitive_execute(v->fwd, lin->ctx->stream, v->f_bias ? 4 : 3, args),
+                "linear forward");
+    dt_dnnl_run(dnnl_stream_wait(lin->ctx->stream), "stream wait");
+}
+
+void dt_bf16_linear_backward(dt_bf16_linear *lin, int n, void *din, float *dweight, float *dbias,
+                             const void *dout, const void *in, int add) {
+    lin_variant *v = lin_variant_for(lin, n);
+    const int O = lin->out_f;
+    const uint16_t *ddst = dout;
+    if (lin->out_dtype == DT_F32) {
+        dt_bf16_from_f32_n(lin->ddst, dout, (size_t)n * O);
+        ddst = lin->ddst;
+    }
+    if (dbias) { /* from the gradient as given (f32 logits' gradient unrounded) */
+        for (int r = 0; r < n; r++) {
+            if (lin->out_dtype == DT_F32) {
+                const float *row = (const float *)dout + (size_t)r * O;
+                for (int o = 0; o < O; o++) dbias[o] += row[o];
+            } else {
+                const uint16_t *row = (const uint16_t *)dout + (size_t)r * O;
+                for (int o = 0; o < O; o++) dbias[o] += bf(row[o]);
+            }
+        }
+    }
+    set_handle(v->w_ddst, ddst);
+    set_handle(v->w_src, lin->in_dtype == DT_F32 ? (const void *)lin->src : in);
+    set_handle(v->w_dwei, dweight);
+    dnnl_exec_arg_t wargs[3] = {
+        {DNNL_ARG_SRC, v->w_ddst}, {DNNL_ARG_WEIGHTS, v->w_src}, {DNNL_ARG_DST, v->w_dwei}};
+    dt_dnnl_run(dnnl_primitive_execute(v->bwd_weights, lin->ctx->stream, 3, wargs),
+                "linear backward-weights");
+    if (din) {
+        set_handle(v->d_ddst, ddst);
+        set_handle(v->d_wei, lin->wei);
+        set_handle(v->d_dsrc, din);
+        dnnl_exec_arg_t dargs[3] = {
+            {DNNL_ARG_SRC, v->d_ddst}, {DNNL_ARG_WEIGHTS, v->d_wei}, {DNNL_ARG_DST, v->d_dsrc}};
+        dt_dnnl_run(dnnl_primitive_execute(v->bwd_data[add ? 1 : 0], lin->ctx->stream, 3, dargs),
+                    "linear backward-data");
+    }
+    dt_dnnl_run(dnnl_stream_wait(lin->ctx->stream), "stream wait");
+}
