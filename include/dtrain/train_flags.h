@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "dtrain/error.h"
+#include "dtrain/parse.h"
 #include "dtrain/trainer.h"
 
 typedef enum dt_flag_kind {
@@ -87,11 +88,5 @@ void dt_train_flags_help(FILE *out, const char *const *only, const char *const *
  * point into cfg. Returns the number of entries, or -1 with err if storage is short. */
 int dt_train_flags_to_argv(const dt_train_config *cfg, const char **argv, int max_args, char *text,
                            size_t text_size, dt_error *err);
-
-/* Strict number parsing shared by every flag: the whole text, in range, else a
- * one-line error naming the flag ("--budget expects an integer, got 'x'"). */
-int dt_parse_long(const char *flag, const char *text, long min, long max, long *out, dt_error *err);
-int dt_parse_double(const char *flag, const char *text, double min, double max, double *out,
-                    dt_error *err);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/train_flags.h"
+#include "dtrain/parse.h"
 
 /* Solves the f x f system a w = b by Gaussian elimination with partial pivoting. */
 static int solve(double *a, double *b, int f) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/train_flags.h"
+#include "dtrain/parse.h"
 
 int dt_calib_parse(const char *text, dt_calib_choice *out, dt_error *err) {
     memset(out, 0, sizeof *out);

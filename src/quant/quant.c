@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/train_flags.h"
+#include "dtrain/parse.h"
 
 /* The largest float below 2^31: a bias beyond it does not fit in int32. */
 #define INT32_FLOAT_LIMIT 2147483520.0f

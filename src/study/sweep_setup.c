@@ -8,7 +8,7 @@
 #include "dtrain/dataset.h"
 #include "dtrain/netns.h"
 #include "dtrain/sweep.h"
-#include "dtrain/train_flags.h"
+#include "dtrain/parse.h"
 #include "dtrain/train_mode.h"
 
 int dt_sweep_parse_ints(const char *flag, const char *text, int *out, int max, dt_error *err) {

@@ -13,7 +13,7 @@
 #include "dtrain/fileset.h"
 #include "dtrain/quant.h"
 #include "dtrain/safetensors.h"
-#include "dtrain/train_flags.h"
+#include "dtrain/parse.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
 
