@@ -27,10 +27,6 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
  * returns and returns it. */
 int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx), void *ctx);
 
-/* Runs `gnuplot script` in dir (no shell), its stderr going to stderr_path (relative
- * to dir). 0 if gnuplot ran and succeeded. */
-int dt_gnuplot_run(const char *dir, const char *script, const char *stderr_path);
-
 /* Predicted time to convergence (remaining steps x step time of the speed fit) for
  * every allocation of up to procs_max processes: one row per server count (1 ..
  * procs_max-1 for a parameter-server fit, a single row with servers 0 for all-reduce)

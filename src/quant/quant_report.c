@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "dtrain/outfile.h"
-#include "dtrain/plots.h"
+#include "dtrain/gnuplot.h"
 
 /* One row of the table: a layer (conv or linear, or the input) and its output. */
 typedef struct row {

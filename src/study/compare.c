@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "dtrain/outfile.h"
-#include "dtrain/plots.h"
+#include "dtrain/gnuplot.h"
 #include "dtrain/runlog.h"
 #include "dtrain/scaling.h"
 #include "dtrain/sweep.h"
