@@ -14,7 +14,6 @@
 
 #include "dtrain/error.h"
 #include "dtrain/runlog.h"
-#include "dtrain/world.h"
 
 typedef struct dt_sysmon {
     int rank;
@@ -42,11 +41,6 @@ void dt_sysmon_add_mpi_bytes(dt_sysmon *m, long long bytes);
 /* Moves the samples taken so far into *out (malloc'd; caller frees), *n of them.
  * Returns -1 only when out of memory. */
 int dt_sysmon_take(dt_sysmon *m, dt_sys_record **out, long *n);
-
-/* Records between ranks of w (a count, then the records; both ranks run the same
- * binary): send blocks until received; recv returns malloc'd records (*n may be 0). */
-void dt_sys_records_send(const dt_world *w, int to, const dt_sys_record *r, long n);
-int dt_sys_records_recv(const dt_world *w, int from, dt_sys_record **r, long *n, dt_error *err);
 
 /* One reading of the machine's CPU ticks from /proc/stat: busy (all but idle and
  * iowait) and total; -1 if /proc/stat cannot be read. For the sweep's load checks. */

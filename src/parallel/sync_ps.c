@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "dtrain/sync.h"
-#include "dtrain/sysmon.h"
+#include "dtrain/sys_records.h"
 #include "dtrain/timer.h"
 
 static int ps_create(dt_sync *s, dt_error *err) {

@@ -6,6 +6,7 @@
 #include "dtrain/dataset.h"
 #include "dtrain/ps_server.h"
 #include "dtrain/resume.h"
+#include "dtrain/sys_records.h"
 #include "dtrain/sysmon.h"
 #include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"

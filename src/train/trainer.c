@@ -23,6 +23,7 @@
 #include "dtrain/runlog.h"
 #include "dtrain/sampler.h"
 #include "dtrain/sync.h"
+#include "dtrain/sys_records.h"
 #include "dtrain/sysmon.h"
 #include "dtrain/threads.h"
 #include "dtrain/version.h"
