@@ -12,6 +12,8 @@
 #ifndef DTRAIN_KERNEL_H
 #define DTRAIN_KERNEL_H
 
+/* area: nn */
+
 #include <stddef.h>
 
 #include "dtrain/dtype.h"
