@@ -313,9 +313,10 @@ END {
         if (!(key in used)) {
             split(key, kk, " ")
             printf "  STALE: %s line %d: %s no longer includes %s on an offending edge: remove the line\n", allow_path, allow_line[key], kk[1], kk[2]
+            n_stale++
             bad = 1
         }
-    if (!n_off) print "  none"
+    if (!n_off && !n_stale) print "  none"
     if (bad_allow != "") { printf "%s", bad_allow; bad = 1 }
     print ""
     print (bad ? "FAIL: an offending include not in the allow-list, or a stale or unexplained allow-list line" : "OK")
