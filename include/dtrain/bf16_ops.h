@@ -23,7 +23,10 @@
 
 /* Bulk conversions for the edges of a bf16 region (the model's f32 input, an f32
  * consumer): out = bf16(in), out = f32(in); and the accumulating forms, acc =
- * bf16(acc + x) and acc += f32(x). Any count; out and in do not overlap. */
+ * bf16(acc + x) and acc += f32(x). Any count; out and in do not overlap. On a CPU with
+ * AVX512-BF16 the rounding is its instruction's: dtype.h's, except that denormals
+ * (|x| < 2^-126) become signed zeros, as in oneDNN's kernels; so for every bf16 store
+ * here that computes a sum (add, the add modes). */
 void dt_bf16_from_f32_n(uint16_t *out, const float *in, size_t count);
 void dt_bf16_to_f32_n(float *out, const uint16_t *in, size_t count);
 void dt_bf16_add_f32_n(uint16_t *acc, const float *x, size_t count);
@@ -44,10 +47,42 @@ void dt_bf16_add_backward(uint16_t *da, uint16_t *db, const uint16_t *dout, size
 
 /* dt_batchnorm2d_*: PyTorch's semantics (training normalises with the biased batch
  * variance and updates running_mean/var with `momentum` and the unbiased one; eval
- * uses the running statistics). relu: also apply the ReLU that follows in the graph
- * (out = max(bn(in), 0)), sparing its pass. Backward: relu_out non-NULL is that fused
- * ReLU's output (the storage forward wrote, masked as dt_bf16_relu_backward masks);
- * dweight and dbias accumulate (+=), din (may be NULL) is written or added. */
+ * uses the running statistics). Forward saves the batch mean and 1/sqrt(var + eps), as
+ * the fp32 kernel does, for backward. relu: also
+ * apply the ReLU that follows in the graph (out = max(bn(in), 0)), sparing its pass.
+ * dweight and dbias accumulate (+=), din (may be NULL) is written or added.
+ *
+ * The plan (dt_bf16_batchnorm) is what a layer should use: nChw16c runs on oneDNN's
+ * bf16 batch normalization (its JIT kernel, ReLU fused through its bit mask; several
+ * times these loops at resnet18's shapes, bench/bf16_ops_bench.c), NCHW on the loops
+ * below (oneDNN's NCHW kernel is its slow generic one), as does a din that is added
+ * to (oneDNN only writes it). */
+typedef struct dt_dnnl dt_dnnl;
+typedef struct dt_bf16_batchnorm dt_bf16_batchnorm;
+
+int dt_bf16_batchnorm_create(dt_bf16_batchnorm **bn, dt_dnnl *ctx, int max_batch, int c, int hw,
+                             int blocked, int relu, float eps, dt_error *err);
+void dt_bf16_batchnorm_destroy(dt_bf16_batchnorm *bn);
+/* Bytes the plan allocated (the fused ReLU's mask: a bit per element). */
+size_t dt_bf16_batchnorm_own_bytes(const dt_bf16_batchnorm *bn);
+void dt_bf16_batchnorm_forward_train(dt_bf16_batchnorm *bn, int n, uint16_t *out,
+                                     float *save_mean,    /* [c] */
+                                     float *save_invstd,  /* [c] */
+                                     float *running_mean, /* [c] updated */
+                                     float *running_var,  /* [c] updated */
+                                     const uint16_t *in, const float *weight, const float *bias,
+                                     float momentum);
+void dt_bf16_batchnorm_forward_eval(dt_bf16_batchnorm *bn, int n, uint16_t *out, const uint16_t *in,
+                                    const float *running_mean, const float *running_var,
+                                    const float *weight, const float *bias);
+/* After forward_train at batch n; out: what it wrote (the fused ReLU's output). */
+void dt_bf16_batchnorm_backward(dt_bf16_batchnorm *bn, int n, uint16_t *din, float *dweight,
+                                float *dbias, const uint16_t *dout, const uint16_t *in,
+                                const uint16_t *out, const float *save_mean,
+                                const float *save_invstd, const float *weight, int add);
+
+/* The loops, on either layout. Backward: relu_out non-NULL is the fused ReLU's output
+ * (masked as dt_bf16_relu_backward masks). */
 void dt_bf16_batchnorm2d_forward_train(uint16_t *out,       /* [n, c, hw] */
                                        float *save_mean,    /* [c] */
                                        float *save_invstd,  /* [c] */
@@ -119,7 +154,6 @@ void dt_bf16_shortcut_pad_backward(uint16_t *din, const uint16_t *dout, int n, i
  * bf16 copy, made by forward and reused by backward (the weight must not change in
  * between, as in a training step), and, for an f32 input, the input's bf16 copy; it
  * holds primitives for its largest batch and one other size, as a conv plan does. */
-typedef struct dt_dnnl dt_dnnl;
 typedef struct dt_bf16_linear dt_bf16_linear;
 
 int dt_bf16_linear_create(dt_bf16_linear **lin, dt_dnnl *ctx, int max_batch, int in_f, int out_f,

@@ -1,9 +1,14 @@
 #include "dtrain/bf16_ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "dnnl_ctx.h"
 #include "dtrain/adaptive_avgpool2d.h"
@@ -35,21 +40,178 @@ static inline int positive(uint16_t h) {
 }
 
 /* Below this many elements a loop runs on one thread: waking the team costs more. */
-enum { PAR_MIN = 1 << 14, BLK = 16, PARTIALS = 32 };
+enum { PAR_MIN = 1 << 14, BLK = 16, PARTIALS = 32, SPAN_ALIGN = 64 };
+
+/* The elementwise loops run [0, count) split in one span per thread. In AVX2 the
+ * conversions cost more than the bytes (rounding to bf16 is ~10 integer operations per
+ * 8 values): on a CPU with AVX512-BF16 each span runs through vcvtneps2bf16 instead,
+ * which rounds the same way (to nearest even, NaN kept quiet) but flushes denormals
+ * (|x| < 2^-126) to zero, as oneDNN's bf16 kernels do. */
+typedef void (*span_fn)(void *args, size_t lo, size_t hi, int avx512);
+
+static int has_avx512_bf16(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512bf16");
+#else
+    return 0;
+#endif
+}
+
+static void for_spans(size_t count, span_fn fn, void *args) {
+    const int avx512 = has_avx512_bf16();
+#pragma omp parallel if (count >= PAR_MIN)
+    {
+        const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        const size_t per = (count / nt + SPAN_ALIGN - 1) / SPAN_ALIGN * SPAN_ALIGN;
+        const size_t lo = t * per < count ? t * per : count,
+                     hi = lo + per < count ? lo + per : count;
+        if (lo < hi) fn(args, lo, hi, avx512);
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* 16 lanes at p (the first `m` of them when masked) */
+AVX512_BF16 static inline __m512 load16(const uint16_t *p, __mmask16 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+AVX512_BF16 static inline void store16(uint16_t *p, __m512 v, __mmask16 m) {
+    const __m256bh h = _mm512_cvtneps_pbh(v);
+    _mm256_mask_storeu_epi16(p, m, (__m256i)h);
+}
+
+static inline __mmask16 tail_mask(size_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+}
+
+/* out = bf16(in) */
+AVX512_BF16 static void avx_from_f32(uint16_t *out, const float *in, size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i += 16) {
+        const __mmask16 m = tail_mask(hi - i);
+        store16(out + i, _mm512_maskz_loadu_ps(m, in + i), m);
+    }
+}
+
+AVX512_BF16 static void avx_to_f32(float *out, const uint16_t *in, size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i += 16) {
+        const __mmask16 m = tail_mask(hi - i);
+        _mm512_mask_storeu_ps(out + i, m, load16(in + i, m));
+    }
+}
+
+/* out = bf16(a + b); b16: b is bf16, else f32 */
+AVX512_BF16 static void avx_add(uint16_t *out, const uint16_t *a, const void *b, int b16, size_t lo,
+                                size_t hi) {
+    for (size_t i = lo; i < hi; i += 16) {
+        const __mmask16 m = tail_mask(hi - i);
+        const __m512 vb = b16 ? load16((const uint16_t *)b + i, m)
+                              : _mm512_maskz_loadu_ps(m, (const float *)b + i);
+        store16(out + i, _mm512_add_ps(load16(a + i, m), vb), m);
+    }
+}
+
+/* da = bf16(da + g), db = bf16(db + g) */
+AVX512_BF16 static void avx_add2(uint16_t *da, uint16_t *db, const uint16_t *g, size_t lo,
+                                 size_t hi) {
+    for (size_t i = lo; i < hi; i += 16) {
+        const __mmask16 m = tail_mask(hi - i);
+        const __m512 vg = load16(g + i, m);
+        store16(da + i, _mm512_add_ps(load16(da + i, m), vg), m);
+        store16(db + i, _mm512_add_ps(load16(db + i, m), vg), m);
+    }
+}
+#endif
+
+typedef struct span_args {
+    void *out;
+    const void *a, *b;
+    void *out2;
+} span_args;
+
+static void span_from_f32(void *p, size_t lo, size_t hi, int avx512) {
+    span_args *s = p;
+    uint16_t *restrict out = s->out;
+    const float *restrict in = s->a;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512) {
+        avx_from_f32(out, in, lo, hi);
+        return;
+    }
+#endif
+    (void)avx512;
+    for (size_t i = lo; i < hi; i++) out[i] = rn(in[i]);
+}
+
+static void span_to_f32(void *p, size_t lo, size_t hi, int avx512) {
+    span_args *s = p;
+    float *restrict out = s->out;
+    const uint16_t *restrict in = s->a;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512) {
+        avx_to_f32(out, in, lo, hi);
+        return;
+    }
+#endif
+    (void)avx512;
+    for (size_t i = lo; i < hi; i++) out[i] = bf(in[i]);
+}
+
+/* out = bf16(a + b), b bf16 (out2 NULL) or f32 (out2 non-NULL, unused) */
+static void span_add(void *p, size_t lo, size_t hi, int avx512) {
+    span_args *s = p;
+    uint16_t *out = s->out;
+    const uint16_t *a = s->a;
+    const int b16 = s->out2 == NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512) {
+        avx_add(out, a, s->b, b16, lo, hi);
+        return;
+    }
+#endif
+    (void)avx512;
+    if (b16) {
+        const uint16_t *b = s->b;
+        for (size_t i = lo; i < hi; i++) out[i] = rn(bf(a[i]) + bf(b[i]));
+    } else {
+        const float *b = s->b;
+        for (size_t i = lo; i < hi; i++) out[i] = rn(bf(a[i]) + b[i]);
+    }
+}
+
+static void span_add2(void *p, size_t lo, size_t hi, int avx512) {
+    span_args *s = p;
+    uint16_t *da = s->out, *db = s->out2;
+    const uint16_t *g = s->a;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512) {
+        avx_add2(da, db, g, lo, hi);
+        return;
+    }
+#endif
+    (void)avx512;
+    for (size_t i = lo; i < hi; i++) {
+        const float v = bf(g[i]);
+        da[i] = rn(bf(da[i]) + v);
+        db[i] = rn(bf(db[i]) + v);
+    }
+}
 
 void dt_bf16_from_f32_n(uint16_t *restrict out, const float *restrict in, size_t count) {
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) out[i] = rn(in[i]);
+    span_args s = {out, in, NULL, NULL};
+    for_spans(count, span_from_f32, &s);
 }
 
 void dt_bf16_to_f32_n(float *restrict out, const uint16_t *restrict in, size_t count) {
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) out[i] = bf(in[i]);
+    span_args s = {out, in, NULL, NULL};
+    for_spans(count, span_to_f32, &s);
 }
 
 void dt_bf16_add_f32_n(uint16_t *restrict acc, const float *restrict x, size_t count) {
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) acc[i] = rn(bf(acc[i]) + x[i]);
+    span_args s = {acc, acc, x, acc}; /* out2 non-NULL: b is f32 */
+    for_spans(count, span_add, &s);
 }
 
 void dt_f32_add_bf16_n(float *restrict acc, const uint16_t *restrict x, size_t count) {
@@ -77,13 +239,18 @@ void dt_bf16_relu_backward(uint16_t *din, const uint16_t *dout, const uint16_t *
         }
         return;
     }
+    if (din == dout) { /* in place: one pointer, so the vectoriser's overlap test passes */
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+        for (size_t i = 0; i < count; i++) din[i] = positive(out[i]) ? din[i] : 0;
+        return;
+    }
 #pragma omp parallel for schedule(static) if (count >= PAR_MIN)
     for (size_t i = 0; i < count; i++) din[i] = positive(out[i]) ? dout[i] : 0;
 }
 
 void dt_bf16_add_forward(uint16_t *out, const uint16_t *a, const uint16_t *b, size_t count) {
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) out[i] = rn(bf(a[i]) + bf(b[i]));
+    span_args s = {out, a, b, NULL};
+    for_spans(count, span_add, &s);
 }
 
 /* One gradient of the add: a copy, or an accumulation. */
@@ -92,19 +259,15 @@ static void pass_grad(uint16_t *d, const uint16_t *dout, size_t count, int add) 
         if (d != dout) memcpy(d, dout, sizeof(uint16_t) * count);
         return;
     }
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) d[i] = rn(bf(d[i]) + bf(dout[i]));
+    span_args s = {d, d, dout, NULL};
+    for_spans(count, span_add, &s);
 }
 
 void dt_bf16_add_backward(uint16_t *da, uint16_t *db, const uint16_t *dout, size_t count, int add_a,
                           int add_b) {
     if (da && db && add_a && add_b) { /* the common join: one pass over dout */
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-        for (size_t i = 0; i < count; i++) {
-            const float g = bf(dout[i]);
-            da[i] = rn(bf(da[i]) + g);
-            db[i] = rn(bf(db[i]) + g);
-        }
+        span_args s = {da, dout, NULL, db};
+        for_spans(count, span_add2, &s);
         return;
     }
     if (da) pass_grad(da, dout, count, add_a);
@@ -345,6 +508,7 @@ static void bn_grad_sums_plane(const uint16_t *dy, const uint16_t *x, const uint
 }
 
 /* dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat)), as the fp32 kernel. */
+
 typedef struct bn_grad_coef {
     float mean, invstd, k, mean_dy, mean_dy_xhat;
 } bn_grad_coef;
@@ -615,8 +779,59 @@ static size_t adaptive_base(int m, int ch, int c, int hw, int blocked, size_t *s
     return ((size_t)m * (c / BLK) + ch / BLK) * hw * BLK + ch % BLK;
 }
 
+/* nChw16c input: the 16 channels of a block side by side, each summed in the order of
+ * the per-channel loop (the same bits). */
+static void adaptive_forward_blocked(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
+                                     int ho, int wo) {
+    const int blocks = c / BLK;
+#pragma omp parallel for schedule(static)
+    for (int mb = 0; mb < n * blocks; mb++) {
+        const int m = mb / blocks, cb = mb % blocks;
+        const uint16_t *x = in + (size_t)mb * h * w * BLK;
+        for (int oy = 0; oy < ho; oy++) {
+            const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
+            for (int ox = 0; ox < wo; ox++) {
+                const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
+                const float cells = (float)((y1 - y0) * (x1 - x0));
+                float acc[BLK] = {0};
+                for (int i = y0; i < y1; i++)
+                    for (int j = x0; j < x1; j++)
+                        for (int l = 0; l < BLK; l++)
+                            acc[l] += bf(x[(size_t)(i * w + j) * BLK + l]);
+                for (int l = 0; l < BLK; l++)
+                    out[(((size_t)m * c + cb * BLK + l) * ho + oy) * wo + ox] = rn(acc[l] / cells);
+            }
+        }
+    }
+}
+
+/* The global pool's backward (one cell): every pixel gets its plane's dy / (h w). */
+static void global_backward(uint16_t *din, const uint16_t *dout, int n, int c, int hw, int blocked,
+                            int add) {
+    const int lanes = blocked ? BLK : 1;
+#pragma omp parallel for schedule(static)
+    for (int mb = 0; mb < n * c / lanes; mb++) {
+        float g[BLK];
+        for (int l = 0; l < lanes; l++) g[l] = bf(dout[(size_t)mb * lanes + l]) / (float)hw;
+        uint16_t *dx = din + (size_t)mb * hw * lanes;
+        if (!blocked) {
+            for (int p = 0; p < hw; p++) dx[p] = rn(add ? bf(dx[p]) + g[0] : g[0]);
+            continue;
+        }
+        for (int p = 0; p < hw; p++)
+            for (int l = 0; l < BLK; l++) {
+                uint16_t *d = dx + (size_t)p * BLK + l;
+                *d = rn(add ? bf(*d) + g[l] : g[l]);
+            }
+    }
+}
+
 void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
                                         int w, int ho, int wo, int in_blocked) {
+    if (in_blocked) {
+        adaptive_forward_blocked(out, in, n, c, h, w, ho, wo);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         size_t st;
@@ -637,6 +852,10 @@ void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n
 
 void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h,
                                          int w, int ho, int wo, int in_blocked, int add) {
+    if (ho == 1 && wo == 1) {
+        global_backward(din, dout, n, c, h * w, in_blocked, add);
+        return;
+    }
     const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
@@ -1017,4 +1236,277 @@ void dt_bf16_linear_backward(dt_bf16_linear *lin, int n, void *din, float *dweig
                     "linear backward-data");
     }
     dt_dnnl_run(dnnl_stream_wait(lin->ctx->stream), "stream wait");
+}
+
+/* ---- BatchNorm plan: oneDNN's bf16 batch normalization on nChw16c ---- */
+
+typedef struct bn_variant {
+    int n;
+    dnnl_primitive_t train, eval, bwd;
+    dnnl_memory_t src, dst, ddst, dsrc, mean, var, scale, shift, dscale, dshift, ws;
+} bn_variant;
+
+struct dt_bf16_batchnorm {
+    dt_dnnl *ctx;
+    int max_batch, c, hw, blocked, relu;
+    float eps;
+    int on_dnnl; /* nChw16c and oneDNN gave its JIT kernel; else the loops */
+    void *ws;    /* the fused ReLU's mask for the largest batch, or NULL */
+    size_t ws_bytes;
+    float *dscale, *dshift, *zeros; /* [c]: oneDNN's parameter gradients; its unused shift */
+    float *var;                     /* [c]: the batch variance oneDNN gives and takes */
+    bn_variant v[2];
+    int n_variants;
+};
+
+#define BN_TRY(call, what)                                                                         \
+    do {                                                                                           \
+        dnnl_status_t st_ = (call);                                                                \
+        if (st_ != dnnl_success)                                                                   \
+            return dt_error_set(err, "oneDNN: batchnorm %s failed (status %d)", what, (int)st_);   \
+    } while (0)
+
+static void bn_variant_destroy(bn_variant *v) {
+    dnnl_primitive_t prims[] = {v->train, v->eval, v->bwd};
+    for (size_t k = 0; k < sizeof prims / sizeof *prims; k++)
+        if (prims[k]) dnnl_primitive_destroy(prims[k]);
+    dnnl_memory_t mems[] = {v->src,   v->dst,   v->ddst,   v->dsrc,   v->mean, v->var,
+                            v->scale, v->shift, v->dscale, v->dshift, v->ws};
+    for (size_t k = 0; k < sizeof mems / sizeof *mems; k++)
+        if (mems[k]) dnnl_memory_destroy(mems[k]);
+    memset(v, 0, sizeof *v);
+}
+
+static int bn_pd_fast(const_dnnl_primitive_desc_t pd) {
+    const char *impl = "";
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+           strstr(impl, "jit") != NULL;
+}
+
+/* The primitives for batch n; *fast 0 when oneDNN offers only a slow kernel. */
+static int bn_variant_init(bn_variant *v, const dt_bf16_batchnorm *bn, int n, int *fast,
+                           size_t *ws_bytes, dt_error *err) {
+    dnnl_engine_t eng = bn->ctx->engine;
+    dnnl_dims_t dims = {n, bn->c, bn->hw, 1}, cdims = {bn->c};
+    dnnl_memory_desc_t data, stat;
+    v->n = n;
+    BN_TRY(dnnl_memory_desc_init_by_tag(&data, 4, dims, dnnl_bf16, dnnl_nChw16c), "md");
+    BN_TRY(dnnl_memory_desc_init_by_tag(&stat, 1, cdims, dnnl_f32, dnnl_x), "md");
+    const unsigned flags =
+        dnnl_use_scale | dnnl_use_shift | (bn->relu ? (unsigned)dnnl_fuse_norm_relu : 0u);
+    dnnl_batch_normalization_desc_t td, ed, bd;
+    dnnl_primitive_desc_t tpd = NULL, epd = NULL, bpd = NULL;
+    BN_TRY(dnnl_batch_normalization_forward_desc_init(&td, dnnl_forward_training, &data, bn->eps,
+                                                      flags),
+           "forward");
+    BN_TRY(dnnl_batch_normalization_forward_desc_init(&ed, dnnl_forward_inference, &data, bn->eps,
+                                                      flags | dnnl_use_global_stats),
+           "inference");
+    BN_TRY(dnnl_batch_normalization_backward_desc_init(&bd, dnnl_backward, &data, &data, bn->eps,
+                                                       flags),
+           "backward");
+    int rc = 0;
+    if (dnnl_primitive_desc_create(&tpd, &td, NULL, eng, NULL) ||
+        dnnl_primitive_desc_create(&epd, &ed, NULL, eng, NULL) ||
+        dnnl_primitive_desc_create(&bpd, &bd, NULL, eng, tpd))
+        rc = dt_error_set(err, "oneDNN: no bf16 batch normalization");
+    *fast = rc == 0 && bn_pd_fast(tpd) && bn_pd_fast(epd) && bn_pd_fast(bpd);
+    if (rc == 0 && *fast) {
+        *ws_bytes = bn->relu ? dnnl_memory_desc_get_size(
+                                   dnnl_primitive_desc_query_md(tpd, dnnl_query_workspace_md, 0))
+                             : 0;
+        dnnl_memory_t *data_mems[] = {&v->src, &v->dst, &v->ddst, &v->dsrc};
+        dnnl_memory_t *stat_mems[] = {&v->mean,  &v->var,    &v->scale,
+                                      &v->shift, &v->dscale, &v->dshift};
+        for (size_t k = 0; rc == 0 && k < 4; k++)
+            if (dnnl_memory_create(data_mems[k], &data, eng, DNNL_MEMORY_NONE))
+                rc = dt_error_set(err, "oneDNN: batchnorm memory failed");
+        for (size_t k = 0; rc == 0 && k < 6; k++)
+            if (dnnl_memory_create(stat_mems[k], &stat, eng, DNNL_MEMORY_NONE))
+                rc = dt_error_set(err, "oneDNN: batchnorm memory failed");
+        if (rc == 0 && bn->relu &&
+            dnnl_memory_create(&v->ws,
+                               dnnl_primitive_desc_query_md(tpd, dnnl_query_workspace_md, 0), eng,
+                               DNNL_MEMORY_NONE))
+            rc = dt_error_set(err, "oneDNN: batchnorm memory failed");
+        if (rc == 0 &&
+            (dnnl_primitive_create(&v->train, tpd) || dnnl_primitive_create(&v->eval, epd) ||
+             dnnl_primitive_create(&v->bwd, bpd)))
+            rc = dt_error_set(err, "oneDNN: batchnorm primitive creation failed");
+    }
+    if (tpd) dnnl_primitive_desc_destroy(tpd);
+    if (epd) dnnl_primitive_desc_destroy(epd);
+    if (bpd) dnnl_primitive_desc_destroy(bpd);
+    return rc;
+}
+
+int dt_bf16_batchnorm_create(dt_bf16_batchnorm **bn, dt_dnnl *ctx, int max_batch, int c, int hw,
+                             int blocked, int relu, float eps, dt_error *err) {
+    *bn = NULL;
+    if (blocked && c % BLK)
+        return dt_error_set(err, "batchnorm: nChw16c needs c in 16s, not %d", c);
+    dt_bf16_batchnorm *b = calloc(1, sizeof *b);
+    if (!b) return dt_error_set(err, "out of memory for a batchnorm plan");
+    *b = (dt_bf16_batchnorm){.ctx = ctx,
+                             .max_batch = max_batch,
+                             .c = c,
+                             .hw = hw,
+                             .blocked = blocked,
+                             .relu = relu,
+                             .eps = eps};
+    int fast = 0;
+    if (blocked && (!(b->dscale = calloc((size_t)c, sizeof(float))) ||
+                    !(b->dshift = calloc((size_t)c, sizeof(float))) ||
+                    !(b->zeros = calloc((size_t)c, sizeof(float))) ||
+                    !(b->var = calloc((size_t)c, sizeof(float))))) {
+        dt_bf16_batchnorm_destroy(b);
+        return dt_error_set(err, "out of memory for a batchnorm plan");
+    }
+    if (blocked && bn_variant_init(&b->v[0], b, max_batch, &fast, &b->ws_bytes, err)) {
+        dt_bf16_batchnorm_destroy(b);
+        return -1;
+    }
+    if (blocked && !fast) bn_variant_destroy(&b->v[0]); /* the loops, then */
+    b->on_dnnl = blocked && fast;
+    b->n_variants = b->on_dnnl;
+    if (b->ws_bytes && !(b->ws = dt_alloc(b->ws_bytes, "a batchnorm's ReLU mask", err))) {
+        dt_bf16_batchnorm_destroy(b);
+        return -1;
+    }
+    *bn = b;
+    return 0;
+}
+
+void dt_bf16_batchnorm_destroy(dt_bf16_batchnorm *bn) {
+    if (!bn) return;
+    for (int k = 0; k < 2; k++) bn_variant_destroy(&bn->v[k]);
+    dt_free(bn->ws);
+    free(bn->dscale);
+    free(bn->dshift);
+    free(bn->zeros);
+    free(bn->var);
+    free(bn);
+}
+
+size_t dt_bf16_batchnorm_own_bytes(const dt_bf16_batchnorm *bn) {
+    return bn->ws_bytes;
+}
+
+static bn_variant *bn_variant_for(dt_bf16_batchnorm *bn, int n) {
+    for (int k = 0; k < bn->n_variants; k++)
+        if (bn->v[k].n == n) return &bn->v[k];
+    if (n > bn->max_batch) {
+        fprintf(stderr, "dtrain: batchnorm planned for batch %d run at %d\n", bn->max_batch, n);
+        exit(1);
+    }
+    bn_variant *v = &bn->v[1];
+    bn_variant_destroy(v);
+    bn->n_variants = 2;
+    dt_error err;
+    int fast;
+    size_t ws_bytes = 0;
+    if (bn_variant_init(v, bn, n, &fast, &ws_bytes, &err) || !fast || ws_bytes > bn->ws_bytes) {
+        fprintf(stderr, "dtrain: batchnorm for batch %d: %s\n", n,
+                fast ? err.msg : "no fast oneDNN kernel where the full batch had one");
+        exit(1);
+    }
+    return v;
+}
+
+static void bn_execute(dt_dnnl *ctx, dnnl_primitive_t prim, dnnl_exec_arg_t *args, int count,
+                       const char *what) {
+    dt_dnnl_run(dnnl_primitive_execute(prim, ctx->stream, count, args), what);
+    dt_dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
+}
+
+void dt_bf16_batchnorm_forward_train(dt_bf16_batchnorm *bn, int n, uint16_t *out, float *save_mean,
+                                     float *save_invstd, float *running_mean, float *running_var,
+                                     const uint16_t *in, const float *weight, const float *bias,
+                                     float momentum) {
+    if (!bn->on_dnnl) {
+        dt_bf16_batchnorm2d_forward_train(out, save_mean, save_invstd, running_mean, running_var,
+                                          in, weight, bias, n, bn->c, bn->hw, momentum, bn->eps,
+                                          bn->blocked, bn->relu);
+        return;
+    }
+    bn_variant *v = bn_variant_for(bn, n);
+    set_handle(v->src, in);
+    set_handle(v->dst, out);
+    set_handle(v->mean, save_mean);
+    set_handle(v->var, bn->var);
+    set_handle(v->scale, weight);
+    set_handle(v->shift, bias);
+    dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, v->src},     {DNNL_ARG_DST, v->dst},
+                               {DNNL_ARG_MEAN, v->mean},   {DNNL_ARG_VARIANCE, v->var},
+                               {DNNL_ARG_SCALE, v->scale}, {DNNL_ARG_SHIFT, v->shift},
+                               {DNNL_ARG_WORKSPACE, v->ws}};
+    if (v->ws) set_handle(v->ws, bn->ws);
+    bn_execute(bn->ctx, v->train, args, v->ws ? 7 : 6, "batchnorm forward");
+    /* the invstd the fp32 kernel saves, and PyTorch's running statistics, as
+     * dt_batchnorm2d_forward_train computes them from the variance */
+    const double count = (double)n * bn->hw;
+    for (int ch = 0; ch < bn->c; ch++) {
+        const double var = bn->var[ch], unbiased = count > 1 ? var * count / (count - 1) : var;
+        save_invstd[ch] = (float)(1.0 / sqrt(var + bn->eps));
+        running_mean[ch] =
+            (float)((1.0 - momentum) * running_mean[ch] + momentum * (double)save_mean[ch]);
+        running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+    }
+}
+
+void dt_bf16_batchnorm_forward_eval(dt_bf16_batchnorm *bn, int n, uint16_t *out, const uint16_t *in,
+                                    const float *running_mean, const float *running_var,
+                                    const float *weight, const float *bias) {
+    if (!bn->on_dnnl) {
+        dt_bf16_batchnorm2d_forward_eval(out, in, running_mean, running_var, weight, bias, n, bn->c,
+                                         bn->hw, bn->eps, bn->blocked, bn->relu);
+        return;
+    }
+    bn_variant *v = bn_variant_for(bn, n);
+    set_handle(v->src, in);
+    set_handle(v->dst, out);
+    set_handle(v->mean, running_mean);
+    set_handle(v->var, running_var);
+    set_handle(v->scale, weight);
+    set_handle(v->shift, bias);
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, v->src},     {DNNL_ARG_DST, v->dst},
+                               {DNNL_ARG_MEAN, v->mean},   {DNNL_ARG_VARIANCE, v->var},
+                               {DNNL_ARG_SCALE, v->scale}, {DNNL_ARG_SHIFT, v->shift}};
+    bn_execute(bn->ctx, v->eval, args, 6, "batchnorm inference");
+}
+
+void dt_bf16_batchnorm_backward(dt_bf16_batchnorm *bn, int n, uint16_t *din, float *dweight,
+                                float *dbias, const uint16_t *dout, const uint16_t *in,
+                                const uint16_t *out, const float *save_mean,
+                                const float *save_invstd, const float *weight, int add) {
+    if (!bn->on_dnnl || add || !din) { /* oneDNN writes din, and always computes it */
+        dt_bf16_batchnorm2d_backward(din, dweight, dbias, dout, in, save_mean, save_invstd, weight,
+                                     bn->relu ? out : NULL, n, bn->c, bn->hw, bn->blocked, add);
+        return;
+    }
+    bn_variant *v = bn_variant_for(bn, n);
+    set_handle(v->src, in);
+    set_handle(v->ddst, dout);
+    set_handle(v->dsrc, din);
+    set_handle(v->mean, save_mean);
+    /* oneDNN takes the variance: var + eps = 1 / invstd^2 (invstd holds var + eps to
+     * fp32 precision, all that oneDNN uses of it) */
+    for (int ch = 0; ch < bn->c; ch++)
+        bn->var[ch] = (float)(1.0 / ((double)save_invstd[ch] * save_invstd[ch]) - bn->eps);
+    set_handle(v->var, bn->var);
+    set_handle(v->scale, weight);
+    set_handle(v->shift, bn->zeros); /* asked for, not read: the mask is the workspace */
+    set_handle(v->dscale, bn->dscale);
+    set_handle(v->dshift, bn->dshift);
+    dnnl_exec_arg_t args[10] = {{DNNL_ARG_SRC, v->src},           {DNNL_ARG_DIFF_DST, v->ddst},
+                                {DNNL_ARG_MEAN, v->mean},         {DNNL_ARG_VARIANCE, v->var},
+                                {DNNL_ARG_SCALE, v->scale},       {DNNL_ARG_SHIFT, v->shift},
+                                {DNNL_ARG_DIFF_SRC, v->dsrc},     {DNNL_ARG_DIFF_SCALE, v->dscale},
+                                {DNNL_ARG_DIFF_SHIFT, v->dshift}, {DNNL_ARG_WORKSPACE, v->ws}};
+    if (v->ws) set_handle(v->ws, bn->ws);
+    bn_execute(bn->ctx, v->bwd, args, v->ws ? 10 : 9, "batchnorm backward");
+    for (int ch = 0; ch < bn->c; ch++) {
+        dweight[ch] += bn->dscale[ch];
+        dbias[ch] += bn->dshift[ch];
+    }
 }
