@@ -24,6 +24,6 @@ const dt_kernel *const *dt_cpu_kernels(size_t *count);
 
 /* The CPU backend's conv2d kernel (src/exec/exec.c): oneDNN or im2col, the
  * multiplies in bf16 with DT_PRECISION_BF16. */
-extern const dt_kernel dt_conv2d_f32_kernel;
+extern const dt_kernel dt_conv2d_kernel;
 
 #endif

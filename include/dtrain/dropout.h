@@ -20,4 +20,10 @@ void dt_dropout_forward(float *out,      /* [count] */
 /* Accumulates (+=) dout through the same mask into din. */
 void dt_dropout_backward(float *din, const float *dout, size_t count, float p, dt_dropout_key key);
 
+/* The key of a dropout op of a model in its present training forward (every
+ * dtype's kernel uses it, so f32 and bf16 drop the same elements). */
+typedef struct dt_model dt_model;
+typedef struct dt_op dt_op;
+dt_dropout_key dt_dropout_op_key(const dt_model *m, const dt_op *op);
+
 #endif

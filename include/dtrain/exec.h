@@ -26,6 +26,9 @@ int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision pr
                    dt_error *err);
 /* Destroy every plan first: oneDNN plans hold the context's engine. */
 void dt_exec_destroy(dt_exec *exec);
+/* The oneDNN engine and stream (NULL on im2col), for other oneDNN kernels' plans. */
+typedef struct dt_dnnl dt_dnnl;
+dt_dnnl *dt_exec_dnnl(dt_exec *exec);
 
 /* Where a conv layer's activations live (the model's layout pass decides). */
 typedef struct dt_exec_conv2d_io {
@@ -56,10 +59,11 @@ size_t dt_exec_scratch_bytes(const dt_exec *exec);
 int dt_exec_alloc_scratch(dt_exec *exec, dt_error *err);
 
 /* n <= the planned batch. Same buffers and semantics as dt_conv2d_forward. */
-void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *out, const float *in,
+/* out, in (and din, dout): of the dtypes the plan's io gave. */
+void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, void *out, const void *in,
                             const float *weight, const float *bias);
 /* Accumulates (+=) into din, dweight, dbias; din or dbias may be NULL. */
-void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *din, float *dweight,
-                             float *dbias, const float *dout, const float *in, const float *weight);
+void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, void *din, float *dweight,
+                             float *dbias, const void *dout, const void *in, const float *weight);
 
 #endif

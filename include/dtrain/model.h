@@ -100,6 +100,8 @@ typedef struct dt_op {
     float eps;                   /* batchnorm: added to the variance */
     float p;                     /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
+    int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
+                                    follows, whose kernel then does nothing (dt_model_alloc) */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
     void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;

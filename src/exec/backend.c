@@ -3,22 +3,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/bf16_kernels.h"
 #include "dtrain/exec.h"
 #include "dtrain/kernel.h"
 
-/* Tried in order for each op: the first that accepts the op's dtypes wins. */
+/* Tried in order for each op: the first that accepts the op's dtypes wins. A bf16
+ * kernel accepts only bf16 activations (linear: also an f32 side), an f32 one only
+ * f32, conv2d any mix; so the order matters only among kernels of one dtype. */
 static const dt_kernel *const cpu_kernels[] = {
-    &dt_conv2d_f32_kernel,
+    &dt_conv2d_kernel,
     &dt_linear_f32_kernel,
+    &dt_linear_bf16_kernel,
     &dt_batchnorm2d_f32_kernel,
+    &dt_batchnorm2d_bf16_kernel,
     &dt_relu_f32_kernel,
+    &dt_relu_bf16_kernel,
     &dt_maxpool2d_f32_kernel,
+    &dt_maxpool2d_bf16_kernel,
     &dt_avgpool2d_f32_kernel,
+    &dt_avgpool2d_bf16_kernel,
     &dt_add_f32_kernel,
+    &dt_add_bf16_kernel,
     &dt_shortcut_pad_f32_kernel,
+    &dt_shortcut_pad_bf16_kernel,
     &dt_dropout_f32_kernel,
+    &dt_dropout_bf16_kernel,
     &dt_concat_f32_kernel,
+    &dt_concat_bf16_kernel,
     &dt_adaptive_avgpool2d_f32_kernel,
+    &dt_adaptive_avgpool2d_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {
@@ -232,9 +245,20 @@ static int plan_dtypes(dt_model *m, dt_error *err) {
     }
     for (int i = 0; i < m->n_ops; i++) {
         dt_op *op = &m->ops[i];
+        op->relu_fused = 0;
         if (!(op->impl = find_kernel(m, op)))
             return dt_error_set(err, "backend %s has no %s kernel for op %d (%s)", m->backend->name,
                                 dt_op_kind_name(op->kind), i, op->name);
+    }
+    /* A bf16 BatchNorm followed by the in-place ReLU of its output applies the ReLU
+     * itself (one pass over the activations instead of two, each way). */
+    for (int i = 0; i + 1 < m->n_ops; i++) {
+        dt_op *bn = &m->ops[i], *relu = &m->ops[i + 1];
+        if (bn->impl == &dt_batchnorm2d_bf16_kernel && relu->impl == &dt_relu_bf16_kernel &&
+            m->values[relu->in].storage == m->values[bn->out].storage) {
+            bn->relu_fused = 1;
+            relu->impl = &dt_relu_fused_kernel;
+        }
     }
     return 0;
 }

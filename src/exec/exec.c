@@ -38,6 +38,10 @@ int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision pr
     return 0;
 }
 
+dt_dnnl *dt_exec_dnnl(dt_exec *exec) {
+    return exec->dnnl;
+}
+
 void dt_exec_destroy(dt_exec *exec) {
     if (!exec) return;
     for (int k = 0; k < DT_DNNL_ACT_SLOTS; k++) dt_free(exec->dnnl_scratch.act[k]);
@@ -61,6 +65,8 @@ int dt_exec_conv2d_plan(dt_exec *exec, const dt_conv2d_shape *s, int has_bias,
     }
     if (io && (io->in_blocked || io->out_blocked))
         return dt_error_set(err, "conv2d: blocked activations need the oneDNN backend");
+    if (io && (io->in_dtype != DT_F32 || io->out_dtype != DT_F32))
+        return dt_error_set(err, "conv2d: bf16 activations need the oneDNN backend");
     size_t need = dt_conv2d_workspace_floats(s);
     if (need > exec->workspace_floats) exec->workspace_floats = need;
     return 0;
@@ -108,7 +114,7 @@ int dt_exec_alloc_scratch(dt_exec *exec, dt_error *err) {
     return 0;
 }
 
-void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *out, const float *in,
+void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, void *out, const void *in,
                             const float *weight, const float *bias) {
     if (conv->dnnl_plan) {
         dt_conv2d_plan_forward(conv->dnnl_plan, &exec->dnnl_scratch, n, out, in, weight, bias);
@@ -119,9 +125,8 @@ void dt_exec_conv2d_forward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *o
     dt_conv2d_forward(out, in, weight, bias, exec->workspace, &s);
 }
 
-void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, float *din, float *dweight,
-                             float *dbias, const float *dout, const float *in,
-                             const float *weight) {
+void dt_exec_conv2d_backward(dt_exec *exec, dt_exec_conv2d *conv, int n, void *din, float *dweight,
+                             float *dbias, const void *dout, const void *in, const float *weight) {
     if (conv->dnnl_plan) {
         dt_conv2d_plan_backward(conv->dnnl_plan, &exec->dnnl_scratch, n, din, dweight, dbias, dout,
                                 in, weight);
@@ -145,6 +150,8 @@ static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, 
         .in_blocked = in->blocked,
         .out_blocked = dt_model_value_blocked(m, op->out),
         .din_sole_writer = in->readers == 1,
+        .in_dtype = in->dtype,
+        .out_dtype = dt_model_value_dtype(m, op->out),
     };
     if (dt_exec_conv2d_plan((dt_exec *)m->backend->ctx, &s, op->bias >= 0, &io,
                             (dt_exec_conv2d **)&op->state, err))
@@ -166,22 +173,31 @@ static void conv2d_op_free(dt_model *m, dt_op *op) {
 }
 
 static void conv2d_op_forward(dt_model *m, dt_op *op, int n) {
-    dt_exec_conv2d_forward((dt_exec *)m->backend->ctx, op->state, n,
-                           dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
-                           dt_model_param(m, op->weight), dt_model_param(m, op->bias));
+    dt_exec_conv2d_forward((dt_exec *)m->backend->ctx, op->state, n, dt_model_value_ptr(m, op->out),
+                           dt_model_value_ptr(m, op->in), dt_model_param(m, op->weight),
+                           dt_model_param(m, op->bias));
 }
 
 static void conv2d_op_backward(dt_model *m, dt_op *op, int n) {
     dt_exec_conv2d_backward((dt_exec *)m->backend->ctx, op->state, n,
-                            dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
-                            dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
-                            dt_model_value_data(m, op->in), dt_model_param(m, op->weight));
+                            dt_model_value_grad_ptr(m, op->in), dt_model_param_grad(m, op->weight),
+                            dt_model_param_grad(m, op->bias), dt_model_value_grad_ptr(m, op->out),
+                            dt_model_value_ptr(m, op->in), dt_model_param(m, op->weight));
 }
 
-const dt_kernel dt_conv2d_f32_kernel = {
+/* Any mix of f32 and bf16 activations: oneDNN converts at the edges of a bf16 region
+ * (the model's f32 input). bf16 storages exist only with DT_PRECISION_BF16, which
+ * dt_exec_create allows only on oneDNN. */
+static int conv2d_accepts(const dt_model *m, const dt_op *op) {
+    (void)m, (void)op;
+    return 1;
+}
+
+const dt_kernel dt_conv2d_kernel = {
     .kind = DT_OP_CONV2D,
-    .name = "conv2d.f32",
+    .name = "conv2d",
     .dtype = DT_F32,
+    .accepts = conv2d_accepts,
     .layouts = DT_OP_ANY_LAYOUTS,
     .plan = conv2d_op_plan,
     .alloc = conv2d_op_alloc,

@@ -35,7 +35,7 @@ void dt_dropout_backward(float *din, const float *dout, size_t count, float p, d
 
 enum { CALL_SHIFT = 40 };
 
-static dt_dropout_key op_key(const dt_model *m, const dt_op *op) {
+dt_dropout_key dt_dropout_op_key(const dt_model *m, const dt_op *op) {
     return (dt_dropout_key){m->dropout_seed, (uint64_t)(op - m->ops),
                             m->dropout_calls << CALL_SHIFT};
 }
@@ -45,7 +45,7 @@ static void dropout_op_forward(dt_model *m, dt_op *op, int n) {
     const float *in = dt_model_value_data(m, op->in);
     const size_t count = dt_model_value_floats(m, op->in, n);
     if (m->training && op->p > 0.0f)
-        dt_dropout_forward(out, in, count, op->p, op_key(m, op));
+        dt_dropout_forward(out, in, count, op->p, dt_dropout_op_key(m, op));
     else
         memcpy(out, in, sizeof(float) * count);
 }
@@ -56,7 +56,7 @@ static void dropout_op_backward(dt_model *m, dt_op *op, int n) {
     const float *dout = dt_model_value_grad(m, op->out);
     const size_t count = dt_model_value_floats(m, op->in, n);
     if (m->training && op->p > 0.0f) {
-        dt_dropout_backward(din, dout, count, op->p, op_key(m, op));
+        dt_dropout_backward(din, dout, count, op->p, dt_dropout_op_key(m, op));
         return;
     }
 #pragma omp parallel for schedule(static)
