@@ -72,15 +72,24 @@ static void for_spans(size_t count, span_fn fn, void *args) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
-/* 16 lanes at p (the first `m` of them when masked) */
+/* 16 lanes at p (the first `m` of them when masked: the tail only, masked stores are
+ * slow on AMD's cores) */
 AVX512_BF16 static inline __m512 load16(const uint16_t *p, __mmask16 m) {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    const __m256i h =
+        m == 0xffff ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 AVX512_BF16 static inline void store16(uint16_t *p, __m512 v, __mmask16 m) {
     const __m256bh h = _mm512_cvtneps_pbh(v);
-    _mm256_mask_storeu_epi16(p, m, (__m256i)h);
+    if (m == 0xffff)
+        _mm256_storeu_si256((__m256i *)p, (__m256i)h);
+    else
+        _mm256_mask_storeu_epi16(p, m, (__m256i)h);
+}
+
+AVX512_BF16 static inline __m512 load16f(const float *p, __mmask16 m) {
+    return m == 0xffff ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
 }
 
 static inline __mmask16 tail_mask(size_t left) {
@@ -91,14 +100,18 @@ static inline __mmask16 tail_mask(size_t left) {
 AVX512_BF16 static void avx_from_f32(uint16_t *out, const float *in, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i += 16) {
         const __mmask16 m = tail_mask(hi - i);
-        store16(out + i, _mm512_maskz_loadu_ps(m, in + i), m);
+        store16(out + i, load16f(in + i, m), m);
     }
 }
 
 AVX512_BF16 static void avx_to_f32(float *out, const uint16_t *in, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i += 16) {
         const __mmask16 m = tail_mask(hi - i);
-        _mm512_mask_storeu_ps(out + i, m, load16(in + i, m));
+        const __m512 v = load16(in + i, m);
+        if (m == 0xffff)
+            _mm512_storeu_ps(out + i, v);
+        else
+            _mm512_mask_storeu_ps(out + i, m, v);
     }
 }
 
@@ -107,8 +120,8 @@ AVX512_BF16 static void avx_add(uint16_t *out, const uint16_t *a, const void *b,
                                 size_t hi) {
     for (size_t i = lo; i < hi; i += 16) {
         const __mmask16 m = tail_mask(hi - i);
-        const __m512 vb = b16 ? load16((const uint16_t *)b + i, m)
-                              : _mm512_maskz_loadu_ps(m, (const float *)b + i);
+        const __m512 vb =
+            b16 ? load16((const uint16_t *)b + i, m) : load16f((const float *)b + i, m);
         store16(out + i, _mm512_add_ps(load16(a + i, m), vb), m);
     }
 }
