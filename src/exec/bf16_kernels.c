@@ -111,15 +111,36 @@ const dt_kernel dt_add_bf16_kernel = {
     .backward = add_backward,
 };
 
-/* BatchNorm2d: fp32 statistics saved for backward, as the f32 kernel keeps them. */
+/* BatchNorm2d on bf16_ops' plan (oneDNN for nChw16c, the loops for NCHW), with the
+ * fp32 batch statistics saved for backward as the f32 kernel keeps them. */
 
-typedef struct bn_saved {
+typedef struct bn_state {
+    dt_bf16_batchnorm *plan;
     float *mean, *invstd; /* [c] */
-} bn_saved;
+} bn_state;
+
+static void bn_free(dt_model *m, dt_op *op) {
+    (void)m;
+    bn_state *st = op->state;
+    if (st) {
+        dt_bf16_batchnorm_destroy(st->plan);
+        dt_free(st->mean);
+        dt_free(st->invstd);
+        free(st);
+    }
+    op->state = NULL;
+}
 
 static int bn_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
-    (void)max_batch, (void)err;
-    *bytes += 2 * sizeof(float) * (size_t)m->values[op->in].c;
+    const dt_value *x = &m->values[op->in];
+    bn_state *st = calloc(1, sizeof *st);
+    if (!st) return dt_error_set(err, "out of memory for batchnorm %s", op->name);
+    op->state = st;
+    if (dt_bf16_batchnorm_create(&st->plan, dt_exec_dnnl(m->backend->ctx), max_batch, x->c,
+                                 x->h * x->w, dt_model_value_blocked(m, op->in), op->relu_fused,
+                                 op->eps, err))
+        return -1;
+    *bytes += 2 * sizeof(float) * (size_t)x->c + dt_bf16_batchnorm_own_bytes(st->plan);
     claim_input_grad(m, op->in);
     return 0;
 }
@@ -127,52 +148,35 @@ static int bn_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_erro
 static int bn_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
     (void)max_batch;
     const size_t c = (size_t)m->values[op->in].c;
-    bn_saved *saved = calloc(1, sizeof *saved);
-    if (!saved) return dt_error_set(err, "out of memory for batchnorm statistics");
-    op->state = saved;
-    if (!(saved->mean = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)) ||
-        !(saved->invstd = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)))
+    bn_state *st = op->state;
+    if (!(st->mean = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)) ||
+        !(st->invstd = dt_alloc(sizeof(float) * c, "batchnorm statistics", err)))
         return -1;
     return 0;
 }
 
-static void bn_free(dt_model *m, dt_op *op) {
-    (void)m;
-    bn_saved *saved = op->state;
-    if (saved) {
-        dt_free(saved->mean);
-        dt_free(saved->invstd);
-        free(saved);
-    }
-    op->state = NULL;
-}
-
 static void bn_forward(dt_model *m, dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in];
-    const int blocked = dt_model_value_blocked(m, op->in), hw = x->h * x->w;
+    bn_state *st = op->state;
     if (m->training) {
-        bn_saved *saved = op->state;
-        dt_bf16_batchnorm2d_forward_train(
-            data16(m, op->out), saved->mean, saved->invstd, dt_model_param(m, op->running_mean),
-            dt_model_param(m, op->running_var), data16(m, op->in), dt_model_param(m, op->weight),
-            dt_model_param(m, op->bias), n, x->c, hw, 0.1f, op->eps, blocked, op->relu_fused);
+        dt_bf16_batchnorm_forward_train(
+            st->plan, n, data16(m, op->out), st->mean, st->invstd,
+            dt_model_param(m, op->running_mean), dt_model_param(m, op->running_var),
+            data16(m, op->in), dt_model_param(m, op->weight), dt_model_param(m, op->bias), 0.1f);
         op->num_batches_tracked++;
     } else {
-        dt_bf16_batchnorm2d_forward_eval(
-            data16(m, op->out), data16(m, op->in), dt_model_param(m, op->running_mean),
-            dt_model_param(m, op->running_var), dt_model_param(m, op->weight),
-            dt_model_param(m, op->bias), n, x->c, hw, op->eps, blocked, op->relu_fused);
+        dt_bf16_batchnorm_forward_eval(st->plan, n, data16(m, op->out), data16(m, op->in),
+                                       dt_model_param(m, op->running_mean),
+                                       dt_model_param(m, op->running_var),
+                                       dt_model_param(m, op->weight), dt_model_param(m, op->bias));
     }
 }
 
 static void bn_backward(dt_model *m, dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in];
-    const bn_saved *saved = op->state;
-    dt_bf16_batchnorm2d_backward(
-        grad16(m, op->in), dt_model_param_grad(m, op->weight), dt_model_param_grad(m, op->bias),
-        grad16(m, op->out), data16(m, op->in), saved->mean, saved->invstd,
-        dt_model_param(m, op->weight), op->relu_fused ? data16(m, op->out) : NULL, n, x->c,
-        x->h * x->w, dt_model_value_blocked(m, op->in), adds(m, op->in));
+    bn_state *st = op->state;
+    dt_bf16_batchnorm_backward(st->plan, n, grad16(m, op->in), dt_model_param_grad(m, op->weight),
+                               dt_model_param_grad(m, op->bias), grad16(m, op->out),
+                               data16(m, op->in), data16(m, op->out), st->mean, st->invstd,
+                               dt_model_param(m, op->weight), adds(m, op->in));
 }
 
 const dt_kernel dt_batchnorm2d_bf16_kernel = {
