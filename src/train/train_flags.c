@@ -223,9 +223,10 @@ static const dt_train_flag flags[] = {
     {.name = "precision",
      .value = "P",
      CHOICE_ROW(precision_names, precision_parse, precision_of),
-     .help = "fp32 (default) | bf16: mixed precision, convolutions multiply\n"
-             "in bf16 (oneDNN; needs AVX512-BF16 or AMX), everything else\n"
-             "and the weights stay fp32"},
+     .help = "fp32 (default) | bf16: mixed precision (oneDNN; needs\n"
+             "AVX512-BF16 or AMX): activations and their gradients bf16\n"
+             "between layers, convs and linears multiply in bf16; weights,\n"
+             "their gradients, BatchNorm statistics, the loss and SGD fp32"},
     {.name = "comm-dtype",
      .value = "T",
      CHOICE_ROW(comm_dtype_names, comm_dtype_parse, comm_dtype_of),
