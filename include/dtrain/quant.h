@@ -49,12 +49,28 @@ typedef struct dt_quant_config {
 int dt_quant_scheme_parse(const char *text, dt_quant_scheme *out);
 const char *dt_quant_scheme_name(dt_quant_scheme scheme);
 
+/* The kinds of op of a quantized network. A kind is one row in each of three tables:
+ * its facts and builder (quant.c), its emulation (qemu.c) and its oneDNN primitive
+ * (int8_dnnl.c); each table asserts it has DT_QOP_COUNT rows. */
 typedef enum dt_qop_kind {
     DT_QOP_CONV,
     DT_QOP_LINEAR,
     DT_QOP_MAXPOOL,
     DT_QOP_AVGPOOL,
+    DT_QOP_COUNT
 } dt_qop_kind;
+
+/* What a kind is, for code that walks a network whatever its ops. */
+typedef struct dt_qop_class {
+    const char *name; /* "conv", "linear", "maxpool", "avgpool" */
+    dt_op_kind from;  /* the float op it quantizes */
+    /* The rank of its int8 weights (4: [c_out, c_in, k, k]; 2: [c_out, fan_in]), which
+     * come with an int32 bias and scales and make its output a calibrated value; 0: no
+     * weights, its input's integers passed on at the input's scale and range (pooling). */
+    int weight_dims;
+} dt_qop_class;
+
+const dt_qop_class *dt_qop_class_of(dt_qop_kind kind);
 
 /* An activation tensor of the quantized network, per sample [c, h, w] (NCHW). */
 typedef struct dt_qvalue {

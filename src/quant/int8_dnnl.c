@@ -229,7 +229,8 @@ static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_erro
     return 0;
 }
 
-static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_kind_t alg,
+                     dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
     dnnl_memory_desc_t src, dst;
     dnnl_dims_t strides = {o->stride, o->stride}, kernel = {o->kernel, o->kernel}, pad = {0, 0};
@@ -237,10 +238,8 @@ static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error 
                          (y->w - 1) * o->stride + o->kernel - x->w};
     if (value_md(&src, x, n, err) || value_md(&dst, y, n, err)) return -1;
     dnnl_pooling_desc_t pd_desc;
-    TRY(dnnl_pooling_forward_desc_init(&pd_desc, dnnl_forward_inference,
-                                       o->kind == DT_QOP_MAXPOOL ? dnnl_pooling_max
-                                                                 : dnnl_pooling_avg_exclude_padding,
-                                       &src, &dst, strides, kernel, pad, pad_r),
+    TRY(dnnl_pooling_forward_desc_init(&pd_desc, dnnl_forward_inference, alg, &src, &dst, strides,
+                                       kernel, pad, pad_r),
         "pooling description");
     dnnl_primitive_desc_t pd;
     TRY(dnnl_primitive_desc_create(&pd, &pd_desc, NULL, e->engine, NULL), "pooling");
@@ -250,6 +249,29 @@ static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error 
         return -1;
     return 0;
 }
+
+static int maxpool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    return pool_step(s, e, o, n, dnnl_pooling_max, err);
+}
+
+static int avgpool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    return pool_step(s, e, o, n, dnnl_pooling_avg_exclude_padding, err);
+}
+
+/* How each kind of op runs (quant.h): the primitive of one op for batch n, with its
+ * arguments. One row per kind, matched by designator. */
+typedef struct int8_kernel {
+    int (*make)(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err);
+} int8_kernel;
+
+static const int8_kernel int8_kernels[] = {
+    [DT_QOP_CONV] = {conv_step},
+    [DT_QOP_LINEAR] = {linear_step},
+    [DT_QOP_MAXPOOL] = {maxpool_step},
+    [DT_QOP_AVGPOOL] = {avgpool_step},
+};
+_Static_assert(sizeof int8_kernels / sizeof *int8_kernels == DT_QOP_COUNT,
+               "one int8 engine row per quantized op kind");
 
 /* The input: float NCHW -> the first value's integers in NHWC, q = sat(rint(x * scale)). */
 static int input_step(step *s, variant *v, dt_int8_dnnl *e, int n, dt_error *err) {
@@ -284,10 +306,10 @@ static int variant_init(variant *v, dt_int8_dnnl *e, int n, dt_error *err) {
     for (int i = 0; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
         step *s = &v->steps[i + 1];
-        int rc = o->kind == DT_QOP_CONV     ? conv_step(s, e, o, n, err)
-                 : o->kind == DT_QOP_LINEAR ? linear_step(s, e, o, n, err)
-                                            : pool_step(s, e, o, n, err);
-        if (rc) return -1;
+        if (!int8_kernels[o->kind].make)
+            return dt_error_set(err, "the int8 engine has no %s kernel (%s)",
+                                dt_qop_class_of(o->kind)->name, o->name);
+        if (int8_kernels[o->kind].make(s, e, o, n, err)) return -1;
         if (o->residual >= 0 && e->alias[o->out] != e->alias[o->residual]) {
             s->copy_from = e->buf[o->residual];
             s->copy_to = e->buf[o->out];

@@ -17,6 +17,14 @@ struct dt_qemu {
     size_t col_each, acc_each;
 };
 
+/* How one kind of op is emulated: its forward over n samples and, for the layers, the
+ * scratch it needs (the largest over the network is allocated). */
+typedef struct qemu_kernel {
+    void (*scratch)(const dt_qop *o, const dt_qvalue *y, int max_batch, size_t *col, size_t *acc);
+    void (*forward)(dt_qemu *e, int i, int n);
+} qemu_kernel;
+static const qemu_kernel qemu_kernels[DT_QOP_COUNT]; /* below, beside its kernels */
+
 static size_t value_count(const dt_qvalue *v) {
     return (size_t)v->c * v->h * v->w;
 }
@@ -49,24 +57,25 @@ int dt_qemu_create(dt_qemu **out, const dt_qnet *q, int max_batch, dt_error *err
                                      (size_t)max_batch)) != NULL;
     for (int i = 0; ok && i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
-        if (o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) continue;
-        const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
-        const size_t count = fan_in * (size_t)o->c_out;
-        const dt_qvalue *y = &q->values[o->out];
+        const qemu_kernel *k = &qemu_kernels[o->kind];
+        if (!k->forward) {
+            dt_qemu_destroy(e);
+            return dt_error_set(err, "the int8 emulation has no %s kernel (%s)",
+                                dt_qop_class_of(o->kind)->name, o->name);
+        }
+        if (k->scratch) {
+            size_t col = 0, acc = 0;
+            k->scratch(o, &q->values[o->out], max_batch, &col, &acc);
+            e->col_each = col > e->col_each ? col : e->col_each;
+            e->acc_each = acc > e->acc_each ? acc : e->acc_each;
+        }
+        if (!dt_qop_class_of(o->kind)->weight_dims) continue;
+        const size_t count = (size_t)o->c_in * o->kernel * o->kernel * (size_t)o->c_out;
         if (!(e->weight[i] = malloc(sizeof(double) * count))) {
             ok = 0;
             break;
         }
-        for (size_t k = 0; k < count; k++) e->weight[i][k] = o->weight[k];
-        if (o->kind == DT_QOP_CONV) {
-            size_t col = fan_in * (size_t)y->h * y->w, acc = (size_t)o->c_out * y->h * y->w;
-            e->col_each = col > e->col_each ? col : e->col_each;
-            e->acc_each = acc > e->acc_each ? acc : e->acc_each;
-        } else { /* one call for the whole batch, in thread 0's space */
-            size_t col = (size_t)max_batch * o->c_in, acc = (size_t)max_batch * o->c_out;
-            e->col_each = col > e->col_each ? col : e->col_each;
-            e->acc_each = acc > e->acc_each ? acc : e->acc_each;
-        }
+        for (size_t j = 0; j < count; j++) e->weight[i][j] = o->weight[j];
     }
     if (ok) {
         e->col = malloc(sizeof(double) * e->col_each * (size_t)e->threads);
@@ -157,10 +166,10 @@ static void linear_forward(dt_qemu *e, int i, int n) {
         }
 }
 
-static void pool_forward(dt_qemu *e, int i, int n) {
+static void pool_forward(dt_qemu *e, int i, int n, int avg) {
     const dt_qop *o = &e->q->ops[i];
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
-    const int k = o->kernel, avg = o->kind == DT_QOP_AVGPOOL;
+    const int k = o->kernel;
     const float inv = 1.0f / (float)(k * k);
 #pragma omp parallel for schedule(static) num_threads(e->threads)
     for (int plane = 0; plane < n * x->c; plane++) {
@@ -181,6 +190,40 @@ static void pool_forward(dt_qemu *e, int i, int n) {
     }
 }
 
+static void maxpool_forward(dt_qemu *e, int i, int n) {
+    pool_forward(e, i, n, 0);
+}
+
+static void avgpool_forward(dt_qemu *e, int i, int n) {
+    pool_forward(e, i, n, 1);
+}
+
+/* Per-thread scratch in doubles: a conv's im2col columns and accumulators of one
+ * sample; a linear layer's whole batch, in thread 0's space (one call). */
+static void conv_scratch(const dt_qop *o, const dt_qvalue *y, int max_batch, size_t *col,
+                         size_t *acc) {
+    (void)max_batch;
+    *col = (size_t)o->c_in * o->kernel * o->kernel * (size_t)y->h * y->w;
+    *acc = (size_t)o->c_out * y->h * y->w;
+}
+
+static void linear_scratch(const dt_qop *o, const dt_qvalue *y, int max_batch, size_t *col,
+                           size_t *acc) {
+    (void)y;
+    *col = (size_t)max_batch * o->c_in;
+    *acc = (size_t)max_batch * o->c_out;
+}
+
+/* One row per kind (quant.h), matched by designator. */
+static const qemu_kernel qemu_kernels[] = {
+    [DT_QOP_CONV] = {conv_scratch, conv_forward},
+    [DT_QOP_LINEAR] = {linear_scratch, linear_forward},
+    [DT_QOP_MAXPOOL] = {NULL, maxpool_forward},
+    [DT_QOP_AVGPOOL] = {NULL, avgpool_forward},
+};
+_Static_assert(sizeof qemu_kernels / sizeof *qemu_kernels == DT_QOP_COUNT,
+               "one emulation row per quantized op kind");
+
 void dt_qemu_forward(dt_qemu *e, const float *x, int n) {
     const dt_qnet *q = e->q;
     const dt_qvalue *v0 = &q->values[0];
@@ -190,20 +233,7 @@ void dt_qemu_forward(dt_qemu *e, const float *x, int n) {
         const float r = rintf(x[k] * v0->scale);
         q0[k] = (int16_t)(r < v0->lo ? v0->lo : r > v0->hi ? v0->hi : r);
     }
-    for (int i = 0; i < q->n_ops; i++) {
-        switch (q->ops[i].kind) {
-        case DT_QOP_CONV:
-            conv_forward(e, i, n);
-            break;
-        case DT_QOP_LINEAR:
-            linear_forward(e, i, n);
-            break;
-        case DT_QOP_MAXPOOL:
-        case DT_QOP_AVGPOOL:
-            pool_forward(e, i, n);
-            break;
-        }
-    }
+    for (int i = 0; i < q->n_ops; i++) qemu_kernels[q->ops[i].kind].forward(e, i, n);
     const dt_qvalue *last = &q->values[q->ops[q->n_ops - 1].out];
     if (!last->is_float) {
         const int16_t *ql = e->act[q->ops[q->n_ops - 1].out];

@@ -67,7 +67,11 @@ static int maybe_fuse_relu(dt_qnet *q, const dt_model *m, int next, int float_va
     return next + 1;
 }
 
-static int add_layer(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_error *err) {
+/* A conv or linear layer for float op i, with the BatchNorm after a conv folded in and a
+ * ReLU after either fused; returns the next float op. `spatial`: a convolution's
+ * geometry (kernel, stride, padding over c_in channels), else a linear layer's fan-in. */
+static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int spatial,
+                     int *of_storage, dt_error *err) {
     const dt_op *op = &m->ops[i];
     const int in = of_storage[storage_of(m, op->in)];
     if (in < 0)
@@ -76,13 +80,13 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_e
     dt_qop *o = &q->ops[q->n_ops++];
     const dt_value *x = &m->values[op->in];
     snprintf(o->name, sizeof o->name, "%s", op->name);
-    o->kind = op->kind == DT_OP_CONV2D ? DT_QOP_CONV : DT_QOP_LINEAR;
+    o->kind = kind;
     o->in = in;
     o->residual = -1;
     o->float_conv = i;
     o->float_bn = -1;
     o->c_out = m->values[op->out].c;
-    if (o->kind == DT_QOP_CONV) {
+    if (spatial) {
         o->c_in = x->c;
         o->kernel = op->kernel;
         o->stride = op->stride;
@@ -92,7 +96,7 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_e
         o->kernel = o->stride = 1;
     }
     int last = i, out = op->out;
-    if (o->kind == DT_QOP_CONV && i + 1 < m->n_ops && m->ops[i + 1].kind == DT_OP_BATCHNORM2D &&
+    if (spatial && i + 1 < m->n_ops && m->ops[i + 1].kind == DT_OP_BATCHNORM2D &&
         m->ops[i + 1].in == op->out) {
         o->float_bn = i + 1; /* folded into this convolution */
         out = m->ops[i + 1].out;
@@ -103,15 +107,28 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_e
     return maybe_fuse_relu(q, m, last + 1, out, o->out, q->cfg.scheme);
 }
 
-static int add_pool(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_error *err) {
+static int add_conv(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
+                    dt_error *err) {
+    return add_layer(q, m, i, kind, 1, of_storage, err);
+}
+
+static int add_linear(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
+                      dt_error *err) {
+    return add_layer(q, m, i, kind, 0, of_storage, err);
+}
+
+/* A pooling, named after its input ("conv1.maxpool"); its integers keep their range. */
+static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
+                    dt_error *err) {
     const dt_op *op = &m->ops[i];
     const int in = of_storage[storage_of(m, op->in)];
     if (in < 0)
         return dt_error_set(err, "model %s: a pooling reads a value with no int8 form", m->name);
     dt_qop *o = &q->ops[q->n_ops++];
-    o->kind = op->kind == DT_OP_MAXPOOL2D ? DT_QOP_MAXPOOL : DT_QOP_AVGPOOL;
-    join_name(o->name, sizeof o->name, q->values[in].name,
-              o->kind == DT_QOP_MAXPOOL ? ".maxpool" : ".avgpool");
+    o->kind = kind;
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".%s", dt_qop_class_of(kind)->name);
+    join_name(o->name, sizeof o->name, q->values[in].name, suffix);
     o->in = in;
     o->residual = -1;
     o->float_conv = o->float_bn = -1;
@@ -174,6 +191,50 @@ static int fuse_add(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_er
     return maybe_fuse_relu(q, m, i + 1, op->out, conv.out, q->cfg.scheme);
 }
 
+static double conv_macs(const dt_qop *o, const dt_qvalue *y) {
+    return (double)o->c_out * y->h * y->w * o->c_in * o->kernel * o->kernel;
+}
+
+static double linear_macs(const dt_qop *o, const dt_qvalue *y) {
+    (void)y;
+    return (double)o->c_out * o->c_in;
+}
+
+/* One row per kind, matched by designator: what it is, how float op `from` becomes it
+ * (returning the next float op: fused ones are consumed), and its multiply-accumulates
+ * per sample (NULL: none counted). The engines' rows are in qemu.c and int8_dnnl.c. */
+typedef struct qop_row {
+    dt_qop_class cls;
+    int (*add)(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
+               dt_error *err);
+    double (*macs)(const dt_qop *o, const dt_qvalue *y);
+} qop_row;
+
+static const qop_row qop_table[] = {
+    [DT_QOP_CONV] = {{"conv", DT_OP_CONV2D, 4}, add_conv, conv_macs},
+    [DT_QOP_LINEAR] = {{"linear", DT_OP_LINEAR, 2}, add_linear, linear_macs},
+    [DT_QOP_MAXPOOL] = {{"maxpool", DT_OP_MAXPOOL2D, 0}, add_pool, NULL},
+    [DT_QOP_AVGPOOL] = {{"avgpool", DT_OP_AVGPOOL2D, 0}, add_pool, NULL},
+};
+_Static_assert(sizeof qop_table / sizeof *qop_table == DT_QOP_COUNT,
+               "one table row per quantized op kind");
+
+const dt_qop_class *dt_qop_class_of(dt_qop_kind kind) {
+    return &qop_table[kind].cls;
+}
+
+/* The kind made from float ops of this kind; -1 if none. */
+static int qop_kind_from(dt_op_kind kind) {
+    for (int k = 0; k < DT_QOP_COUNT; k++)
+        if (qop_table[k].cls.from == kind) return k;
+    return -1;
+}
+
+/* Whether ops of this kind hold int8 weights: layers, not poolings. */
+static int has_weights(dt_qop_kind kind) {
+    return qop_table[kind].cls.weight_dims > 0;
+}
+
 void dt_qnet_free(dt_qnet *q) {
     for (int i = 0; q->ops && i < q->n_ops; i++) {
         free(q->ops[i].weight);
@@ -208,31 +269,22 @@ int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_q
     int rc = 0;
     for (int i = 0; rc >= 0 && i < m->n_ops;) {
         const dt_op *op = &m->ops[i];
-        switch (op->kind) {
-        case DT_OP_CONV2D:
-        case DT_OP_LINEAR:
-            rc = i = add_layer(q, m, i, of_storage, err);
-            break;
-        case DT_OP_MAXPOOL2D:
-        case DT_OP_AVGPOOL2D:
-            rc = i = add_pool(q, m, i, of_storage, err);
-            break;
-        case DT_OP_ADD:
+        const int kind = qop_kind_from(op->kind);
+        if (kind >= 0)
+            rc = i = qop_table[kind].add(q, m, i, (dt_qop_kind)kind, of_storage, err);
+        else if (op->kind == DT_OP_ADD) /* no op of its own: fused into a convolution */
             rc = i = fuse_add(q, m, i, of_storage, err);
-            break;
-        default:
+        else
             rc = dt_error_set(err,
                               "model %s: op %d (%s%s%s) has no int8 form here (quantized: "
                               "conv2d with its BatchNorm and ReLU, linear, pooling, residual add)",
                               m->name, i, dt_op_kind_name(op->kind), op->name[0] ? " " : "",
                               op->name);
-        }
     }
     if (rc >= 0) {
         const int last = of_storage[storage_of(m, m->n_values - 1)];
         if (last < 0 || q->n_ops == 0 || q->ops[q->n_ops - 1].out != last ||
-            q->ops[q->n_ops - 1].kind == DT_QOP_MAXPOOL ||
-            q->ops[q->n_ops - 1].kind == DT_QOP_AVGPOOL || q->values[last].relu_op >= 0)
+            !has_weights(q->ops[q->n_ops - 1].kind) || q->values[last].relu_op >= 0)
             rc = dt_error_set(err, "model %s does not end in a linear or conv layer", m->name);
         else if (scheme == DT_QUANT_SYMMETRIC)
             q->values[last].is_float = 1; /* logits stay float32 */
@@ -249,11 +301,7 @@ double dt_qnet_macs(const dt_qnet *q) {
     double macs = 0.0;
     for (int i = 0; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
-        const dt_qvalue *y = &q->values[o->out];
-        if (o->kind == DT_QOP_CONV)
-            macs += (double)o->c_out * y->h * y->w * o->c_in * o->kernel * o->kernel;
-        else if (o->kind == DT_QOP_LINEAR)
-            macs += (double)o->c_out * o->c_in;
+        if (qop_table[o->kind].macs) macs += qop_table[o->kind].macs(o, &q->values[o->out]);
     }
     return macs;
 }
@@ -299,9 +347,7 @@ enum { PASS_RANGE, PASS_HIST, PASS_REPORT };
 static int calibrated(const dt_qnet *q, int v) {
     if (v == 0) return 1;
     for (int i = 0; i < q->n_ops; i++)
-        if (q->ops[i].out == v)
-            return (q->ops[i].kind == DT_QOP_CONV || q->ops[i].kind == DT_QOP_LINEAR) &&
-                   !q->values[v].is_float;
+        if (q->ops[i].out == v) return has_weights(q->ops[i].kind) && !q->values[v].is_float;
     return 0;
 }
 
@@ -541,7 +587,7 @@ int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_fe
     for (int i = 0; rc == 0 && i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
         dt_qvalue *out = &q->values[o->out];
-        if (o->kind == DT_QOP_MAXPOOL || o->kind == DT_QOP_AVGPOOL) {
+        if (!has_weights(o->kind)) {
             out->scale = q->values[o->in].scale;
             continue;
         }
@@ -628,10 +674,11 @@ static int file_layout_make(file_layout *f, const dt_qnet *q, dt_error *err) {
     add_entry(f, "input", "act_range", "I32", 1, &two, &f->act_range[0]);
     for (int i = 0; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
-        if (o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) continue;
+        if (!has_weights(o->kind)) continue;
         int64_t wshape[4] = {o->c_out, o->c_in, o->kernel, o->kernel}, cout = o->c_out,
                 ns = o->n_scales;
-        add_entry(f, o->name, "weight", "I8", o->kind == DT_QOP_CONV ? 4 : 2, wshape, o->weight);
+        add_entry(f, o->name, "weight", "I8", qop_table[o->kind].cls.weight_dims, wshape,
+                  o->weight);
         add_entry(f, o->name, "bias", "I32", 1, &cout, o->bias);
         add_entry(f, o->name, "weight_scale", "F32", 1, &ns, o->weight_scale);
         add_entry(f, o->name, "output_scale", "F32", 1, &ns, o->output_scale);
@@ -751,7 +798,7 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
         q->calib_samples = (int)n_samples;
     for (int i = 0; i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
-        if (o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) continue;
+        if (!has_weights(o->kind)) continue;
         const size_t count = (size_t)o->c_out * o->c_in * o->kernel * o->kernel;
         o->n_scales = q->cfg.per_channel ? o->c_out : 1;
         o->weight = malloc(count);
@@ -792,8 +839,7 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
     }
     for (int i = 0; rc == 0 && i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
-        if (o->kind == DT_QOP_MAXPOOL || o->kind == DT_QOP_AVGPOOL)
-            q->values[o->out].scale = q->values[o->in].scale;
+        if (!has_weights(o->kind)) q->values[o->out].scale = q->values[o->in].scale;
     }
     file_layout_free(&f);
     if (rc) dt_qnet_free(q);

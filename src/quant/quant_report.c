@@ -35,7 +35,7 @@ static int rows_of(const dt_qnet *q, row *rows) {
     rows[n++] = (row){"input", NULL, NULL, &q->values[0], &q->vstats[0]};
     for (int i = 0; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
-        if (o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) continue;
+        if (!dt_qop_class_of(o->kind)->weight_dims) continue; /* a layer, not a pooling */
         const dt_qvalue *v = &q->values[o->out];
         rows[n++] = (row){o->name, o, &q->wstats[i], v->is_float ? NULL : v,
                           v->is_float ? NULL : &q->vstats[o->out]};
