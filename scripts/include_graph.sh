@@ -13,8 +13,9 @@
 #
 # Areas: a file under src/<area>/ is in <area>; include/dtrain/<x>.h is in the area of
 # the one src/*/<x>.c, or, for a header with no such file, in the area its own line
-# "/* area: <area> */" names. Edges: every #include "dtrain/<x>.h", "<area>/<x>.h" or
-# a path relative to the including file, in src/**/*.[ch] and include/dtrain/*.h.
+# "/* area: <area> */" names. Edges: every #include "dtrain/<x>.h" (or <dtrain/<x>.h>),
+# "<area>/<x>.h" or a path relative to the including file, in src/**/*.[ch] and
+# include/dtrain/*.h.
 set -euo pipefail
 
 # Lower layers first; areas on one line are one layer and may not form a cycle among
@@ -151,8 +152,8 @@ mapfile -t files < <(find src include/dtrain -name "*.[ch]" | LC_ALL=C sort)
 while IFS=: read -r f inc; do
     area_of "$f"
     from=$to
-    inc=${inc#*\"}
-    inc=${inc%%\"*}
+    inc=${inc#*[\"<]}
+    inc=${inc%%[\">]*}
     target=""
     case $inc in
     dtrain/*) target=include/$inc ;;
@@ -171,7 +172,7 @@ while IFS=: read -r f inc; do
     area_of "$target"
     [ -n "$to" ] || continue
     [ "$from" != "$to" ] && printf '%s %s %s %s\n' "$from" "$to" "$f" "$inc"
-done < <(grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "${files[@]}" || true) >"$edges"
+done < <(grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<dtrain/)' "${files[@]}" || true) >"$edges"
 
 layers_flat=""
 for i in "${!LAYERS[@]}"; do

@@ -1,8 +1,8 @@
 #!/bin/sh
 # scripts/include_graph.sh: first on small made-up trees (an upward edge, a cycle
-# within one layer, a relative include, the allow-list's new and stale lines, a header
-# of no known folder), then on this checkout, which must pass: no cycle and no upward
-# edge (beyond an allow-list's, if there is one).
+# within one layer, relative and <dtrain/x.h> includes, the allow-list's new and stale
+# lines, a header of no known folder), then on this checkout, which must pass: no
+# cycle and no upward edge (beyond an allow-list's, if there is one).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 GRAPH=$ROOT/scripts/include_graph.sh
@@ -32,6 +32,10 @@ run "$t"
 check "an upward edge fails" [ "$status" -eq 1 ]
 check "it names the file and the header" grep -qx "  NEW: upward data -> nn: src/data/loader.c includes dtrain/zoo.h" "$tmp/out"
 check "a relative include is an edge" grep -q "^  data -> core  *1  src/data/loader.c (../core/rng.h)" "$tmp/out"
+echo '#include <dtrain/zoo.h> /* as an installed header */' >"$t/src/optim/sgd.c"
+run "$t"
+check "<dtrain/x.h> is an edge too" grep -qx "  NEW: upward optim -> nn: src/optim/sgd.c includes dtrain/zoo.h" "$tmp/out"
+rm "$t/src/optim/sgd.c"
 printf 'src/data/loader.c dtrain/zoo.h the loader builds models (a test)\n' >"$t/allow"
 run "$t" --allow "$t/allow"
 check "an allowed upward edge passes" [ "$status" -eq 0 ]
