@@ -5,7 +5,10 @@
  * buffer. Sizes 4 KiB .. 64 MiB plus resnet18's gradient (11,173,962 floats).
  * Buffers are pre-touched and each size is warmed up 5 times (fresh memory on these
  * VMs is slow); the median of REPS timed runs is reported, REPS alternating rounds
- * (shm, ring, mpi, plain, shm, ...) so that a slow moment hits every algorithm.
+ * (shm, ring, mpi, plain, auto, shm, ...) so that a slow moment hits every algorithm.
+ * auto is dtrain's --allreduce auto, the same chooser as training's, timed after it
+ * has measured and chosen for the size: auto_over_best is its time over the best of
+ * shm, ring and mpi.
  *   mpirun -np 2 bench_allreduce [REPS [BYTES...]]  -> one JSON line per size (rank 0)
  *   DTRAIN_SHM_ROUND=floats sets the shared-memory round (for tuning its default). */
 #include <mpi.h>
@@ -55,8 +58,8 @@ static void plain_ring(const dt_world *w, float *buf, float *tmp, size_t n) {
 #undef SEG_COUNT
 }
 
-enum { ALGOS = 4, MAX_REPS = 64 };
-static const char *const algo_names[ALGOS] = {"shm", "ring", "mpi", "plain_ring"};
+enum { ALGOS = 5, PLAIN = 3, AUTO = 4, MAX_REPS = 64 };
+static const char *const algo_names[ALGOS] = {"shm", "ring", "mpi", "plain_ring", "auto"};
 
 /* One timed call of algorithm a (NULL ar: the plain ring); the slowest rank's time is
  * the operation's time. */
@@ -128,31 +131,47 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_sizes; i++) max = sizes[i] > max ? sizes[i] : max;
     float *buf = dt_alloc(max * sizeof(float), "buffer", &err);
     float *copy = dt_alloc(max * sizeof(float), "buffer", &err);
-    dt_allreduce shm, ring, mpi;
-    if (!buf || !copy || dt_allreduce_init(&shm, &w, DT_ALLREDUCE_AUTO, DT_COMM_FP32, max, &err) ||
-        dt_allreduce_init(&ring, &w, DT_ALLREDUCE_RING, DT_COMM_FP32, max, &err) ||
-        dt_allreduce_init(&mpi, &w, DT_ALLREDUCE_MPI, DT_COMM_FP32, max, &err))
+    dt_allreduce shm = {0}, ring, mpi, automatic;
+    if (!buf || !copy || dt_allreduce_init(&ring, &w, DT_ALLREDUCE_RING, DT_COMM_FP32, max, &err) ||
+        dt_allreduce_init(&mpi, &w, DT_ALLREDUCE_MPI, DT_COMM_FP32, max, &err) ||
+        dt_allreduce_init(&automatic, &w, DT_ALLREDUCE_AUTO, DT_COMM_FP32, max, &err))
         dt_world_abort(&w, "%s", err.msg);
-    if (!shm.shm && w.rank == 0) fprintf(stderr, "bench_allreduce: %s\n", shm.used);
-    const char *round = getenv("DTRAIN_SHM_ROUND");
-    if (round && shm.shm)
-        dt_shm_allreduce_set_round(
-            shm.shm, (size_t)parse_count("DTRAIN_SHM_ROUND", round, 1 << 17, 1L << 30));
-    const char *naps = getenv("DTRAIN_SHM_NAPS");
-    if (naps && shm.shm) dt_shm_allreduce_set_naps(shm.shm, !strcmp(naps, "1"));
-    dt_allreduce *const algos[ALGOS] = {shm.shm ? &shm : NULL, &ring, &mpi, NULL};
+    /* shm where the ranks can share memory (auto says why not) */
+    const int have_shm = automatic.n_candidates > 0 && automatic.candidates[0] == DT_ALLREDUCE_SHM;
+    if (have_shm && dt_allreduce_init(&shm, &w, DT_ALLREDUCE_SHM, DT_COMM_FP32, max, &err))
+        dt_world_abort(&w, "%s", err.msg);
+    if (!have_shm && w.rank == 0) fprintf(stderr, "bench_allreduce: %s\n", automatic.used);
+    const char *round = getenv("DTRAIN_SHM_ROUND"), *naps = getenv("DTRAIN_SHM_NAPS"),
+               *spin = getenv("DTRAIN_SHM_SPIN_US");
+    dt_shm_allreduce *const windows[2] = {have_shm ? shm.shm : NULL, automatic.shm};
+    for (int k = 0; k < 2; k++) {
+        if (!windows[k]) continue;
+        if (round)
+            dt_shm_allreduce_set_round(
+                windows[k], (size_t)parse_count("DTRAIN_SHM_ROUND", round, 1 << 17, 1L << 30));
+        if (naps) dt_shm_allreduce_set_naps(windows[k], !strcmp(naps, "1"));
+        if (spin)
+            dt_shm_allreduce_set_spin(
+                windows[k], 1e-6 * (double)parse_count("DTRAIN_SHM_SPIN_US", spin, 1, 1000000));
+    }
+    dt_allreduce *const algos[ALGOS] = {have_shm ? &shm : NULL, &ring, &mpi, NULL, &automatic};
     for (size_t i = 0; i < max; i++) buf[i] = 1.0f, copy[i] = 0.0f;
     for (int i = 0; i < n_sizes; i++) {
         size_t n = sizes[i], bytes = n * sizeof(float);
         double t[ALGOS][MAX_REPS], med[ALGOS];
         dt_shm_stats st;
         cpu_share share = {0, 0, 0};
+        /* auto measures on its first calls of a size: time it once it has chosen, as a
+         * training run spends nearly all its steps (its measuring is in the run log) */
+        dt_allreduce_algo choice = DT_ALLREDUCE_AUTO;
+        for (int k = 0; k < 64 && !dt_allreduce_auto_chosen(&automatic, n, &choice); k++)
+            dt_allreduce_sum(&automatic, buf, n);
         for (int rep = -5; rep < reps; rep++)
             for (int a = 0; a < ALGOS; a++) {
                 if (a == 0 && !algos[0]) continue;
                 if (a == 0 && rep == 0) dt_shm_allreduce_stats(shm.shm, &st, 1);
-                const double dt =
-                    time_once(&w, algos[a], buf, copy, n, a == 0 && rep >= 0 ? &share : NULL);
+                const double dt = time_once(&w, a == PLAIN ? NULL : algos[a], buf, copy, n,
+                                            a == 0 && rep >= 0 ? &share : NULL);
                 if (rep >= 0) t[a][rep] = dt;
             }
         for (int a = 0; a < ALGOS; a++) {
@@ -192,6 +211,12 @@ int main(int argc, char **argv) {
                     printf(",\"%s_ms\":%.3f,\"%s_busbw_GBps\":%.3f", algo_names[a], 1e3 * med[a],
                            algo_names[a], factor / med[a] * 1e-9);
             const double best = med[0] > 0 ? med[0] : med[1];
+            /* auto against the best of the three it chooses from (the 10%) */
+            double best3 = med[1] < med[2] ? med[1] : med[2];
+            if (med[0] > 0 && med[0] < best3) best3 = med[0];
+            dt_allreduce_auto_chosen(&automatic, n, &choice);
+            printf(",\"auto_chose\":\"%s\",\"auto_over_best\":%.2f", dt_allreduce_name(choice),
+                   med[AUTO] / best3);
             printf(",\"best_over_plain_ring\":%.2f,\"best_over_mpi\":%.2f,\"memcpy_GBps\":%.2f",
                    med[3] / best, med[2] / best, (double)bytes / t_copy * 1e-9);
             /* per call, each rank: waits entered, reaching yield, reaching nap, naps, the
@@ -210,7 +235,8 @@ int main(int argc, char **argv) {
             printf("}\n");
         }
     }
-    dt_allreduce_free(&shm);
+    dt_allreduce_free(&automatic);
+    if (have_shm) dt_allreduce_free(&shm);
     dt_allreduce_free(&ring);
     dt_allreduce_free(&mpi);
     dt_free(buf);

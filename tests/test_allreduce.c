@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,37 @@ static void test_shm_follows_mpi_btl(void **state) {
     assert_non_null(strstr(err.msg, "needs dtrain's ring all-reduce"));
 }
 
+/* --allreduce auto: every call sums right while it measures; every rank chooses the same
+ * algorithm for each size; the report names each candidate's time and the choice. */
+static void test_auto_measures_and_agrees(void **state) {
+    (void)state;
+    dt_allreduce ar;
+    dt_error err;
+    const size_t sizes[] = {1000, 300001};
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_AUTO, DT_COMM_FP32, 300001, &err),
+                     0);
+    assert_int_equal(ar.n_candidates, 3); /* shm, ring, mpi: one host */
+    for (int call = 0; call < 12; call++)
+        for (int i = 0; i < 2; i++) check_size(&ar, sizes[i], call & 1);
+    char report[512];
+    dt_allreduce_auto_report(&ar, report, sizeof report);
+    print_message("auto on %d ranks: %s\n", world.size, report);
+    for (int i = 0; i < 2; i++) {
+        dt_allreduce_algo algo;
+        assert_true(dt_allreduce_auto_chosen(&ar, sizes[i], &algo));
+        int32_t mine = (int32_t)algo, all[16];
+        assert_true(world.size <= 16);
+        dt_world_allgather(&world, &mine, all, 1, DT_S32, "the choices");
+        for (int r = 0; r < world.size; r++) assert_int_equal(all[r], mine);
+    }
+    assert_non_null(strstr(report, "0.004 MB: shm "));
+    assert_non_null(strstr(report, "; 1.2 MB: shm "));
+    assert_non_null(strstr(report, " ms, ring ")); /* shm's time, or its one call's */
+    assert_non_null(strstr(report, " ms, mpi "));
+    assert_non_null(strstr(report, "-> "));
+    dt_allreduce_free(&ar);
+}
+
 static void test_every_algorithm_sums(void **state) {
     (void)state;
     const dt_allreduce_algo algos[] = {DT_ALLREDUCE_AUTO, DT_ALLREDUCE_MPI, DT_ALLREDUCE_RING,
@@ -216,6 +248,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shm_equals_mpi_allreduce),
         cmocka_unit_test(test_shm_follows_mpi_btl),
         cmocka_unit_test(test_every_algorithm_sums),
+        cmocka_unit_test(test_auto_measures_and_agrees),
         cmocka_unit_test(test_16bit_wire),
     };
     return run_mpi_tests(&world, tests, sizeof tests / sizeof *tests, &argc, &argv);

@@ -73,7 +73,7 @@ log2=$(ls "$tmp"/s/bucket_1/run_p2_b32*.jsonl | head -1)
 check "ranks on emulated hosts are not bound to one core" sh -c \
     '! grep -q "cores this rank is bound to" "$1" && grep -q "\"overlap_why\":\"off: 2 ranks" "$1"' - "$log2"
 check "the all-reduce goes over the link, not shared memory" \
-    grep -q '"allreduce_used":"ring or mpi by size (no shm: MPI was told not to use shared memory' "$log2"
+    grep -q '"allreduce_used":"ring or mpi by measure (no shm: MPI was told not to use shared memory' "$log2"
 
 # 1b. Two ranks per host (TCP between them too: shared memory crashed across emulated
 # hosts): 4 ranks run; 2 ranks fit on host 1, so that config has no link model.

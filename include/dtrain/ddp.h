@@ -29,6 +29,9 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
 void dt_ddp_destroy(dt_ddp *ddp);
 /* The all-reduce that runs, and for --allreduce auto why (dt_allreduce.used). */
 const char *dt_ddp_allreduce_used(const dt_ddp *ddp);
+/* --allreduce auto: what it measured and chose per bucket size (dt_allreduce_auto_report);
+ * call between steps. */
+void dt_ddp_allreduce_report(const dt_ddp *ddp, char *out, size_t size);
 
 /* Rank 0's parameters and buffers to every rank (before training). */
 void dt_ddp_broadcast_model(dt_ddp *ddp);

@@ -90,6 +90,8 @@ typedef struct dt_epoch_record {
     double t_eval;        /* evaluation on the test set, after (not in) t_epoch */
     long long bytes_sent; /* all ranks */
     long long images;     /* all ranks */
+    /* --allreduce auto: per bucket size, what it measured and chose ("" otherwise) */
+    char allreduce_auto[512];
 } dt_epoch_record;
 
 /* Staleness histogram bins (the last holds >= bins-1); the parameter server's count. */

@@ -41,9 +41,12 @@ void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats);
 /* Whether a wait on a peer that lasts over 1 ms may sleep (nanosleep naps) instead of
  * yielding the core. Default: only where this host's ranks outnumber its cores. */
 void dt_shm_allreduce_set_naps(dt_shm_allreduce *s, int naps);
+/* How long a wait spins before it yields the core. Default: 100 us, or 64 polls only
+ * where this host's ranks outnumber its cores. */
+void dt_shm_allreduce_set_spin(dt_shm_allreduce *s, double seconds);
 
 /* Where a rank's time went in dt_shm_allreduce_sum, and how far its waits on peers
- * went: every wait spins, then yields the core after 64 polls, then naps after 1 ms. */
+ * went: every wait spins, then yields the core, then (ranks outnumbering cores) naps. */
 enum {
     DT_SHM_WAIT_FREE, /* for the peers to finish reading the slot set (two rounds ago) */
     DT_SHM_COPY_IN,   /* copying the others' segments into this rank's slots */

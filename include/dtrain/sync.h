@@ -61,6 +61,10 @@ typedef struct dt_sync_kind {
      * training state (parameters, momentum, optimizer steps) into the first worker's
      * model and optimizer (ps: from the servers). NULL: it is there already. */
     int (*collect)(dt_sync *s, dt_error *err);
+    /* What the strategy measured and chose so far, one line for the epoch record
+     * (allreduce auto: per bucket size, each algorithm's time and the choice). NULL:
+     * nothing to say. */
+    void (*describe)(const dt_sync *s, char *out, size_t size);
 } dt_sync_kind;
 
 struct dt_sync {
@@ -85,5 +89,6 @@ void dt_sync_update(dt_sync *s, dt_step_comm *c);
 void dt_sync_epoch_end(dt_sync *s, int epoch);
 int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err);
 int dt_sync_collect(dt_sync *s, dt_error *err);
+void dt_sync_describe(const dt_sync *s, char *out, size_t size);
 
 #endif

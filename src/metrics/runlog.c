@@ -113,6 +113,7 @@ static const field EPOCH_FIELDS[] = {
     FIELD(dt_epoch_record, t_eval, F_REAL, "%.9g", 0),
     FIELD(dt_epoch_record, bytes_sent, F_LLONG, NULL, 0),
     FIELD(dt_epoch_record, images, F_LLONG, NULL, 0),
+    FIELD(dt_epoch_record, allreduce_auto, F_STRING, NULL, 0),
 };
 
 static const field PS_SERVER_FIELDS[] = {

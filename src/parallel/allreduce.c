@@ -1,7 +1,11 @@
 #include "dtrain/allreduce.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "dtrain/timer.h"
 
 #include "world_mpi.h"
 
@@ -58,11 +62,14 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
             dt_error_set(err, "%s%s", rc > 0 ? "--allreduce shm: " : "", why.msg);
             return -1;
         }
-        if (rc == 0) {
-            snprintf(ar->used, sizeof ar->used, "shm");
-            return 0; /* the ring's buffers are not needed */
-        }
-        snprintf(ar->used, sizeof ar->used, "ring or mpi by size (no shm: %.60s)", why.msg);
+        if (rc == 0 && algo == DT_ALLREDUCE_SHM) return 0; /* the ring's buffers are not needed */
+        if (rc == 0) ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_SHM;
+        ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_RING;
+        ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_MPI;
+        if (rc == 0)
+            snprintf(ar->used, sizeof ar->used, "shm, ring or mpi by measure");
+        else
+            snprintf(ar->used, sizeof ar->used, "ring or mpi by measure (no shm: %.60s)", why.msg);
     }
     ar->chunk_floats = 1 << 16; /* 256 KiB */
     ar->scratch_floats = max_floats / (size_t)w->size + 1;
@@ -206,21 +213,14 @@ static long long ring_volume(int p, size_t n) {
     return (long long)(2.0 * (p - 1) / p * (double)n * sizeof(float));
 }
 
-void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
+/* One call of a concrete algorithm (shm only where init made its window). */
+static void run(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) {
     const dt_world *w = ar->world;
-    if (w->size == 1 || n == 0) return;
-    if (ar->dtype != DT_COMM_FP32) {
-        ring_wire(ar, buf, n); /* init refused mpi with a 16-bit wire */
-        return;
-    }
-    if (ar->shm) {
+    if (algo == DT_ALLREDUCE_SHM) {
         dt_shm_allreduce_sum(ar->shm, buf, n);
         ar->bytes_sent += ring_volume(w->size, n);
         return;
     }
-    dt_allreduce_algo algo = ar->algo;
-    if (algo == DT_ALLREDUCE_AUTO)
-        algo = n * sizeof(float) >= DT_RING_MIN_BYTES ? DT_ALLREDUCE_RING : DT_ALLREDUCE_MPI;
     if (algo == DT_ALLREDUCE_RING) {
         ring(ar, buf, n);
         return;
@@ -230,4 +230,169 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
                                 dt_world_mpi(ar->world), &req));
     dt_world_wait_all(w, 1, &req, (w->rank + 1) % w->size, "MPI_Allreduce");
     ar->bytes_sent += ring_volume(w->size, n);
+}
+
+/* --allreduce auto, as Horovod's autotuning: every call size (a DDP bucket, a size of
+ * the benchmark) has its own tuner. It first runs the candidates in turn, round after
+ * round, timing each call; every timing is the maximum over the ranks (an all-reduce
+ * of one double), so every rank holds the same figures and makes the same choices: the
+ * order of trials and the winner never diverge. A timed call starts after a barrier:
+ * in training the ranks reach a bucket at different times, and that skew (tens of ms
+ * at the first step) is no algorithm's cost. Round 0 warms each candidate up (first
+ * touches, MPI's buffers) and drops those over PRUNE times the best (MPI's all-reduce
+ * of 44.7 MB took 0.2-0.8 s here, against 5-40 ms); the others run TUNE_ROUNDS - 1
+ * more rounds and the fastest (by its best round) is chosen. After that the chosen
+ * one is watched: the last SAMPLES calls of every WATCH are timed the same way, and if
+ * their agreed median moved more than SHIFT times from the time the choice was made
+ * on, the size is measured again. Untimed calls take no barrier: at 4 KiB one costs
+ * as much as the all-reduce. */
+enum { TUNE_ROUNDS = 3, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
+static const double SHIFT = 2.0;
+
+static dt_allreduce_tuner *tuner_of(dt_allreduce *ar, size_t n) {
+    for (int i = 0; i < DT_AUTO_SIZES; i++) {
+        dt_allreduce_tuner *t = &ar->tuners[i];
+        if (t->floats == n) return t;
+        if (t->floats == 0) {
+            memset(t, 0, sizeof *t);
+            t->floats = n;
+            t->chosen = -1;
+            return t;
+        }
+    }
+    return NULL; /* more sizes than tuners: the rule below */
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The slowest rank's time: what the collective cost, the same figure on every rank. */
+static double agreed(const dt_allreduce *ar, double seconds) {
+    dt_world_allreduce(ar->world, &seconds, 1, DT_F64, DT_REDUCE_MAX, "--allreduce auto's timing");
+    return seconds;
+}
+
+static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_t n) {
+    if (t->chosen >= 0) {
+        const long k = t->calls++ % WATCH;
+        if (k < WATCH - SAMPLES) {
+            run(ar, ar->candidates[t->chosen], buf, n);
+            return;
+        }
+        dt_world_barrier(ar->world, "--allreduce auto's measurement");
+        const double t0 = dt_now();
+        run(ar, ar->candidates[t->chosen], buf, n);
+        t->window[k - (WATCH - SAMPLES)] = dt_now() - t0;
+        if (k < WATCH - 1) return;
+        double sorted[SAMPLES];
+        memcpy(sorted, t->window, sizeof sorted);
+        qsort(sorted, SAMPLES, sizeof *sorted, cmp_double);
+        const double now = agreed(ar, sorted[SAMPLES / 2]);
+        t->watched_s = now;
+        if (now > SHIFT * t->chosen_s || now * SHIFT < t->chosen_s) { /* measure again */
+            t->chosen = -1;
+            t->round = t->next = 0;
+            for (int c = 0; c < DT_AUTO_CANDIDATES; c++) t->best_s[c] = 0;
+        }
+        return;
+    }
+    /* measuring: the next candidate not pruned, in turn */
+    while (t->best_s[t->next] < 0) t->next++;
+    const int c = t->next;
+    dt_world_barrier(ar->world, "--allreduce auto's measurement");
+    const double t0 = dt_now();
+    run(ar, ar->candidates[c], buf, n);
+    const double dt = agreed(ar, dt_now() - t0);
+    if (t->round > 0 && (t->best_s[c] == 0 || dt < t->best_s[c])) t->best_s[c] = dt;
+    if (t->round == 0) t->best_s[c] = dt; /* the warm-up: only for pruning */
+    do t->next++;
+    while (t->next < ar->n_candidates && t->best_s[t->next] < 0);
+    if (t->next < ar->n_candidates) return;
+    /* a round is over */
+    double best = 0;
+    for (int k = 0; k < ar->n_candidates; k++)
+        if (t->best_s[k] > 0 && (best == 0 || t->best_s[k] < best)) best = t->best_s[k];
+    if (t->round == 0) {
+        for (int k = 0; k < ar->n_candidates; k++) {
+            if (t->best_s[k] > PRUNE * best)
+                t->best_s[k] = -t->best_s[k]; /* pruned */
+            else
+                t->best_s[k] = 0; /* the warm-up does not count */
+        }
+    }
+    t->next = 0;
+    if (++t->round < TUNE_ROUNDS) {
+        while (t->best_s[t->next] < 0) t->next++;
+        return;
+    }
+    int chosen = 0;
+    for (int k = 1; k < ar->n_candidates; k++)
+        if (t->best_s[k] > 0 && (t->best_s[chosen] <= 0 || t->best_s[k] < t->best_s[chosen]))
+            chosen = k;
+    for (int k = 0; k < ar->n_candidates; k++) t->measured_s[k] = fabs(t->best_s[k]);
+    t->chosen = chosen;
+    t->chosen_s = t->watched_s = t->best_s[chosen];
+    t->calls = 0;
+    t->tunings++;
+}
+
+void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
+    const dt_world *w = ar->world;
+    if (w->size == 1 || n == 0) return;
+    if (ar->dtype != DT_COMM_FP32) {
+        ring_wire(ar, buf, n); /* init refused mpi with a 16-bit wire */
+        return;
+    }
+    dt_allreduce_algo algo = ar->algo;
+    if (algo == DT_ALLREDUCE_AUTO) {
+        dt_allreduce_tuner *t = tuner_of(ar, n);
+        if (t) {
+            tune_call(ar, t, buf, n);
+            return;
+        }
+        algo = ar->shm                                  ? DT_ALLREDUCE_SHM
+               : n * sizeof(float) >= DT_RING_MIN_BYTES ? DT_ALLREDUCE_RING
+                                                        : DT_ALLREDUCE_MPI;
+    }
+    run(ar, algo, buf, n);
+}
+
+int dt_allreduce_auto_chosen(const dt_allreduce *ar, size_t n, dt_allreduce_algo *algo) {
+    for (int i = 0; i < DT_AUTO_SIZES && ar->tuners[i].floats; i++) {
+        const dt_allreduce_tuner *t = &ar->tuners[i];
+        if (t->floats != n || t->chosen < 0) continue;
+        *algo = ar->candidates[t->chosen];
+        return 1;
+    }
+    return 0;
+}
+
+void dt_allreduce_auto_report(const dt_allreduce *ar, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < DT_AUTO_SIZES && ar->tuners[i].floats && used < size; i++) {
+        const dt_allreduce_tuner *t = &ar->tuners[i];
+        int k = snprintf(out + used, size - used, "%s%.4g MB: ", i ? "; " : "",
+                         (double)t->floats * sizeof(float) * 1e-6);
+        used += k > 0 ? (size_t)k : 0;
+        if (t->tunings == 0) {
+            k = snprintf(out + used, size > used ? size - used : 0, "measuring");
+            used += k > 0 ? (size_t)k : 0;
+            continue;
+        }
+        for (int c = 0; c < ar->n_candidates && used < size; c++) {
+            k = snprintf(out + used, size - used, "%s %.3f%s ms, ",
+                         dt_allreduce_name(ar->candidates[c]), t->measured_s[c] * 1e3,
+                         t->best_s[c] < 0 ? " (1 call, dropped)" : "");
+            used += k > 0 ? (size_t)k : 0;
+        }
+        if (used < size) {
+            k = snprintf(out + used, size - used, "-> %s (%d measurement%s, now %.3f ms)",
+                         dt_allreduce_name(ar->candidates[t->chosen]), t->tunings,
+                         t->tunings > 1 ? "s" : "", t->watched_s * 1e3);
+            used += k > 0 ? (size_t)k : 0;
+        }
+    }
 }

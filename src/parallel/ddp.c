@@ -100,6 +100,10 @@ const char *dt_ddp_allreduce_used(const dt_ddp *ddp) {
     return ddp->ar.used;
 }
 
+void dt_ddp_allreduce_report(const dt_ddp *ddp, char *out, size_t size) {
+    dt_allreduce_auto_report(&ddp->ar, out, size);
+}
+
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err) {
     dt_ddp *d = calloc(1, sizeof *d);

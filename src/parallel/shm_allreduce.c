@@ -39,6 +39,7 @@ struct dt_shm_allreduce {
     counters **ctl;      /* [p]: every rank's counters */
     float **slots;       /* [p]: every rank's slots, SETS x (p + 1) x seg_cap */
     int naps;            /* waits may sleep (ranks outnumber cores) */
+    double spin_s;       /* waits spin this long before they yield */
     dt_shm_stats stats;  /* where the time went, for the benchmark */
 };
 
@@ -94,7 +95,16 @@ int dt_shm_allreduce_create(dt_shm_allreduce **out, const dt_world *w, dt_error 
     s->r = w->rank;
     s->seg_cap = round_up((DEFAULT_ROUND + (size_t)s->p - 1) / (size_t)s->p, SEG_ALIGN);
     s->round_floats = DEFAULT_ROUND;
-    s->naps = 1;
+    /* Ranks with a core each spin 100 us before they yield and never nap: under EEVDF a
+     * yield hands the core to any runnable task for a slice, and a 20 us nanosleep took
+     * 150 us on average here (4.6 ms at worst). After only 64 polls, nearly every wait
+     * of a 44.7 MB all-reduce yielded (70-117 a call), and with other work on the
+     * machine the call took 26-43 ms against 11-21 ms this way (docs/distributed.md).
+     * Ranks that outnumber the cores yield at once and nap: a spinning rank holds the
+     * core its peer needs. */
+    const int oversubscribed = local > dt_overlap_host_cores();
+    s->naps = oversubscribed;
+    s->spin_s = oversubscribed ? 0.0 : 100e-6;
     s->ctl = calloc((size_t)s->p, sizeof *s->ctl);
     s->slots = calloc((size_t)s->p, sizeof *s->slots);
     if (!s->ctl || !s->slots) {
@@ -163,16 +173,20 @@ void dt_shm_allreduce_set_naps(dt_shm_allreduce *s, int naps) {
     s->naps = naps;
 }
 
+void dt_shm_allreduce_set_spin(dt_shm_allreduce *s, double seconds) {
+    s->spin_s = seconds;
+}
+
 void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats) {
     const size_t most = s->seg_cap * (size_t)s->p;
     s->round_floats = floats < (size_t)s->p ? (size_t)s->p : floats > most ? most : floats;
 }
 
 /* Waits until every other rank's counter (at byte offset `which` in its counters) has
- * reached `at_least`: spinning first (the peer is usually microseconds away), then
- * yielding the core, then sleeping in growing naps of up to NAP_MAX_NS (a waiting
- * communication thread must not take cycles from compute on its core; ranks may
- * outnumber cores), and ending the job after the world's timeout. */
+ * reached `at_least`: spinning first (64 polls, then for spin_s: the peer is usually
+ * microseconds away), then yielding the core, then, where ranks outnumber cores,
+ * sleeping in growing naps of up to NAP_MAX_NS after 1 ms (a waiting rank must not take
+ * cycles from the peer it waits for), and ending the job after the world's timeout. */
 static void wait_peers(dt_shm_allreduce *s, size_t which, uint64_t at_least, const char *stage) {
     enum { SPINS = 64, YIELD_NS = 1000000, NAP_MAX_NS = 200000 };
     for (int k = 0; k < s->p; k++) {
@@ -192,6 +206,7 @@ static void wait_peers(dt_shm_allreduce *s, size_t which, uint64_t at_least, con
                                "shared-memory all-reduce (%s): no progress with rank %d for "
                                "%g s (it died or hangs)",
                                stage, dt_world_job_rank_of(s->world, k), s->world->timeout_s);
+            if (waited < s->spin_s) continue; /* the peer is likely microseconds away */
             if (waited < YIELD_NS * 1e-9 || !s->naps) {
                 if (!yielded) s->stats.yield_waits++, yielded = 1;
                 sched_yield();

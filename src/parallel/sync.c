@@ -36,6 +36,11 @@ int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *e
     return s->kind->finish ? s->kind->finish(s, log, params_replaced, err) : 0;
 }
 
+void dt_sync_describe(const dt_sync *s, char *out, size_t size) {
+    if (size) out[0] = 0;
+    if (s->kind && s->kind->describe) s->kind->describe(s, out, size);
+}
+
 int dt_sync_collect(dt_sync *s, dt_error *err) {
     return s->kind->collect ? s->kind->collect(s, err) : 0;
 }

@@ -66,9 +66,14 @@ static void allreduce_update(dt_sync *s, dt_step_comm *c) {
     dt_sgd_step(s->setup.opt, s->setup.model->params, s->setup.model->grads);
 }
 
+static void allreduce_describe(const dt_sync *s, char *out, size_t size) {
+    if (s->setup.allreduce == DT_ALLREDUCE_AUTO) dt_ddp_allreduce_report(s->impl, out, size);
+}
+
 const dt_sync_kind dt_sync_allreduce = {.name = "allreduce",
                                         .create = allreduce_create,
                                         .destroy = allreduce_destroy,
                                         .step_begin = allreduce_step_begin,
                                         .after_backward = allreduce_after_backward,
-                                        .update = allreduce_update};
+                                        .update = allreduce_update,
+                                        .describe = allreduce_describe};
