@@ -180,12 +180,63 @@ static void test_bf16_needs_onednn(void **state) {
     dt_model_free(&m);
 }
 
+/* bf16 end to end: with --precision bf16 every activation of these models but the
+ * input (the loader's f32) and the logits (the loss's f32) is stored bf16, since the
+ * CPU backend has a bf16 kernel for each of their ops; each BatchNorm followed by
+ * the in-place ReLU of its output applies that ReLU itself. In fp32 all stay f32. */
+static void check_dtypes(const char *name, int width, int in_hw) {
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        dt_model_spec spec;
+        assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+        spec.width = width;
+        if (in_hw) spec.in_h = spec.in_w = in_hw;
+        spec.precision = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
+        dt_model m;
+        dt_error err;
+        if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, 2, &err))
+            fail_msg("%s: %s", name, err.msg);
+        const int logits = m.values[m.n_values - 1].storage;
+        for (int si = 0; si < m.n_storages; si++) {
+            const dt_dtype want = bf16 && si != 0 && si != logits ? DT_BF16 : DT_F32;
+            if (m.storages[si].dtype != want)
+                fail_msg("%s %s: storage %d is %s, not %s", name, bf16 ? "bf16" : "fp32", si,
+                         dt_dtype_name(m.storages[si].dtype), dt_dtype_name(want));
+        }
+        int fusable = 0, fused = 0;
+        for (int i = 0; i < m.n_ops; i++) {
+            const dt_op *op = &m.ops[i];
+            fused += op->relu_fused;
+            if (op->kind == DT_OP_BATCHNORM2D && i + 1 < m.n_ops &&
+                m.ops[i + 1].kind == DT_OP_RELU &&
+                m.values[m.ops[i + 1].in].storage == m.values[op->out].storage)
+                fusable++;
+        }
+        assert_int_equal(fused, bf16 ? fusable : 0);
+        dt_model_free(&m);
+    }
+}
+
+static void test_bf16_activations_end_to_end(void **state) {
+    (void)state;
+    if (!dt_dnnl_has_bf16()) skip();
+    check_dtypes("logreg", 0, 0);
+    check_dtypes("mlp", 0, 0);
+    check_dtypes("lenet5", 0, 0);
+    check_dtypes("lenet_cifar", 0, 0);
+    check_dtypes("resnet20", 0, 0);
+    check_dtypes("resnet18", 4, 0);
+    check_dtypes("googlenet", 8, 32);
+    check_dtypes("alexnet", 8, 64);
+    check_dtypes("resnet50", 8, 32);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lenet5_bf16_as_close_as_autocast),
         cmocka_unit_test(test_resnet18_bf16_as_close_as_autocast),
         cmocka_unit_test(test_resnet20_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
+        cmocka_unit_test(test_bf16_activations_end_to_end),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* cmocka (1.1.5) returns 0 when tests call skip(): without bf16 hardware the
