@@ -393,6 +393,11 @@ static void observe(dt_qnet *q, int v, const float *x, size_t n, int pass) {
  * each calibrated value where the pass wants it. */
 static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, int pass,
                       dt_error *err) {
+    /* the statistics read the float model's activations as f32 */
+    for (int si = 0; si < m->n_storages; si++)
+        if (m->storages[si].dtype != DT_F32)
+            return dt_error_set(err, "calibration runs the float model in fp32, not %s",
+                                dt_dtype_name(m->storages[si].dtype));
     float *x = dt_model_input_data(m);
     long total = 0;
     for (int index = 0;; index++) {
@@ -409,7 +414,7 @@ static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, in
             for (int v = 0; v < q->n_values; v++) {
                 if (!calibrated(q, v) || read_point(q, v, pass) != i) continue;
                 const dt_storage *s = &m->storages[q->values[v].float_storage];
-                observe(q, v, s->data, s->per_sample * (size_t)n, pass);
+                observe(q, v, (const float *)s->data, s->per_sample * (size_t)n, pass);
             }
         }
     }
