@@ -5,7 +5,9 @@
  * reports medians and minima; GB/s counts one read of every input tensor and one write of every
  * output tensor of the operation (the least traffic it can have), as a share of memcpy's
  * (bytes read + written).
- *   bench_bf16_ops [THREADS] [BATCH] [REPEATS]   (defaults 2 128 7) */
+ * Max pooling runs also at the pooling layers of lenet5 (batch 128) and of alexnet,
+ * googlenet, resnet50 and vgg (batch 32), in each layout the graph can give them.
+ *   bench_bf16_ops [THREADS] [BATCH] [REPEATS] [ROWS]   (defaults 2 128 7, all rows) */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ typedef struct env {
     uint16_t *hx, *hy, *hdy, *hdx, *hb2; /* bf16 ones */
     float *wt, *bias, *rm, *rv, *mean, *invstd, *dw, *db, *var;
     int32_t *argmax;
+    int pk, ps, ppad, pceil, pblocked; /* max pooling's kernel, stride, pad, ceil mode, layout */
     /* bf16 BatchNorm plans for this shape: nChw16c (oneDNN) without and with the
      * fused ReLU, NCHW (the loops) */
     dt_bf16_batchnorm *bn, *bn_relu, *bn_nchw;
@@ -159,16 +162,21 @@ static void bn_relu_bwd_loop(env *e) {
 }
 
 static void maxpool_f32(env *e) {
-    dt_maxpool2d_forward_blocked(e->y, e->argmax, e->x, e->n, e->c, e->h, e->w, 2, 2, 0, 0);
+    (e->pblocked ? dt_maxpool2d_forward_blocked : dt_maxpool2d_forward)(
+        e->y, e->argmax, e->x, e->n, e->c, e->h, e->w, e->pk, e->ps, e->ppad, e->pceil);
 }
 static void maxpool_bf16(env *e) {
-    dt_bf16_maxpool2d_forward(e->hy, e->argmax, e->hx, e->n, e->c, e->h, e->w, 2, 2, 0, 0, 1);
+    dt_bf16_maxpool2d_forward(e->hy, e->argmax, e->hx, e->n, e->c, e->h, e->w, e->pk, e->ps,
+                              e->ppad, e->pceil, e->pblocked);
 }
+/* the fp32 scatter adds into a gradient the graph zeroed; the bf16 kernel writes it */
 static void maxpool_bwd_f32(env *e) {
-    dt_maxpool2d_backward_blocked(e->dx, e->dy, e->argmax, e->n, e->c, e->h, e->w, 2, 2, 0, 0);
+    (e->pblocked ? dt_maxpool2d_backward_blocked : dt_maxpool2d_backward)(
+        e->dx, e->dy, e->argmax, e->n, e->c, e->h, e->w, e->pk, e->ps, e->ppad, e->pceil);
 }
 static void maxpool_bwd_bf16(env *e) {
-    dt_bf16_maxpool2d_backward(e->hdx, e->hdy, e->argmax, e->n, e->c, e->h, e->w, 2, 2, 0, 0, 1, 0);
+    dt_bf16_maxpool2d_backward(e->hdx, e->hdy, e->argmax, e->n, e->c, e->h, e->w, e->pk, e->ps,
+                               e->ppad, e->pceil, e->pblocked, 0);
 }
 static void gap_f32(env *e) {
     dt_adaptive_avgpool2d_forward_blocked_in(e->y, e->x, e->n, e->c, e->h, e->w, 1, 1);
@@ -267,8 +275,12 @@ static void copy_gbs(env *e, size_t max_count, int repeats, double *by_memcpy, d
 
 /* One row: its two sides, the tensors an operation reads and writes (in elements of
  * the activation, counted once each), and the bytes per element of each side. */
+/* Rows whose name holds this (argv[4]) run, all rows without it. */
+static const char *row_filter;
+
 static void row(const char *what, run_fn a, const char *a_name, int a_bytes, run_fn b,
                 const char *b_name, int b_bytes, double tensors, env *e, int repeats, double bw) {
+    if (row_filter && !strstr(what, row_filter)) return;
     const timing t = time_pair(a, b, e, repeats);
     /* GB/s from the minimum, like the copy's */
     const double ga = tensors * e->count * a_bytes / t.a_min / 1e9,
@@ -302,7 +314,9 @@ static long arg(int argc, char **argv, int i, long def, long lo, long hi) {
     char *end;
     long v = strtol(argv[i], &end, 10);
     if (end == argv[i] || *end || v < lo || v > hi) {
-        fprintf(stderr, "usage: bench_bf16_ops [THREADS 1..256] [BATCH 1..1024] [REPEATS 1..%d]\n",
+        fprintf(stderr,
+                "usage: bench_bf16_ops [THREADS 1..256] [BATCH 1..1024] [REPEATS 1..%d] "
+                "[ROWS: only rows whose name holds this]\n",
                 MAX_REPEATS);
         exit(2);
     }
@@ -318,6 +332,8 @@ int main(int argc, char **argv) {
     const int threads = (int)arg(argc, argv, 1, 2, 1, 256),
               batch = (int)arg(argc, argv, 2, 128, 1, 1024),
               repeats = (int)arg(argc, argv, 3, 7, 1, MAX_REPEATS);
+    if (argc > 5) arg(argc, argv, 0, 0, 1, 0); /* prints the usage */
+    row_filter = argc > 4 ? argv[4] : NULL;
     dt_threads_set(threads);
     if (!dt_dnnl_has_bf16()) {
         fprintf(stderr, "bench_bf16_ops: this CPU has no AVX512-BF16 or AMX\n");
@@ -326,7 +342,10 @@ int main(int argc, char **argv) {
     env e;
     memset(&e, 0, sizeof e);
     e.n = batch;
-    const size_t max_count = (size_t)batch * 64 * 32 * 32;
+    /* the largest pooling input below: 32 x 64x112x112 */
+    const size_t resnet_count = (size_t)batch * 64 * 32 * 32,
+                 pool_count = (size_t)32 * 64 * 112 * 112;
+    const size_t max_count = resnet_count > pool_count ? resnet_count : pool_count;
     float **fs[] = {&e.x, &e.y, &e.dy, &e.dx, &e.b2};
     for (size_t i = 0; i < 5; i++) *fs[i] = alloc_or_die(sizeof(float) * max_count);
     uint16_t **hs[] = {&e.hx, &e.hy, &e.hdy, &e.hdx, &e.hb2};
@@ -378,10 +397,42 @@ int main(int argc, char **argv) {
         bn_plans(&e, 0);
     }
     set_shape(&e, 64, 32, 32);
+    e.pk = 2, e.ps = 2, e.ppad = 0, e.pceil = 0, e.pblocked = 1;
     row("maxpool 2x2 fwd", maxpool_f32, "f32", 4, maxpool_bf16, "bf16", 2, 1.25, &e, repeats, bw0);
     row("maxpool 2x2 bwd (write)", maxpool_bwd_f32, "f32", 4, maxpool_bwd_bf16, "bf16", 2, 1.25, &e,
         repeats, bw0);
     row("f32->bf16 | bf16->f32", to_f32, "to f32", 3, to_bf16, "to bf16", 3, 2, &e, repeats, bw0);
+    /* the models' pooling layers: batch, c, h, w, kernel, stride, pad, ceil mode */
+    const struct {
+        const char *name;
+        int n, c, h, w, k, s, pad, ceil;
+    } pools[] = {
+        {"lenet5 pool1", 128, 6, 28, 28, 2, 2, 0, 0},
+        {"lenet5 pool2", 128, 16, 10, 10, 2, 2, 0, 0},
+        {"resnet50 pool", 32, 64, 112, 112, 3, 2, 1, 1},
+        {"alexnet pool1", 32, 64, 55, 55, 3, 2, 0, 0},
+        {"alexnet pool2", 32, 192, 27, 27, 3, 2, 0, 0},
+        {"googlenet pool", 32, 480, 28, 28, 3, 2, 0, 1},
+        {"vgg pool5", 32, 512, 14, 14, 2, 2, 0, 0},
+    };
+    for (size_t p = 0; p < sizeof pools / sizeof pools[0]; p++) {
+        e.n = pools[p].n;
+        set_shape(&e, pools[p].c, pools[p].h, pools[p].w);
+        e.pk = pools[p].k, e.ps = pools[p].s, e.ppad = pools[p].pad, e.pceil = pools[p].ceil;
+        const int ho = dt_pool2d_out_size_padded(e.h, e.pk, e.ps, e.ppad, e.pceil),
+                  wo = dt_pool2d_out_size_padded(e.w, e.pk, e.ps, e.ppad, e.pceil);
+        /* the input read and the output written (argmax not counted) */
+        const double tensors = 1.0 + (double)(ho * wo) / (e.h * e.w);
+        for (e.pblocked = 0; e.pblocked < (e.c % 16 == 0 ? 2 : 1); e.pblocked++) {
+            char what[64];
+            snprintf(what, sizeof what, "mp %s %s fwd", pools[p].name, e.pblocked ? "16c" : "nchw");
+            row(what, maxpool_f32, "f32", 4, maxpool_bf16, "bf16", 2, tensors, &e, repeats, bw0);
+            snprintf(what, sizeof what, "mp %s %s bwd", pools[p].name, e.pblocked ? "16c" : "nchw");
+            row(what, maxpool_bwd_f32, "f32", 4, maxpool_bwd_bf16, "bf16", 2, tensors, &e, repeats,
+                bw0);
+        }
+    }
+    e.n = batch;
     set_shape(&e, 3, 32, 32);
     row("f32->bf16 | bf16->f32", to_f32, "to f32", 3, to_bf16, "to bf16", 3, 2, &e, repeats, bw0);
     set_shape(&e, 512, 4, 4);

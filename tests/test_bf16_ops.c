@@ -383,6 +383,17 @@ static void test_maxpool_matches_f32(void **state) {
             check_maxpool(2, c, 11, 10, 3, 2, 1, 1, blocked, add); /* overlapping, padded */
             check_maxpool(3, c, 6, 7, 3, 2, 0, 1, blocked, add);   /* ceil mode */
             check_maxpool(1, c, 5, 5, 3, 1, 1, 0, blocked, add);
+            /* rows of more than one vector of outputs (and a tail), odd widths, the
+             * models' shapes: lenet5, resnet50's stem, alexnet, googlenet */
+            check_maxpool(2, c, 6, 70, 2, 2, 0, 0, blocked, add);
+            check_maxpool(1, c, 7, 67, 2, 2, 0, 1, blocked, add);
+            check_maxpool(1, c, 9, 75, 3, 2, 1, 1, blocked, add);
+            check_maxpool(1, c, 8, 66, 3, 2, 1, 0, blocked, add);
+            check_maxpool(1, c, 11, 55, 3, 2, 0, 0, blocked, add);
+            check_maxpool(1, c, 10, 28, 3, 2, 0, 1, blocked, add);
+            check_maxpool(2, c, 10, 10, 2, 2, 0, 0, blocked, add);
+            check_maxpool(1, c, 13, 40, 4, 3, 1, 1, blocked, add); /* wider than the stride */
+            check_maxpool(1, c, 9, 40, 1, 2, 0, 0, blocked, add);  /* gaps between windows */
         }
 }
 

@@ -646,62 +646,427 @@ static inline void cover_next(const windows *w, int i, int *lo, int *hi) {
     while (*hi + 1 < w->out && win_start(w, *hi + 1) <= i) (*hi)++;
 }
 
+/* The scalar loops, for CPUs without AVX-512 and the shapes the vector paths leave
+ * out. `lanes`: 1 (an NCHW plane) or BLK (a block of 16 channels side by side). */
+static void mp_forward_plane(uint16_t *y, int32_t *am, const uint16_t *x, int h, int w, int ho,
+                             int wo, int kernel, int stride, int pad, int lanes) {
+    for (int oy = 0; oy < ho; oy++) {
+        /* the window clipped to the input: padding is -inf, never the maximum */
+        const int y0 = oy * stride - pad;
+        const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+        for (int ox = 0; ox < wo; ox++) {
+            const int x0 = ox * stride - pad;
+            const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+            const size_t o = (size_t)(oy * wo + ox) * lanes;
+            for (int l = 0; l < lanes; l++) {
+                int32_t best = ya * w + xa;
+                float v = bf(x[(size_t)best * lanes + l]);
+                for (int i = ya; i < yb; i++)
+                    for (int j = xa; j < xb; j++) {
+                        const float px = bf(x[(size_t)(i * w + j) * lanes + l]);
+                        const int take = takes_over(px, v);
+                        v = take ? px : v;
+                        best = take ? i * w + j : best;
+                    }
+                y[o + l] = x[(size_t)best * lanes + l];
+                am[o + l] = best;
+            }
+        }
+    }
+}
+
+/* Each input pixel sums the gradients of the windows it won, in the output order the
+ * fp32 scatter adds them, and is stored once. */
+static void mp_backward_plane(uint16_t *dx, const uint16_t *dy, const int32_t *am, int h, int w,
+                              int ho, int wo, int kernel, int stride, int pad, int lanes, int add) {
+    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
+    int ylo = 0, yhi = -1;
+    for (int i = 0; i < h; i++) {
+        cover_next(&wy, i, &ylo, &yhi);
+        int xlo = 0, xhi = -1;
+        for (int j = 0; j < w; j++) {
+            cover_next(&wx, j, &xlo, &xhi);
+            const int32_t pix = i * w + j;
+            const size_t at = (size_t)pix * lanes;
+            float g[BLK] = {0};
+            for (int oy = ylo; oy <= yhi; oy++)
+                for (int ox = xlo; ox <= xhi; ox++) {
+                    const size_t o = (size_t)(oy * wo + ox) * lanes;
+                    for (int l = 0; l < lanes; l++) g[l] += am[o + l] == pix ? bf(dy[o + l]) : 0.0f;
+                }
+            for (int l = 0; l < lanes; l++) dx[at + l] = rn(add ? bf(dx[at + l]) + g[l] : g[l]);
+        }
+    }
+}
+
+/* NCHW backward with an fp32 band of input rows (BAND floats at most): the fp32
+ * kernel's scatter in its order (band[argmax] += dy, output by output), each row
+ * rounded and stored once no later window can reach it. A scatter costs a few
+ * instructions per output; the gather above re-reads every covering window per pixel. */
+enum { BAND = 8192 };
+
+static void mp_store_row(uint16_t *restrict dx, const float *restrict g, int w, int add,
+                         int avx512);
+
+static void mp_backward_band(uint16_t *dx, const uint16_t *dy, const int32_t *am, int h, int w,
+                             int ho, int wo, int stride, int rows, int pad, int add, float *band,
+                             int avx512) {
+    memset(band, 0, sizeof(float) * (size_t)rows * w);
+    int rb = -pad; /* the band's first row: that of output row oy's windows */
+    for (int oy = 0; oy <= ho; oy++) {
+        if (oy < ho) {
+            const int32_t base = rb * w;
+            const int32_t *a = am + (size_t)oy * wo;
+            const uint16_t *d = dy + (size_t)oy * wo;
+            for (int ox = 0; ox < wo; ox++) band[a[ox] - base] += bf(d[ox]);
+        }
+        /* rows no later window reaches: `stride` of them, all of them after the last */
+        const int done = oy < ho ? stride : h - rb;
+        for (int r = 0; r < done; r++) {
+            if (rb + r >= 0 && rb + r < h)
+                mp_store_row(dx + (size_t)(rb + r) * w, r < rows ? band + (size_t)r * w : NULL, w,
+                             add, avx512);
+        }
+        if (oy == ho) break;
+        const int keep = rows - stride; /* >= 0: rows = max(kernel, stride) */
+        memmove(band, band + (size_t)stride * w, sizeof(float) * (size_t)keep * w);
+        memset(band + (size_t)keep * w, 0, sizeof(float) * (size_t)stride * w);
+        rb += stride;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* takes_over on 16 lanes: "not x <= v" is x > v or either a NaN; a NaN v stays. */
+AVX512_BF16 static inline __mmask16 takes_over16(__m512 x, __m512 v) {
+    return _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), x, v, _CMP_NLE_UQ);
+}
+
+/* 16 floats that hold bf16 values: their 16 bf16, bit for bit */
+AVX512_BF16 static inline __m256i bits16(__m512 v) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16));
+}
+
+/* rn() on 16 lanes, exactly (denormals kept): the bf16 in each lane's high half, the
+ * low half zero */
+AVX512_BF16 static inline __m512i rn16(__m512 f) {
+    const __m512i u = _mm512_castps_si512(f), high = _mm512_set1_epi32((int)0xffff0000u);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_and_si512(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd), high);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(
+        rounded, nan, _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x400000)), high));
+}
+
+/* The NCHW forward's outputs [oa, ob) of one row (at y, am), stride 2, their windows
+ * inside the plane's columns and rows [ya, yb): 16 outputs a vector. The 32-bit lane l
+ * of 32 bf16 loaded at column 2 (oa + l) - pad + j holds window l's pixels j (low
+ * half: a float once shifted up) and j + 1 (high half: a float once masked), so each
+ * load serves two columns of every window, scanned in the scalar loop's order. room:
+ * outputs from y[0] to the plane's end; a store may spill over outputs written later. */
+AVX512_BF16 __attribute__((always_inline)) static inline void
+mp_forward_row_s2(uint16_t *y, int32_t *am, const uint16_t *x, int w, int ya, int yb, int kernel,
+                  int pad, int oa, int ob, int room) {
+    const __m512i two =
+                      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                  high = _mm512_set1_epi32((int)0xffff0000u);
+    for (int ox = oa; ox < ob; ox += 16) {
+        const int x0 = 2 * ox - pad;
+        const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(x0), two);
+        __m512 v = _mm512_setzero_ps();
+        __m512i best = _mm512_setzero_si512();
+        int first = 1;
+        for (int i = ya; i < yb; i++) {
+            const uint16_t *r = x + (size_t)i * w + x0;
+            for (int j = 0; j < kernel; j += 2) {
+                /* the row's pixels from r + j on: at least the 2 * 16 - 1 this reads */
+                const int avail = w - x0 - j;
+                const __m512i pair =
+                    avail >= 32 ? _mm512_loadu_si512(r + j)
+                                : _mm512_maskz_loadu_epi16((__mmask32)((1u << avail) - 1u), r + j);
+                const __m512i idx = _mm512_add_epi32(col, _mm512_set1_epi32(i * w + j));
+                const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
+                if (first) {
+                    v = lo, best = idx, first = 0;
+                } else {
+                    const __mmask16 t = takes_over16(lo, v);
+                    v = _mm512_mask_mov_ps(v, t, lo);
+                    best = _mm512_mask_mov_epi32(best, t, idx);
+                }
+                if (j + 1 < kernel) {
+                    const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(pair, high));
+                    const __mmask16 t = takes_over16(hi, v);
+                    v = _mm512_mask_mov_ps(v, t, hi);
+                    best =
+                        _mm512_mask_mov_epi32(best, t, _mm512_add_epi32(idx, _mm512_set1_epi32(1)));
+                }
+            }
+        }
+        if (ob - ox >= 16 || room - ox >= 16) {
+            _mm256_storeu_si256((__m256i *)(y + ox), bits16(v));
+            _mm512_storeu_si512(am + ox, best);
+        } else {
+            const __mmask16 m = (__mmask16)((1u << (ob - ox)) - 1u);
+            _mm256_mask_storeu_epi16(y + ox, m, bits16(v));
+            _mm512_mask_storeu_epi32(am + ox, m, best);
+        }
+    }
+}
+
+/* The NCHW forward at stride 2: the vector rows, then the edge outputs (after them:
+ * the vector stores may spill over them). more: outputs past the plane this thread
+ * writes later (its next planes), which a store may spill over too. */
+AVX512_BF16 static void mp_forward_s2(uint16_t *y, int32_t *am, const uint16_t *x, int h, int w,
+                                      int ho, int wo, int kernel, int pad, int oa, int ob,
+                                      int more) {
+    const int stride = 2;
+    for (int oy = 0; oy < ho; oy++) {
+        const int y0 = oy * stride - pad;
+        const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+        uint16_t *yr = y + (size_t)oy * wo;
+        int32_t *ar = am + (size_t)oy * wo;
+        /* the common kernels as constants: their scans unrolled */
+        if (kernel == 2 && yb - ya == 2)
+            mp_forward_row_s2(yr, ar, x, w, ya, ya + 2, 2, pad, oa, ob, (ho - oy) * wo + more);
+        else if (kernel == 3 && yb - ya == 3)
+            mp_forward_row_s2(yr, ar, x, w, ya, ya + 3, 3, pad, oa, ob, (ho - oy) * wo + more);
+        else
+            mp_forward_row_s2(yr, ar, x, w, ya, yb, kernel, pad, oa, ob, (ho - oy) * wo + more);
+        /* the edge outputs after the vector ones, which may spill over them */
+        for (int ox = 0; ox < wo; ox++) {
+            if (ox == oa) ox = ob;
+            if (ox >= wo) break;
+            const int x0 = ox * stride - pad;
+            const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+            int32_t best = ya * w + xa;
+            float v = bf(x[best]);
+            for (int i = ya; i < yb; i++)
+                for (int j = xa; j < xb; j++) {
+                    const float px = bf(x[i * w + j]);
+                    const int take = takes_over(px, v);
+                    v = take ? px : v;
+                    best = take ? i * w + j : best;
+                }
+            yr[ox] = x[best];
+            ar[ox] = best;
+        }
+    }
+}
+
+/* The blocked forward: 16 channels a vector, the scalar loop's scan. */
+AVX512_BF16 static void mp_forward_blocked(uint16_t *y, int32_t *am, const uint16_t *x, int h,
+                                           int w, int ho, int wo, int kernel, int stride, int pad) {
+    for (int oy = 0; oy < ho; oy++) {
+        const int y0 = oy * stride - pad;
+        const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+        for (int ox = 0; ox < wo; ox++) {
+            const int x0 = ox * stride - pad;
+            const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+            __m512 v = load16(x + (size_t)(ya * w + xa) * BLK, 0xffff);
+            __m512i best = _mm512_set1_epi32(ya * w + xa);
+            for (int i = ya; i < yb; i++)
+                for (int j = i == ya ? xa + 1 : xa; j < xb; j++) {
+                    const __m512 px = load16(x + (size_t)(i * w + j) * BLK, 0xffff);
+                    const __mmask16 t = takes_over16(px, v);
+                    v = _mm512_mask_mov_ps(v, t, px);
+                    best = _mm512_mask_mov_epi32(best, t, _mm512_set1_epi32(i * w + j));
+                }
+            const size_t o = (size_t)(oy * wo + ox) * BLK;
+            _mm256_storeu_si256((__m256i *)(y + o), bits16(v));
+            _mm512_storeu_si512(am + o, best);
+        }
+    }
+}
+
+/* The blocked backward: the gather of mp_backward_plane, 16 channels a vector. */
+AVX512_BF16 static void mp_backward_blocked(uint16_t *dx, const uint16_t *dy, const int32_t *am,
+                                            int h, int w, int ho, int wo, int kernel, int stride,
+                                            int pad, int add) {
+    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
+    int ylo = 0, yhi = -1;
+    for (int i = 0; i < h; i++) {
+        cover_next(&wy, i, &ylo, &yhi);
+        int xlo = 0, xhi = -1;
+        for (int j = 0; j < w; j++) {
+            cover_next(&wx, j, &xlo, &xhi);
+            const __m512i pix = _mm512_set1_epi32(i * w + j);
+            __m512 g = _mm512_setzero_ps();
+            for (int oy = ylo; oy <= yhi; oy++)
+                for (int ox = xlo; ox <= xhi; ox++) {
+                    const size_t o = (size_t)(oy * wo + ox) * BLK;
+                    const __mmask16 won = _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(am + o), pix);
+                    g = _mm512_mask_add_ps(g, won, g, load16(dy + o, 0xffff));
+                }
+            uint16_t *d = dx + (size_t)(i * w + j) * BLK;
+            if (add) g = _mm512_add_ps(load16(d, 0xffff), g);
+            _mm256_storeu_si256((__m256i *)d,
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(rn16(g), 16)));
+        }
+    }
+}
+
+/* The NCHW backward of 2x2 stride-2 windows inside the plane: output row oy's 16
+ * outputs a vector, each writing the 32-bit lane of its two pixels in input rows 2 oy
+ * and 2 oy + 1 (as mp_forward_row_s2 reads them); written, a pixel's gradient is
+ * 0 + dy (exact: no rounding). Then the column and the row no window covers. */
+AVX512_BF16 static void mp_backward_2x2(uint16_t *dx, const uint16_t *dy, const int32_t *am, int h,
+                                        int w, int ho, int wo, int add) {
+    const __m512i two =
+                      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                  high = _mm512_set1_epi32((int)0xffff0000u);
+    const size_t plane = (size_t)h * w;
+    for (int oy = 0; oy < ho; oy++) {
+        for (int ox = 0; ox < wo; ox += 16) {
+            const int rem = wo - ox < 16 ? wo - ox : 16;
+            const __mmask16 m = tail_mask((size_t)rem);
+            const __mmask32 m2 = rem == 16 ? 0xffffffffu : (__mmask32)((1u << 2 * rem) - 1u);
+            const size_t o = (size_t)oy * wo + ox;
+            const __m512i a =
+                rem == 16 ? _mm512_loadu_si512(am + o) : _mm512_maskz_loadu_epi32(m, am + o);
+            const __m512 d = load16(dy + o, m);
+            for (int i = 2 * oy; i < 2 * oy + 2; i++) {
+                uint16_t *at = dx + (size_t)i * w + 2 * ox;
+                const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(i * w + 2 * ox), two);
+                const __mmask16 won_lo = _mm512_mask_cmpeq_epi32_mask(m, a, idx),
+                                won_hi = _mm512_mask_cmpeq_epi32_mask(
+                                    m, a, _mm512_add_epi32(idx, _mm512_set1_epi32(1)));
+                __m512 lo = _mm512_maskz_add_ps(won_lo, _mm512_setzero_ps(), d),
+                       hi = _mm512_maskz_add_ps(won_hi, _mm512_setzero_ps(), d);
+                __m512i out;
+                if (add) {
+                    const __m512i old = _mm512_maskz_loadu_epi16(m2, at);
+                    lo = _mm512_add_ps(_mm512_castsi512_ps(_mm512_slli_epi32(old, 16)), lo);
+                    hi = _mm512_add_ps(_mm512_castsi512_ps(_mm512_and_si512(old, high)), hi);
+                    out = _mm512_or_si512(_mm512_srli_epi32(rn16(lo), 16), rn16(hi));
+                } else {
+                    out = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(lo), 16),
+                                          _mm512_and_si512(_mm512_castps_si512(hi), high));
+                }
+                /* written, lanes past the outputs are zeros: in a row of one vector
+                 * they may spill over pixels stored later (this row's uncovered
+                 * column, the next rows) */
+                if (rem == 16 || (!add && wo <= 16 && plane - ((size_t)i * w + 2 * ox) >= 32))
+                    _mm512_storeu_si512(at, out);
+                else
+                    _mm512_mask_storeu_epi16(at, m2, out);
+            }
+        }
+        if (w > 2 * wo)
+            for (int i = 2 * oy; i < 2 * oy + 2; i++) {
+                uint16_t *last = dx + (size_t)i * w + w - 1;
+                *last = add ? rn(bf(*last) + 0.0f) : 0;
+            }
+    }
+    for (int i = 2 * ho; i < h; i++)
+        for (int j = 0; j < w; j++)
+            dx[(size_t)i * w + j] = add ? rn(bf(dx[(size_t)i * w + j]) + 0.0f) : 0;
+}
+
+/* The blocked backward of windows that tile the plane (kernel == stride, no padding,
+ * every window inside): a pixel lies in one window at most, so output by output, each
+ * of its pixels stored once; then the pixels no window covers. */
+AVX512_BF16 static void mp_backward_blocked_tiles(uint16_t *dx, const uint16_t *dy,
+                                                  const int32_t *am, int h, int w, int ho, int wo,
+                                                  int k, int add) {
+    for (int oy = 0; oy < ho; oy++)
+        for (int ox = 0; ox < wo; ox++) {
+            const size_t o = (size_t)(oy * wo + ox) * BLK;
+            const __m512i a = _mm512_loadu_si512(am + o);
+            const __m512 d = load16(dy + o, 0xffff);
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++) {
+                    const int32_t pix = (oy * k + ky) * w + ox * k + kx;
+                    const __mmask16 won = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(pix));
+                    __m512 g = _mm512_maskz_add_ps(won, _mm512_setzero_ps(), d);
+                    uint16_t *p = dx + (size_t)pix * BLK;
+                    if (add) g = _mm512_add_ps(load16(p, 0xffff), g);
+                    _mm256_storeu_si256((__m256i *)p,
+                                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(rn16(g), 16)));
+                }
+        }
+    for (int i = 0; i < h; i++)
+        for (int j = i < k * ho ? k * wo : 0; j < w; j++) {
+            uint16_t *p = dx + (size_t)(i * w + j) * BLK;
+            const __m512 g = add ? load16(p, 0xffff) : _mm512_setzero_ps();
+            _mm256_storeu_si256((__m256i *)p,
+                                _mm512_cvtepi32_epi16(_mm512_srli_epi32(rn16(g), 16)));
+        }
+}
+
+AVX512_BF16 static void avx_store_row(uint16_t *restrict dx, const float *restrict g, int w,
+                                      int add) {
+    for (int j = 0; j < w; j += 16) {
+        const __mmask16 m = tail_mask((size_t)(w - j));
+        __m512 v = g ? load16f(g + j, m) : _mm512_setzero_ps();
+        if (add) v = _mm512_add_ps(load16(dx + j, m), v);
+        const __m256i b = _mm512_cvtepi32_epi16(_mm512_srli_epi32(rn16(v), 16));
+        if (m == 0xffff)
+            _mm256_storeu_si256((__m256i *)(dx + j), b);
+        else
+            _mm256_mask_storeu_epi16(dx + j, m, b);
+    }
+}
+#endif
+
+/* dx = rn(add ? dx + g : g), g NULL: zeros */
+static void mp_store_row(uint16_t *restrict dx, const float *restrict g, int w, int add,
+                         int avx512) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512) {
+        avx_store_row(dx, g, w, add);
+        return;
+    }
+#endif
+    (void)avx512;
+    for (int j = 0; j < w; j++) {
+        const float v = g ? g[j] : 0.0f;
+        dx[j] = rn(add ? bf(dx[j]) + v : v);
+    }
+}
+
+/* Plane `plane` of the forward, whose thread writes the planes up to `end` after it. */
+static void mp_forward_range(uint16_t *out, int32_t *argmax, const uint16_t *in, int plane, int end,
+                             int h, int w, int ho, int wo, int kernel, int stride, int pad, int oa,
+                             int ob, int lanes, int avx512) {
+    const uint16_t *x = in + (size_t)plane * h * w * lanes;
+    uint16_t *y = out + (size_t)plane * ho * wo * lanes;
+    int32_t *am = argmax + (size_t)plane * ho * wo * lanes;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512 && lanes == BLK) {
+        mp_forward_blocked(y, am, x, h, w, ho, wo, kernel, stride, pad);
+        return;
+    }
+    if (avx512 && stride == 2 && oa < ob) {
+        const long long later = (long long)(end - plane - 1) * ho * wo;
+        mp_forward_s2(y, am, x, h, w, ho, wo, kernel, pad, oa, ob, later < 16 ? (int)later : 16);
+        return;
+    }
+#endif
+    (void)oa, (void)ob, (void)end, (void)avx512;
+    mp_forward_plane(y, am, x, h, w, ho, wo, kernel, stride, pad, lanes);
+}
+
 void dt_bf16_maxpool2d_forward(uint16_t *out, int32_t *argmax, const uint16_t *in, int n, int c,
                                int h, int w, int kernel, int stride, int pad, int ceil_mode,
                                int blocked) {
     const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
               wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
-    const int lanes = blocked ? BLK : 1;
-    /* a plane: one channel (NCHW) or one block of 16 channels side by side */
-#pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c / lanes; plane++) {
-        const uint16_t *x = in + (size_t)plane * h * w * lanes;
-        uint16_t *y = out + (size_t)plane * ho * wo * lanes;
-        int32_t *am = argmax + (size_t)plane * ho * wo * lanes;
-        for (int oy = 0; oy < ho; oy++) {
-            /* the window clipped to the input: padding is -inf, never the maximum */
-            const int y0 = oy * stride - pad;
-            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
-            for (int ox = 0; ox < wo; ox++) {
-                const int x0 = ox * stride - pad;
-                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
-                const size_t o = (size_t)(oy * wo + ox) * lanes;
-                if (!blocked) {
-                    int32_t best = ya * w + xa;
-                    float v = bf(x[best]);
-                    for (int i = ya; i < yb; i++)
-                        for (int j = xa; j < xb; j++) {
-                            const float px = bf(x[i * w + j]);
-                            const int take = takes_over(px, v);
-                            v = take ? px : v;
-                            best = take ? i * w + j : best;
-                        }
-                    y[o] = x[best];
-                    am[o] = best;
-                    continue;
-                }
-                float v[BLK];
-                int32_t best[BLK];
-                for (int l = 0; l < BLK; l++) {
-                    v[l] = bf(x[(size_t)(ya * w + xa) * BLK + l]);
-                    best[l] = ya * w + xa;
-                }
-                for (int i = ya; i < yb; i++)
-                    for (int j = xa; j < xb; j++) {
-                        const uint16_t *px = x + (size_t)(i * w + j) * BLK;
-                        for (int l = 0; l < BLK; l++) {
-                            const float pv = bf(px[l]);
-                            const int take = takes_over(pv, v[l]);
-                            v[l] = take ? pv : v[l];
-                            best[l] = take ? i * w + j : best[l];
-                        }
-                    }
-                for (int l = 0; l < BLK; l++) {
-                    y[o + l] = x[(size_t)best[l] * BLK + l];
-                    am[o + l] = best[l];
-                }
-            }
-        }
+    const int lanes = blocked ? BLK : 1, avx512 = has_avx512_bf16();
+    /* the NCHW vector path's outputs: those whose windows lie inside the columns */
+    const int oa = (pad + 1) / 2, ob_fit = (w + pad - kernel) / 2 + 1;
+    const int ob = w + pad - kernel < 0 ? oa : ob_fit < wo ? ob_fit : wo;
+    const int planes = n * c / lanes;
+    /* a plane: one channel (NCHW) or one block of 16 channels side by side; a thread
+     * runs a range of them, in order */
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int lo = (int)((long long)planes * t / nt),
+                  hi = (int)((long long)planes * (t + 1) / nt);
+        for (int plane = lo; plane < hi; plane++)
+            mp_forward_range(out, argmax, in, plane, hi, h, w, ho, wo, kernel, stride, pad, oa, ob,
+                             lanes, avx512);
     }
 }
 
@@ -710,33 +1075,37 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
                                 int blocked, int add) {
     const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
               wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
-    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
-    const int lanes = blocked ? BLK : 1;
-    /* Each input pixel sums the gradients of the windows it won, in the output order
-     * the fp32 scatter adds them, and is stored once. */
+    const int lanes = blocked ? BLK : 1, avx512 = has_avx512_bf16();
+    const int inside_2x2 = kernel == 2 && stride == 2 && pad == 0 && 2 * ho <= h && 2 * wo <= w;
+    const int rows = kernel > stride ? kernel : stride;
+    const int tiles = kernel == stride && pad == 0 && kernel * ho <= h && kernel * wo <= w;
+    const int band = !blocked && (size_t)rows * w <= BAND;
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c / lanes; plane++) {
         uint16_t *dx = din + (size_t)plane * h * w * lanes;
         const uint16_t *dy = dout + (size_t)plane * ho * wo * lanes;
         const int32_t *am = argmax + (size_t)plane * ho * wo * lanes;
-        int ylo = 0, yhi = -1;
-        for (int i = 0; i < h; i++) {
-            cover_next(&wy, i, &ylo, &yhi);
-            int xlo = 0, xhi = -1;
-            for (int j = 0; j < w; j++) {
-                cover_next(&wx, j, &xlo, &xhi);
-                const int32_t pix = i * w + j;
-                const size_t at = (size_t)pix * lanes;
-                float g[BLK] = {0};
-                for (int oy = ylo; oy <= yhi; oy++)
-                    for (int ox = xlo; ox <= xhi; ox++) {
-                        const size_t o = (size_t)(oy * wo + ox) * lanes;
-                        for (int l = 0; l < lanes; l++)
-                            g[l] += am[o + l] == pix ? bf(dy[o + l]) : 0.0f;
-                    }
-                for (int l = 0; l < lanes; l++) dx[at + l] = rn(add ? bf(dx[at + l]) + g[l] : g[l]);
-            }
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (avx512 && blocked && tiles) {
+            mp_backward_blocked_tiles(dx, dy, am, h, w, ho, wo, kernel, add);
+            continue;
         }
+        if (avx512 && blocked) {
+            mp_backward_blocked(dx, dy, am, h, w, ho, wo, kernel, stride, pad, add);
+            continue;
+        }
+        if (avx512 && inside_2x2) {
+            mp_backward_2x2(dx, dy, am, h, w, ho, wo, add);
+            continue;
+        }
+#endif
+        (void)inside_2x2, (void)tiles;
+        if (band) {
+            float g[BAND];
+            mp_backward_band(dx, dy, am, h, w, ho, wo, stride, rows, pad, add, g, avx512);
+            continue;
+        }
+        mp_backward_plane(dx, dy, am, h, w, ho, wo, kernel, stride, pad, lanes, add);
     }
 }
 
