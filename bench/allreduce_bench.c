@@ -5,7 +5,8 @@
  * buffer. Sizes 4 KiB .. 64 MiB plus resnet18's gradient (11,173,962 floats).
  * Buffers are pre-touched and each size is warmed up 5 times (fresh memory on these
  * VMs is slow); the median of REPS timed runs is reported, REPS alternating rounds
- * (shm, ring, mpi, plain, auto, shm, ...) so that a slow moment hits every algorithm.
+ * (shm, ring, mpi, plain, auto, then ring, mpi, ..., shm, ...) so that a slow moment
+ * hits every algorithm and none always runs after the same one.
  * auto is dtrain's --allreduce auto, the same chooser as training's, timed after it
  * has measured and chosen for the size: auto_over_best is its time over the best of
  * shm, ring and mpi.
@@ -160,18 +161,24 @@ int main(int argc, char **argv) {
         size_t n = sizes[i], bytes = n * sizeof(float);
         double t[ALGOS][MAX_REPS], med[ALGOS];
         dt_shm_stats st;
-        cpu_share share = {0, 0, 0};
+        /* every algorithm's calls are wrapped alike (two getrusage calls outside the timed
+         * part): with them around shm's alone, a second shm instance timed 1.04-1.46x
+         * slower than the first at 1-4 MiB */
+        cpu_share shares[ALGOS] = {{0, 0, 0}}, share;
         /* auto measures on its first calls of a size: time it once it has chosen, as a
          * training run spends nearly all its steps (its measuring is in the run log) */
         dt_allreduce_algo choice = DT_ALLREDUCE_AUTO;
         for (int k = 0; k < 64 && !dt_allreduce_auto_chosen(&automatic, n, &choice); k++)
             dt_allreduce_sum(&automatic, buf, n);
         for (int rep = -5; rep < reps; rep++)
-            for (int a = 0; a < ALGOS; a++) {
+            for (int k = 0; k < ALGOS; k++) {
+                /* each rep starts one algorithm later: none always follows the same one
+                 * (after the plain ring, shm's calls measured 1.1-1.3x slower) */
+                const int a = (k + rep + 5) % ALGOS;
                 if (a == 0 && !algos[0]) continue;
                 if (a == 0 && rep == 0) dt_shm_allreduce_stats(shm.shm, &st, 1);
                 const double dt = time_once(&w, a == PLAIN ? NULL : algos[a], buf, copy, n,
-                                            a == 0 && rep >= 0 ? &share : NULL);
+                                            rep >= 0 ? &shares[a] : NULL);
                 if (rep >= 0) t[a][rep] = dt;
             }
         for (int a = 0; a < ALGOS; a++) {
@@ -197,6 +204,7 @@ int main(int argc, char **argv) {
             mine[2] = (double)st.nap_waits / reps, mine[3] = (double)st.naps / reps;
             mine[4] = st.longest_wait * 1e3;
             for (int f = 0; f < DT_SHM_PHASES; f++) mine[5 + f] = st.t_phase[f] * per;
+            share = shares[0];
             mine[5 + DT_SHM_PHASES] = share.wall > 0 ? share.cpu / share.wall : 0;
             mine[6 + DT_SHM_PHASES] = (double)share.involuntary / reps;
         }

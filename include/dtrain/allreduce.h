@@ -45,6 +45,7 @@ typedef struct dt_allreduce_tuner {
     double measured_s[DT_AUTO_CANDIDATES]; /* the last measuring's, for the record */
     double chosen_s, watched_s;            /* the winner's time then, and its recent median */
     double window[DT_AUTO_SAMPLES];        /* the chosen one's timed calls, this rank */
+    double spent_s;                        /* measuring: the counted calls' time, all candidates */
     long calls;
     int tunings; /* measurings done */
 } dt_allreduce_tuner;

@@ -240,13 +240,17 @@ static void run(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) 
  * in training the ranks reach a bucket at different times, and that skew (tens of ms
  * at the first step) is no algorithm's cost. Round 0 warms each candidate up (first
  * touches, MPI's buffers) and drops those over PRUNE times the best (MPI's all-reduce
- * of 44.7 MB took 0.2-0.8 s here, against 5-40 ms); the others run TUNE_ROUNDS - 1
- * more rounds and the fastest (by its best round) is chosen. After that the chosen
+ * of 44.7 MB took 0.2-0.8 s here, against 5-40 ms); the others run at least
+ * TUNE_ROUNDS - 1 more rounds and the fastest (by its best round) is chosen. After that the chosen
  * one is watched: the last SAMPLES calls of every WATCH are timed the same way, and if
  * their agreed median moved more than SHIFT times from the time the choice was made
  * on, the size is measured again. Untimed calls take no barrier: at 4 KiB one costs
  * as much as the all-reduce. */
-enum { TUNE_ROUNDS = 3, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
+enum { TUNE_ROUNDS = 3, MAX_ROUNDS = 8, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
+/* Small sizes take more rounds, until the counted calls add up to this: a barrier's
+ * ranks leave it microseconds apart, as much as a 16 KiB all-reduce takes, and the
+ * best of two such calls chose the ring over a 3x faster shm. */
+static const double BUDGET_S = 1e-3;
 static const double SHIFT = 2.0;
 
 static dt_allreduce_tuner *tuner_of(dt_allreduce *ar, size_t n) {
@@ -294,6 +298,7 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
         if (now > SHIFT * t->chosen_s || now * SHIFT < t->chosen_s) { /* measure again */
             t->chosen = -1;
             t->round = t->next = 0;
+            t->spent_s = 0;
             for (int c = 0; c < DT_AUTO_CANDIDATES; c++) t->best_s[c] = 0;
         }
         return;
@@ -306,6 +311,7 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
     run(ar, ar->candidates[c], buf, n);
     const double dt = agreed(ar, dt_now() - t0);
     if (t->round > 0 && (t->best_s[c] == 0 || dt < t->best_s[c])) t->best_s[c] = dt;
+    if (t->round > 0) t->spent_s += dt;
     if (t->round == 0) t->best_s[c] = dt; /* the warm-up: only for pruning */
     do t->next++;
     while (t->next < ar->n_candidates && t->best_s[t->next] < 0);
@@ -323,7 +329,7 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
         }
     }
     t->next = 0;
-    if (++t->round < TUNE_ROUNDS) {
+    if (++t->round < TUNE_ROUNDS || (t->spent_s < BUDGET_S && t->round < MAX_ROUNDS)) {
         while (t->best_s[t->next] < 0) t->next++;
         return;
     }
