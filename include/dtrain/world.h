@@ -31,6 +31,20 @@ typedef struct dt_world {
 
 typedef enum dt_reduce_op { DT_REDUCE_SUM, DT_REDUCE_MAX, DT_REDUCE_MIN } dt_reduce_op;
 
+/* A message in flight (dt_world_isend, dt_world_irecv): the implementation's handle,
+ * held by value so that a protocol keeps arrays of them on its stack. */
+typedef struct dt_request {
+    _Alignas(8) unsigned char handle[16];
+} dt_request;
+
+/* A received message: whose, under which tag, how many bytes. */
+typedef struct dt_message {
+    int source, tag;
+    size_t bytes;
+} dt_message;
+
+enum { DT_ANY_SOURCE = -1, DT_ANY_TAG = -1 };
+
 /* Whether a launcher (Open MPI's mpirun, or a PMI/PMIx launcher such as srun)
  * started this process; also one of several tasks of a Slurm job step, which
  * dt_world_init refuses when srun gave them no MPI plugin (SLURM_STEP_NUM_TASKS > 1
@@ -93,6 +107,19 @@ void dt_world_barrier(const dt_world *w, const char *what);
 /* How many of w's ranks run on this rank's host (by host name: emulated hosts on one
  * machine count as one), and whether w's ranks span hosts. */
 void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts);
+
+/* Point-to-point messages within w (the parameter-server protocol): n values of type
+ * to or from a rank of w under a tag (from and tag may be DT_ANY_SOURCE, DT_ANY_TAG).
+ * The buffer must stay untouched until the request completes: dt_world_wait waits for
+ * n of them with the world's timeout (naming `peer`, -1: any, in its message);
+ * dt_world_test says whether one has completed, and for a receive what arrived.
+ * 16-bit words (a bf16 or fp16 wire) travel as DT_BF16: moved, never summed. */
+void dt_world_isend(const dt_world *w, const void *buf, size_t n, dt_dtype type, int to, int tag,
+                    dt_request *req);
+void dt_world_irecv(const dt_world *w, void *buf, size_t n, dt_dtype type, int from, int tag,
+                    dt_request *req);
+void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const char *what);
+int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg);
 
 /* Point-to-point bytes within w (small records such as statistics), with the
  * world's timeout. */

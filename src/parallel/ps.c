@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "dtrain/timer.h"
-#include "world_mpi.h"
 
 int dt_ps_parse_mode(const char *name, dt_ps_mode *mode) {
     if (!strcmp(name, "ps-sync"))
@@ -52,32 +51,30 @@ void dt_ps_client_free(dt_ps_client *c) {
 void dt_ps_pull(dt_ps_client *c) {
     const int P = c->cfg.servers;
     int64_t dummy[3] = {0, c->clock, c->epoch}, versions[64];
-    MPI_Request reqs[3 * 64];
+    dt_request reqs[3 * 64];
     const double t0 = dt_now();
     for (int s = 0; s < P; s++)
-        DT_CHECK_MPI(
-            MPI_Isend(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_PULL, dt_world_mpi(c->world), &reqs[s]));
+        dt_world_isend(c->world, dummy, 3, DT_S64, s, DT_PS_TAG_PULL, &reqs[s]);
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
-        DT_CHECK_MPI(MPI_Irecv(&versions[s], 1, MPI_INT64_T, s, DT_PS_TAG_VERSION,
-                               dt_world_mpi(c->world), &reqs[P + s]));
-        DT_CHECK_MPI(MPI_Irecv(c->model->params + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_PARAMS,
-                               dt_world_mpi(c->world), &reqs[2 * P + s]));
+        dt_world_irecv(c->world, &versions[s], 1, DT_S64, s, DT_PS_TAG_VERSION, &reqs[P + s]);
+        dt_world_irecv(c->world, c->model->params + off, n, DT_F32, s, DT_PS_TAG_PARAMS,
+                       &reqs[2 * P + s]);
         c->bytes_received += (long long)(n * sizeof(float));
     }
     /* the servers answer with the version first: until then the worker waits (sync,
      * ssp), after it the shard is in transfer */
-    dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: waiting for the servers");
+    dt_world_wait(c->world, 2 * P, reqs, -1, "worker: waiting for the servers");
     c->last_wait_s = dt_now() - t0;
-    dt_world_wait_all(c->world, P, reqs + 2 * P, -1, "worker: pulling parameters");
+    dt_world_wait(c->world, P, reqs + 2 * P, -1, "worker: pulling parameters");
     for (int s = 0; s < P; s++) c->versions[s] = (long)versions[s];
 }
 
 void dt_ps_push(dt_ps_client *c) {
     const int P = c->cfg.servers;
     int64_t headers[64][3];
-    MPI_Request reqs[2 * 64];
+    dt_request reqs[2 * 64];
     c->clock++;
     for (int s = 0; s < P; s++) {
         size_t off, n;
@@ -87,53 +84,58 @@ void dt_ps_push(dt_ps_client *c) {
         headers[s][0] = c->versions[s];
         headers[s][1] = c->clock;
         headers[s][2] = c->epoch;
-        DT_CHECK_MPI(MPI_Isend(headers[s], 3, MPI_INT64_T, s, DT_PS_TAG_PUSH,
-                               dt_world_mpi(c->world), &reqs[2 * s]));
+        dt_world_isend(c->world, headers[s], 3, DT_S64, s, DT_PS_TAG_PUSH, &reqs[2 * s]);
         if (c->wire) {
             dt_comm_pack(c->cfg.comm_dtype, c->wire + off, c->model->grads + off, n);
-            DT_CHECK_MPI(MPI_Isend(c->wire + off, (int)n, MPI_UINT16_T, s, DT_PS_TAG_GRADS,
-                                   dt_world_mpi(c->world), &reqs[2 * s + 1]));
+            dt_world_isend(c->world, c->wire + off, n, DT_BF16, s, DT_PS_TAG_GRADS,
+                           &reqs[2 * s + 1]);
         } else {
-            DT_CHECK_MPI(MPI_Isend(c->model->grads + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_GRADS,
-                                   dt_world_mpi(c->world), &reqs[2 * s + 1]));
+            dt_world_isend(c->world, c->model->grads + off, n, DT_F32, s, DT_PS_TAG_GRADS,
+                           &reqs[2 * s + 1]);
         }
         c->bytes_sent += (long long)(n * dt_comm_dtype_size(c->cfg.comm_dtype) + sizeof headers[s]);
     }
-    dt_world_wait_all(c->world, 2 * P, reqs, -1, "worker: pushing gradients");
+    dt_world_wait(c->world, 2 * P, reqs, -1, "worker: pushing gradients");
 }
 
 void dt_ps_fetch_state(dt_ps_client *c, float *params, float *velocity, long *version,
                        long *opt_steps) {
     const int P = c->cfg.servers;
     int64_t request[3] = {0, c->clock, c->epoch}, state[64][2];
-    MPI_Request reqs[4 * 64];
+    dt_request reqs[4 * 64];
     for (int s = 0; s < P; s++) {
         size_t off, n;
         dt_ps_shard(c->model->n_params, P, s, &off, &n);
-        DT_CHECK_MPI(MPI_Isend(request, 3, MPI_INT64_T, s, DT_PS_TAG_STATE_REQ,
-                               dt_world_mpi(c->world), &reqs[4 * s]));
-        DT_CHECK_MPI(MPI_Irecv(state[s], 2, MPI_INT64_T, s, DT_PS_TAG_STATE, dt_world_mpi(c->world),
-                               &reqs[4 * s + 1]));
-        DT_CHECK_MPI(MPI_Irecv(params + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_PARAMS,
-                               dt_world_mpi(c->world), &reqs[4 * s + 2]));
-        DT_CHECK_MPI(MPI_Irecv(velocity + off, (int)n, MPI_FLOAT, s, DT_PS_TAG_STATE_MOMENTUM,
-                               dt_world_mpi(c->world), &reqs[4 * s + 3]));
+        dt_world_isend(c->world, request, 3, DT_S64, s, DT_PS_TAG_STATE_REQ, &reqs[4 * s]);
+        dt_world_irecv(c->world, state[s], 2, DT_S64, s, DT_PS_TAG_STATE, &reqs[4 * s + 1]);
+        dt_world_irecv(c->world, params + off, n, DT_F32, s, DT_PS_TAG_STATE_PARAMS,
+                       &reqs[4 * s + 2]);
+        dt_world_irecv(c->world, velocity + off, n, DT_F32, s, DT_PS_TAG_STATE_MOMENTUM,
+                       &reqs[4 * s + 3]);
     }
-    dt_world_wait_all(c->world, 4 * P, reqs, -1, "worker: fetching the servers' state");
+    dt_world_wait(c->world, 4 * P, reqs, -1, "worker: fetching the servers' state");
     *version = (long)state[0][0];
     *opt_steps = (long)state[0][1];
+}
+
+/* A header alone to server s, waited for with the world's timeout. */
+static void send_header(dt_ps_client *c, const int64_t header[3], int s, int tag,
+                        const char *what) {
+    dt_request req;
+    dt_world_isend(c->world, header, 3, DT_S64, s, tag, &req);
+    dt_world_wait(c->world, 1, &req, s, what);
 }
 
 void dt_ps_busy(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
-        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_BUSY, dt_world_mpi(c->world)));
+        send_header(c, dummy, s, DT_PS_TAG_BUSY, "worker: announcing an evaluation");
 }
 
 void dt_ps_done(dt_ps_client *c) {
     int64_t dummy[3] = {0, 0, 0};
     for (int s = 0; s < c->cfg.servers; s++)
-        DT_CHECK_MPI(MPI_Send(dummy, 3, MPI_INT64_T, s, DT_PS_TAG_DONE, dt_world_mpi(c->world)));
+        send_header(c, dummy, s, DT_PS_TAG_DONE, "worker: saying it is done");
 }
 
 void dt_ps_send_stats(const dt_world *job, const dt_ps_server_stats *st, int to) {

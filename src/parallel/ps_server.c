@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "dtrain/timer.h"
-#include "world_mpi.h"
 
 /* One server's state while it serves. */
 typedef struct server {
@@ -39,18 +38,17 @@ static void server_free(server *sv) {
 /* Waits for the next message header from any worker; not forever: a dead worker must
  * not hang the server, unless some worker announced a long phase (dt_ps_busy). Yields
  * the core now and then, which oversubscribed runs share. */
-static void wait_for_message(const server *sv, int64_t header[3], MPI_Status *status) {
+static void wait_for_message(const server *sv, int64_t header[3], dt_message *msg) {
     int busy = 0;
     for (int i = 0; i < sv->workers; i++) busy |= sv->busy[i];
     const dt_world *w = sv->job;
-    MPI_Request req;
-    DT_CHECK_MPI(
-        MPI_Irecv(header, 3, MPI_INT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, dt_world_mpi(w), &req));
+    dt_request req;
+    dt_world_irecv(w, header, 3, DT_S64, DT_ANY_SOURCE, DT_ANY_TAG, &req);
     int flag = 0;
     long polls = 0;
     const double start = dt_now();
     while (!flag) {
-        DT_CHECK_MPI(MPI_Test(&req, &flag, status));
+        flag = dt_world_test(w, &req, msg);
         if (flag || (++polls & 1023)) continue;
         if (!busy && dt_now() - start > w->timeout_s)
             dt_world_abort(w,
@@ -75,14 +73,12 @@ static void apply(server *sv, float *gradient) {
 static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
     const size_t off = sv->off, n = sv->n;
     dt_ps_server_stats *st = sv->st;
-    MPI_Request req;
+    dt_request req;
     if (sv->wire)
-        DT_CHECK_MPI(MPI_Irecv(sv->wire, (int)n, MPI_UINT16_T, from, DT_PS_TAG_GRADS,
-                               dt_world_mpi(sv->job), &req));
+        dt_world_irecv(sv->job, sv->wire, n, DT_BF16, from, DT_PS_TAG_GRADS, &req);
     else
-        DT_CHECK_MPI(MPI_Irecv(sv->grad + off, (int)n, MPI_FLOAT, from, DT_PS_TAG_GRADS,
-                               dt_world_mpi(sv->job), &req));
-    dt_world_wait_all(sv->job, 1, &req, from, "parameter server: receiving gradients");
+        dt_world_irecv(sv->job, sv->grad + off, n, DT_F32, from, DT_PS_TAG_GRADS, &req);
+    dt_world_wait(sv->job, 1, &req, from, "parameter server: receiving gradients");
     if (sv->wire) dt_comm_unpack(sv->cfg->comm_dtype, sv->grad + off, sv->wire, n);
     st->bytes_in += (long long)(n * dt_comm_dtype_size(sv->cfg->comm_dtype) + 3 * sizeof(int64_t));
     const long gv = (long)header[0];
@@ -118,26 +114,24 @@ static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
 
 static void send_shard(server *sv, int to) {
     const int64_t v = sv->version;
-    MPI_Request r[2];
-    DT_CHECK_MPI(
-        MPI_Isend(&v, 1, MPI_INT64_T, to, DT_PS_TAG_VERSION, dt_world_mpi(sv->job), &r[0]));
-    DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to, DT_PS_TAG_PARAMS,
-                           dt_world_mpi(sv->job), &r[1]));
-    dt_world_wait_all(sv->job, 2, r, to, "parameter server: answering a pull");
+    dt_request r[2];
+    dt_world_isend(sv->job, &v, 1, DT_S64, to, DT_PS_TAG_VERSION, &r[0]);
+    dt_world_isend(sv->job, sv->model->params + sv->off, sv->n, DT_F32, to, DT_PS_TAG_PARAMS,
+                   &r[1]);
+    dt_world_wait(sv->job, 2, r, to, "parameter server: answering a pull");
     sv->st->bytes_out += (long long)(sv->n * sizeof(float) + sizeof v);
 }
 
 /* A checkpoint's view of the shard: version, optimizer steps, parameters, momentum. */
 static void send_state(server *sv, int to) {
     const int64_t head[2] = {sv->version, sv->opt->steps};
-    MPI_Request r[3];
-    DT_CHECK_MPI(
-        MPI_Isend(head, 2, MPI_INT64_T, to, DT_PS_TAG_STATE, dt_world_mpi(sv->job), &r[0]));
-    DT_CHECK_MPI(MPI_Isend(sv->model->params + sv->off, (int)sv->n, MPI_FLOAT, to,
-                           DT_PS_TAG_STATE_PARAMS, dt_world_mpi(sv->job), &r[1]));
-    DT_CHECK_MPI(MPI_Isend(sv->opt->velocity + sv->off, (int)sv->n, MPI_FLOAT, to,
-                           DT_PS_TAG_STATE_MOMENTUM, dt_world_mpi(sv->job), &r[2]));
-    dt_world_wait_all(sv->job, 3, r, to, "parameter server: sending its state");
+    dt_request r[3];
+    dt_world_isend(sv->job, head, 2, DT_S64, to, DT_PS_TAG_STATE, &r[0]);
+    dt_world_isend(sv->job, sv->model->params + sv->off, sv->n, DT_F32, to, DT_PS_TAG_STATE_PARAMS,
+                   &r[1]);
+    dt_world_isend(sv->job, sv->opt->velocity + sv->off, sv->n, DT_F32, to,
+                   DT_PS_TAG_STATE_MOMENTUM, &r[2]);
+    dt_world_wait(sv->job, 3, r, to, "parameter server: sending its state");
 }
 
 /* Answers the pending pulls that may go now: ps-sync once the version moved past the
@@ -193,26 +187,25 @@ int dt_ps_serve(const dt_world *job, const dt_ps_config *cfg, dt_model *m, dt_sg
     for (int i = 0; i < sv.workers; i++) sv.last_pushed[i] = -1;
     for (int finished = 0; finished < sv.workers;) {
         int64_t header[3];
-        MPI_Status status;
-        wait_for_message(&sv, header, &status);
+        dt_message msg;
+        wait_for_message(&sv, header, &msg);
         const double t0 = dt_now();
-        const int from = status.MPI_SOURCE, wi = from - cfg->servers;
-        int values;
-        DT_CHECK_MPI(MPI_Get_count(&status, MPI_INT64_T, &values));
+        const int from = msg.source, wi = from - cfg->servers;
+        const int values = (int)(msg.bytes / sizeof(int64_t));
         if (values != 3) /* every worker message has a 3-value header (ps.c) */
             dt_world_abort(job,
                            "parameter server %d: a message (tag %d) from rank %d had %d header "
                            "values, 3 expected",
-                           job->rank, status.MPI_TAG, from, values);
-        sv.busy[wi] = status.MPI_TAG == DT_PS_TAG_BUSY; /* any other message ends it */
-        if (status.MPI_TAG == DT_PS_TAG_DONE) {
+                           job->rank, msg.tag, from, values);
+        sv.busy[wi] = msg.tag == DT_PS_TAG_BUSY; /* any other message ends it */
+        if (msg.tag == DT_PS_TAG_DONE) {
             sv.clock[wi] = LONG_MAX; /* no longer holds the others back */
             finished++;
-        } else if (status.MPI_TAG == DT_PS_TAG_PULL) {
+        } else if (msg.tag == DT_PS_TAG_PULL) {
             sv.pending[wi] = 1;
-        } else if (status.MPI_TAG == DT_PS_TAG_STATE_REQ) {
+        } else if (msg.tag == DT_PS_TAG_STATE_REQ) {
             sv.pending[wi] = 2;
-        } else if (status.MPI_TAG == DT_PS_TAG_PUSH) {
+        } else if (msg.tag == DT_PS_TAG_PUSH) {
             handle_push(&sv, from, wi, header);
         }
         answer_pulls(&sv);

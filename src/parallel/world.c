@@ -315,3 +315,66 @@ void dt_world_recv_bytes(const dt_world *w, void *data, size_t n, int from, int 
     DT_CHECK_MPI(MPI_Irecv(data, (int)n, MPI_BYTE, from, tag, w->comm->mpi, &req));
     dt_world_wait_all(w, 1, &req, from, what);
 }
+
+/* A dt_request holds an MPI_Request by value (copied in and out: no type punning). */
+_Static_assert(sizeof(MPI_Request) <= sizeof(dt_request), "dt_request cannot hold an MPI_Request");
+
+static void request_put(dt_request *req, MPI_Request r) {
+    memset(req, 0, sizeof *req);
+    memcpy(req->handle, &r, sizeof r);
+}
+
+static MPI_Request request_get(const dt_request *req) {
+    MPI_Request r;
+    memcpy(&r, req->handle, sizeof r);
+    return r;
+}
+
+static int mpi_count(const dt_world *w, size_t n) {
+    if (n > (size_t)1 << 30) dt_world_abort(w, "a message of %zu values is too long", n);
+    return (int)n;
+}
+
+void dt_world_isend(const dt_world *w, const void *buf, size_t n, dt_dtype type, int to, int tag,
+                    dt_request *req) {
+    MPI_Request r;
+    DT_CHECK_MPI(MPI_Isend(buf, mpi_count(w, n), dt_mpi_type(type), to, tag, w->comm->mpi, &r));
+    request_put(req, r);
+}
+
+void dt_world_irecv(const dt_world *w, void *buf, size_t n, dt_dtype type, int from, int tag,
+                    dt_request *req) {
+    MPI_Request r;
+    DT_CHECK_MPI(MPI_Irecv(buf, mpi_count(w, n), dt_mpi_type(type),
+                           from == DT_ANY_SOURCE ? MPI_ANY_SOURCE : from,
+                           tag == DT_ANY_TAG ? MPI_ANY_TAG : tag, w->comm->mpi, &r));
+    request_put(req, r);
+}
+
+void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const char *what) {
+    enum { ON_STACK = 256 };
+    MPI_Request stack[ON_STACK], *r = n <= ON_STACK ? stack : malloc(sizeof *r * (size_t)n);
+    if (!r) dt_world_abort(w, "%s: out of memory for %d requests", what, n);
+    for (int i = 0; i < n; i++) r[i] = request_get(&reqs[i]);
+    dt_world_wait_all(w, n, r, peer, what);
+    for (int i = 0; i < n; i++) request_put(&reqs[i], r[i]); /* MPI_REQUEST_NULL now */
+    if (r != stack) free(r);
+}
+
+int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg) {
+    (void)w;
+    MPI_Request r = request_get(req);
+    MPI_Status status;
+    int done = 0;
+    DT_CHECK_MPI(MPI_Test(&r, &done, &status));
+    request_put(req, r);
+    if (!done) return 0;
+    if (msg) {
+        int bytes = 0;
+        DT_CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &bytes));
+        msg->source = status.MPI_SOURCE;
+        msg->tag = status.MPI_TAG;
+        msg->bytes = (size_t)bytes;
+    }
+    return 1;
+}

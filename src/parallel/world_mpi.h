@@ -1,7 +1,7 @@
 /* The MPI side of a world (world.h), for the files of src/parallel that implement
- * communication on MPI: world.c, and the algorithms that post MPI messages or share
- * an MPI window themselves (allreduce.c, shm_allreduce.c, ps.c, ps_server.c). No other
- * file includes it, so no other file sees an MPI type. */
+ * communication on MPI: world.c, and the all-reduce algorithms that post MPI messages
+ * or share an MPI window themselves (allreduce.c, shm_allreduce.c). No other file
+ * includes it, so no other file sees an MPI type. */
 #ifndef DTRAIN_WORLD_MPI_H
 #define DTRAIN_WORLD_MPI_H
 
