@@ -12,7 +12,7 @@ mpirun -np 2 "$DTRAIN" train --model lenet5 --data synthetic:mnist --epochs 2 --
     --max-samples 20000 --test-samples 64 --threads 1 --sys-interval 0.05 --log run.jsonl --quiet
 check "the run exits 0" [ $? -eq 0 ]
 /usr/bin/python3 - run.jsonl >py.out 2>&1 <<'PY'
-import json, os, sys
+import json, math, os, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 sysr = [r for r in recs if r["event"] == "sys"]
 steps = [r for r in recs if r["event"] == "step"]
@@ -20,6 +20,7 @@ cores = os.cpu_count()
 problems = []
 fields = ["rank", "t", "cpu_user", "cpu_sys", "machine_cpu", "cores", "other_cores", "rss_bytes",
           "net_rx", "net_tx", "mpi_sent", "disk_read", "disk_write"]
+# -1 would be "unknown" (runlog.h): /proc is readable here, so every figure is known
 for r in sysr:
     missing = [f for f in fields if f not in r]
     if missing: problems.append("missing %s" % missing)
@@ -34,6 +35,11 @@ for rank in (0, 1):
     if len(mine) < 2: problems.append("rank %d: %d sys records" % (rank, len(mine)))
     if any(b["t"] <= a["t"] or b["mpi_sent"] < a["mpi_sent"] for a, b in zip(mine, mine[1:])):
         problems.append("rank %d: t or mpi_sent not increasing" % rank)
+    # every record covers a full --sys-interval, however late its thread woke (a record
+    # 1.7 ms after the last read a tick of CPU as 574%); t has 4 significant digits
+    short = [b for a, b in zip([{"t": 0}] + mine, mine)
+             if b["t"] - a["t"] < 0.05 - 10 ** (math.floor(math.log10(max(b["t"], 1e-3))) - 3) - 1e-9]
+    if short: problems.append("rank %d: %d records less than an interval apart: %s" % (rank, len(short), short[0]))
 # rank 0's MPI count can only be what its steps sent so far, and something was sent
 sent = sum(s["bytes_sent"] for s in steps if s["rank"] == 0)
 last = max(r["mpi_sent"] for r in sysr if r["rank"] == 0)

@@ -40,12 +40,13 @@ static void test_samples_in_sane_ranges(void **state) {
     assert_int_equal(dt_sysmon_take(&m, &r, &n), 0);
     const double cpu1 = cpu_seconds();
     dt_sysmon_stop(&m);
-    assert_in_range(n, 3, 5); /* 1.1 s at 0.25 s */
+    assert_in_range(n, 3, 4); /* 1.1 s at 0.25 s, each a full interval */
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (long i = 0; i < n; i++) {
         assert_int_equal(r[i].rank, 3);
         assert_int_equal(r[i].cores, cores);
-        if (i) assert_true(r[i].t > r[i - 1].t);
+        /* however late the thread wakes, a record covers at least an interval */
+        assert_true(r[i].t - (i ? r[i - 1].t : 0) >= 0.25);
         assert_true(r[i].cpu_user >= 0 && r[i].cpu_sys >= 0);
         /* one spinning thread: at most a core (plus the clock's rounding) */
         assert_true(r[i].cpu_user + r[i].cpu_sys <= 100.0 * cores + 30);
@@ -92,6 +93,70 @@ static void test_samples_in_sane_ranges(void **state) {
     free(r);
 }
 
+static const dt_sys_reading reading0 = {.t = 10,
+                                        .proc_user = 1,
+                                        .proc_sys = 0.2,
+                                        .busy = 1000,
+                                        .total = 2000,
+                                        .have_proc = 1,
+                                        .have_machine = 1};
+
+/* The flaky record's case: a sample 1.74 ms after the previous one, the process's clock
+ * a 10 ms tick further (574% by division), the machine's ticks not moved. It is no
+ * record; the next sample's interval starts at the last record's end and its figures
+ * are the whole interval's. */
+static void test_short_interval_merged(void **state) {
+    (void)state;
+    dt_sys_reading soon = reading0;
+    soon.t += 0.00174;
+    soon.proc_user += 0.01;
+    dt_sys_record r = {.cpu_user = 7};
+    assert_int_equal(dt_sysmon_cpu_between(&reading0, &soon, 2, 100, &r), 1);
+    assert_true(r.cpu_user == 7); /* untouched */
+    dt_sys_reading later = reading0;
+    later.t += 1;
+    later.proc_user += 0.9;
+    later.proc_sys += 0.05;
+    later.busy += 180;
+    later.total += 200;
+    assert_int_equal(dt_sysmon_cpu_between(&reading0, &later, 2, 100, &r), 0);
+    assert_true(fabs(r.cpu_user - 90) < 1e-9 && fabs(r.cpu_sys - 5) < 1e-9);
+    assert_true(fabs(r.machine_cpu - 90) < 1e-9);
+    assert_true(fabs(r.other_cores - (1.8 - 0.95)) < 1e-9);
+}
+
+/* A figure is unknown (-1) exactly when what it is computed from is. */
+static void test_unknown_consistently(void **state) {
+    (void)state;
+    dt_sys_reading b = reading0;
+    b.t += 1;
+    b.proc_user += 0.5;
+    b.busy += 100;
+    b.total += 200;
+    dt_sys_record r;
+    dt_sys_reading no_machine = b;
+    no_machine.have_machine = 0;
+    assert_int_equal(dt_sysmon_cpu_between(&reading0, &no_machine, 2, 100, &r), 0);
+    assert_true(fabs(r.cpu_user - 50) < 1e-9 && r.cpu_sys == 0);
+    assert_true(r.machine_cpu == -1 && r.other_cores == -1);
+    dt_sys_reading no_proc = reading0;
+    no_proc.have_proc = 0;
+    assert_int_equal(dt_sysmon_cpu_between(&no_proc, &b, 2, 100, &r), 0);
+    assert_true(r.cpu_user == -1 && r.cpu_sys == -1 && r.other_cores == -1);
+    assert_true(fabs(r.machine_cpu - 50) < 1e-9);
+    dt_sys_reading frozen = b; /* a second with no tick counted: not 0% nor 100% */
+    frozen.busy = reading0.busy;
+    frozen.total = reading0.total;
+    assert_int_equal(dt_sysmon_cpu_between(&reading0, &frozen, 2, 100, &r), 0);
+    assert_true(fabs(r.cpu_user - 50) < 1e-9);
+    assert_true(r.machine_cpu == -1 && r.other_cores == -1);
+    /* iowait stepping back (proc(5)) leaves busy ahead of total: at most every core */
+    dt_sys_reading ahead = b;
+    ahead.busy = reading0.busy + 210;
+    assert_int_equal(dt_sysmon_cpu_between(&reading0, &ahead, 2, 100, &r), 0);
+    assert_true(r.machine_cpu == 100 && r.other_cores >= 0 && r.other_cores <= 2);
+}
+
 static void test_stop_without_samples(void **state) {
     (void)state;
     dt_sysmon m;
@@ -106,6 +171,8 @@ static void test_stop_without_samples(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_samples_in_sane_ranges),
+        cmocka_unit_test(test_short_interval_merged),
+        cmocka_unit_test(test_unknown_consistently),
         cmocka_unit_test(test_stop_without_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

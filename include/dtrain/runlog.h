@@ -123,7 +123,7 @@ typedef struct dt_resume_record {
     long lost_steps;
 } dt_resume_record;
 /* One resource sample of one rank (sysmon.h): CPU figures over the interval before
- * t, byte counts since the run's start. -1 = could not be read. */
+ * t, byte counts since the run's start. -1 = unknown (dt_sysmon_cpu_between says when). */
 typedef struct dt_sys_record {
     int rank;                 /* among the workers, or the server's number */
     char role[8];             /* "worker" or "server" ("" in older logs: a worker) */

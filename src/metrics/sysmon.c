@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,22 +28,58 @@ int dt_sysmon_machine_ticks(unsigned long long *busy, unsigned long long *total)
     return 0;
 }
 
-/* utime and stime of this process, in ticks (fields 14 and 15 of /proc/self/stat,
- * counted after the command name, which may hold spaces). */
-static int process_ticks(unsigned long long *user, unsigned long long *sys) {
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    if (!p) return -1;
-    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-     * utime stime */
-    return sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", user, sys) == 2
-               ? 0
-               : -1;
+static double seconds_of(struct timeval tv) {
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+}
+
+/* The process's and the machine's CPU counters, back to back. A thread preempted
+ * between them (a busy machine) would pair counters of different moments, so a reading
+ * that took longer than READ_SLACK_S is taken again, a few times at most. */
+enum { READ_ATTEMPTS = 3 };
+#define READ_SLACK_S 2e-3
+static void read_cpu(dt_sys_reading *x) {
+    for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+        const double t0 = dt_now();
+        struct rusage ru;
+        /* all threads of the process, to the microsecond (/proc/self/stat rounds the
+         * same figures down to 10 ms ticks: a tick over a short interval read as
+         * several cores) */
+        x->have_proc = getrusage(RUSAGE_SELF, &ru) == 0;
+        x->proc_user = x->have_proc ? seconds_of(ru.ru_utime) : 0;
+        x->proc_sys = x->have_proc ? seconds_of(ru.ru_stime) : 0;
+        x->have_machine = dt_sysmon_machine_ticks(&x->busy, &x->total) == 0;
+        if (!x->have_machine) x->busy = x->total = 0;
+        const double t1 = dt_now();
+        x->t = 0.5 * (t0 + t1);
+        if (t1 - t0 < READ_SLACK_S) return;
+    }
+}
+
+int dt_sysmon_cpu_between(const dt_sys_reading *a, const dt_sys_reading *b, long cores,
+                          long ticks_per_s, dt_sys_record *r) {
+    const double dt = b->t - a->t;
+    if (ticks_per_s <= 0 || cores <= 0 || !(dt >= 2.0 / (double)ticks_per_s)) return 1;
+    r->cpu_user = r->cpu_sys = r->machine_cpu = r->other_cores = -1;
+    if (a->have_proc && b->have_proc) {
+        /* both only grow; a step back would be a broken clock, not negative CPU */
+        const double u = b->proc_user - a->proc_user, s = b->proc_sys - a->proc_sys;
+        r->cpu_user = 100.0 * (u > 0 ? u : 0) / dt;
+        r->cpu_sys = 100.0 * (s > 0 ? s : 0) / dt;
+    }
+    if (a->have_machine && b->have_machine && b->total > a->total) {
+        /* iowait may step back (proc(5)), so busy can outrun total by a little */
+        const double busy = b->busy > a->busy ? (double)(b->busy - a->busy) : 0;
+        const double total = (double)(b->total - a->total);
+        const double share = busy < total ? busy / total : 1;
+        r->machine_cpu = 100.0 * share;
+        if (r->cpu_user >= 0) {
+            /* the machine's busy cores less this process's: everything else, the other
+             * ranks of the job included */
+            const double other = share * (double)cores - (r->cpu_user + r->cpu_sys) / 100.0;
+            r->other_cores = other > 0 ? other : 0;
+        }
+    }
+    return 0;
 }
 
 static long long rss_bytes(void) {
@@ -94,48 +132,30 @@ static int disk_bytes(long long *rd, long long *wr) {
     return got == 3 ? 0 : -1;
 }
 
-/* One sample against the previous one; the caller holds no lock. */
-static dt_sys_record sample(dt_sysmon *m) {
-    const double now = dt_now();
-    dt_sys_record r = {.rank = m->rank, .t = now - m->started, .cores = (int)m->cores};
-    unsigned long long user = 0, sys = 0, busy = 0, total = 0;
-    const int have_proc = process_ticks(&user, &sys) == 0;
-    const int have_machine = dt_sysmon_machine_ticks(&busy, &total) == 0;
-    const double dt = now - m->prev_t;
-    const double pu = (double)user / m->ticks_per_s, ps = (double)sys / m->ticks_per_s;
-    r.cpu_user = have_proc && dt > 0 ? 100.0 * (pu - m->prev_proc_user) / dt : -1;
-    r.cpu_sys = have_proc && dt > 0 ? 100.0 * (ps - m->prev_proc_sys) / dt : -1;
-    if (have_machine && total > m->prev_total) {
-        const double share = (double)(busy - m->prev_busy) / (double)(total - m->prev_total);
-        r.machine_cpu = 100.0 * share;
-        /* the machine's busy cores less this process's: everything else, the other
-         * ranks of the job included */
-        const double other = share * m->cores - (r.cpu_user + r.cpu_sys) / 100.0;
-        r.other_cores = other > 0 ? other : 0;
-    } else {
-        r.machine_cpu = r.other_cores = -1;
-    }
-    r.rss_bytes = rss_bytes();
+/* One sample against the previous one into *r; the caller holds no lock. 0 when the
+ * interval was too short to measure: no record, and the next one covers it too. */
+static int sample(dt_sysmon *m, dt_sys_record *r) {
+    dt_sys_reading now;
+    read_cpu(&now);
+    *r = (dt_sys_record){.rank = m->rank, .t = now.t - m->started, .cores = (int)m->cores};
+    if (dt_sysmon_cpu_between(&m->prev, &now, m->cores, m->ticks_per_s, r)) return 0;
+    m->prev = now;
+    r->rss_bytes = rss_bytes();
     long long rx, tx, rd, wr;
     if (net_bytes(&rx, &tx) == 0) {
-        r.net_rx = rx - m->net_rx0;
-        r.net_tx = tx - m->net_tx0;
+        r->net_rx = rx - m->net_rx0;
+        r->net_tx = tx - m->net_tx0;
     } else {
-        r.net_rx = r.net_tx = -1;
+        r->net_rx = r->net_tx = -1;
     }
     if (disk_bytes(&rd, &wr) == 0) {
-        r.disk_read = rd - m->disk_read0;
-        r.disk_write = wr - m->disk_write0;
+        r->disk_read = rd - m->disk_read0;
+        r->disk_write = wr - m->disk_write0;
     } else {
-        r.disk_read = r.disk_write = -1;
+        r->disk_read = r->disk_write = -1;
     }
-    r.mpi_sent = atomic_load(&m->mpi_bytes);
-    m->prev_t = now;
-    m->prev_proc_user = pu;
-    m->prev_proc_sys = ps;
-    m->prev_busy = busy;
-    m->prev_total = total;
-    return r;
+    r->mpi_sent = atomic_load(&m->mpi_bytes);
+    return 1;
 }
 
 static void keep(dt_sysmon *m, const dt_sys_record *r) {
@@ -157,27 +177,26 @@ static void keep(dt_sysmon *m, const dt_sys_record *r) {
 static void *sampler(void *arg) {
     dt_sysmon *m = arg;
     pthread_mutex_lock(&m->lock);
-    double next = dt_now() + m->interval_s;
+    /* Each sample is due a full interval after the last one was taken, not on a fixed
+     * grid: on a grid, a thread woken most of an interval late sampled again moments
+     * later, and a 10 ms tick of CPU over 1.7 ms read as 574% on a 2-core machine. */
+    double due = m->prev.t + m->interval_s;
     while (!m->stop) {
-        /* dt_now is CLOCK_MONOTONIC; the condition waits on the realtime clock, so
-         * wait for the remaining interval from now on it */
-        double left = next - dt_now();
+        const double left = due - dt_now();
         if (left > 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + left;
+            struct timespec ts; /* the condition waits on CLOCK_MONOTONIC, as dt_now */
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            const double at = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + left;
             ts.tv_sec = (time_t)at;
             ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+            if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
             pthread_cond_timedwait(&m->wake, &m->lock, &ts);
             continue;
         }
         pthread_mutex_unlock(&m->lock);
-        dt_sys_record r = sample(m);
-        keep(m, &r);
-        next += m->interval_s;
-        /* woken late (a busy machine): skip the missed slots rather than sample again
-         * at once, which would make CPU figures of a few clock ticks over no time */
-        if (next < dt_now()) next = dt_now() + m->interval_s;
+        dt_sys_record r;
+        if (sample(m, &r)) keep(m, &r);
+        due = dt_now() + m->interval_s;
         pthread_mutex_lock(&m->lock);
     }
     pthread_mutex_unlock(&m->lock);
@@ -193,18 +212,20 @@ int dt_sysmon_start(dt_sysmon *m, int rank, double interval_s, dt_error *err) {
     if (m->ticks_per_s <= 0) m->ticks_per_s = 100;
     if (m->cores <= 0) m->cores = 1;
     atomic_init(&m->mpi_bytes, 0);
-    m->started = m->prev_t = dt_now();
-    unsigned long long user = 0, sys = 0;
-    if (process_ticks(&user, &sys) == 0) {
-        m->prev_proc_user = (double)user / m->ticks_per_s;
-        m->prev_proc_sys = (double)sys / m->ticks_per_s;
-    }
-    if (dt_sysmon_machine_ticks(&m->prev_busy, &m->prev_total)) m->prev_busy = m->prev_total = 0;
+    read_cpu(&m->prev);
+    m->started = m->prev.t;
     if (net_bytes(&m->net_rx0, &m->net_tx0)) m->net_rx0 = m->net_tx0 = 0;
     if (disk_bytes(&m->disk_read0, &m->disk_write0)) m->disk_read0 = m->disk_write0 = 0;
     if (pthread_mutex_init(&m->lock, NULL))
         return dt_error_set(err, "cannot start the resource sampler (mutex)");
-    if (pthread_cond_init(&m->wake, NULL)) {
+    pthread_condattr_t attr;
+    int bad = pthread_condattr_init(&attr);
+    if (!bad) {
+        bad =
+            pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&m->wake, &attr);
+        pthread_condattr_destroy(&attr);
+    }
+    if (bad) {
         pthread_mutex_destroy(&m->lock);
         return dt_error_set(err, "cannot start the resource sampler (condition)");
     }

@@ -347,12 +347,19 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int
                     ranks[n] = rank;
                     servers[n++] = server;
                 }
+                /* -1 is unknown (runlog.h): NaN, which gnuplot leaves out, not a point
+                 * at -2% or a rate from a count that was not read */
                 const double dt = x->t - prev_t, net = (double)(x->net_rx + x->net_tx);
-                fprintf(d.f, "%.3f %.4g %.4g %.4g\n", x->t, x->cpu_user + x->cpu_sys,
-                        (x->mpi_sent - prev_mpi) / dt / 1e6, (net - prev_net) / dt / 1e6);
+                const int has_cpu = x->cpu_user >= 0 && x->cpu_sys >= 0;
+                const int has_mpi = x->mpi_sent >= 0 && prev_mpi >= 0;
+                const int has_net = x->net_rx >= 0 && x->net_tx >= 0 && prev_net >= 0;
+                fprintf(d.f, "%.3f %.4g %.4g %.4g\n", x->t,
+                        has_cpu ? x->cpu_user + x->cpu_sys : NAN,
+                        has_mpi ? (x->mpi_sent - prev_mpi) / dt / 1e6 : NAN,
+                        has_net ? (net - prev_net) / dt / 1e6 : NAN);
                 prev_t = x->t;
-                prev_mpi = (double)x->mpi_sent;
-                prev_net = net;
+                prev_mpi = x->mpi_sent >= 0 ? (double)x->mpi_sent : -1;
+                prev_net = x->net_rx >= 0 && x->net_tx >= 0 ? net : -1;
             }
             if (d.f && close_in(&d, 1, err)) return dt_runlog_contents_free(&c), -1;
         }
