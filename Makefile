@@ -12,7 +12,7 @@ all:
 	cmake --build $(BUILD) -j $(JOBS)
 
 # make install [PREFIX=/usr/local] [DESTDIR=stage]: bin/dtrain, lib/libdtrain.a,
-# include/dtrain/*.h, lib/pkgconfig/dtrain.pc
+# include/dtrain/*.h (the public headers), lib/pkgconfig/dtrain.pc
 install: all
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
@@ -38,7 +38,7 @@ bench: all
 	bench/int8_compare.sh $(BUILD)/dtrain
 
 format:
-	clang-format -i include/dtrain/*.h src/*/*.c tests/*.c
+	clang-format -i include/dtrain/*.h src/*/*.h src/*/*.c tests/*.c
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

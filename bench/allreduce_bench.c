@@ -18,10 +18,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "dtrain/allreduce.h"
-#include "dtrain/timer.h"
-#include "dtrain/train_flags.h"
+#include "core/timer.h"
 #include "dtrain/world.h"
+#include "parallel/allreduce.h"
+#include "train/train_flags.h"
 
 /* The yardsticks talk MPI themselves, over the process world (the bench's world). */
 #define CHECK_MPI(call)                                                                            \

@@ -14,16 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/batchnorm2d.h"
-#include "dtrain/bf16_ops.h"
-#include "dtrain/conv2d_dnnl.h"
-#include "dtrain/linear.h"
-#include "dtrain/pool2d.h"
-#include "dtrain/adaptive_avgpool2d.h"
-#include "dtrain/relu.h"
-#include "dtrain/residual.h"
-#include "dtrain/threads.h"
-#include "dtrain/timer.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "exec/bf16_ops.h"
+#include "exec/conv2d_dnnl.h"
+#include "nn/adaptive_avgpool2d.h"
+#include "nn/batchnorm2d.h"
+#include "nn/linear.h"
+#include "nn/pool2d.h"
+#include "nn/relu.h"
+#include "nn/residual.h"
 
 enum { MAX_REPEATS = 64 };
 

@@ -91,7 +91,7 @@ for model in $MODELS; do
         echo "$d" >>"$out"
         echo "$d" >>"$out.d"
         # PyTorch links the same OpenBLAS: it gets the kernels dtrain's OpenBLAS loaded
-        # (include/dtrain/blas_core.h: an unknown CPU otherwise gets SSE3 ones) and, on
+        # (src/core/blas_core.h: an unknown CPU otherwise gets SSE3 ones) and, on
         # an AVX-512 CPU where those are not AVX-512 ones, SkylakeX's too; the large
         # models (a few minutes a variant) take SkylakeX alone, faster on both there.
         if [ "$cores_known" = 0 ]; then

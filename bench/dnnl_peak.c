@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/threads.h"
-#include "dtrain/timer.h"
+#include "core/threads.h"
+#include "core/timer.h"
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \

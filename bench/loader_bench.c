@@ -9,12 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/cifar.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "data/cifar.h"
+#include "data/loader.h"
+#include "data/sampler.h"
 #include "dtrain/dataset.h"
-#include "dtrain/loader.h"
-#include "dtrain/rng.h"
-#include "dtrain/sampler.h"
-#include "dtrain/timer.h"
 #include "dtrain/transform.h"
 
 static int write_cifar(const char *dir) {

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dtrain/blas_core.h"
+#include "core/blas_core.h"
+#include "core/threads.h"
+#include "core/timer.h"
 #include "dtrain/error.h"
-#include "dtrain/threads.h"
-#include "dtrain/timer.h"
 
 int main(int argc, char **argv) {
     dt_blas_core_fix(argv); /* the same kernels as dtrain gets */

@@ -11,9 +11,11 @@
 #                 one known offending include a line: FILE HEADER REASON...
 #   --root DIR    the checkout (default: this script's parent folder)
 #
-# Areas: a file under src/<area>/ is in <area>; include/dtrain/<x>.h is in the area of
-# the one src/*/<x>.c, or, for a header with no such file, in the area its own line
-# "/* area: <area> */" names. Edges: every #include "dtrain/<x>.h" (or <dtrain/<x>.h>),
+# Areas: a file under src/<area>/ (an internal header too) is in <area>; a public
+# header, include/dtrain/<x>.h, is in the area of the one src/*/<x>.c, or, for a header
+# with no such file, in the area its own line "/* area: <area> */" names. An internal
+# header src/<area>/<x>.h whose <x>.c is in another folder is refused (exit 2).
+# Edges: every #include "dtrain/<x>.h" (or <dtrain/<x>.h>),
 # "<area>/<x>.h" or a path relative to the including file, in src/**/*.[ch] and
 # include/dtrain/*.h.
 set -euo pipefail
@@ -144,6 +146,17 @@ normalize() { # a/b/../c/./d -> a/c/d, in $norm
     done
     norm="${out[*]}"
 }
+
+for h in src/*/*.h; do
+    [ -e "$h" ] || continue
+    b=${h##*/}
+    b=${b%.h}
+    a=${h#src/}
+    a=${a%%/*}
+    from_c=${c_area[$b]:-}
+    [ -z "$from_c" ] || [ "$from_c" = "$a" ] || [ "$from_c" = "?" ] ||
+        fail_setup "$h: $b.c is in src/$from_c/: move the header there"
+done
 
 # One line per include that crosses folders: FROM TO FILE HEADER
 edges=$(mktemp)

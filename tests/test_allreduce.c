@@ -13,9 +13,9 @@
 
 #include <cmocka.h>
 
-#include "dtrain/allreduce.h"
-#include "dtrain/rng.h"
+#include "core/rng.h"
 #include "dtrain/world.h"
+#include "parallel/allreduce.h"
 #include "testutil.h"
 
 static dt_world world;

@@ -18,9 +18,9 @@
 
 #include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
-#include "dtrain/conv2d_dnnl.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/zoo.h"
+#include "exec/conv2d_dnnl.h"
 #include "testutil.h"
 
 typedef struct errors {

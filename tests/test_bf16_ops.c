@@ -27,18 +27,18 @@
 
 #include <cmocka.h>
 
-#include "dtrain/adaptive_avgpool2d.h"
-#include "dtrain/batchnorm2d.h"
-#include "dtrain/bf16_ops.h"
-#include "dtrain/concat.h"
-#include "dtrain/conv2d_dnnl.h"
-#include "dtrain/dropout.h"
-#include "dtrain/linear.h"
-#include "dtrain/pool2d.h"
-#include "dtrain/relu.h"
-#include "dtrain/residual.h"
-#include "dtrain/rng.h"
-#include "dtrain/shortcut_pad.h"
+#include "core/rng.h"
+#include "exec/bf16_ops.h"
+#include "exec/conv2d_dnnl.h"
+#include "nn/adaptive_avgpool2d.h"
+#include "nn/batchnorm2d.h"
+#include "nn/concat.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/pool2d.h"
+#include "nn/relu.h"
+#include "nn/residual.h"
+#include "nn/shortcut_pad.h"
 #include "testutil.h"
 
 static const double ONE_ROUNDING = 1.0 / 256.0, FP32_NOISE = 1e-5;

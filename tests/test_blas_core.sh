@@ -1,5 +1,5 @@
 #!/bin/sh
-# OpenBLAS's kernels (include/dtrain/blas_core.h): on a CPU with AVX2 or AVX-512 dtrain
+# OpenBLAS's kernels (src/core/blas_core.h): on a CPU with AVX2 or AVX-512 dtrain
 # never runs on the generic SSE3 fallback, on one with AVX-512 it runs AVX-512 kernels,
 # and a user's OPENBLAS_CORETYPE is kept.
 set -u

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "dtrain/comm_dtype.h"
-#include "dtrain/rng.h"
+#include "core/rng.h"
+#include "parallel/comm_dtype.h"
 
 static float one(dt_comm_dtype t, float x) {
     uint16_t h;

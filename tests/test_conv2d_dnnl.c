@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "dtrain/conv2d.h"
-#include "dtrain/conv2d_dnnl.h"
 #include "dtrain/error.h"
+#include "exec/conv2d_dnnl.h"
+#include "nn/conv2d.h"
 #include "testutil.h"
 
 static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,

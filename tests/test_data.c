@@ -14,11 +14,11 @@
 
 #include <cmocka.h>
 
-#include "dtrain/cifar.h"
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/loader.h"
+#include "data/sampler.h"
 #include "dtrain/dataset.h"
-#include "dtrain/idx.h"
-#include "dtrain/loader.h"
-#include "dtrain/sampler.h"
 #include "dtrain/transform.h"
 #include "testutil.h"
 

@@ -15,9 +15,9 @@
 #include <cmocka.h>
 
 #include "dtrain/safetensors.h"
-#include "dtrain/trainer.h"
 #include "dtrain/world.h"
 #include "testutil.h"
+#include "train/trainer.h"
 
 static dt_world world;
 static char single_path[128];

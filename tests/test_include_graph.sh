@@ -35,6 +35,11 @@ check "a relative include is an edge" grep -q "^  data -> core  *1  src/data/loa
 echo '#include <dtrain/zoo.h> /* as an installed header */' >"$t/src/optim/sgd.c"
 run "$t"
 check "<dtrain/x.h> is an edge too" grep -qx "  NEW: upward optim -> nn: src/optim/sgd.c includes dtrain/zoo.h" "$tmp/out"
+printf '#include "nn/zoo.h"\n' >"$t/src/optim/sgd.c"
+touch "$t/src/nn/zoo.h"
+run "$t"
+check "\"<area>/x.h\" is an edge" grep -qx "  NEW: upward optim -> nn: src/optim/sgd.c includes nn/zoo.h" "$tmp/out"
+rm "$t/src/nn/zoo.h"
 rm "$t/src/optim/sgd.c"
 printf 'src/data/loader.c dtrain/zoo.h the loader builds models (a test)\n' >"$t/allow"
 run "$t" --allow "$t/allow"
@@ -56,6 +61,13 @@ check "a cycle within one layer fails" [ "$status" -eq 1 ]
 check "it is printed as a cycle" grep -qx "    data -> metrics -> data" "$tmp/out"
 check "both of its edges are named" sh -c "grep -c '^  NEW: cycle' '$tmp/out' | grep -qx 2"
 check "--dot draws them red" sh -c "'$GRAPH' --root '$t' --dot | grep -q '\"data\" -> \"metrics\" \[label=\"1\", color=red'"
+
+t=$tmp/misplaced
+tree "$t"
+touch "$t/src/nn/zoo.c" "$t/src/exec/zoo.h" "$t/include/dtrain/error.h" "$t/src/core/error.c"
+run "$t"
+check "an internal header away from its .c is refused" [ "$status" -eq 2 ]
+check "it says where it belongs" grep -q "src/exec/zoo.h: zoo.c is in src/nn/: move the header there" "$tmp/out"
 
 t=$tmp/area
 tree "$t"

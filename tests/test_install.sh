@@ -18,10 +18,13 @@ fail() {
 
 # DESTDIR + PREFIX (a packager's staged install): everything lands under DESTDIR/PREFIX
 DESTDIR=$TMP/stage cmake --install "$BUILD" --prefix /opt/dtrain >"$TMP/stage.log"
-for f in bin/dtrain include/dtrain/model.h include/dtrain/version.h; do
+for f in bin/dtrain include/dtrain/model.h include/dtrain/version.h include/dtrain/dtrain.h; do
     [ -f "$TMP/stage/opt/dtrain/$f" ] || fail "DESTDIR install lacks opt/dtrain/$f"
 done
 [ -n "$(find "$TMP/stage/opt/dtrain" -name libdtrain.a)" ] || fail "DESTDIR install lacks libdtrain.a"
+installed=$(cd "$TMP/stage/opt/dtrain/include/dtrain" && ls)
+[ "$installed" = "$(cd "$SRC/include/dtrain" && ls)" ] ||
+    fail "the installed headers are not the public ones of include/dtrain/: $(echo "$installed" | paste -sd, -)"
 pc=$(find "$TMP/stage/opt/dtrain" -name dtrain.pc)
 [ -n "$pc" ] || fail "DESTDIR install lacks dtrain.pc"
 pcprefix=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --variable=prefix dtrain)
@@ -52,3 +55,9 @@ out=$(cd "$TMP" && "$TMP/use_dtrain")
 [ "$out" = "dtrain $(echo "$want" | sed 's/^dtrain \([^ ]*\) .*/\1/'): lenet5 has 61706 parameters" ] ||
     fail "the program linked against the installed library printed '$out'"
 echo "ok: $out (built with pkg-config --cflags --libs dtrain)"
+for h in "$TMP/p/include/dtrain/"*.h; do
+    # shellcheck disable=SC2046 # pkg-config's output is a list of flags
+    printf '#include <dtrain/%s>\n' "${h##*/}" | cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -x c - \
+        $(pkg-config --cflags dtrain) || fail "the installed <dtrain/${h##*/}> does not compile alone"
+done
+echo "ok: every installed header compiles on its own"

@@ -13,12 +13,12 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "dtrain/backend.h"
-#include "dtrain/int8_dnnl.h"
-#include "dtrain/qemu.h"
-#include "dtrain/quant.h"
-#include "dtrain/rng.h"
 #include "dtrain/zoo.h"
+#include "quant/int8_dnnl.h"
+#include "quant/qemu.h"
+#include "quant/quant.h"
 #include "testutil.h"
 
 typedef struct array_feed {

@@ -10,20 +10,20 @@
 
 #include <cmocka.h>
 
-#include "dtrain/adaptive_avgpool2d.h"
+#include "core/rng.h"
 #include "dtrain/backend.h"
-#include "dtrain/batchnorm2d.h"
-#include "dtrain/concat.h"
-#include "dtrain/conv2d.h"
-#include "dtrain/cross_entropy.h"
-#include "dtrain/dropout.h"
-#include "dtrain/linear.h"
 #include "dtrain/model.h"
-#include "dtrain/pool2d.h"
-#include "dtrain/relu.h"
-#include "dtrain/residual.h"
-#include "dtrain/rng.h"
-#include "dtrain/shortcut_pad.h"
+#include "nn/adaptive_avgpool2d.h"
+#include "nn/batchnorm2d.h"
+#include "nn/concat.h"
+#include "nn/conv2d.h"
+#include "nn/cross_entropy.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/pool2d.h"
+#include "nn/relu.h"
+#include "nn/residual.h"
+#include "nn/shortcut_pad.h"
 #include "testutil.h"
 
 typedef struct checked {

@@ -18,13 +18,13 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
+#include "core/threads.h"
 #include "dtrain/backend.h"
 #include "dtrain/model.h"
-#include "dtrain/rng.h"
 #include "dtrain/sgd.h"
-#include "dtrain/threads.h"
-#include "dtrain/trainer.h"
 #include "dtrain/zoo.h"
+#include "train/trainer.h"
 
 static double mean_loss(const char *log, long from, long to) {
     FILE *f = fopen(log, "r");

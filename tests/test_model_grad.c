@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "dtrain/backend.h"
-#include "dtrain/rng.h"
 #include "dtrain/zoo.h"
 #include "testutil.h"
 

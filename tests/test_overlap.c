@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "dtrain/overlap.h"
+#include "parallel/overlap.h"
 
 static void test_spare_cores_turn_overlap_on(void **state) {
     (void)state;

@@ -14,12 +14,12 @@
 
 #include <cmocka.h>
 
-#include "dtrain/fitfile.h"
-#include "dtrain/jobs.h"
-#include "dtrain/nnls.h"
-#include "dtrain/perfinput.h"
-#include "dtrain/perfmodel.h"
-#include "dtrain/rng.h"
+#include "core/rng.h"
+#include "perfmodel/fitfile.h"
+#include "perfmodel/jobs.h"
+#include "perfmodel/nnls.h"
+#include "perfmodel/perfinput.h"
+#include "perfmodel/perfmodel.h"
 
 static void test_nnls_textbook_problems(void **state) {
     (void)state;

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "dtrain/placement.h"
+#include "core/placement.h"
 
 static void test_alone_takes_the_mask(void **state) {
     (void)state;

@@ -15,12 +15,12 @@
 
 #include <cmocka.h>
 
-#include "dtrain/ps_server.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/train_state.h"
-#include "dtrain/trainer.h"
 #include "dtrain/world.h"
+#include "parallel/ps_server.h"
 #include "testutil.h"
+#include "train/trainer.h"
 
 static dt_world world;
 

@@ -12,13 +12,13 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "dtrain/backend.h"
-#include "dtrain/calib.h"
-#include "dtrain/qemu.h"
-#include "dtrain/quant.h"
-#include "dtrain/rng.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/zoo.h"
+#include "quant/calib.h"
+#include "quant/qemu.h"
+#include "quant/quant.h"
 #include "testutil.h"
 
 /* Calibration images from an array: batches of max_n. */

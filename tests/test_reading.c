@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "dtrain/reading.h"
+#include "study/reading.h"
 
 /* One config's measured figures (seconds per epoch; -1 = not measured). */
 typedef struct fig {

@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "dtrain/trainer.h"
 #include "dtrain/zoo.h"
+#include "train/trainer.h"
 
 /* The number after "key": in the log's first line (the run record). */
 static double record_number(const char *line, const char *key) {

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "dtrain/safetensors.h"
-#include "dtrain/trainer.h"
+#include "train/trainer.h"
 
 static char *read_text(const char *path) {
     FILE *f = fopen(path, "rb");

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "dtrain/runlog.h"
+#include "metrics/runlog.h"
 
 static char path[128];
 

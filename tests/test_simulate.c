@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "dtrain/ddp.h"
-#include "dtrain/simulate.h"
+#include "parallel/ddp.h"
+#include "perfmodel/simulate.h"
 
 /* cmocka here has no double comparison: |a - b| <= tol, printing both on failure. */
 #define assert_double_equal(a, b, tol) assert_near((a), (b), (tol), #a, __LINE__)

@@ -12,8 +12,8 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "dtrain/plots.h"
-#include "dtrain/scaling.h"
+#include "study/plots.h"
+#include "study/scaling.h"
 
 static char path[128];
 

@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "dtrain/runlog.h"
-#include "dtrain/sysmon.h"
-#include "dtrain/timer.h"
+#include "core/timer.h"
+#include "metrics/runlog.h"
+#include "metrics/sysmon.h"
 
 static double cpu_seconds(void) {
     struct timespec ts;

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "dtrain/fingerprint.h"
-#include "dtrain/train_flags.h"
+#include "train/fingerprint.h"
+#include "train/train_flags.h"
 
 /* Parses "--name value" pairs (and switches) from argv into cfg, as the CLI does. */
 static void parse_args(const char **argv, int n, dt_train_config *cfg) {

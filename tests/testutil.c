@@ -10,10 +10,10 @@
 
 #include <cmocka.h>
 
-#include "dtrain/rng.h"
+#include "core/rng.h"
 #include "dtrain/safetensors.h"
-#include "dtrain/trainer.h"
 #include "dtrain/world.h"
+#include "train/trainer.h"
 
 void fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
     dt_rng rng = dt_rng_make(seed, 77);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/placement.h"
-#include "dtrain/train_flags.h"
+#include "core/placement.h"
+#include "train/train_flags.h"
 
 /* One write, so that lines of processes sharing the terminal do not interleave. */
 static void say(const char *cmd, const char *fmt, va_list ap) {

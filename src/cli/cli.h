@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dtrain/scaling.h"
-#include "dtrain/trainer.h"
 #include "dtrain/zoo.h"
+#include "study/scaling.h"
+#include "train/trainer.h"
 
 /* Each parser prints "dtrain <cmd>: <flag> ..." to stderr and returns -1 on bad input
  * (the strict parsers of train_flags.h). */

@@ -4,10 +4,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/bench.h"
-#include "dtrain/threads.h"
+#include "core/threads.h"
 #include "dtrain/train_state.h"
 #include "dtrain/zoo.h"
+#include "train/bench.h"
 
 /* The training flags bench takes from the shared table. --model is its own: its
  * default differs from train's (resnet18, the model the performance docs time). */

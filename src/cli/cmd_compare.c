@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
-#include "dtrain/compare.h"
+#include "study/compare.h"
 
 static void compare_usage(FILE *out) {
     fprintf(out,

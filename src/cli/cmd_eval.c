@@ -4,10 +4,10 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "dtrain/eval_file.h"
-#include "dtrain/qrun.h"
-#include "dtrain/threads.h"
+#include "core/threads.h"
 #include "dtrain/train_state.h"
+#include "quant/qrun.h"
+#include "train/eval_file.h"
 
 /* The training flags that mean the same here. */
 static const char *const eval_shared[] = {"model",   "width",        "data", "batch-size",

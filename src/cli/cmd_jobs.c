@@ -6,8 +6,8 @@
 #include <stdio.h>
 
 #include "cli.h"
-#include "dtrain/jobs.h"
-#include "dtrain/plots.h"
+#include "perfmodel/jobs.h"
+#include "study/plots.h"
 
 static void fit_jobs_usage(void) {
     printf("usage: dtrain fit-jobs FILE.csv [--lambda L] [--no-standardize]\n"

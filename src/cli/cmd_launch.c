@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/launch.h"
+#include "train/launch.h"
 
 /* The signal handler's view (the only state it may touch): the child's process group
  * and the signal that asked us to stop. */

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/fitfile.h"
-#include "dtrain/perfinput.h"
-#include "dtrain/perfmodel.h"
-#include "dtrain/plots.h"
-#include "dtrain/sweep.h"
+#include "perfmodel/fitfile.h"
+#include "perfmodel/perfinput.h"
+#include "perfmodel/perfmodel.h"
+#include "study/plots.h"
+#include "study/sweep.h"
 
 static void fit_usage(FILE *out) {
     fprintf(out,

@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/quant.h"
-#include "dtrain/quantize_file.h"
-#include "dtrain/threads.h"
+#include "core/threads.h"
 #include "dtrain/train_state.h"
+#include "quant/quant.h"
+#include "train/quantize_file.h"
 
 static const char *const quantize_shared[] = {"model",   "width", "data", "batch-size",
                                               "threads", "init",  NULL};

@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/report.h"
-#include "dtrain/scaling.h"
-#include "dtrain/sweep.h"
+#include "study/report.h"
+#include "study/scaling.h"
+#include "study/sweep.h"
 
 static void report_usage(FILE *out) {
     fprintf(out,

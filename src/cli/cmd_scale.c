@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dtrain/linkmodel.h"
-#include "dtrain/netns.h"
-#include "dtrain/scale_studies.h"
-#include "dtrain/sweep.h"
 #include "dtrain/zoo.h"
+#include "study/linkmodel.h"
+#include "study/netns.h"
+#include "study/scale_studies.h"
+#include "study/sweep.h"
 
 /* Each run sets these itself: its batch size, its log in DIR, no weights. */
 static const char *const scale_not_shared[] = {"batch-size",       "log",    "save", "checkpoint",

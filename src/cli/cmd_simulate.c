@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/profile.h"
-#include "dtrain/report.h"
-#include "dtrain/simulate.h"
+#include "perfmodel/profile.h"
+#include "perfmodel/simulate.h"
+#include "study/report.h"
 
 enum { MAX_WORKER_COUNTS = 64 };
 

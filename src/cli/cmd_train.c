@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dtrain/trainer.h"
-#include "dtrain/train_mode.h"
 #include "dtrain/world.h"
 #include "dtrain/zoo.h"
+#include "train/train_mode.h"
+#include "train/trainer.h"
 
 static void train_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain train [options]\n"

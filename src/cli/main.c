@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "dtrain/blas_core.h"
-#include "dtrain/netns.h"
-#include "dtrain/placement.h"
+#include "core/blas_core.h"
+#include "core/placement.h"
 #include "dtrain/version.h"
+#include "study/netns.h"
 
 static int cmd_netns_rsh(int argc, char **argv) {
     return dt_netns_rsh(argc - 1, argv + 1);
@@ -54,7 +54,7 @@ static void usage(FILE *out) {
 
 int main(int argc, char **argv) {
     /* Before anything runs: OpenBLAS's generic fallback kernels on a CPU it does not know
-     * are 3.5x slower (dtrain/blas_core.h). */
+     * are 3.5x slower (core/blas_core.h). */
     dt_blas_core_fix(argv);
     if (argc < 2) {
         usage(stderr);

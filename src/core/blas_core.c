@@ -1,4 +1,4 @@
-#include "dtrain/blas_core.h"
+#include "core/blas_core.h"
 
 #include <cblas.h>
 #include <errno.h>

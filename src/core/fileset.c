@@ -1,12 +1,12 @@
 #define _GNU_SOURCE /* strdup, strndup with -std=c11 */
-#include "dtrain/fileset.h"
+#include "core/fileset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dtrain/outfile.h"
+#include "core/outfile.h"
 
 void dt_fileset_init(dt_fileset *s) {
     memset(s, 0, sizeof *s);

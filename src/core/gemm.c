@@ -1,4 +1,4 @@
-#include "dtrain/gemm.h"
+#include "core/gemm.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>

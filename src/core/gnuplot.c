@@ -1,4 +1,4 @@
-#include "dtrain/gnuplot.h"
+#include "core/gnuplot.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* strdup, fileno with -std=c11 */
-#include "dtrain/outfile.h"
+#include "core/outfile.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "dtrain/parse.h"
+#include "core/parse.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "dtrain/placement.h"
+#include "core/placement.h"
 
 #include <errno.h>
 #include <sched.h>

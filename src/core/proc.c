@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "dtrain/proc.h"
+#include "core/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "dtrain/rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 

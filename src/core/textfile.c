@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* getc_unlocked, O_CLOEXEC with -std=c11 */
-#include "dtrain/textfile.h"
+#include "core/textfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "dtrain/threads.h"
+#include "core/threads.h"
 
 #include <cblas.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 #include <time.h>
 

@@ -1,10 +1,10 @@
-#include "dtrain/cifar.h"
+#include "data/cifar.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/idx.h"
+#include "data/idx.h"
 
 int dt_cifar_parse(const uint8_t *data, size_t bytes, const char *name, int *count,
                    uint8_t **pixels, int32_t **labels, dt_error *err) {

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dtrain/cifar.h"
-#include "dtrain/idx.h"
-#include "dtrain/rng.h"
+#include "core/rng.h"
+#include "data/cifar.h"
+#include "data/idx.h"
 
 static const uint64_t SYNTHETIC_SEED = 20261122;
 static const float MNIST_MEAN = 0.1307f, MNIST_STD = 0.3081f;

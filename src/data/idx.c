@@ -1,4 +1,4 @@
-#include "dtrain/idx.h"
+#include "data/idx.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "dtrain/loader.h"
+#include "data/loader.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
-#include "dtrain/sampler.h"
+#include "data/sampler.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/rng.h"
+#include "core/rng.h"
 
 int dt_sampler_init(dt_sampler *s, int size, int rank, int world, int shuffle, uint64_t seed,
                     dt_error *err) {

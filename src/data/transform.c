@@ -3,7 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "dtrain/rng.h"
+#include "core/rng.h"
 
 void dt_transform_init(dt_transform *t, const dt_dataset *ds, int augment, uint64_t seed) {
     memset(t, 0, sizeof *t);

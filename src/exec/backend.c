@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/bf16_kernels.h"
-#include "dtrain/exec.h"
 #include "dtrain/kernel.h"
+#include "exec/bf16_kernels.h"
+#include "exec/exec.h"
 
 /* Tried in order for each op: the first that accepts the op's dtypes wins. A bf16
  * kernel accepts only bf16 activations (linear: also an f32 side), an f32 one only

@@ -3,16 +3,16 @@
  * its f32 twin in src/nn. Where an op is its input gradient's only reader, its plan
  * claims the gradient (grad_written) and backward writes it instead of adding, which
  * spares the model zeroing it. */
-#include "dtrain/bf16_kernels.h"
+#include "exec/bf16_kernels.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/bf16_ops.h"
-#include "dtrain/dropout.h"
-#include "dtrain/exec.h"
 #include "dtrain/model.h"
+#include "exec/bf16_ops.h"
+#include "exec/exec.h"
+#include "nn/dropout.h"
 
 static uint16_t *data16(dt_model *m, int v) {
     return dt_model_value_ptr(m, v);

@@ -1,4 +1,4 @@
-#include "dtrain/bf16_ops.h"
+#include "exec/bf16_ops.h"
 
 #include <math.h>
 #include <omp.h>
@@ -10,11 +10,11 @@
 #include <immintrin.h>
 #endif
 
+#include "core/rng.h"
 #include "dnnl_ctx.h"
-#include "dtrain/adaptive_avgpool2d.h"
-#include "dtrain/pool2d.h"
-#include "dtrain/rng.h"
-#include "dtrain/shortcut_pad.h"
+#include "nn/adaptive_avgpool2d.h"
+#include "nn/pool2d.h"
+#include "nn/shortcut_pad.h"
 
 /* These loops are memory-bound: bf16 halves their bytes, so they are written for the
  * compiler's vectoriser (fixed-width inner loops over partial sums or the 16 lanes of

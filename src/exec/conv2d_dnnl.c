@@ -1,4 +1,4 @@
-#include "dtrain/conv2d_dnnl.h"
+#include "exec/conv2d_dnnl.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,11 +1,11 @@
-#include "dtrain/exec.h"
+#include "exec/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/backend.h"
-#include "dtrain/conv2d_dnnl.h"
 #include "dtrain/kernel.h"
+#include "exec/conv2d_dnnl.h"
 
 struct dt_exec {
     dt_conv_backend conv_backend;

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/textfile.h"
+#include "core/outfile.h"
+#include "core/textfile.h"
 
 static size_t dtype_size(const char *dtype) {
     if (!strcmp(dtype, "F32") || !strcmp(dtype, "I32")) return 4;

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* getline */
-#include "dtrain/runlog.h"
+#include "metrics/runlog.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "dtrain/textfile.h"
+#include "core/textfile.h"
 
 /* ---- the format: one field list per event, used to write and to read ---- */
 

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "dtrain/sysmon.h"
+#include "metrics/sysmon.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 int dt_sysmon_machine_ticks(unsigned long long *busy, unsigned long long *total) {
     FILE *f = fopen("/proc/stat", "r");

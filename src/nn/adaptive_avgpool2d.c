@@ -1,4 +1,4 @@
-#include "dtrain/adaptive_avgpool2d.h"
+#include "nn/adaptive_avgpool2d.h"
 
 #include <stddef.h>
 

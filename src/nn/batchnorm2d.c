@@ -1,4 +1,4 @@
-#include "dtrain/batchnorm2d.h"
+#include "nn/batchnorm2d.h"
 
 #include <math.h>
 #include <stddef.h>

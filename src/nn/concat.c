@@ -1,4 +1,4 @@
-#include "dtrain/concat.h"
+#include "nn/concat.h"
 
 #include <stddef.h>
 #include <string.h>

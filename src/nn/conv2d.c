@@ -1,4 +1,4 @@
-#include "dtrain/conv2d.h"
+#include "nn/conv2d.h"
 
 #include <cblas.h>
 #include <string.h>

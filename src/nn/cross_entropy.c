@@ -1,4 +1,4 @@
-#include "dtrain/cross_entropy.h"
+#include "nn/cross_entropy.h"
 
 #include <math.h>
 #include <stddef.h>

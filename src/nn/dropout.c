@@ -1,10 +1,10 @@
-#include "dtrain/dropout.h"
+#include "nn/dropout.h"
 
 #include <string.h>
 
+#include "core/rng.h"
 #include "dtrain/kernel.h"
 #include "dtrain/model.h"
-#include "dtrain/rng.h"
 
 /* The scale of a kept element; p = 1 drops everything (PyTorch returns zeros). */
 static float keep_scale(float p) {

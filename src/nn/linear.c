@@ -1,8 +1,8 @@
-#include "dtrain/linear.h"
+#include "nn/linear.h"
 
 #include <stddef.h>
 
-#include "dtrain/gemm.h"
+#include "core/gemm.h"
 #include "dtrain/kernel.h"
 #include "dtrain/model.h"
 

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/conv2d.h"
-#include "dtrain/cross_entropy.h"
-#include "dtrain/pool2d.h"
-#include "dtrain/rng.h"
-#include "dtrain/shortcut_pad.h"
-#include "dtrain/timer.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "nn/conv2d.h"
+#include "nn/cross_entropy.h"
+#include "nn/pool2d.h"
+#include "nn/shortcut_pad.h"
 
 const char *dt_precision_name(dt_precision precision) {
     return precision == DT_PRECISION_BF16 ? "bf16" : "fp32";

@@ -1,4 +1,4 @@
-#include "dtrain/pool2d.h"
+#include "nn/pool2d.h"
 
 #include <stddef.h>
 #ifdef __AVX2__

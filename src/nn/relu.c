@@ -1,4 +1,4 @@
-#include "dtrain/relu.h"
+#include "nn/relu.h"
 
 #include "dtrain/kernel.h"
 #include "dtrain/model.h"

@@ -1,4 +1,4 @@
-#include "dtrain/residual.h"
+#include "nn/residual.h"
 
 #include "dtrain/kernel.h"
 #include "dtrain/model.h"

@@ -1,4 +1,4 @@
-#include "dtrain/shortcut_pad.h"
+#include "nn/shortcut_pad.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -1,11 +1,11 @@
-#include "dtrain/allreduce.h"
+#include "parallel/allreduce.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 #include "world_mpi.h"
 

@@ -1,4 +1,4 @@
-#include "dtrain/comm_dtype.h"
+#include "parallel/comm_dtype.h"
 
 #include <string.h>
 

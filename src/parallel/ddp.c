@@ -1,10 +1,10 @@
-#include "dtrain/ddp.h"
+#include "parallel/ddp.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 typedef struct bucket {
     size_t begin, count; /* range of the gradient buffer */

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "dtrain/overlap.h"
+#include "parallel/overlap.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
-#include "dtrain/ps.h"
+#include "parallel/ps.h"
 
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 int dt_ps_parse_mode(const char *name, dt_ps_mode *mode) {
     if (!strcmp(name, "ps-sync"))

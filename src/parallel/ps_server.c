@@ -1,4 +1,4 @@
-#include "dtrain/ps_server.h"
+#include "parallel/ps_server.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 /* One server's state while it serves. */
 typedef struct server {

@@ -1,4 +1,4 @@
-#include "dtrain/shm_allreduce.h"
+#include "parallel/shm_allreduce.h"
 
 #include <sched.h>
 #include <stdatomic.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dtrain/overlap.h"
-#include "dtrain/timer.h"
+#include "core/timer.h"
+#include "parallel/overlap.h"
 #include "world_mpi.h"
 
 enum {

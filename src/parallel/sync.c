@@ -1,4 +1,4 @@
-#include "dtrain/sync.h"
+#include "parallel/sync.h"
 
 #include <string.h>
 

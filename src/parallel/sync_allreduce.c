@@ -3,10 +3,10 @@
  * every worker then applies the same SGD step. */
 #include <stdio.h>
 
-#include "dtrain/ddp.h"
-#include "dtrain/sync.h"
-#include "dtrain/threads.h"
+#include "core/threads.h"
 #include "dtrain/world.h"
+#include "parallel/ddp.h"
+#include "parallel/sync.h"
 
 /* --overlap auto: decided per host, then on only if every rank's host says on (the
  * ranks then run the same schedule). */

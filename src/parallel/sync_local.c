@@ -1,5 +1,5 @@
 /* One worker: the update is plain SGD on the local gradients. */
-#include "dtrain/sync.h"
+#include "parallel/sync.h"
 
 static void local_update(dt_sync *s, dt_step_comm *c) {
     (void)c;

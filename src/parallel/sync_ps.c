@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/sync.h"
-#include "dtrain/sys_records.h"
-#include "dtrain/timer.h"
+#include "core/timer.h"
+#include "parallel/sync.h"
+#include "parallel/sys_records.h"
 
 static int ps_create(dt_sync *s, dt_error *err) {
     dt_ps_client *c = calloc(1, sizeof *c);

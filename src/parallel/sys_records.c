@@ -1,4 +1,4 @@
-#include "dtrain/sys_records.h"
+#include "parallel/sys_records.h"
 
 #include <stdlib.h>
 

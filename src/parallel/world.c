@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/timer.h"
+#include "core/timer.h"
 
 /* DTRAIN_PEER_TIMEOUT in seconds (default 25): a number above 0, else an error (a
  * typo must not quietly leave the default in force). */

@@ -1,4 +1,4 @@
-#include "dtrain/fitfile.h"
+#include "perfmodel/fitfile.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/textfile.h"
+#include "core/outfile.h"
+#include "core/textfile.h"
 
 /* Writes root (and frees it), whole or not at all. */
 static int save(const char *path, cJSON *root, dt_error *err) {

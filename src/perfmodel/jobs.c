@@ -1,4 +1,4 @@
-#include "dtrain/jobs.h"
+#include "perfmodel/jobs.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/parse.h"
+#include "core/parse.h"
 
 /* Solves the f x f system a w = b by Gaussian elimination with partial pivoting. */
 static int solve(double *a, double *b, int f) {

@@ -1,4 +1,4 @@
-#include "dtrain/nnls.h"
+#include "perfmodel/nnls.h"
 
 #include <math.h>
 #include <stdlib.h>

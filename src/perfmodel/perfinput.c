@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* getline */
-#include "dtrain/perfinput.h"
+#include "perfmodel/perfinput.h"
 
 #include <errno.h>
 #include <float.h>
@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/runlog.h"
-#include "dtrain/textfile.h"
+#include "core/textfile.h"
+#include "metrics/runlog.h"
 
 int dt_loss_points_from_log(const char *path, long every, dt_loss_points *pts, dt_error *err) {
     memset(pts, 0, sizeof *pts);

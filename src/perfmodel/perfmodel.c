@@ -1,9 +1,9 @@
-#include "dtrain/perfmodel.h"
+#include "perfmodel/perfmodel.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "dtrain/nnls.h"
+#include "perfmodel/nnls.h"
 
 double dt_loss_at(const dt_loss_fit *f, double k) {
     return 1.0 / (f->b0 * k + f->b1) + f->b2;

@@ -1,4 +1,4 @@
-#include "dtrain/profile.h"
+#include "perfmodel/profile.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/textfile.h"
+#include "core/outfile.h"
+#include "core/textfile.h"
 
 /* A profile of the biggest zoo model has a few hundred ops: far below this. */
 enum { MAX_PROFILE_BYTES = 64 << 20, MAX_PROFILE_OPS = 100000 };

@@ -1,4 +1,4 @@
-#include "dtrain/simulate.h"
+#include "perfmodel/simulate.h"
 
 #include <errno.h>
 #include <math.h>
@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/ddp.h"
-#include "dtrain/textfile.h"
+#include "core/textfile.h"
+#include "parallel/ddp.h"
 
 dt_sim_config dt_sim_config_default(void) {
     return (dt_sim_config){.mode = DT_SIM_ALLREDUCE,

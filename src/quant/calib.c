@@ -1,11 +1,11 @@
-#include "dtrain/calib.h"
+#include "quant/calib.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/parse.h"
+#include "core/parse.h"
 
 int dt_calib_parse(const char *text, dt_calib_choice *out, dt_error *err) {
     memset(out, 0, sizeof *out);

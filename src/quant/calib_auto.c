@@ -1,4 +1,4 @@
-#include "dtrain/calib_auto.h"
+#include "quant/calib_auto.h"
 
 dt_calib_choice dt_calib_candidate(int i) {
     /* entropy first: the default before auto, kept on a tie */

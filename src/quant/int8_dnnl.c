@@ -1,4 +1,4 @@
-#include "dtrain/int8_dnnl.h"
+#include "quant/int8_dnnl.h"
 
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>

@@ -1,4 +1,4 @@
-#include "dtrain/qemu.h"
+#include "quant/qemu.h"
 
 #include <cblas.h>
 #include <math.h>

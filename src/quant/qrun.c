@@ -1,10 +1,10 @@
-#include "dtrain/qrun.h"
+#include "quant/qrun.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/int8_dnnl.h"
-#include "dtrain/qemu.h"
+#include "quant/int8_dnnl.h"
+#include "quant/qemu.h"
 
 struct dt_qrun {
     const dt_qnet *q;

@@ -1,4 +1,4 @@
-#include "dtrain/quant.h"
+#include "quant/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/parse.h"
+#include "core/parse.h"
 
 /* The largest float below 2^31: a bias beyond it does not fit in int32. */
 #define INT32_FLOAT_LIMIT 2147483520.0f

@@ -1,4 +1,4 @@
-#include "dtrain/quant_report.h"
+#include "quant/quant_report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/gnuplot.h"
+#include "core/gnuplot.h"
+#include "core/outfile.h"
 
 /* One row of the table: a layer (conv or linear, or the input) and its output. */
 typedef struct row {

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE /* fmemopen */
-#include "dtrain/compare.h"
+#include "study/compare.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/gnuplot.h"
-#include "dtrain/runlog.h"
-#include "dtrain/scaling.h"
-#include "dtrain/sweep.h"
+#include "core/gnuplot.h"
+#include "core/outfile.h"
+#include "metrics/runlog.h"
+#include "study/scaling.h"
+#include "study/sweep.h"
 
 /* The accuracy curve of one log into dat (training seconds, steps, accuracy %), and
  * the first point at or above target. Eval records when there are any, else the

@@ -1,13 +1,13 @@
 #define _GNU_SOURCE
-#include "dtrain/linkmodel.h"
+#include "study/linkmodel.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/scaling.h"
-#include "dtrain/sweep.h"
+#include "core/outfile.h"
+#include "study/scaling.h"
+#include "study/sweep.h"
 
 double dt_link_ring_seconds(const dt_link *link, int procs, double bytes, int buckets) {
     if (procs < 2) return 0;

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "dtrain/netns.h"
+#include "study/netns.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dtrain/proc.h"
+#include "core/proc.h"
 
 #define NETNS_DIR "/run/netns" /* where `ip netns add` mounts its namespaces */
 #define NETNS_NET "10.213.0"   /* exists only inside the namespaces made here */

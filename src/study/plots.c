@@ -1,4 +1,4 @@
-#include "dtrain/plots.h"
+#include "study/plots.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/gnuplot.h"
-#include "dtrain/outfile.h"
-#include "dtrain/runlog.h"
-#include "dtrain/sweep.h"
+#include "core/gnuplot.h"
+#include "core/outfile.h"
+#include "metrics/runlog.h"
+#include "study/sweep.h"
 
 /* The plots' data and scripts are written whole or not at all, like every output
  * (outfile.h): a killed or failed study never leaves half a .dat for gnuplot. */

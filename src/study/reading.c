@@ -1,4 +1,4 @@
-#include "dtrain/reading.h"
+#include "study/reading.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,14 +1,14 @@
-#include "dtrain/report.h"
+#include "study/report.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dtrain/fileset.h"
-#include "dtrain/outfile.h"
-#include "dtrain/plots.h"
-#include "dtrain/sweep.h"
+#include "core/fileset.h"
+#include "core/outfile.h"
+#include "study/plots.h"
+#include "study/sweep.h"
 
 int dt_report_read_times(dt_scale_study *s, const char *times, double params, double dataset,
                          const char *model, dt_error *err) {

@@ -1,9 +1,9 @@
-#include "dtrain/scale_studies.h"
+#include "study/scale_studies.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/compare.h"
+#include "study/compare.h"
 
 /* One study: the sweep, then its report, plots and runs.csv. */
 static int sweep_and_report(const dt_scale_studies *s, const dt_sweep_config *cfg, dt_error *err) {

@@ -1,4 +1,4 @@
-#include "dtrain/scaling.h"
+#include "study/scaling.h"
 
 #include <errno.h>
 #include <float.h>
@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/perfmodel.h"
-#include "dtrain/reading.h"
-#include "dtrain/textfile.h"
+#include "core/outfile.h"
+#include "core/textfile.h"
+#include "perfmodel/perfmodel.h"
+#include "study/reading.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
     /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is

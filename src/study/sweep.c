@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "dtrain/sweep.h"
+#include "study/sweep.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,14 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dtrain/outfile.h"
-#include "dtrain/proc.h"
-#include "dtrain/runlog.h"
-#include "dtrain/sysmon.h"
-#include "dtrain/textfile.h"
-#include "dtrain/timer.h"
-#include "dtrain/train_flags.h"
-#include "dtrain/train_mode.h"
+#include "core/outfile.h"
+#include "core/proc.h"
+#include "core/textfile.h"
+#include "core/timer.h"
+#include "metrics/runlog.h"
+#include "metrics/sysmon.h"
+#include "train/train_flags.h"
+#include "train/train_mode.h"
 
 /* A real read from a log, or `unknown` when the field was absent or not finite. */
 static double known(double v, double unknown) {

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parse.h"
 #include "dtrain/dataset.h"
-#include "dtrain/netns.h"
-#include "dtrain/sweep.h"
-#include "dtrain/parse.h"
-#include "dtrain/train_mode.h"
+#include "study/netns.h"
+#include "study/sweep.h"
+#include "train/train_mode.h"
 
 int dt_sweep_parse_ints(const char *flag, const char *text, int *out, int max, dt_error *err) {
     int n = 0;

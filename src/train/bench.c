@@ -1,4 +1,4 @@
-#include "dtrain/bench.h"
+#include "train/bench.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -6,19 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/blas_core.h"
+#include "core/fileset.h"
+#include "core/rng.h"
+#include "core/timer.h"
 #include "dtrain/backend.h"
-#include "dtrain/blas_core.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
-#include "dtrain/fileset.h"
-#include "dtrain/profile.h"
-#include "dtrain/quant.h"
-#include "dtrain/rng.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/sgd.h"
-#include "dtrain/timer.h"
 #include "dtrain/train_state.h"
 #include "dtrain/zoo.h"
+#include "perfmodel/profile.h"
+#include "quant/quant.h"
 
 /* ---- the JSON line: one record, one field table per mode, one writer ---- */
 

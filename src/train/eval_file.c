@@ -1,6 +1,6 @@
 /* dtrain eval as a library call (eval_file.h): saved weights, float or quantized, on a
  * test split, written as text or one JSON line. */
-#include "dtrain/eval_file.h"
+#include "train/eval_file.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/fileset.h"
+#include "core/parse.h"
 #include "dtrain/evaluate.h"
-#include "dtrain/fileset.h"
-#include "dtrain/quant.h"
 #include "dtrain/safetensors.h"
-#include "dtrain/parse.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
+#include "quant/quant.h"
 
 /* What eval says about a quantized file, beside the usual figures. */
 typedef struct int8_info {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/cross_entropy.h"
+#include "nn/cross_entropy.h"
 
 /* The class of the largest logit, the first on ties (as the loss counts hits). */
 static int predicted_class(const float *logits, int classes) {

@@ -1,11 +1,11 @@
-#include "dtrain/fingerprint.h"
+#include "train/fingerprint.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/train_flags.h"
+#include "train/train_flags.h"
 
 void dt_fingerprint_init(dt_fingerprint *fp) {
     memset(fp, 0, sizeof *fp);

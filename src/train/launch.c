@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "dtrain/launch.h"
+#include "train/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dtrain/proc.h"
-#include "dtrain/resume.h"
+#include "core/proc.h"
+#include "core/timer.h"
 #include "dtrain/safetensors.h"
-#include "dtrain/timer.h"
+#include "train/resume.h"
 
 static void say(const dt_launch_opts *o, int error, const char *fmt, va_list ap) {
     char line[8800]; /* a line names DIR at most twice */

@@ -4,12 +4,12 @@
 #include <string.h>
 
 #include "dtrain/dataset.h"
-#include "dtrain/ps_server.h"
-#include "dtrain/resume.h"
-#include "dtrain/sys_records.h"
-#include "dtrain/sysmon.h"
-#include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
+#include "metrics/sysmon.h"
+#include "parallel/ps_server.h"
+#include "parallel/sys_records.h"
+#include "train/resume.h"
+#include "train/train_mode.h"
 
 /* The model spec and the steps per epoch of each worker (the sampler gives it
  * ceil(size / workers) samples), from the training data. If the data cannot be

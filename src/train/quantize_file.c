@@ -1,6 +1,6 @@
 /* dtrain quantize as a library call (quantize_file.h). */
 #define _GNU_SOURCE
-#include "dtrain/quantize_file.h"
+#include "train/quantize_file.h"
 
 #include <errno.h>
 #include <omp.h>
@@ -8,11 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dtrain/calib_auto.h"
-#include "dtrain/fileset.h"
-#include "dtrain/quant_report.h"
+#include "core/fileset.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
+#include "quant/calib_auto.h"
+#include "quant/quant_report.h"
 
 typedef struct feed_ctx {
     const dt_dataset *ds;

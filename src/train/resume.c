@@ -1,5 +1,5 @@
 #define _XOPEN_SOURCE 700 /* realpath */
-#include "dtrain/resume.h"
+#include "train/resume.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,7 +10,7 @@
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/safetensors.h"
-#include "dtrain/train_flags.h"
+#include "train/train_flags.h"
 
 /* 2: the run log's absolute path and crc32, --precision among the flags */
 #define FORMAT "dtrain-checkpoint-2"

@@ -1,4 +1,4 @@
-#include "dtrain/train_flags.h"
+#include "train/train_flags.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/train_mode.h"
+#include "train/train_mode.h"
 
 /* Choice rows: names, parse, current value. */
 static const char *lr_schedule_names(void) {

@@ -1,4 +1,4 @@
-#include "dtrain/train_mode.h"
+#include "train/train_mode.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* The training loop: one loop for every mode. The mode's synchronisation strategy
  * (sync.h) does whatever keeps the workers in step; the loop never asks which mode
  * it runs. */
-#include "dtrain/trainer.h"
+#include "train/trainer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,27 +11,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileset.h"
+#include "core/placement.h"
+#include "core/rng.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "data/sampler.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
 #include "dtrain/evaluate.h"
-#include "dtrain/fingerprint.h"
-#include "dtrain/loader.h"
-#include "dtrain/fileset.h"
-#include "dtrain/placement.h"
-#include "dtrain/resume.h"
-#include "dtrain/rng.h"
-#include "dtrain/runlog.h"
-#include "dtrain/sampler.h"
-#include "dtrain/sync.h"
-#include "dtrain/sys_records.h"
-#include "dtrain/sysmon.h"
-#include "dtrain/threads.h"
-#include "dtrain/version.h"
-#include "dtrain/timer.h"
-#include "dtrain/train_mode.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
+#include "dtrain/version.h"
 #include "dtrain/zoo.h"
+#include "metrics/runlog.h"
+#include "metrics/sysmon.h"
+#include "parallel/sync.h"
+#include "parallel/sys_records.h"
+#include "train/fingerprint.h"
+#include "train/resume.h"
+#include "train/train_mode.h"
 
 dt_train_config dt_train_config_default(void) {
     dt_train_config cfg = {.model = "lenet5",

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtrain/resume.h"
 #include "dtrain/train_state.h"
 #include "dtrain/zoo.h"
+#include "train/resume.h"
 
 static char dir[64];
 static dt_train_state state;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/perfinput.h"
-#include "dtrain/scaling.h"
 #include "fuzz_file.h"
+#include "perfmodel/perfinput.h"
+#include "study/scaling.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size, ".csv");

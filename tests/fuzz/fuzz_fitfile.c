@@ -1,7 +1,7 @@
 /* libFuzzer target for the saved fits (fit-loss --save, fit-speed --save) that
  * predict reads. Build and run: scripts/fuzz.sh SECONDS fitfile. */
-#include "dtrain/fitfile.h"
 #include "fuzz_file.h"
+#include "perfmodel/fitfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size, ".json");

@@ -5,10 +5,10 @@
  * its default width. Build and run: scripts/fuzz.sh SECONDS quant. */
 #include <string.h>
 
-#include "dtrain/quant.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/zoo.h"
 #include "fuzz_file.h"
+#include "quant/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size, ".safetensors");

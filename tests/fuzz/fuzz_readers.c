@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dtrain/cifar.h"
-#include "dtrain/idx.h"
+#include "data/cifar.h"
+#include "data/idx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dt_error err;

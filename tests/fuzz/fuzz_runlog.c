@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/perfinput.h"
-#include "dtrain/runlog.h"
 #include "fuzz_file.h"
+#include "metrics/runlog.h"
+#include "perfmodel/perfinput.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dt_error err;

@@ -2,9 +2,7 @@
  * builds lenet5 through the public API and prints its version and parameter count. */
 #include <stdio.h>
 
-#include <dtrain/model.h>
-#include <dtrain/version.h>
-#include <dtrain/zoo.h>
+#include <dtrain/dtrain.h>
 
 int main(void) {
     dt_model_spec spec;

@@ -1,0 +1,34 @@
+/* The int8 engine: a quantized network (quant.h) on oneDNN's int8 primitives, which
+ * run on the CPU's integer dot-product units (AVX-512 VNNI here): s8 weights, u8 (after
+ * a ReLU) or s8 activations in NHWC between layers, s32 accumulators and biases,
+ * requantized by each primitive's output scales, the fused residual add as a sum
+ * post-op (conv2 writes over its shortcut's integers), the lab's [0, 127] clamp as a
+ * clip post-op; the input quantized by a reorder with the input's scale. It computes
+ * the integers of the float emulation (qemu.h), up to the rare half-way case that a
+ * fused multiply-add rounds the other way. Primitives exist for the full batch and for
+ * one other size (the last, partial batch), built when first needed. */
+#ifndef DTRAIN_INT8_DNNL_H
+#define DTRAIN_INT8_DNNL_H
+
+#include <stddef.h>
+
+#include "dtrain/error.h"
+#include "quant/quant.h"
+
+typedef struct dt_int8_dnnl dt_int8_dnnl;
+
+/* q must outlive the engine. */
+int dt_int8_dnnl_create(dt_int8_dnnl **e, const dt_qnet *q, int max_batch, dt_error *err);
+void dt_int8_dnnl_destroy(dt_int8_dnnl *e);
+/* x: [n, c, h, w] normalised floats, n <= max_batch. Exits with a message if oneDNN
+ * fails at run time (only out of memory can make it fail there). */
+void dt_int8_dnnl_forward(dt_int8_dnnl *e, const float *x, int n);
+/* [n, classes] after forward: float logits, or int8 ones divided by their scale. */
+const float *dt_int8_dnnl_logits(const dt_int8_dnnl *e);
+/* A value's integers after the last forward, [n, h, w, c] (NHWC); NULL if the block
+ * output fused onto them has overwritten them. For tests. */
+const void *dt_int8_dnnl_value(const dt_int8_dnnl *e, int value);
+/* Bytes of activations and reordered weights it holds (for the memory comparison). */
+size_t dt_int8_dnnl_bytes(const dt_int8_dnnl *e);
+
+#endif

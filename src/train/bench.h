@@ -1,0 +1,45 @@
+/* dtrain bench as a library call: full training steps (zero gradients, forward, loss,
+ * backward, the recipe's SGD update) or forward passes (--infer, fp32 or int8) on
+ * random data; 3 warm-up steps, then the median and the mean rate. One JSON line per
+ * run, written from a field table (the keys and formats tests/test_models.sh,
+ * bench/compare_torch.sh and the bench scripts parse):
+ *   training:  model, conv, width, params, batch_size, threads, layouts, precision,
+ *              steps, images_per_s, ms_per_step (median), gflops, blas_core
+ *   inference: model, mode ("infer"), dtype, engine, width, batch_size, threads, steps,
+ *              images_per_s, ms_per_batch (median), gops, blas_core */
+#ifndef DTRAIN_BENCH_H
+#define DTRAIN_BENCH_H
+
+#include <stdio.h>
+
+#include "dtrain/error.h"
+#include "dtrain/model.h"
+#include "exec/exec.h"
+#include "quant/qrun.h"
+
+typedef struct dt_bench_options {
+    const char *model;  /* the zoo name, as printed */
+    dt_model_spec spec; /* the model to build (its width already taken from --width) */
+    const char *data;   /* --data: the model takes its input shape and classes; or NULL */
+    int width;          /* --width as given (0: the model's own), for --data's spec */
+    const char *init;   /* --init: the weights (--infer), or NULL */
+    int infer, int8, plain_layouts;
+    dt_int8_engine engine;
+    dt_conv_backend backend;
+    dt_precision precision;
+    int batch, threads;
+    long steps;
+    float momentum, weight_decay; /* the recipe's: the update train does */
+    int profile;                  /* --profile: time per layer kind to `profile_table` */
+    const char *profile_out;      /* --profile-out: each op's time as JSON, or NULL */
+} dt_bench_options;
+
+/* The flags that cannot go together and the files of --profile-out, before any work
+ * (a usage error: the CLI exits 2). */
+int dt_bench_check(const dt_bench_options *o, dt_error *err);
+
+/* Builds the model, times the steps, writes the JSON line to `out`, with o->profile
+ * the per-kind table to `profile_table`, with o->profile_out the profile file. */
+int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err);
+
+#endif
