@@ -243,6 +243,9 @@ int main(int argc, char **argv) {
             printf("}\n");
         }
     }
+    char measured[2048];
+    dt_allreduce_auto_report(&automatic, measured, sizeof measured);
+    if (w.rank == 0) printf("{\"bench\":\"allreduce_auto\",\"measured\":\"%s\"}\n", measured);
     dt_allreduce_free(&automatic);
     if (have_shm) dt_allreduce_free(&shm);
     dt_allreduce_free(&ring);

@@ -37,7 +37,7 @@ contract allreduce 9 mpirun -np 2
 # --allreduce auto (the default) measured shm, ring and mpi on the first steps (all sum
 # 2 ranks' gradients to the same bits, so the contract holds) and says so per epoch
 check "allreduce: the epoch record names auto's measured times and choice" \
-    grep -q '"allreduce_auto":"0\.2468 MB: shm [0-9.]* ms, ring [0-9.]*[^"]* ms, mpi [^"]*-> ' \
+    grep -q '"allreduce_auto":"0\.2468 MB: shm [0-9.]*[^"]* ms, ring [0-9.]*[^"]* ms, mpi [^"]*-> ' \
     "$tmp/allreduce.full.jsonl"
 extra="--mode ps-sync --servers 1"
 contract ps-sync 9 mpirun -np 3

@@ -234,22 +234,25 @@ static void run(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) 
 
 /* --allreduce auto, as Horovod's autotuning: every call size (a DDP bucket, a size of
  * the benchmark) has its own tuner. It first runs the candidates in turn, round after
- * round, timing each call; every timing is the maximum over the ranks (an all-reduce
- * of one double), so every rank holds the same figures and makes the same choices: the
- * order of trials and the winner never diverge. A timed call starts after a barrier:
- * in training the ranks reach a bucket at different times, and that skew (tens of ms
- * at the first step) is no algorithm's cost. Round 0 warms each candidate up (first
- * touches, MPI's buffers) and drops those over PRUNE times the best (MPI's all-reduce
- * of 44.7 MB took 0.2-0.8 s here, against 5-40 ms); the others run at least
- * TUNE_ROUNDS - 1 more rounds and the fastest (by its best round) is chosen. After that the chosen
- * one is watched: the last SAMPLES calls of every WATCH are timed the same way, and if
- * their agreed median moved more than SHIFT times from the time the choice was made
- * on, the size is measured again. Untimed calls take no barrier: at 4 KiB one costs
- * as much as the all-reduce. */
+ * round, timing each call; every timing is agreed over the ranks (an all-reduce of
+ * one double), so every rank holds the same figures and makes the same choices: the
+ * order of trials and the winner never diverge. A timed call starts after a barrier,
+ * and the figure is the minimum over the ranks, the time from the last rank's arrival:
+ * in training the ranks reach a bucket at different times (tens of ms apart at the
+ * first step), and that skew is no algorithm's cost. Round 0 warms each candidate up
+ * (first touches, MPI's buffers); after round 1, candidates over PRUNE times the best
+ * in both their calls are dropped (MPI's all-reduce of 44.7 MB took 0.2-1.5 s here,
+ * against 5-40 ms), never on one call: on the busy machine single calls of shm took
+ * 2-6 ms against its 4 us at 16 and 64 KiB. The others run until the counted calls
+ * add up to BUDGET_S (at least TUNE_ROUNDS - 1 rounds, at most MAX_ROUNDS - 1) and
+ * the fastest by its best call is chosen. After that the chosen one is watched: the
+ * last SAMPLES calls of every WATCH are timed the same way, and if their agreed median
+ * moved more than SHIFT times from the time the choice was made on, the size is
+ * measured again. Untimed calls take no barrier: at 4 KiB one costs as much as the
+ * all-reduce. */
 enum { TUNE_ROUNDS = 3, MAX_ROUNDS = 8, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
-/* Small sizes take more rounds, until the counted calls add up to this: a barrier's
- * ranks leave it microseconds apart, as much as a 16 KiB all-reduce takes, and the
- * best of two such calls chose the ring over a 3x faster shm. */
+/* Small sizes take more rounds, until the counted calls add up to this: a 16 KiB call
+ * takes microseconds, and the best of two is at the mercy of one interruption. */
 static const double BUDGET_S = 1e-3;
 static const double SHIFT = 2.0;
 
@@ -272,9 +275,10 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The slowest rank's time: what the collective cost, the same figure on every rank. */
+/* The fastest rank's time: the call from the last rank's arrival, without the ranks'
+ * skew; the same figure on every rank. */
 static double agreed(const dt_allreduce *ar, double seconds) {
-    dt_world_allreduce(ar->world, &seconds, 1, DT_F64, DT_REDUCE_MAX, "--allreduce auto's timing");
+    dt_world_allreduce(ar->world, &seconds, 1, DT_F64, DT_REDUCE_MIN, "--allreduce auto's timing");
     return seconds;
 }
 
@@ -310,9 +314,12 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
     const double t0 = dt_now();
     run(ar, ar->candidates[c], buf, n);
     const double dt = agreed(ar, dt_now() - t0);
-    if (t->round > 0 && (t->best_s[c] == 0 || dt < t->best_s[c])) t->best_s[c] = dt;
-    if (t->round > 0) t->spent_s += dt;
-    if (t->round == 0) t->best_s[c] = dt; /* the warm-up: only for pruning */
+    if (t->round == 0) {
+        t->warm_s[c] = dt; /* the warm-up: only for dropping */
+    } else {
+        if (t->best_s[c] == 0 || dt < t->best_s[c]) t->best_s[c] = dt;
+        t->spent_s += dt;
+    }
     do t->next++;
     while (t->next < ar->n_candidates && t->best_s[t->next] < 0);
     if (t->next < ar->n_candidates) return;
@@ -320,14 +327,10 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
     double best = 0;
     for (int k = 0; k < ar->n_candidates; k++)
         if (t->best_s[k] > 0 && (best == 0 || t->best_s[k] < best)) best = t->best_s[k];
-    if (t->round == 0) {
-        for (int k = 0; k < ar->n_candidates; k++) {
-            if (t->best_s[k] > PRUNE * best)
-                t->best_s[k] = -t->best_s[k]; /* pruned */
-            else
-                t->best_s[k] = 0; /* the warm-up does not count */
-        }
-    }
+    if (t->round == 1) /* drop what was slow twice: one call may be interrupted */
+        for (int k = 0; k < ar->n_candidates; k++)
+            if (t->best_s[k] > PRUNE * best && t->warm_s[k] > PRUNE * best)
+                t->best_s[k] = -t->best_s[k];
     t->next = 0;
     if (++t->round < TUNE_ROUNDS || (t->spent_s < BUDGET_S && t->round < MAX_ROUNDS)) {
         while (t->best_s[t->next] < 0) t->next++;
@@ -391,7 +394,7 @@ void dt_allreduce_auto_report(const dt_allreduce *ar, char *out, size_t size) {
         for (int c = 0; c < ar->n_candidates && used < size; c++) {
             k = snprintf(out + used, size - used, "%s %.3f%s ms, ",
                          dt_allreduce_name(ar->candidates[c]), t->measured_s[c] * 1e3,
-                         t->best_s[c] < 0 ? " (1 call, dropped)" : "");
+                         t->best_s[c] < 0 ? " (dropped)" : "");
             used += k > 0 ? (size_t)k : 0;
         }
         if (used < size) {

@@ -43,6 +43,7 @@ typedef struct dt_allreduce_tuner {
     int round, next;                       /* measuring: the round, the next candidate */
     double best_s[DT_AUTO_CANDIDATES];     /* this measuring's best agreed time; < 0 dropped */
     double measured_s[DT_AUTO_CANDIDATES]; /* the last measuring's, for the record */
+    double warm_s[DT_AUTO_CANDIDATES];     /* this measuring's warm-up calls */
     double chosen_s, watched_s;            /* the winner's time then, and its recent median */
     double window[DT_AUTO_SAMPLES];        /* the chosen one's timed calls, this rank */
     double spent_s;                        /* measuring: the counted calls' time, all candidates */
