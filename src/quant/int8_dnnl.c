@@ -159,6 +159,32 @@ static int layer_attr(dnnl_primitive_attr_t *attr, const dt_int8_dnnl *e, const 
     return 0;
 }
 
+/* The rest of a layer with weights once its operation is described (a convolution or
+ * an inner product): its primitive with the layer's scales and fused ops, the weights
+ * reordered into the primitive's layout, its arguments. */
+static int layer_step(step *s, dt_int8_dnnl *e, const dt_qop *o, const void *op_desc,
+                      const char *what, const dnnl_memory_desc_t *src,
+                      const dnnl_memory_desc_t *wei_user, const dnnl_memory_desc_t *bias,
+                      const dnnl_memory_desc_t *dst, dt_error *err) {
+    dnnl_primitive_attr_t attr;
+    if (layer_attr(&attr, e, o, err)) return -1;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, op_desc, attr, e->engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dt_error_set(err, "oneDNN int8: no %s for %s (status %d)", what, o->name, (int)st);
+    if (add_weights(s, e, pd, o, wei_user, err)) {
+        dnnl_primitive_desc_destroy(pd);
+        return -1;
+    }
+    if (make_primitive(s, pd, err) ||
+        add_arg(s, DNNL_ARG_SRC, src, e->engine, e->buf[o->in], err) ||
+        add_arg(s, DNNL_ARG_BIAS, bias, e->engine, o->bias, err) ||
+        add_arg(s, DNNL_ARG_DST, dst, e->engine, e->buf[o->out], err))
+        return -1;
+    return 0;
+}
+
 static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
     dnnl_memory_desc_t src, dst, wei_any, wei_user, bias;
@@ -174,24 +200,7 @@ static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error 
     TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
                                            &src, &wei_any, &bias, &dst, strides, pad_l, pad_r),
         "convolution description");
-    dnnl_primitive_attr_t attr;
-    if (layer_attr(&attr, e, o, err)) return -1;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &cd, attr, e->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success)
-        return dt_error_set(err, "oneDNN int8: no convolution for %s (status %d)", o->name,
-                            (int)st);
-    if (add_weights(s, e, pd, o, &wei_user, err)) {
-        dnnl_primitive_desc_destroy(pd);
-        return -1;
-    }
-    if (make_primitive(s, pd, err) ||
-        add_arg(s, DNNL_ARG_SRC, &src, e->engine, e->buf[o->in], err) ||
-        add_arg(s, DNNL_ARG_BIAS, &bias, e->engine, o->bias, err) ||
-        add_arg(s, DNNL_ARG_DST, &dst, e->engine, e->buf[o->out], err))
-        return -1;
-    return 0;
+    return layer_step(s, e, o, &cd, "convolution", &src, &wei_user, &bias, &dst, err);
 }
 
 static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
@@ -209,24 +218,7 @@ static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_erro
     TRY(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_inference, &src, &wei_any, &bias,
                                              &dst),
         "inner product description");
-    dnnl_primitive_attr_t attr;
-    if (layer_attr(&attr, e, o, err)) return -1;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &ipd, attr, e->engine, NULL);
-    dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success)
-        return dt_error_set(err, "oneDNN int8: no inner product for %s (status %d)", o->name,
-                            (int)st);
-    if (add_weights(s, e, pd, o, &wei_user, err)) {
-        dnnl_primitive_desc_destroy(pd);
-        return -1;
-    }
-    if (make_primitive(s, pd, err) ||
-        add_arg(s, DNNL_ARG_SRC, &src, e->engine, e->buf[o->in], err) ||
-        add_arg(s, DNNL_ARG_BIAS, &bias, e->engine, o->bias, err) ||
-        add_arg(s, DNNL_ARG_DST, &dst, e->engine, e->buf[o->out], err))
-        return -1;
-    return 0;
+    return layer_step(s, e, o, &ipd, "inner product", &src, &wei_user, &bias, &dst, err);
 }
 
 static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_kind_t alg,
