@@ -368,6 +368,15 @@ void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     run(ar, algo, buf, n);
 }
 
+void dt_allreduce_sum_with(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) {
+    int found = 0;
+    for (int k = 0; k < ar->n_candidates; k++) found |= ar->candidates[k] == algo;
+    if (!found || ar->dtype != DT_COMM_FP32)
+        dt_world_abort(ar->world, "all-reduce: %s is not one of auto's candidates here",
+                       dt_allreduce_name(algo));
+    if (ar->world->size > 1 && n > 0) run(ar, algo, buf, n);
+}
+
 int dt_allreduce_auto_chosen(const dt_allreduce *ar, size_t n, dt_allreduce_algo *algo) {
     for (int i = 0; i < DT_AUTO_SIZES && ar->tuners[i].floats; i++) {
         const dt_allreduce_tuner *t = &ar->tuners[i];

@@ -77,6 +77,9 @@ void dt_allreduce_free(dt_allreduce *ar);
 /* In place: buf[0..n) becomes the element-wise sum over all ranks. */
 void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n);
 
+/* auto: one call with candidate algo (shm, ring or mpi; another aborts) on auto's own
+ * resources, outside its tuning: what auto chooses from, timed on the same memory. */
+void dt_allreduce_sum_with(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n);
 /* auto: whether the calls of n floats have a chosen algorithm yet, and which. */
 int dt_allreduce_auto_chosen(const dt_allreduce *ar, size_t n, dt_allreduce_algo *algo);
 /* auto: what was measured and chosen per call size, one line for the run log, e.g.
