@@ -82,5 +82,5 @@ check "bench without --model times resnet18" grep -q '"model":"resnet18"' "$tmp/
 "$DTRAIN" models --help >"$tmp/help"
 check "models --help" grep -q "usage: dtrain models" "$tmp/help"
 "$DTRAIN" models extra >/dev/null 2>"$tmp/err"
-check "a stray argument is an error" test "$?" -eq 2 -a "$(wc -l <"$tmp/err")" -eq 1
+check "a MODEL that is none is an error, in one line" test "$?" -eq 2 -a "$(wc -l <"$tmp/err")" -eq 1
 finish

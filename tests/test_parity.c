@@ -70,7 +70,18 @@ static void run_fixture_with(const char *path, dt_conv_backend backend) {
     const double param_tol = 1e-4,
                  loss_tol = torch_loss ? fmax(1e-4, 5.0 * atof(torch_loss)) : 1e-4;
     dt_model_spec spec;
-    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    /* an ONNX fixture (scripts/make_onnx_fixtures.py) names its .onnx, beside it */
+    char onnx_path[600];
+    const size_t name_len = strlen(name);
+    const int onnx = name_len > 5 && !strcmp(name + name_len - 5, ".onnx");
+    if (onnx) {
+        const char *slash = strrchr(path, '/');
+        snprintf(onnx_path, sizeof onnx_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path,
+                 name);
+        if (dt_zoo_spec_of(&spec, onnx_path, &err)) fail_msg("%s", err.msg);
+    } else {
+        assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    }
     if (width && atoi(width) > 0) spec.width = atoi(width);
     /* The ImageNet fixtures: a small input and 10 classes, dropout off on both sides
      * (PyTorch's dropout masks come from its own RNG). */
@@ -83,6 +94,19 @@ static void run_fixture_with(const char *path, dt_conv_backend backend) {
     dt_model m;
     dt_sgd opt;
     if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    if (onnx) {
+        /* the importer's starting weights are the exported state, bit for bit (buffers
+         * aside: the export's own forward pass moved its running statistics) */
+        assert_non_null(m.imported);
+        for (int i = 0; i < m.n_tensors; i++) {
+            const dt_tensor_entry *t = &m.tensors[i];
+            if (!t->is_param) continue;
+            const dt_st_tensor *want = dt_safetensors_find(&st, t->name);
+            if (!want) fail_msg("%s: no %s in the fixture", path, t->name);
+            assert_int_equal(want->numel, t->numel);
+            assert_memory_equal(m.imported + t->offset, want->data, t->numel * sizeof(float));
+        }
+    }
     m.conv_backend = backend;
     print_message("%s with conv2d on %s\n", path, backend == DT_CONV_DNNL ? "oneDNN" : "im2col");
     if (dt_model_alloc(&m, batch, &err) || dt_checkpoint_load(&m, NULL, path, &err) ||
@@ -239,6 +263,27 @@ static void test_googlenet_narrow_matches_pytorch(void **state) {
     run_committed("googlenet_w4.safetensors");
 }
 
+/* Models exported by torch.onnx.export in training mode, imported (docs/onnx.md). */
+static void test_onnx_residual_concat_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/residual_concat.onnx.safetensors");
+}
+
+static void test_onnx_lenet5_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/lenet5.onnx.safetensors");
+}
+
+static void test_onnx_resnet18_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/resnet18_w4.onnx.safetensors");
+}
+
+static void test_onnx_googlenet_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/googlenet_w4.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -260,6 +305,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_vgg16_bn_narrow_matches_pytorch),
         cmocka_unit_test(test_resnet50_narrow_matches_pytorch),
         cmocka_unit_test(test_googlenet_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_residual_concat_matches_pytorch),
+        cmocka_unit_test(test_onnx_lenet5_matches_pytorch),
+        cmocka_unit_test(test_onnx_resnet18_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_googlenet_narrow_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,10 @@ typedef struct dt_model {
     size_t n_params;
     float *buffers;
     size_t n_buffers;
+    /* Imported starting values (an ONNX graph's initializers), [n_params + n_buffers]:
+     * parameters then buffers, each tensor at its offset. NULL for zoo models.
+     * dt_model_init_params starts from them instead of drawing. */
+    float *imported;
 
     dt_value *values;
     int n_values, cap_values;
@@ -190,7 +194,8 @@ void dt_model_free(dt_model *m);
 long dt_model_first_non_finite(const dt_model *m);
 
 /* PyTorch-default initialisation from a seed: each tensor draws from its own RNG
- * stream, so the result does not depend on order or thread count. */
+ * stream, so the result does not depend on order or thread count. A model with
+ * imported values (m->imported) takes those instead, whatever the seed. */
 void dt_model_init_params(dt_model *m, uint64_t seed);
 
 /* The input of the model: write n samples [n, c, h, w] here before forward. */

@@ -24,6 +24,11 @@ typedef struct dt_model_spec {
  * error naming the model if it is unknown. */
 int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err);
 
+/* The spec of --model NAME: a zoo row's default (dt_zoo_default_spec), or an ONNX
+ * file's shape and classes (NAME ending in .onnx; docs/onnx.md). -1 with the error:
+ * an unknown name, or why the file does not import. */
+int dt_zoo_spec_of(dt_model_spec *spec, const char *name, dt_error *err);
+
 /* Fills the input shape and classes a model has by default (1x28x28 for the MNIST
  * models, 3x32x32 for the CIFAR ones, both in 10 classes; 3x224x224 in 1000 classes
  * for the ImageNet ones); -1 if unknown. */

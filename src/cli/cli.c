@@ -141,8 +141,9 @@ void cli_flags_help(const cli_flags *flags, FILE *out, const char *overrides) {
 }
 
 int cli_model_and_data(const char *cmd, dt_train_config *cfg, dt_model_spec *spec) {
-    if (dt_zoo_default_spec(spec, cfg->model)) {
-        cli_fail(cmd, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
+    dt_error err;
+    if (dt_zoo_spec_of(spec, cfg->model, &err)) {
+        cli_fail(cmd, "%s", err.msg);
         return 2;
     }
     /* CIFAR-10 and ImageNet are not on this machine (no download here): 3-channel

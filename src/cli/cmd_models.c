@@ -22,9 +22,10 @@ typedef struct model_row {
 } model_row;
 
 static void models_usage(FILE *out) {
-    fprintf(out, "usage: dtrain models [--json]\n"
+    fprintf(out, "usage: dtrain models [--json] [MODEL ...]\n"
                  "\n"
-                 "Lists every model of the zoo: parameters, forward FLOPs per sample (conv and\n"
+                 "Lists every model of the zoo, or the MODELs named (zoo names or ONNX files,\n"
+                 "FILE.onnx: docs/onnx.md): parameters, forward FLOPs per sample (conv and\n"
                  "linear multiply-adds x2, at the default input), the default input shape and\n"
                  "whether the model also takes other input shapes (then train, eval and bench\n"
                  "use the data's shape), and its recipe: the lr, momentum, weight decay and\n"
@@ -45,8 +46,7 @@ static void models_usage(FILE *out) {
 static int measure(model_row *row, const char *name, dt_error *err) {
     memset(row, 0, sizeof *row);
     row->name = name;
-    if (dt_zoo_default_spec(&row->spec, name))
-        return dt_error_set(err, "unknown model '%s' (known: %s)", name, dt_zoo_names());
+    if (dt_zoo_spec_of(&row->spec, name, err)) return -1;
     dt_model m;
     if (dt_zoo_build(&m, &row->spec, err)) return -1;
     row->params = m.n_params;
@@ -126,6 +126,10 @@ static int print_json(const model_row *r) {
     return ok;
 }
 
+static int list_models(const char *cmd, int argc, char **argv, const char **names, int n_names,
+                       dt_train_config *cfg_in, const struct option *own,
+                       const char *const *no_shared, int *json_out);
+
 int cmd_models(int argc, char **argv) {
     static const struct option own[] = {
         {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -133,6 +137,34 @@ int cmd_models(int argc, char **argv) {
     const char *cmd = "models";
     dt_train_config cfg = dt_train_config_default();
     int json = 0;
+    /* MODEL arguments (no option here takes a value: every other word is one) */
+    char **opts = malloc(((size_t)argc + 1) * sizeof *opts);
+    const char **names = malloc(((size_t)argc + 1) * sizeof *names);
+    if (!opts || !names) {
+        free(opts);
+        free(names);
+        cli_fail(cmd, "out of memory");
+        return 1;
+    }
+    int n_opts = 0, n_names = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && argv[i][0] != '-')
+            names[n_names++] = argv[i];
+        else
+            opts[n_opts++] = argv[i];
+    }
+    opts[n_opts] = NULL;
+    const int rc = list_models(cmd, n_opts, opts, names, n_names, &cfg, own, no_shared, &json);
+    free(opts);
+    free(names);
+    return rc;
+}
+
+static int list_models(const char *cmd, int argc, char **argv, const char **names, int n_names,
+                       dt_train_config *cfg_in, const struct option *own,
+                       const char *const *no_shared, int *json_out) {
+    dt_train_config cfg = *cfg_in;
+    int json = *json_out;
     cli_flags flags;
     cli_flags_init(&flags, cmd, no_shared, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
@@ -143,22 +175,30 @@ int cmd_models(int argc, char **argv) {
             return 0;
         }
     }
-    if (!json && printf("%-14s %12s %14s  %-10s %-6s %6s %8s %7s  %s\n", "model", "parameters",
-                        "FLOPs/sample", "input", "other", "lr", "momentum", "wd", "schedule") < 0) {
-        cli_fail(cmd, "cannot write the list");
+    /* every row measured before any is printed: a MODEL that is not one prints only
+     * its error */
+    const int count = n_names ? n_names : dt_zoo_count();
+    model_row *rows = calloc((size_t)count + 1, sizeof *rows);
+    if (!rows) {
+        cli_fail(cmd, "out of memory");
         return 1;
     }
-    for (int i = 0; i < dt_zoo_count(); i++) {
-        model_row row;
+    for (int i = 0; i < count; i++) {
         dt_error err;
-        if (measure(&row, dt_zoo_name(i), &err)) {
+        if (measure(&rows[i], n_names ? names[i] : dt_zoo_name(i), &err)) {
             cli_fail(cmd, "%s", err.msg);
-            return 1;
+            free(rows);
+            return 2;
         }
-        if (!(json ? print_json(&row) : print_text(&row))) {
-            cli_fail(cmd, "cannot write the list");
-            return 1;
-        }
+    }
+    int ok =
+        json || printf("%-14s %12s %14s  %-10s %-6s %6s %8s %7s  %s\n", "model", "parameters",
+                       "FLOPs/sample", "input", "other", "lr", "momentum", "wd", "schedule") >= 0;
+    for (int i = 0; ok && i < count; i++) ok = json ? print_json(&rows[i]) : print_text(&rows[i]);
+    free(rows);
+    if (!ok) {
+        cli_fail(cmd, "cannot write the list");
+        return 1;
     }
     if (fflush(stdout)) {
         cli_fail(cmd, "cannot write the list");

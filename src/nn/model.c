@@ -349,6 +349,7 @@ void dt_model_free(dt_model *m) {
     dt_free(m->grads);
     dt_free(m->buffers);
     dt_free(m->probs);
+    free(m->imported);
     free(m->tensors);
     free(m->values);
     free(m->storages);
@@ -368,6 +369,13 @@ int dt_model_find_tensor(const dt_model *m, const char *name) {
 }
 
 void dt_model_init_params(dt_model *m, uint64_t seed) {
+    if (m->imported) {
+        if (m->n_params) memcpy(m->params, m->imported, sizeof(float) * m->n_params);
+        if (m->n_buffers)
+            memcpy(m->buffers, m->imported + m->n_params, sizeof(float) * m->n_buffers);
+        for (int i = 0; i < m->n_ops; i++) m->ops[i].num_batches_tracked = 0;
+        return;
+    }
     for (int i = 0; i < m->n_tensors; i++) {
         const dt_tensor_entry *t = &m->tensors[i];
         float *data = dt_model_tensor_data(m, i);

@@ -1,5 +1,7 @@
 #include "dtrain/zoo.h"
 
+#include "nn/onnx.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -481,9 +483,24 @@ static const zoo_entry *find(const char *name) {
     return NULL;
 }
 
+/* An imported graph has no published recipe: PyTorch's usual SGD starting point. */
+static const dt_zoo_recipe IMPORTED = {
+    0.01f, 0.9f, 5e-4f, DT_LR_COSINE,
+    "an ONNX model (no recipe of its own): SGD lr 0.01, momentum 0.9, wd 5e-4, cosine; "
+    "give --lr and the others for yours"};
+
 const dt_zoo_recipe *dt_zoo_recipe_of(const char *name) {
+    if (dt_onnx_is_path(name)) return &IMPORTED;
     const zoo_entry *e = name ? find(name) : NULL;
     return e ? e->recipe : NULL;
+}
+
+int dt_zoo_spec_of(dt_model_spec *spec, const char *name, dt_error *err) {
+    if (dt_onnx_is_path(name)) return dt_onnx_spec(spec, name, err);
+    if (dt_zoo_default_spec(spec, name))
+        return dt_error_set(err, "unknown model '%s' (known: %s, or a FILE.onnx)", name,
+                            dt_zoo_names());
+    return 0;
 }
 
 int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
@@ -501,6 +518,7 @@ int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
 }
 
 int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+    if (dt_onnx_is_path(spec->name)) return dt_onnx_build(m, spec, err);
     const zoo_entry *e = find(spec->name);
     if (!e) {
         memset(m, 0, sizeof *m); /* as after dt_model_free: safe to free again */
@@ -520,13 +538,27 @@ int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
     return 0;
 }
 
+static const char ONNX_FIXED[] = "an ONNX graph's shapes are fixed when it is exported";
+
 const char *dt_zoo_fixed_input(const char *name) {
+    if (dt_onnx_is_path(name)) return ONNX_FIXED;
     const zoo_entry *e = find(name);
     return e ? e->fixed_input : NULL;
 }
 
 int dt_zoo_spec_for_data(dt_model_spec *spec, const char *name, int c, int h, int w, int classes,
                          const char *data, dt_error *err) {
+    if (dt_onnx_is_path(name)) {
+        if (dt_onnx_spec(spec, name, err)) return -1;
+        if (c != spec->in_c || h != spec->in_h || w != spec->in_w)
+            return dt_error_set(
+                err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images (%s)", name,
+                spec->in_c, spec->in_h, spec->in_w, data, c, h, w, ONNX_FIXED);
+        if (classes > 0 && classes != spec->classes)
+            return dt_error_set(err, "model %s outputs %d classes but %s has %d", name,
+                                spec->classes, data, classes);
+        return 0;
+    }
     const zoo_entry *e = find(name);
     if (dt_zoo_default_spec(spec, name) || !e)
         return dt_error_set(err, "unknown model '%s' (known: %s)", name, dt_zoo_names());

@@ -28,8 +28,7 @@ static long model_and_steps(const dt_train_config *cfg, int workers, dt_model_sp
         dt_dataset_close(&ds);
         if (rc == 0) return steps;
     }
-    if (dt_zoo_default_spec(spec, cfg->model))
-        return dt_error_set(err, "unknown model '%s' (known: %s)", cfg->model, dt_zoo_names());
+    if (dt_zoo_spec_of(spec, cfg->model, err)) return -1;
     if (cfg->width > 0) spec->width = cfg->width;
     return steps;
 }

@@ -37,8 +37,7 @@ int dt_train_model_spec(dt_model_spec *spec, const char *model, int width, const
 int dt_train_open_data(dt_dataset *ds, const char *model, const char *data, int train,
                        long max_samples, dt_error *err) {
     dt_model_spec spec;
-    if (dt_zoo_default_spec(&spec, model))
-        return dt_error_set(err, "unknown model '%s' (known: %s)", model, dt_zoo_names());
+    if (dt_zoo_spec_of(&spec, model, err)) return -1;
     if (dt_dataset_open(ds, data, train, err)) return -1;
     if (dt_train_model_spec(&spec, model, 0, ds, err)) {
         dt_dataset_close(ds);

@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""ONNX fixtures for dtrain's importer (docs/onnx.md), made with PyTorch (Debian's
+python3-torch). For each model: MODEL.onnx, exported as a user would for training
+(torch.onnx.export(..., training=TrainingMode.TRAINING, do_constant_folding=False)),
+and MODEL.onnx.safetensors, a parity fixture in make_fixtures.py's format (initial
+state, two batches, float64 losses, step-1 gradients and the state after two SGD
+steps) whose metadata names the .onnx file as its model. dtrain's tests never need
+torch.
+
+    scripts/make_onnx_fixtures.py [--out tests/fixtures/onnx]
+"""
+import argparse
+import copy
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from make_fixtures import make_fixture
+from torch_models import LeNet5, ResNet18, build_imagenet
+
+
+class ResidualConcat(nn.Module):
+    """A user-defined CNN: a residual block, a concat of two branches, max pooling,
+    global average pooling and a linear head (with a dropout of p = 0: its masks are
+    PyTorch's own random numbers)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.branch = nn.Conv2d(8, 8, 1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(0.0)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)) + x)
+        x = torch.cat([x, self.branch(x)], 1)
+        x = F.adaptive_avg_pool2d(self.pool(x), 1)
+        return self.fc(self.drop(torch.flatten(x, 1)))
+
+
+def export(model, path, shape):
+    """The export a user runs; on a copy, so that tracing's forward pass does not move
+    the fixture's BatchNorm statistics."""
+    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
+                                                  "fixtures", "onnx"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+    cases = [  # file, model builder, input shape, batch, seed, lr
+        ("residual_concat", lambda: ResidualConcat(), (3, 16, 16), 4, 31, 0.1),
+        ("lenet5", lambda: LeNet5(), (1, 28, 28), 4, 33, 0.1),
+        ("resnet18_w4", lambda: ResNet18(4), (3, 32, 32), 4, 35, 0.1),
+        ("googlenet_w4", lambda: build_imagenet("googlenet", 4, 10, no_dropout=True),
+         (3, 32, 32), 4, 39, 0.1),
+    ]
+    for name, build, shape, batch, seed, lr in cases:
+        torch.manual_seed(seed - 1)
+        model = build()
+        onnx_path = os.path.join(args.out, f"{name}.onnx")
+        export(model, onnx_path, shape)
+        make_fixture(onnx_path + ".safetensors", model, f"{name}.onnx", 0, shape, batch, seed,
+                     lr=lr, f32_errors=True,
+                     extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})
+        print(f"wrote {onnx_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,939 @@
+/* The ONNX importer (onnx.h): protobuf-c reads the file with the parser generated from
+ * Debian's onnx.proto (libonnx-dev); each node becomes one dt_model_* call. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "nn/onnx.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "onnx/onnx.pb-c.h"
+
+/* protobuf's own limit on a message; bigger models keep their weights in external files */
+#define MAX_FILE_BYTES ((size_t)2 << 30)
+/* a dimension beyond this is a corrupt or hostile file, not a model */
+#define MAX_DIM (1 << 24)
+
+int dt_onnx_is_path(const char *name) {
+    const size_t n = name ? strlen(name) : 0;
+    return n > 5 && !strcmp(name + n - 5, ".onnx");
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static int read_file(const char *path, size_t max, uint8_t **out, size_t *len, dt_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return dt_error_set(err, "%s: not a regular file", path);
+    }
+    if ((uintmax_t)st.st_size > max) {
+        fclose(f);
+        return dt_error_set(err, "%s: %jd bytes, more than the %zu this reader takes", path,
+                            (intmax_t)st.st_size, max);
+    }
+    *len = (size_t)st.st_size;
+    *out = malloc(*len ? *len : 1);
+    if (!*out) {
+        fclose(f);
+        return dt_error_set(err, "%s: out of memory for %zu bytes", path, *len);
+    }
+    const size_t got = fread(*out, 1, *len, f);
+    const int bad = ferror(f);
+    fclose(f);
+    if (got != *len || bad) {
+        free(*out);
+        *out = NULL;
+        return dt_error_set(err, "%s: read failed", path);
+    }
+    return 0;
+}
+
+static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+    if (read_file(path, MAX_FILE_BYTES, &bytes, &len, err)) return NULL;
+    Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, bytes);
+    free(bytes);
+    if (!model) {
+        dt_error_set(err,
+                     "%s: not an ONNX model (its protobuf does not parse: truncated, or "
+                     "another format)",
+                     path);
+        return NULL;
+    }
+    if (!model->graph) {
+        onnx__model_proto__free_unpacked(model, NULL);
+        dt_error_set(err, "%s: an ONNX model without a graph", path);
+        return NULL;
+    }
+    return model;
+}
+
+/* ------------------------------------------------------------------ the import */
+
+enum { V_ACT = 1, V_CONST = 2 };
+
+typedef struct onnx_value {
+    const char *name; /* the ONNX name, owned by the proto */
+    int kind;         /* V_ACT (an activation: dtrain value `id`) or V_CONST (`tensor`) */
+    int id;
+    const Onnx__TensorProto *tensor;
+    int bias_tensor;   /* a MatMul's output: the tensor entry of its bias (an Add may set
+                          it), else -1 */
+    int bias_from_add; /* that bias came from an Add */
+} onnx_value;
+
+/* One tensor entry's starting values: `count` floats from an initializer. */
+typedef struct pending_copy {
+    int entry;
+    const Onnx__TensorProto *tensor;
+    int transpose; /* a Gemm's B given [in, out]: stored [out, in] */
+} pending_copy;
+
+typedef struct importer {
+    const char *path;
+    char folder[4096]; /* the model's folder: external data must be inside it */
+    const Onnx__GraphProto *g;
+    dt_model *m;
+    onnx_value *values;
+    int n_values, cap_values;
+    pending_copy *copies;
+    int n_copies, cap_copies;
+    dt_error *err;
+    int failed;
+} importer;
+
+static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(importer *im, const char *fmt, ...) {
+    if (im->failed) return -1;
+    im->failed = 1;
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return dt_error_set(im->err, "%s: %s", im->path, what);
+}
+
+static int fail_node(importer *im, const Onnx__NodeProto *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail_node(importer *im, const Onnx__NodeProto *n, const char *fmt, ...) {
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return fail(im, "node '%s' (%s): %s", n->name && *n->name ? n->name : "(unnamed)",
+                n->op_type ? n->op_type : "?", why);
+}
+
+static onnx_value *find_value(importer *im, const char *name) {
+    if (!name || !*name) return NULL;
+    for (int i = im->n_values - 1; i >= 0; i--)
+        if (!strcmp(im->values[i].name, name)) return &im->values[i];
+    return NULL;
+}
+
+static onnx_value *add_value(importer *im, const char *name, int kind) {
+    if (find_value(im, name)) {
+        fail(im, "the value '%s' is defined twice (ONNX values are assigned once)", name);
+        return NULL;
+    }
+    if (im->n_values == im->cap_values) {
+        const int cap = im->cap_values ? 2 * im->cap_values : 64;
+        onnx_value *v = realloc(im->values, (size_t)cap * sizeof *v);
+        if (!v) {
+            fail(im, "out of memory");
+            return NULL;
+        }
+        im->values = v;
+        im->cap_values = cap;
+    }
+    onnx_value *v = &im->values[im->n_values++];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->kind = kind;
+    v->id = -1;
+    v->bias_tensor = -1;
+    return v;
+}
+
+static int add_copy(importer *im, int entry, const Onnx__TensorProto *t, int transpose) {
+    if (im->n_copies == im->cap_copies) {
+        const int cap = im->cap_copies ? 2 * im->cap_copies : 64;
+        pending_copy *c = realloc(im->copies, (size_t)cap * sizeof *c);
+        if (!c) return fail(im, "out of memory");
+        im->copies = c;
+        im->cap_copies = cap;
+    }
+    im->copies[im->n_copies++] = (pending_copy){entry, t, transpose};
+    return 0;
+}
+
+/* A tensor's element count from its dims, each in [0, MAX_DIM]; -1 past that. */
+/* A tensor's name for messages (a Constant node's tensor may have none). */
+static const char *tname(const Onnx__TensorProto *t) {
+    return t->name && *t->name ? t->name : "(a Constant node's value)";
+}
+
+static long long numel_of(const Onnx__TensorProto *t) {
+    long long n = 1;
+    for (size_t i = 0; i < t->n_dims; i++) {
+        if (t->dims[i] < 0 || t->dims[i] > MAX_DIM) return -1;
+        n *= t->dims[i];
+        if (n > (1LL << 32)) return -1;
+    }
+    return n;
+}
+
+/* The bytes of an initializer kept in an external file: "location" relative to the
+ * model's folder (no absolute path, no ".."), "offset" and "length". */
+static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want, uint8_t **out) {
+    const char *location = NULL;
+    long long offset = 0, length = -1;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e->key || !e->value) continue;
+        char *end = NULL;
+        if (!strcmp(e->key, "location")) {
+            location = e->value;
+        } else if (!strcmp(e->key, "offset") || !strcmp(e->key, "length")) {
+            errno = 0;
+            const long long v = strtoll(e->value, &end, 10);
+            if (errno || end == e->value || *end || v < 0)
+                return fail(im, "initializer '%s': external data %s '%s' is not a byte count",
+                            tname(t), e->key, e->value);
+            if (!strcmp(e->key, "offset"))
+                offset = v;
+            else
+                length = v;
+        }
+    }
+    if (!location || !*location)
+        return fail(im, "initializer '%s': external data without a location", tname(t));
+    if (location[0] == '/' || !strcmp(location, "..") || !strncmp(location, "../", 3) ||
+        strstr(location, "/../") ||
+        (strlen(location) >= 3 && !strcmp(location + strlen(location) - 3, "/..")))
+        return fail(im,
+                    "initializer '%s': external data '%s' is outside the model's folder (an "
+                    "absolute path or '..')",
+                    tname(t), location);
+    if (length >= 0 && (size_t)length != want)
+        return fail(im, "initializer '%s': external data of %lld bytes, its shape needs %zu",
+                    tname(t), length, want);
+    char file[8192];
+    if (snprintf(file, sizeof file, "%s/%s", im->folder, location) >= (int)sizeof file)
+        return fail(im, "initializer '%s': external data path too long", tname(t));
+    /* a symbolic link may still lead out of the folder: compare the real paths */
+    char real_file[PATH_MAX], real_folder[PATH_MAX];
+    if (!realpath(file, real_file) || !realpath(im->folder, real_folder))
+        return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
+                    strerror(errno));
+    const size_t fl = strlen(real_folder);
+    if (strncmp(real_file, real_folder, fl) || (real_file[fl] != '/' && fl > 1))
+        return fail(im, "initializer '%s': external data '%s' leads outside the model's folder",
+                    tname(t), location);
+    FILE *f = fopen(real_file, "rb");
+    if (!f)
+        return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
+                    strerror(errno));
+    *out = malloc(want ? want : 1);
+    int rc = 0;
+    if (!*out)
+        rc = fail(im, "out of memory");
+    else if (fseeko(f, (off_t)offset, SEEK_SET) || fread(*out, 1, want, f) != want)
+        rc = fail(im, "initializer '%s': its external data %s ends before byte %lld + %zu",
+                  tname(t), file, offset, want);
+    fclose(f);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* count floats of a FLOAT tensor into out (raw_data little-endian as this host, the
+ * typed field, or an external file). */
+static int tensor_floats(importer *im, const Onnx__TensorProto *t, float *out, size_t count) {
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail(im, "initializer '%s': element type %d, not float", tname(t), t->data_type);
+    const size_t bytes = count * sizeof(float);
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        uint8_t *data = NULL;
+        if (external_bytes(im, t, bytes, &data)) return -1;
+        memcpy(out, data, bytes);
+        free(data);
+        return 0;
+    }
+    if (t->has_raw_data && t->raw_data.len) {
+        if (t->raw_data.len != bytes)
+            return fail(im, "initializer '%s': %zu bytes of data, its shape needs %zu", tname(t),
+                        t->raw_data.len, bytes);
+        memcpy(out, t->raw_data.data, bytes);
+        return 0;
+    }
+    if (t->n_float_data != count)
+        return fail(im, "initializer '%s': %zu values, its shape needs %zu", tname(t),
+                    t->n_float_data, count);
+    if (count) memcpy(out, t->float_data, bytes);
+    return 0;
+}
+
+/* An INT64 constant's values (a Reshape's shape), at most `max`. */
+static int tensor_int64s(importer *im, const Onnx__TensorProto *t, int64_t *out, int max,
+                         int *count) {
+    const long long n = numel_of(t);
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || n < 0 || n > max)
+        return fail(im, "the constant '%s' is not a short list of int64", tname(t));
+    *count = (int)n;
+    if (t->has_raw_data && t->raw_data.len) {
+        if (t->raw_data.len != (size_t)n * sizeof(int64_t))
+            return fail(im, "the constant '%s': %zu bytes for %lld int64", tname(t),
+                        t->raw_data.len, n);
+        memcpy(out, t->raw_data.data, t->raw_data.len);
+        return 0;
+    }
+    if (t->n_int64_data != (size_t)n)
+        return fail(im, "the constant '%s': %zu values for %lld", tname(t), t->n_int64_data, n);
+    for (long long i = 0; i < n; i++) out[i] = t->int64_data[i];
+    return 0;
+}
+
+/* A scalar float constant (Dropout's ratio). */
+static int tensor_scalar(importer *im, const Onnx__TensorProto *t, float *out) {
+    if (numel_of(t) != 1) return fail(im, "the constant '%s' is not a scalar", tname(t));
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return tensor_floats(im, t, out, 1);
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+        double d;
+        if (t->has_raw_data && t->raw_data.len == sizeof d)
+            memcpy(&d, t->raw_data.data, sizeof d);
+        else if (t->n_double_data == 1)
+            d = t->double_data[0];
+        else
+            return fail(im, "the constant '%s' has no value", tname(t));
+        *out = (float)d;
+        return 0;
+    }
+    return fail(im, "the constant '%s' is not a float", tname(t));
+}
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name) {
+    for (size_t i = 0; i < n->n_attribute; i++)
+        if (n->attribute[i]->name && !strcmp(n->attribute[i]->name, name)) return n->attribute[i];
+    return NULL;
+}
+
+static long long attr_int(const Onnx__NodeProto *n, const char *name, long long fallback) {
+    const Onnx__AttributeProto *a = attr(n, name);
+    return a && a->has_i ? (long long)a->i : fallback;
+}
+
+static float attr_float(const Onnx__NodeProto *n, const char *name, float fallback) {
+    const Onnx__AttributeProto *a = attr(n, name);
+    return a && a->has_f ? a->f : fallback;
+}
+
+/* An INTS attribute with `want` entries all equal (square kernels, one stride, one
+ * pad); absent: fallback. -1 if the entries differ or are out of range. */
+static int attr_same_ints(const Onnx__NodeProto *n, const char *name, size_t want, int fallback) {
+    const Onnx__AttributeProto *a = attr(n, name);
+    if (!a || a->n_ints == 0) return fallback;
+    if (a->n_ints != want) return -1;
+    for (size_t i = 1; i < a->n_ints; i++)
+        if (a->ints[i] != a->ints[0]) return -1;
+    return a->ints[0] >= 0 && a->ints[0] <= MAX_DIM ? (int)a->ints[0] : -1;
+}
+
+/* auto_pad absent, empty or NOTSET: the pads are explicit (a bytes field: no NUL) */
+static int explicit_pads(const Onnx__NodeProto *n) {
+    const Onnx__AttributeProto *a = attr(n, "auto_pad");
+    if (!a || !a->has_s || a->s.len == 0) return 1;
+    return a->s.len == 6 && !memcmp(a->s.data, "NOTSET", 6);
+}
+
+/* How many nodes read the value `name`. */
+static int readers(const importer *im, const char *name) {
+    int count = 0;
+    for (size_t j = 0; j < im->g->n_node; j++)
+        for (size_t q = 0; q < im->g->node[j]->n_input; q++)
+            count += im->g->node[j]->input[q] && !strcmp(im->g->node[j]->input[q], name);
+    return count;
+}
+
+/* The node's i-th input as an activation, or NULL after failing. */
+static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
+    if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
+        fail_node(im, n, "an input is missing");
+        return NULL;
+    }
+    onnx_value *v = find_value(im, n->input[i]);
+    if (!v) {
+        fail_node(im, n,
+                  "its input '%s' is not defined before it (undefined, or the graph is not in "
+                  "topological order: a cycle)",
+                  n->input[i]);
+        return NULL;
+    }
+    if (v->kind != V_ACT) {
+        fail_node(im, n, "its input '%s' is a constant where dtrain needs an activation",
+                  n->input[i]);
+        return NULL;
+    }
+    return v;
+}
+
+/* The node's i-th input as a constant (an initializer or a Constant node's), or NULL
+ * (optional = 1: absent is fine; else it fails). */
+static const Onnx__TensorProto *const_input(importer *im, const Onnx__NodeProto *n, size_t i,
+                                            int optional) {
+    if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
+        if (!optional) fail_node(im, n, "an input is missing");
+        return NULL;
+    }
+    onnx_value *v = find_value(im, n->input[i]);
+    if (!v || v->kind != V_CONST) {
+        fail_node(im, n,
+                  "its input '%s' must be an initializer or constant (dtrain trains weights it "
+                  "holds itself)",
+                  n->input[i]);
+        return NULL;
+    }
+    return v->tensor;
+}
+
+/* The node's output as a new activation with dtrain value id. */
+static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
+    if (id < 0) {
+        fail_node(im, n, "%s", im->m->build_error.msg);
+        return -1;
+    }
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_ACT);
+    if (!v) return -1;
+    v->id = id;
+    return 0;
+}
+
+/* The dtrain op name for a node: the prefix of its weight's name when that ends in
+ * ".weight" (PyTorch's module path), else the node's name. */
+static void op_name(const Onnx__NodeProto *n, const Onnx__TensorProto *weight, char *out,
+                    size_t size) {
+    const char *w = weight && weight->name ? weight->name : "";
+    const size_t len = strlen(w);
+    if (len > 7 && !strcmp(w + len - 7, ".weight") && len - 7 < size) {
+        memcpy(out, w, len - 7);
+        out[len - 7] = '\0';
+        return;
+    }
+    snprintf(out, size, "%s", n->name && *n->name ? n->name : (n->op_type ? n->op_type : "op"));
+}
+
+/* Gives tensor entry `entry` the initializer's name and its values. */
+static int take(importer *im, const Onnx__NodeProto *n, int entry, const Onnx__TensorProto *t,
+                int transpose) {
+    dt_tensor_entry *e = &im->m->tensors[entry];
+    if (numel_of(t) != (long long)e->numel) {
+        return fail_node(im, n, "initializer '%s' has %lld values where dtrain's %s has %zu",
+                         tname(t), numel_of(t), e->name, e->numel);
+    }
+    if (t->name && *t->name) {
+        if (strlen(t->name) >= sizeof e->name) {
+            return fail_node(im, n, "initializer name '%.60s...' is longer than %zu characters",
+                             t->name, sizeof e->name - 1);
+        }
+        snprintf(e->name, sizeof e->name, "%s", t->name);
+    }
+    return add_copy(im, entry, t, transpose);
+}
+
+static int dims_are(const Onnx__TensorProto *t, size_t ndim) {
+    return t && t->n_dims == ndim && numel_of(t) >= 0;
+}
+
+static int import_conv(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
+    const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
+    if (!w || im->failed) return -1;
+    if (!dims_are(w, 4)) return fail_node(im, n, "its weight is not 4-D (only 2-D convolutions)");
+    const dt_value xv = im->m->values[x->id];
+    if (attr_int(n, "group", 1) != 1)
+        return fail_node(im, n, "grouped convolution (group > 1) is not supported");
+    if (attr_same_ints(n, "dilations", 2, 1) != 1)
+        return fail_node(im, n, "dilated convolution is not supported");
+    if (!explicit_pads(n))
+        return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
+    const int k = attr_same_ints(n, "kernel_shape", 2, (int)w->dims[2]);
+    const int stride = attr_same_ints(n, "strides", 2, 1);
+    const int pad = attr_same_ints(n, "pads", 4, 0);
+    if (k < 1 || w->dims[2] != k || w->dims[3] != k)
+        return fail_node(im, n, "only square kernels are supported");
+    if (stride < 1) return fail_node(im, n, "only equal strides along both axes are supported");
+    if (pad < 0) return fail_node(im, n, "only equal pads on all four sides are supported");
+    if (w->dims[1] != xv.c) {
+        return fail_node(im, n, "its weight takes %lld channels, its input has %d",
+                         (long long)w->dims[1], xv.c);
+    }
+    if (b && (!dims_are(b, 1) || b->dims[0] != w->dims[0]))
+        return fail_node(im, n, "its bias does not match its output channels");
+    char name[80];
+    op_name(n, w, name, sizeof name);
+    const int y = dt_model_conv2d(im->m, name, x->id, (int)w->dims[0], k, stride, pad, b != NULL);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, w, 0)) return -1;
+    return b ? take(im, n, op->bias, b, 0) : 0;
+}
+
+static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *t[4];
+    for (int i = 0; i < 4; i++) t[i] = x ? const_input(im, n, (size_t)i + 1, 0) : NULL;
+    if (im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    for (int i = 0; i < 4; i++)
+        if (!dims_are(t[i], 1) || t[i]->dims[0] != xv.c)
+            return fail_node(im, n,
+                             "its scale, bias, mean and variance must each have one "
+                             "value per channel");
+    /* ONNX's momentum is the running average's weight on the old value: PyTorch's 0.1
+     * exports as 0.9, the one dtrain's BatchNorm uses */
+    const float momentum = attr_float(n, "momentum", 0.9f);
+    if (momentum < 0.8999f || momentum > 0.9001f)
+        return fail_node(im, n, "momentum other than 0.9 (PyTorch's 0.1) is not supported");
+    char name[80];
+    op_name(n, t[0], name, sizeof name);
+    const int y = dt_model_batchnorm2d_eps(im->m, name, x->id, attr_float(n, "epsilon", 1e-5f));
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    const int entries[4] = {op->weight, op->bias, op->running_mean, op->running_var};
+    for (int i = 0; i < 4; i++)
+        if (take(im, n, entries[i], t[i], 0)) return -1;
+    return 0;
+}
+
+static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    if (n->n_output > 1 && n->output[1] && *n->output[1])
+        return fail_node(im, n, "its Indices output is not supported");
+    const int k = attr_same_ints(n, "kernel_shape", 2, -1);
+    const int stride = attr_same_ints(n, "strides", 2, 1);
+    const int pad = attr_same_ints(n, "pads", 4, 0);
+    const long long ceil_mode = attr_int(n, "ceil_mode", 0);
+    if (!explicit_pads(n))
+        return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
+    if (k < 1) return fail_node(im, n, "only square kernels are supported");
+    if (stride < 1 || pad < 0)
+        return fail_node(im, n, "only equal strides and equal pads on every side are supported");
+    if (attr_same_ints(n, "dilations", 2, 1) != 1)
+        return fail_node(im, n, "dilated pooling is not supported");
+    int y;
+    if (max) {
+        if (attr_int(n, "storage_order", 0) != 0)
+            return fail_node(im, n, "storage_order 1 is not supported");
+        y = dt_model_maxpool2d_padded(im->m, x->id, k, stride, pad, ceil_mode != 0);
+    } else {
+        if (pad != 0 || ceil_mode)
+            return fail_node(im, n, "average pooling with pads or ceil_mode is not supported");
+        y = dt_model_avgpool2d(im->m, x->id, k, stride);
+    }
+    (void)xv;
+    return set_output(im, n, y);
+}
+
+/* Flatten at axis 1, or a Reshape to [N, C*H*W] (0 or -1 for N, -1 for the rest). */
+static int import_flatten(importer *im, const Onnx__NodeProto *n, int reshape) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const long long features = (long long)xv.c * xv.h * xv.w;
+    if (reshape) {
+        const Onnx__TensorProto *shape = const_input(im, n, 1, 0);
+        int64_t d[8];
+        int count = 0;
+        if (!shape || tensor_int64s(im, shape, d, 8, &count)) return -1;
+        const int ok = count == 2 && (d[0] == 0 || d[0] == -1) &&
+                       (d[1] == -1 || d[1] == features) && !(d[0] == -1 && d[1] == -1);
+        if (!ok)
+            return fail_node(im, n, "only a reshape to [batch, features] (a flatten) is supported");
+    } else if (attr_int(n, "axis", 1) != 1) {
+        return fail_node(im, n, "only Flatten at axis 1 is supported");
+    }
+    return set_output(im, n, dt_model_flatten(im->m, x->id));
+}
+
+static int import_gemm(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
+    const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
+    if (!w || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const long long in = (long long)xv.c * xv.h * xv.w;
+    if (attr_int(n, "transA", 0) != 0) return fail_node(im, n, "transA is not supported");
+    if (attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
+        return fail_node(im, n, "alpha or beta other than 1 is not supported");
+    const int trans_b = attr_int(n, "transB", 0) != 0;
+    if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
+    const long long out = trans_b ? w->dims[0] : w->dims[1],
+                    w_in = trans_b ? w->dims[1] : w->dims[0];
+    if (w_in != in) {
+        return fail_node(im, n, "its weight takes %lld features, its input has %lld", w_in, in);
+    }
+    if (!b)
+        return fail_node(im, n,
+                         "a Gemm without a bias is not supported (dtrain's linear layers "
+                         "have one)");
+    if (numel_of(b) != out) return fail_node(im, n, "its bias does not have one value per output");
+    if (xv.h != 1 || xv.w != 1)
+        return fail_node(im, n, "its input is not flat (export a Flatten before it)");
+    char name[80];
+    op_name(n, w, name, sizeof name);
+    const int y = dt_model_linear(im->m, name, x->id, (int)out);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, w, !trans_b)) return -1;
+    return take(im, n, op->bias, b, 0);
+}
+
+/* MatMul by a [in, out] initializer: a linear layer whose bias the Add after it gives. */
+static int import_matmul(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
+    if (!w || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
+    if (xv.h != 1 || xv.w != 1 || w->dims[0] != xv.c)
+        return fail_node(im, n, "only a flat input times a [in, out] weight is supported");
+    char name[80];
+    op_name(n, w, name, sizeof name);
+    const int y = dt_model_linear(im->m, name, x->id, (int)w->dims[1]);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, w, 1)) return -1;
+    im->values[im->n_values - 1].bias_tensor = op->bias;
+    return 0;
+}
+
+static int import_add(importer *im, const Onnx__NodeProto *n) {
+    if (n->n_input != 2) return fail_node(im, n, "an Add of other than two inputs");
+    onnx_value *a = find_value(im, n->input[0]), *b = find_value(im, n->input[1]);
+    if (!a || !b) {
+        act_input(im, n, a ? 1 : 0); /* the message for the undefined one */
+        return -1;
+    }
+    if (a->kind == V_ACT && b->kind == V_ACT) {
+        const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
+        if (av.c != bv.c || av.h != bv.h || av.w != bv.w)
+            return fail_node(im, n, "its inputs' shapes differ (no broadcasting)");
+        return set_output(im, n, dt_model_add(im->m, a->id, b->id));
+    }
+    onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
+    if (act->kind != V_ACT || act->bias_tensor < 0 || act->bias_from_add ||
+        readers(im, act->name) != 1)
+        return fail_node(im, n,
+                         "an Add of a constant is supported only as the bias of the "
+                         "MatMul before it");
+    if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
+    act->bias_from_add = 1;
+    /* the Add's output is the linear layer's own */
+    onnx_value *v = add_value(im, n->output[0], V_ACT);
+    if (!v) return -1;
+    v->id = act->id;
+    return 0;
+}
+
+static int import_concat(importer *im, const Onnx__NodeProto *n) {
+    if (attr_int(n, "axis", 0) != 1) return fail_node(im, n, "only Concat along channels (axis 1)");
+    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
+        return fail_node(im, n, "a Concat of 1 to 8 inputs is supported");
+    int ids[DT_OP_MAX_INPUTS];
+    for (size_t i = 0; i < n->n_input; i++) {
+        const onnx_value *v = act_input(im, n, i);
+        if (!v) return -1;
+        ids[i] = v->id;
+    }
+    return set_output(im, n, dt_model_concat(im->m, ids, (int)n->n_input));
+}
+
+static int import_dropout(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    float p = attr_float(n, "ratio", 0.5f);
+    if (n->n_input > 1 && n->input[1] && *n->input[1]) {
+        const Onnx__TensorProto *r = const_input(im, n, 1, 0);
+        if (!r || tensor_scalar(im, r, &p)) return -1;
+    }
+    if (!(p >= 0.0f && p <= 1.0f)) return fail_node(im, n, "its ratio is not in [0, 1]");
+    return set_output(im, n, dt_model_dropout(im->m, x->id, p));
+}
+
+static int import_node(importer *im, const Onnx__NodeProto *n) {
+    const char *op = n->op_type ? n->op_type : "";
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
+        return fail_node(im, n, "an operator outside the standard ONNX domain");
+    if (!strcmp(op, "Constant")) {
+        const Onnx__AttributeProto *a = attr(n, "value");
+        if (!a || !a->t || n->n_output < 1)
+            return fail_node(im, n, "only Constant nodes with a tensor value are supported");
+        onnx_value *v = add_value(im, n->output[0], V_CONST);
+        if (!v) return -1;
+        v->tensor = a->t;
+        return 0;
+    }
+    if (!strcmp(op, "Conv")) return import_conv(im, n);
+    if (!strcmp(op, "BatchNormalization")) return import_batchnorm(im, n);
+    if (!strcmp(op, "Relu")) {
+        onnx_value *x = act_input(im, n, 0);
+        if (!x) return -1;
+        if (readers(im, x->name) > 1)
+            return fail_node(im, n,
+                             "its input is also read by another node, and dtrain's ReLU "
+                             "works in place");
+        return set_output(im, n, dt_model_relu(im->m, x->id));
+    }
+    if (!strcmp(op, "MaxPool")) return import_pool(im, n, 1);
+    if (!strcmp(op, "AveragePool")) return import_pool(im, n, 0);
+    if (!strcmp(op, "GlobalAveragePool")) {
+        onnx_value *x = act_input(im, n, 0);
+        return x ? set_output(im, n, dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1)) : -1;
+    }
+    if (!strcmp(op, "Flatten")) return import_flatten(im, n, 0);
+    if (!strcmp(op, "Reshape")) return import_flatten(im, n, 1);
+    if (!strcmp(op, "Gemm")) return import_gemm(im, n);
+    if (!strcmp(op, "MatMul")) return import_matmul(im, n);
+    if (!strcmp(op, "Add")) return import_add(im, n);
+    if (!strcmp(op, "Concat")) return import_concat(im, n);
+    if (!strcmp(op, "Dropout")) return import_dropout(im, n);
+    if (!strcmp(op, "Pad")) {
+        /* PyTorch puts a Pad of zeros before avg_pool2d's AveragePool: the identity */
+        int64_t pads[16];
+        int count = 0;
+        const Onnx__AttributeProto *a = attr(n, "pads");
+        if (a) {
+            count = a->n_ints <= 16 ? (int)a->n_ints : -1;
+            for (int i = 0; i < count; i++) pads[i] = a->ints[i];
+        } else {
+            const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+            if (!t || tensor_int64s(im, t, pads, 16, &count)) return -1;
+        }
+        for (int i = 0; i < count; i++)
+            if (pads[i] != 0) count = -1;
+        if (count < 0)
+            return fail_node(im, n,
+                             "padding other than zeros is supported only inside a Conv "
+                             "or a pooling node");
+    }
+    if (!strcmp(op, "Identity") || !strcmp(op, "Pad")) {
+        onnx_value *x = act_input(im, n, 0);
+        if (!x) return -1;
+        onnx_value *v = add_value(im, n->output[0], V_ACT);
+        if (!v) return -1;
+        v->id = x->id;
+        return 0;
+    }
+    return fail_node(im, n,
+                     "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
+                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, "
+                     "Concat, Flatten, Reshape to [batch, features], Dropout, Identity, "
+                     "Constant, and a Pad of zeros)");
+}
+
+/* The graph's one data input (the inputs that are not initializers): its C x H x W. */
+static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, int *h, int *w) {
+    const Onnx__GraphProto *g = im->g;
+    *out = NULL;
+    for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *in = g->input[i];
+        int is_init = 0;
+        for (size_t k = 0; k < g->n_initializer && !is_init; k++)
+            is_init =
+                in->name && g->initializer[k]->name && !strcmp(in->name, g->initializer[k]->name);
+        if (is_init) continue;
+        if (*out)
+            return fail(im, "the graph has more than one data input ('%s', '%s')", (*out)->name,
+                        in->name);
+        *out = in;
+    }
+    if (!*out) return fail(im, "the graph has no data input");
+    const Onnx__TypeProto *t = (*out)->type;
+    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type ||
+        !t->tensor_type->shape)
+        return fail(im, "the input '%s' is not a tensor of known shape", (*out)->name);
+    const Onnx__TypeProto__Tensor *tt = t->tensor_type;
+    if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail(im, "the input '%s' is not float", (*out)->name);
+    const Onnx__TensorShapeProto *s = tt->shape;
+    if (s->n_dim != 4)
+        return fail(im,
+                    "the input '%s' has %zu dimensions; dtrain feeds images [batch, C, H, W] "
+                    "(export with that shape, and a Flatten for an MLP)",
+                    (*out)->name, s->n_dim);
+    int dims[3];
+    for (int i = 1; i < 4; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = s->dim[i];
+        if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+            d->dim_value < 1 || d->dim_value > 65536)
+            return fail(im, "the input '%s': dimension %d is not a fixed size in 1..65536",
+                        (*out)->name, i);
+        dims[i - 1] = (int)d->dim_value;
+    }
+    *c = dims[0], *h = dims[1], *w = dims[2];
+    return 0;
+}
+
+static void importer_free(importer *im) {
+    free(im->values);
+    free(im->copies);
+}
+
+/* Maps the graph onto m (built, not allocated) and fills m->imported. */
+static int import_graph(importer *im, const dt_model_spec *spec) {
+    const Onnx__GraphProto *g = im->g;
+    const Onnx__ValueInfoProto *input;
+    int c = 0, h = 0, w = 0;
+    if (data_input(im, &input, &c, &h, &w)) return -1;
+    if (spec->in_c && (spec->in_c != c || spec->in_h != h || spec->in_w != w))
+        return fail(im, "the graph takes %dx%dx%d inputs, not %dx%dx%d", c, h, w, spec->in_c,
+                    spec->in_h, spec->in_w);
+    if (g->n_output < 1 || !g->output[0]->name) return fail(im, "the graph has no output");
+    dt_model *m = im->m;
+    const int x = dt_model_input(m, c, h, w);
+    onnx_value *v = add_value(im, input->name, V_ACT);
+    if (!v) return -1;
+    v->id = x;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        if (!t->name || !*t->name) return fail(im, "an initializer without a name");
+        if (numel_of(t) < 0) return fail(im, "initializer '%s': dimensions out of range", t->name);
+        if (find_value(im, t->name)) continue; /* an input with a default: the input wins */
+        v = add_value(im, t->name, V_CONST);
+        if (!v) return -1;
+        v->tensor = t;
+    }
+    /* in order: a name read before it is defined is reported by the node reading it */
+    for (size_t i = 0; i < g->n_node && !im->failed; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (import_node(im, n)) return -1;
+        for (size_t k = 0; k < n->n_output; k++) {
+            /* outputs past the first (BatchNormalization's running statistics in training
+             * mode, Dropout's mask) must not be read: dtrain does not produce them */
+            if (k > 0 && n->output[k] && *n->output[k] && readers(im, n->output[k]) > 0)
+                return fail_node(im, n,
+                                 "a node reads one of its later outputs, which dtrain "
+                                 "does not produce");
+        }
+    }
+    if (im->failed) return -1;
+    const onnx_value *y = find_value(im, g->output[0]->name);
+    if (!y || y->kind != V_ACT)
+        return fail(im, "the graph's output '%s' is not computed by its nodes", g->output[0]->name);
+    if (y->id != m->n_values - 1)
+        return fail(im,
+                    "the graph's output '%s' is not its last node's: dtrain trains a chain "
+                    "that ends in the logits",
+                    g->output[0]->name);
+    const dt_value yv = m->values[y->id];
+    if (yv.h != 1 || yv.w != 1)
+        return fail(im, "the graph's output '%s' is %dx%dx%d, not [batch, classes]",
+                    g->output[0]->name, yv.c, yv.h, yv.w);
+    for (size_t i = 1; i < g->n_output; i++)
+        if (g->output[i]->name && *g->output[i]->name) {
+            /* training-mode exports list BatchNorm's running statistics as outputs too:
+             * those dtrain keeps itself; anything else is a second head */
+            const onnx_value *o = find_value(im, g->output[i]->name);
+            if (o && o->kind == V_ACT)
+                return fail(im, "the graph has a second output '%s' (dtrain trains one head)",
+                            g->output[i]->name);
+        }
+    m->classes = yv.c;
+    if (m->build_failed) return fail(im, "%s", m->build_error.msg);
+    /* the starting values, parameters then buffers */
+    m->imported = calloc(m->n_params + m->n_buffers + 1, sizeof(float));
+    if (!m->imported) return fail(im, "out of memory for the initializers");
+    for (int k = 0; k < im->n_copies; k++) {
+        const pending_copy *pc = &im->copies[k];
+        const dt_tensor_entry *e = &m->tensors[pc->entry];
+        float *dst = m->imported + (e->is_param ? 0 : m->n_params) + e->offset;
+        if (!pc->transpose) {
+            if (tensor_floats(im, pc->tensor, dst, e->numel)) return -1;
+            continue;
+        }
+        float *tmp = malloc(e->numel * sizeof(float) + 1);
+        if (!tmp) return fail(im, "out of memory");
+        if (tensor_floats(im, pc->tensor, tmp, e->numel)) {
+            free(tmp);
+            return -1;
+        }
+        const int rows = e->shape[0], cols = e->shape[1]; /* [out, in] from [in, out] */
+        for (int r = 0; r < rows; r++)
+            for (int q = 0; q < cols; q++) dst[(size_t)r * cols + q] = tmp[(size_t)q * rows + r];
+        free(tmp);
+    }
+    /* every trainable tensor must have come from the file */
+    for (int t = 0; t < m->n_tensors; t++) {
+        int found = 0;
+        for (int k = 0; k < im->n_copies && !found; k++) found = im->copies[k].entry == t;
+        if (!found)
+            return fail(im, "dtrain's %s has no initializer in the file", m->tensors[t].name);
+    }
+    return 0;
+}
+
+static void folder_of(const char *path, char *out, size_t size) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, size, ".");
+    else if (slash == path)
+        snprintf(out, size, "/");
+    else
+        snprintf(out, size, "%.*s", (int)(slash - path), path);
+}
+
+static void model_name(const char *path, char *out, size_t size) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(out, size, "%s", base);
+}
+
+int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+    memset(m, 0, sizeof *m);
+    Onnx__ModelProto *model = load_model(spec->name, err);
+    if (!model) return -1;
+    char name[32];
+    model_name(spec->name, name, sizeof name);
+    dt_model_init_empty(m, name, spec->classes ? spec->classes : 1);
+    m->precision = spec->precision;
+    importer im = {.path = spec->name, .g = model->graph, .m = m, .err = err};
+    folder_of(spec->name, im.folder, sizeof im.folder);
+    int rc = import_graph(&im, spec);
+    if (rc == 0 && spec->classes && spec->classes != m->classes)
+        rc = dt_error_set(err, "%s: the graph outputs %d classes, not %d", spec->name, m->classes,
+                          spec->classes);
+    importer_free(&im);
+    onnx__model_proto__free_unpacked(model, NULL);
+    if (rc) dt_model_free(m);
+    return rc ? -1 : 0;
+}
+
+int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err) {
+    memset(spec, 0, sizeof *spec);
+    spec->name = path;
+    dt_model m;
+    if (dt_onnx_build(&m, spec, err)) return -1;
+    const dt_value in = m.values[0];
+    spec->in_c = in.c, spec->in_h = in.h, spec->in_w = in.w;
+    spec->classes = m.classes;
+    dt_model_free(&m);
+    return 0;
+}

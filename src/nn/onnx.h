@@ -1,0 +1,23 @@
+/* Models from ONNX files (what torch.onnx.export writes): the graph's nodes mapped onto
+ * dtrain's own ops, one op-table row each (no second runtime), its initializers the
+ * starting weights under their ONNX names. A graph the importer cannot train is
+ * refused with the node's name, its op type and why — never guessed. docs/onnx.md. */
+#ifndef DTRAIN_NN_ONNX_H
+#define DTRAIN_NN_ONNX_H
+
+#include "dtrain/error.h"
+#include "dtrain/model.h"
+#include "dtrain/zoo.h"
+
+/* Whether a --model names an ONNX file (ends in ".onnx") rather than a zoo row. */
+int dt_onnx_is_path(const char *name);
+
+/* The graph's input shape (C x H x W; the batch dimension is free) and classes (its
+ * output's size). spec->name is the path. */
+int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err);
+
+/* Builds the graph (not yet allocated) with the file's initializers as the starting
+ * values (m->imported). spec's shape must be the graph's; width has no meaning here. */
+int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err);
+
+#endif

@@ -1,0 +1,405 @@
+/* The ONNX importer's refusals (docs/onnx.md): every file it cannot train gets one
+ * error naming the file and, for a graph, the node, its op type and why; never a
+ * crash or a guess. The graphs are written here with protobuf-c (the same generated
+ * code the importer reads with); PyTorch's own exports are test_parity's fixtures.
+ * Also: what a good file gives (shape, classes, names, starting weights). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dtrain/zoo.h"
+#include "onnx/onnx.pb-c.h"
+#include "testutil.h"
+
+static char folder[256];
+
+/* A graph under construction: input [N, 1, 4, 4], nodes and initializers appended. */
+typedef struct graph {
+    Onnx__NodeProto nodes[8], *node_ptrs[8];
+    Onnx__AttributeProto attrs[8][4], *attr_ptrs[8][4];
+    char *node_in[8][4], *node_out[8][2];
+    Onnx__TensorProto inits[8], *init_ptrs[8];
+    int64_t init_dims[8][4];
+    float init_data[8][64];
+    Onnx__StringStringEntryProto ext[2], *ext_ptrs[2];
+    int n_nodes, n_inits;
+    Onnx__ValueInfoProto input, output, *input_ptr, *output_ptr;
+    Onnx__TypeProto type;
+    Onnx__TypeProto__Tensor tensor_type;
+    Onnx__TensorShapeProto shape;
+    Onnx__TensorShapeProto__Dimension dims[4], *dim_ptrs[4];
+    Onnx__GraphProto g;
+    Onnx__ModelProto model;
+} graph;
+
+static void graph_init(graph *gr, int rank) {
+    memset(gr, 0, sizeof *gr);
+    onnx__model_proto__init(&gr->model);
+    onnx__graph_proto__init(&gr->g);
+    onnx__value_info_proto__init(&gr->input);
+    onnx__value_info_proto__init(&gr->output);
+    onnx__type_proto__init(&gr->type);
+    onnx__type_proto__tensor__init(&gr->tensor_type);
+    onnx__tensor_shape_proto__init(&gr->shape);
+    const int64_t sizes[4] = {2, 1, 4, 4};
+    for (int i = 0; i < rank; i++) {
+        onnx__tensor_shape_proto__dimension__init(&gr->dims[i]);
+        gr->dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        gr->dims[i].dim_value = rank == 4 ? sizes[i] : (i == 0 ? 2 : 16);
+        gr->dim_ptrs[i] = &gr->dims[i];
+    }
+    gr->shape.n_dim = (size_t)rank;
+    gr->shape.dim = gr->dim_ptrs;
+    gr->tensor_type.has_elem_type = 1;
+    gr->tensor_type.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    gr->tensor_type.shape = &gr->shape;
+    gr->type.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    gr->type.tensor_type = &gr->tensor_type;
+    gr->input.name = "x";
+    gr->input.type = &gr->type;
+    gr->input_ptr = &gr->input;
+    gr->g.n_input = 1;
+    gr->g.input = &gr->input_ptr;
+    gr->output.name = "y";
+    gr->output_ptr = &gr->output;
+    gr->g.n_output = 1;
+    gr->g.output = &gr->output_ptr;
+    gr->g.node = gr->node_ptrs;
+    gr->g.initializer = gr->init_ptrs;
+    gr->model.graph = &gr->g;
+}
+
+/* Appends a node op(ins...) -> out; returns it for attributes. */
+static Onnx__NodeProto *node(graph *gr, const char *op, const char *name, const char *out, int n_in,
+                             ...) {
+    const int k = gr->n_nodes++;
+    Onnx__NodeProto *n = &gr->nodes[k];
+    onnx__node_proto__init(n);
+    n->op_type = (char *)op;
+    n->name = (char *)name;
+    va_list ap;
+    va_start(ap, n_in);
+    for (int i = 0; i < n_in; i++) gr->node_in[k][i] = va_arg(ap, char *);
+    va_end(ap);
+    n->n_input = (size_t)n_in;
+    n->input = gr->node_in[k];
+    gr->node_out[k][0] = (char *)out;
+    n->n_output = 1;
+    n->output = gr->node_out[k];
+    n->attribute = gr->attr_ptrs[k];
+    gr->node_ptrs[k] = n;
+    gr->g.n_node = (size_t)gr->n_nodes;
+    return n;
+}
+
+static Onnx__AttributeProto *new_attr(graph *gr, Onnx__NodeProto *n, const char *name,
+                                      Onnx__AttributeProto__AttributeType type) {
+    const int k = (int)(n - gr->nodes), a = (int)n->n_attribute++;
+    Onnx__AttributeProto *at = &gr->attrs[k][a];
+    onnx__attribute_proto__init(at);
+    at->name = (char *)name;
+    at->has_type = 1;
+    at->type = type;
+    gr->attr_ptrs[k][a] = at;
+    return at;
+}
+
+static void attr_ints(graph *gr, Onnx__NodeProto *n, const char *name, int count, int64_t *v) {
+    Onnx__AttributeProto *at = new_attr(gr, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    at->n_ints = (size_t)count;
+    at->ints = v;
+}
+
+static void attr_int(graph *gr, Onnx__NodeProto *n, const char *name, int64_t v) {
+    Onnx__AttributeProto *at = new_attr(gr, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    at->has_i = 1;
+    at->i = v;
+}
+
+/* A float initializer of the given dims (values 0.01 * i). */
+static Onnx__TensorProto *init(graph *gr, const char *name, int ndim, ...) {
+    const int k = gr->n_inits++;
+    Onnx__TensorProto *t = &gr->inits[k];
+    onnx__tensor_proto__init(t);
+    t->name = (char *)name;
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    va_list ap;
+    va_start(ap, ndim);
+    size_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        gr->init_dims[k][i] = va_arg(ap, int);
+        numel *= (size_t)gr->init_dims[k][i];
+    }
+    va_end(ap);
+    assert_true(numel <= 64);
+    for (size_t i = 0; i < numel; i++) gr->init_data[k][i] = 0.01f * (float)i;
+    t->n_dims = (size_t)ndim;
+    t->dims = gr->init_dims[k];
+    t->n_float_data = numel;
+    t->float_data = gr->init_data[k];
+    gr->init_ptrs[k] = t;
+    gr->g.n_initializer = (size_t)gr->n_inits;
+    return t;
+}
+
+/* conv(1 -> 2, 3x3, pad 1) -> relu -> global average pool -> flatten -> gemm(2 -> 3) */
+static void good_graph(graph *gr) {
+    static int64_t k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+    graph_init(gr, 4);
+    init(gr, "features.0.weight", 4, 2, 1, 3, 3);
+    init(gr, "features.0.bias", 1, 2);
+    init(gr, "head.weight", 2, 3, 2);
+    init(gr, "head.bias", 1, 3);
+    Onnx__NodeProto *c =
+        node(gr, "Conv", "conv", "c", 3, "x", "features.0.weight", "features.0.bias");
+    attr_ints(gr, c, "kernel_shape", 2, k3);
+    attr_ints(gr, c, "pads", 4, p1);
+    node(gr, "Relu", "relu", "r", 1, "c");
+    node(gr, "GlobalAveragePool", "gap", "p", 1, "r");
+    node(gr, "Flatten", "flatten", "f", 1, "p");
+    Onnx__NodeProto *gm = node(gr, "Gemm", "gemm", "y", 3, "f", "head.weight", "head.bias");
+    attr_int(gr, gm, "transB", 1);
+}
+
+/* Writes the graph to FOLDER/name; returns the path (static buffer). */
+static const char *write_graph(graph *gr, const char *name) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    const size_t len = onnx__model_proto__get_packed_size(&gr->model);
+    uint8_t *buf = test_alloc(len + 1);
+    onnx__model_proto__pack(&gr->model, buf);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    free(buf);
+    return path;
+}
+
+/* The import of path fails with an error containing each of the given parts. */
+static void refused(const char *path, int parts, ...) {
+    dt_model_spec spec;
+    dt_error err;
+    assert_int_not_equal(dt_zoo_spec_of(&spec, path, &err), 0);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_null(strchr(err.msg, '\n'));
+    va_list ap;
+    va_start(ap, parts);
+    for (int i = 0; i < parts; i++) {
+        const char *part = va_arg(ap, const char *);
+        if (!strstr(err.msg, part)) fail_msg("'%s' not in: %s", part, err.msg);
+    }
+    va_end(ap);
+}
+
+static void test_a_good_graph_gives_its_shape_names_and_weights(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    const char *path = write_graph(&gr, "good.onnx");
+    dt_model_spec spec;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(spec.in_c, 1);
+    assert_int_equal(spec.in_h, 4);
+    assert_int_equal(spec.in_w, 4);
+    assert_int_equal(spec.classes, 3);
+    dt_model m;
+    if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_params, 2 * 9 + 2 + 6 + 3);
+    const int w = dt_model_find_tensor(&m, "features.0.weight");
+    const int hw = dt_model_find_tensor(&m, "head.weight");
+    assert_true(w >= 0 && hw >= 0 && dt_model_find_tensor(&m, "head.bias") >= 0);
+    assert_non_null(m.imported);
+    assert_float_equal(m.imported[m.tensors[w].offset + 5], 0.05f, 0.0f);
+    assert_float_equal(m.imported[m.tensors[hw].offset + 4], 0.04f, 0.0f);
+    dt_model_free(&m);
+}
+
+static void test_files_that_are_not_onnx_are_refused(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/missing.onnx", folder);
+    refused(path, 1, "cannot open");
+    snprintf(path, sizeof path, "%s/text.onnx", folder);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("this is not a protobuf at all\n", f);
+    fclose(f);
+    refused(path, 1, "not an ONNX model");
+    /* a good file cut in half */
+    graph gr;
+    good_graph(&gr);
+    const char *good = write_graph(&gr, "whole.onnx");
+    FILE *in = fopen(good, "rb");
+    assert_non_null(in);
+    uint8_t buf[4096];
+    const size_t len = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    snprintf(path, sizeof path, "%s/truncated.onnx", folder);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(buf, 1, len / 2, f);
+    fclose(f);
+    refused(path, 1, "not an ONNX model");
+}
+
+static void test_an_unsupported_op_names_the_node(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.nodes[1].op_type = "Softmax";
+    gr.nodes[1].name = "the_softmax";
+    refused(write_graph(&gr, "softmax.onnx"), 3, "node 'the_softmax'", "(Softmax)",
+            "not an operator dtrain imports");
+}
+
+static void test_grouped_and_dilated_convolutions_are_refused(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    attr_int(&gr, &gr.nodes[0], "group", 2);
+    refused(write_graph(&gr, "group.onnx"), 2, "node 'conv' (Conv)", "grouped");
+    static int64_t d2[2] = {2, 2};
+    good_graph(&gr);
+    attr_ints(&gr, &gr.nodes[0], "dilations", 2, d2);
+    refused(write_graph(&gr, "dilated.onnx"), 1, "dilated");
+}
+
+static void test_undefined_inputs_and_cycles_are_refused(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.node_in[2][0] = "nowhere";
+    refused(write_graph(&gr, "undefined.onnx"), 2, "node 'gap' (GlobalAveragePool)",
+            "'nowhere' is not defined before it");
+    /* a cycle: the relu reads the pooling's output, computed after it */
+    good_graph(&gr);
+    gr.node_in[1][0] = "p";
+    refused(write_graph(&gr, "cycle.onnx"), 2, "node 'relu' (Relu)", "topological order");
+}
+
+static void test_shape_contradictions_and_huge_dims_are_refused(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.init_dims[0][1] = 3; /* the conv weight takes 3 channels, the input has 1 */
+    gr.inits[0].n_float_data = 54;
+    refused(write_graph(&gr, "channels.onnx"), 2, "node 'conv' (Conv)", "takes 3 channels");
+    good_graph(&gr);
+    gr.inits[2].n_float_data = 5; /* head.weight: 5 values for its 3x2 */
+    refused(write_graph(&gr, "short.onnx"), 2, "head.weight", "its shape needs 6");
+    good_graph(&gr);
+    gr.init_dims[2][0] = (int64_t)1 << 40;
+    refused(write_graph(&gr, "huge.onnx"), 1, "dimensions out of range");
+    good_graph(&gr);
+    gr.dims[2].dim_value = (int64_t)1 << 40;
+    refused(write_graph(&gr, "hugeinput.onnx"), 1, "not a fixed size");
+    graph flat;
+    graph_init(&flat, 2); /* an input of [N, 16]: dtrain feeds images */
+    node(&flat, "Identity", "id", "y", 1, "x");
+    refused(write_graph(&flat, "flat.onnx"), 1, "[batch, C, H, W]");
+}
+
+/* head.weight's data in an external file: the key/value pairs given (at most 2 here,
+ * 3 with the caller's own entries). */
+static void head_external(graph *gr, int count, const char *const (*kv)[2],
+                          Onnx__StringStringEntryProto *e, Onnx__StringStringEntryProto **ep) {
+    Onnx__TensorProto *t = &gr->inits[2];
+    t->n_float_data = 0;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    for (int i = 0; i < count; i++) {
+        onnx__string_string_entry_proto__init(&e[i]);
+        e[i].key = (char *)kv[i][0];
+        e[i].value = (char *)kv[i][1];
+        ep[i] = &e[i];
+    }
+    t->n_external_data = (size_t)count;
+    t->external_data = ep;
+}
+
+static void test_external_data_outside_the_folder_is_refused(void **state) {
+    (void)state;
+    const char *locations[] = {"../weights.bin", "/etc/passwd", "a/../../weights.bin"};
+    for (int i = 0; i < 3; i++) {
+        graph gr;
+        good_graph(&gr);
+        const char *const kv[1][2] = {{"location", locations[i]}};
+        head_external(&gr, 1, kv, gr.ext, gr.ext_ptrs);
+        refused(write_graph(&gr, "outside.onnx"), 2, "head.weight", "outside the model's folder");
+    }
+}
+
+static void test_external_data_inside_the_folder_is_read(void **state) {
+    (void)state;
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/head.bin", folder);
+    const float values[6] = {1, 2, 3, 4, 5, 6};
+    FILE *f = fopen(bin, "wb");
+    assert_non_null(f);
+    fwrite("pad!", 1, 4, f);
+    fwrite(values, sizeof(float), 6, f);
+    fclose(f);
+    graph gr;
+    good_graph(&gr);
+    const char *const kv[3][2] = {{"location", "head.bin"}, {"offset", "4"}, {"length", "24"}};
+    Onnx__StringStringEntryProto e[3], *ep[3];
+    head_external(&gr, 3, kv, e, ep);
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    const char *path = write_graph(&gr, "external.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    const int hw = dt_model_find_tensor(&m, "head.weight");
+    assert_memory_equal(m.imported + m.tensors[hw].offset, values, sizeof values);
+    dt_model_free(&m);
+}
+
+static void test_a_relu_whose_input_has_other_readers_is_refused(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.node_in[2][0] = "c"; /* the pooling reads the conv's output too */
+    refused(write_graph(&gr, "inplace.onnx"), 2, "node 'relu' (Relu)", "in place");
+}
+
+int main(void) {
+    snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
+    if (!mkdtemp(folder)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_good_graph_gives_its_shape_names_and_weights),
+        cmocka_unit_test(test_files_that_are_not_onnx_are_refused),
+        cmocka_unit_test(test_an_unsupported_op_names_the_node),
+        cmocka_unit_test(test_grouped_and_dilated_convolutions_are_refused),
+        cmocka_unit_test(test_undefined_inputs_and_cycles_are_refused),
+        cmocka_unit_test(test_shape_contradictions_and_huge_dims_are_refused),
+        cmocka_unit_test(test_external_data_outside_the_folder_is_refused),
+        cmocka_unit_test(test_external_data_inside_the_folder_is_read),
+        cmocka_unit_test(test_a_relu_whose_input_has_other_readers_is_refused),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "%s", folder);
+    /* the scratch folder's files, then the folder (no shell) */
+    const char *names[] = {"good.onnx",      "text.onnx",     "whole.onnx",   "truncated.onnx",
+                           "softmax.onnx",   "group.onnx",    "dilated.onnx", "undefined.onnx",
+                           "cycle.onnx",     "channels.onnx", "short.onnx",   "huge.onnx",
+                           "hugeinput.onnx", "flat.onnx",     "outside.onnx", "head.bin",
+                           "external.onnx",  "inplace.onnx"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", folder, names[i]);
+        unlink(p);
+    }
+    rmdir(cmd);
+    return failed;
+}
