@@ -2,7 +2,7 @@
 # Installs the Debian packages dtrain needs; does nothing when they are all present.
 # Usage: scripts/install-deps.sh [--bench]   (--bench adds python3-torch and hyperfine)
 set -eu
-pkgs="build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-dev libdnnl-dev libcmocka-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 gnuplot-nox slurmd slurmctld slurm-client munge libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata"
+pkgs="build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-dev libdnnl-dev libcmocka-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin iproute2 gnuplot-nox slurmd slurmctld slurm-client munge libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx"
 if [ "${1:-}" = "--bench" ]; then
     pkgs="$pkgs python3 python3-torch python3-numpy hyperfine time"
 fi

@@ -18,6 +18,8 @@ typedef struct dt_model_spec {
     int no_dropout; /* 1: dropout layers with p = 0 (PyTorch parity fixtures: its random
                        numbers cannot be reproduced, so the references drop nothing) */
     dt_precision precision; /* conv2d's multiply format (fp32 = 0) */
+    int reinit;             /* an ONNX model: fresh weights drawn from the seed by the zoo's rules
+                               (PyTorch's defaults) instead of the file's initializers */
 } dt_model_spec;
 
 /* Builds the graph of a named model (not yet allocated). Returns 0, or -1 with an

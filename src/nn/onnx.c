@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/outfile.h"
 #include "onnx/onnx.pb-c.h"
 
 /* protobuf's own limit on a message; bigger models keep their weights in external files */
@@ -917,6 +918,10 @@ int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
     importer im = {.path = spec->name, .g = model->graph, .m = m, .err = err};
     folder_of(spec->name, im.folder, sizeof im.folder);
     int rc = import_graph(&im, spec);
+    if (rc == 0 && spec->reinit) { /* the graph, not its numbers */
+        free(m->imported);
+        m->imported = NULL;
+    }
     if (rc == 0 && spec->classes && spec->classes != m->classes)
         rc = dt_error_set(err, "%s: the graph outputs %d classes, not %d", spec->name, m->classes,
                           spec->classes);
@@ -936,4 +941,104 @@ int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err) {
     spec->classes = m.classes;
     dt_model_free(&m);
     return 0;
+}
+
+/* ------------------------------------------------------------------ writing back */
+
+/* An initializer's data fields, kept to be put back before the proto is freed (its
+ * allocator owns the originals; the trained values are ours). */
+typedef struct saved_data {
+    Onnx__TensorProto *t;
+    protobuf_c_boolean has_raw_data, has_data_location;
+    ProtobufCBinaryData raw_data;
+    size_t n_float_data, n_external_data;
+    float *float_data;
+    Onnx__StringStringEntryProto **external_data;
+    Onnx__TensorProto__DataLocation data_location;
+    uint8_t *ours;
+} saved_data;
+
+int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_error *err) {
+    if (!dt_onnx_is_path(source))
+        return dt_error_set(err, "--save %s: an ONNX file needs an ONNX --model (this one is %s)",
+                            out, source);
+    Onnx__ModelProto *model = load_model(source, err);
+    if (!model) return -1;
+    Onnx__GraphProto *g = model->graph;
+    saved_data *saved = calloc(g->n_initializer + 1, sizeof *saved);
+    int n_saved = 0, rc = saved ? 0 : dt_error_set(err, "out of memory");
+    size_t total = 0;
+    for (size_t i = 0; rc == 0 && i < g->n_initializer; i++) {
+        Onnx__TensorProto *t = g->initializer[i];
+        const int k = t->name ? dt_model_find_tensor(m, t->name) : -1;
+        if (k < 0) continue; /* not a tensor of dtrain's: kept as it was */
+        const dt_tensor_entry *e = &m->tensors[k];
+        const size_t bytes = e->numel * sizeof(float);
+        total += bytes;
+        if (total > MAX_FILE_BYTES) {
+            rc = dt_error_set(err, "--save %s: the weights are past protobuf's 2 GiB", out);
+            break;
+        }
+        saved_data *s = &saved[n_saved++];
+        *s = (saved_data){t,
+                          t->has_raw_data,
+                          t->has_data_location,
+                          t->raw_data,
+                          t->n_float_data,
+                          t->n_external_data,
+                          t->float_data,
+                          t->external_data,
+                          t->data_location,
+                          malloc(bytes + 1)};
+        if (!s->ours) {
+            rc = dt_error_set(err, "out of memory");
+            break;
+        }
+        /* dt_model_tensor_data's arrays, read only */
+        const float *values = (e->is_param ? m->params : m->buffers) + e->offset;
+        memcpy(s->ours, values, bytes);
+        t->has_raw_data = 1;
+        t->raw_data.data = s->ours;
+        t->raw_data.len = bytes;
+        t->n_float_data = 0;
+        t->float_data = NULL;
+        t->n_external_data = 0;
+        t->external_data = NULL;
+        t->has_data_location = 0;
+        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+    }
+    uint8_t *packed = NULL;
+    size_t len = 0;
+    if (rc == 0) {
+        len = onnx__model_proto__get_packed_size(model);
+        packed = malloc(len + 1);
+        if (!packed) rc = dt_error_set(err, "out of memory for %zu bytes", len);
+    }
+    if (rc == 0) {
+        onnx__model_proto__pack(model, packed);
+        dt_outfile o;
+        rc = dt_outfile_open(&o, out, err);
+        if (rc == 0 && fwrite(packed, 1, len, o.f) != len) {
+            dt_outfile_discard(&o);
+            rc = dt_error_set(err, "--save %s: write failed", out);
+        } else if (rc == 0) {
+            rc = dt_outfile_commit(&o, err);
+        }
+    }
+    free(packed);
+    for (int i = 0; i < n_saved; i++) {
+        saved_data *s = &saved[i];
+        free(s->ours);
+        s->t->has_raw_data = s->has_raw_data;
+        s->t->raw_data = s->raw_data;
+        s->t->n_float_data = s->n_float_data;
+        s->t->float_data = s->float_data;
+        s->t->n_external_data = s->n_external_data;
+        s->t->external_data = s->external_data;
+        s->t->has_data_location = s->has_data_location;
+        s->t->data_location = s->data_location;
+    }
+    free(saved);
+    onnx__model_proto__free_unpacked(model, NULL);
+    return rc ? -1 : 0;
 }

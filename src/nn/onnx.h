@@ -20,4 +20,10 @@ int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err);
  * values (m->imported). spec's shape must be the graph's; width has no meaning here. */
 int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err);
 
+/* Writes out: the graph of the ONNX file `source` (the model's --model) with each
+ * initializer named like one of m's tensors holding m's current values, inline; the
+ * rest of the graph byte for byte as it was (onnxruntime and PyTorch read it as the
+ * export). Atomic (core/outfile.h): out is replaced whole or not at all. */
+int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_error *err);
+
 #endif

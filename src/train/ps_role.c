@@ -38,6 +38,7 @@ int dt_ps_server_role(const dt_train_config *cfg, const dt_world *job, dt_error 
     dt_model_spec spec;
     long samples;
     const long steps = model_and_steps(cfg, job->size - cfg->ps.servers, &spec, &samples, err);
+    spec.reinit = cfg->reinit;
     if (steps < 0 || dt_train_state_init(&s, &spec, 1, cfg->seed, cfg->init_path, cfg->lr,
                                          cfg->momentum, cfg->weight_decay, err))
         return -1;

@@ -199,6 +199,10 @@ static const dt_train_flag flags[] = {
      .per_rank = 1,
      .help = "threads decoding batches ahead of training (default 1;\n"
              "0 = decode in the training thread)"},
+    {.name = "reinit",
+     SWITCH_ROW(reinit, 1),
+     .help = "an ONNX --model: start from fresh weights (PyTorch's default\n"
+             "initialisation, from --seed) instead of the file's"},
     {.name = "augment",
      SWITCH_ROW(augment, 1),
      .help = "RandomCrop(32, pad 4) + RandomHorizontalFlip on training"},

@@ -25,6 +25,7 @@
 #include "dtrain/transform.h"
 #include "dtrain/version.h"
 #include "dtrain/zoo.h"
+#include "nn/onnx.h"
 #include "metrics/runlog.h"
 #include "metrics/sysmon.h"
 #include "parallel/sync.h"
@@ -259,6 +260,11 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     dt_fileset_output(&files, "--save", cfg->save_path);
     int rc = dt_fileset_check(&files, err);
     dt_fileset_free(&files);
+    if (rc == 0 && dt_onnx_is_path(cfg->save_path) && !dt_onnx_is_path(cfg->model))
+        rc = dt_error_set(err,
+                          "--save %s: an ONNX file is written back into an imported graph; "
+                          "this --model is %s (save it as .safetensors)",
+                          cfg->save_path, cfg->model);
     /* another run's checkpoint (or this one's, started again without --resume) is not
      * replaced by a fresh start */
     char held[4096];
@@ -285,6 +291,7 @@ static int setup_local(trainer *t, dt_error *err) {
     if (open_data(t, err) || dt_train_model_spec(&spec, cfg->model, cfg->width, &t->train, err))
         return -1;
     spec.precision = cfg->precision;
+    spec.reinit = cfg->reinit;
     if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
@@ -726,7 +733,10 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
         snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
         snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
-        if (dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err)) return -1;
+        if (dt_onnx_is_path(cfg->save_path)
+                ? dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, err)
+                : dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err))
+            return -1;
     }
     if (result)
         *result = (dt_train_result){.steps = t->state.step,

@@ -29,6 +29,7 @@ typedef struct dt_train_config {
     long max_test_samples; /* evaluate on the first N test samples; 0 = all */
     int loader_workers;    /* background decoding threads; 0 = decode in the trainer */
     int augment;           /* -1: the dataset's default (crop + flip for CIFAR train) */
+    int reinit;            /* an ONNX --model: fresh weights instead of its initializers */
     /* Data parallelism (used when the world has more than one rank). The training
      * mode by name (dt_train_mode_names()); NULL: "allreduce", or the parameter-server
      * mode set in ps.mode by library callers. */
