@@ -9,7 +9,8 @@
 #   checkpoint   a training checkpoint's metadata (resume.c's dt_resume_parse and
 #                dt_resume_check_run) and the whole --resume load of a logreg run
 #   quant        a quantized file's metadata and tensors (quant.c's dt_qnet_load)
-# The last two need the whole library: it is compiled once into build-fuzz/lib
+#   onnx         the ONNX importer (src/nn/onnx.c): spec and graph of any file
+# The last three need the whole library: it is compiled once into build-fuzz/lib
 # (again for the sources changed since).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...] (default: every target). Findings land
 # in build-fuzz/TARGET/ as crash-*/leak-*/timeout-* files; a line per target says the
@@ -17,7 +18,7 @@
 set -eu
 SECONDS_TO_RUN=${1:-600}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-readers safetensors runlog csv fitfile checkpoint quant}
+TARGETS=${*:-readers safetensors runlog csv fitfile checkpoint quant onnx}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SOURCES="src/core/error.c src/core/outfile.c src/core/textfile.c src/data/idx.c src/data/cifar.c
@@ -29,12 +30,15 @@ BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 # the library as CMake globs it, instrumented, into build-fuzz/lib/libdtrain.a (an
 # object again when its source or any header is newer)
 library() {
-    mkdir -p build-fuzz/lib
-    flags="$CFLAGS -fopenmp -fsanitize=fuzzer-no-link,address,undefined
+    mkdir -p build-fuzz/lib build-fuzz/generated
+    # the ONNX parser, generated as CMake does
+    [ build-fuzz/generated/onnx/onnx.pb-c.c -nt /usr/include/onnx/onnx.proto ] ||
+        protoc-c --c_out=build-fuzz/generated -I/usr/include onnx/onnx.proto
+    flags="$CFLAGS -fopenmp -fsanitize=fuzzer-no-link,address,undefined -Ibuild-fuzz/generated
         -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags ompi-c libcjson)"
     for f in src/core/*.c src/nn/*.c src/exec/*.c src/optim/*.c src/data/*.c src/io/*.c \
         src/metrics/*.c src/train/*.c src/parallel/*.c src/study/*.c src/perfmodel/*.c \
-        src/quant/*.c; do
+        src/quant/*.c build-fuzz/generated/onnx/onnx.pb-c.c; do
         o=build-fuzz/lib/$(echo "$f" | tr / _).o
         if [ ! "$o" -nt "$f" ] || [ -n "$(find include src -name '*.h' -newer "$o")" ]; then
             printf '%s\n%s\n' "$f" "$o"
@@ -47,14 +51,15 @@ for t in $TARGETS; do
     mkdir -p "build-fuzz/$t/corpus"
     max_len=65536
     case $t in
-    checkpoint | quant)
+    checkpoint | quant | onnx)
         max_len=262144 # the corpus's files are whole small networks
         library
         # shellcheck disable=SC2046
         clang $CFLAGS -fopenmp -fsanitize=fuzzer,address,undefined \
             $(pkg-config --cflags ompi-c libcjson) "tests/fuzz/fuzz_$t.c" \
             build-fuzz/lib/libdtrain.a -L$BLAS -Wl,-rpath,$BLAS -lopenblas -ldnnl \
-            $(pkg-config --libs ompi-c libcjson) -lz -lm -lpthread -o "build-fuzz/fuzz_$t"
+            $(pkg-config --libs ompi-c libcjson libprotobuf-c) -lz -lm -lpthread \
+            -o "build-fuzz/fuzz_$t"
         ;;
     *)
         # shellcheck disable=SC2086

@@ -26,7 +26,8 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out,
             "  --model M            a zoo model: resnet18 (default), lenet5, resnet20, alexnet,\n"
             "                       ... (dtrain models lists them all); the SGD update\n"
-            "                       uses the model's recipe (momentum, weight decay)\n");
+            "                       uses the model's recipe (momentum, weight decay);\n"
+            "                       or FILE.onnx (docs/onnx.md)\n");
     cli_flags_help(flags, out, NULL);
     fprintf(out,
             "\n"

@@ -90,6 +90,7 @@ typedef struct onnx_value {
     int bias_tensor;   /* a MatMul's output: the tensor entry of its bias (an Add may set
                           it), else -1 */
     int bias_from_add; /* that bias came from an Add */
+    const Onnx__NodeProto *matmul; /* the MatMul whose output it is */
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -110,6 +111,7 @@ typedef struct importer {
     int n_copies, cap_copies;
     dt_error *err;
     int failed;
+    int any_output; /* dt_onnx_build_any: the last value may be any shape */
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -623,6 +625,7 @@ static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, 1)) return -1;
     im->values[im->n_values - 1].bias_tensor = op->bias;
+    im->values[im->n_values - 1].matmul = n;
     return 0;
 }
 
@@ -845,7 +848,7 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                     "that ends in the logits",
                     g->output[0]->name);
     const dt_value yv = m->values[y->id];
-    if (yv.h != 1 || yv.w != 1)
+    if ((yv.h != 1 || yv.w != 1) && !im->any_output)
         return fail(im, "the graph's output '%s' is %dx%dx%d, not [batch, classes]",
                     g->output[0]->name, yv.c, yv.h, yv.w);
     for (size_t i = 1; i < g->n_output; i++)
@@ -859,6 +862,11 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         }
     m->classes = yv.c;
     if (m->build_failed) return fail(im, "%s", m->build_error.msg);
+    if (m->n_ops == 0) return fail(im, "the graph has no layer dtrain computes");
+    for (int i = 0; i < im->n_values; i++)
+        if (im->values[i].matmul && !im->values[i].bias_from_add)
+            return fail_node(im, im->values[i].matmul,
+                             "no Add of a bias follows it (dtrain's linear layers have one)");
     /* the starting values, parameters then buffers */
     m->imported = calloc(m->n_params + m->n_buffers + 1, sizeof(float));
     if (!m->imported) return fail(im, "out of memory for the initializers");
@@ -907,7 +915,7 @@ static void model_name(const char *path, char *out, size_t size) {
     snprintf(out, size, "%s", base);
 }
 
-int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+static int build(dt_model *m, const dt_model_spec *spec, int any_output, dt_error *err) {
     memset(m, 0, sizeof *m);
     Onnx__ModelProto *model = load_model(spec->name, err);
     if (!model) return -1;
@@ -915,7 +923,8 @@ int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
     model_name(spec->name, name, sizeof name);
     dt_model_init_empty(m, name, spec->classes ? spec->classes : 1);
     m->precision = spec->precision;
-    importer im = {.path = spec->name, .g = model->graph, .m = m, .err = err};
+    importer im = {
+        .path = spec->name, .g = model->graph, .m = m, .err = err, .any_output = any_output};
     folder_of(spec->name, im.folder, sizeof im.folder);
     int rc = import_graph(&im, spec);
     if (rc == 0 && spec->reinit) { /* the graph, not its numbers */
@@ -929,6 +938,14 @@ int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
     onnx__model_proto__free_unpacked(model, NULL);
     if (rc) dt_model_free(m);
     return rc ? -1 : 0;
+}
+
+int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+    return build(m, spec, 0, err);
+}
+
+int dt_onnx_build_any(dt_model *m, const dt_model_spec *spec, dt_error *err) {
+    return build(m, spec, 1, err);
 }
 
 int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err) {

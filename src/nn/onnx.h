@@ -20,6 +20,10 @@ int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err);
  * values (m->imported). spec's shape must be the graph's; width has no meaning here. */
 int dt_onnx_build(dt_model *m, const dt_model_spec *spec, dt_error *err);
 
+/* As dt_onnx_build, but the graph may end in an activation of any shape (m->classes is
+ * then its channels): single-node graphs, as ONNX's own node tests are, run forward. */
+int dt_onnx_build_any(dt_model *m, const dt_model_spec *spec, dt_error *err);
+
 /* Writes out: the graph of the ONNX file `source` (the model's --model) with each
  * initializer named like one of m's tensors holding m's current values, inline; the
  * rest of the graph byte for byte as it was (onnxruntime and PyTorch read it as the

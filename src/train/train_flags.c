@@ -107,7 +107,8 @@ static const dt_train_flag flags[] = {
      STRING_ROW(model),
      .help = "a zoo model: lenet5 (default), resnet20, alexnet, resnet50, ...\n"
              "(dtrain models lists them all, each with its recipe: the\n"
-             "defaults of --lr, --momentum, --weight-decay, --lr-schedule)"},
+             "defaults of --lr, --momentum, --weight-decay, --lr-schedule),\n"
+             "or FILE.onnx, a CNN/MLP exported from PyTorch (docs/onnx.md)"},
     {.name = "width",
      .value = "W",
      INT_ROW(width, 1, 1024),

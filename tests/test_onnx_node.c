@@ -1,0 +1,283 @@
+/* ONNX's own conformance cases (Debian's libonnx-testdata, data/node/test_*): every
+ * case of an operator the importer takes either runs forward to ONNX's expected
+ * output (1e-5 relative) or is refused with a message, never a wrong result; and
+ * the cases of the variants docs/onnx.md lists must run (but Flatten and Identity,
+ * whose one-node graphs compute nothing: refused as such).
+ *
+ * A case is one node whose weights are graph inputs with data files; dtrain trains
+ * weights it holds, so they become initializers here, and inputs of fewer than four
+ * dimensions get trailing ones ([M, K] -> [M, K, 1, 1]: the same memory).
+ *   test_onnx_node [DATA_DIR]   (default /usr/share/libonnx-testdata/data/node;
+ *                                 77 if it is absent) */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dtrain/backend.h"
+#include "dtrain/zoo.h"
+#include "nn/onnx.h"
+#include "onnx/onnx.pb-c.h"
+#include "testutil.h"
+
+static const char *data_dir = "/usr/share/libonnx-testdata/data/node";
+static char scratch[256];
+
+/* The operators imported (docs/onnx.md), by the cases' name prefixes. */
+static const char *const families[] = {"test_conv_",
+                                       "test_relu",
+                                       "test_maxpool_",
+                                       "test_averagepool_",
+                                       "test_globalaveragepool",
+                                       "test_gemm_",
+                                       "test_matmul_",
+                                       "test_add",
+                                       "test_concat_",
+                                       "test_flatten_",
+                                       "test_reshape_",
+                                       "test_dropout_",
+                                       "test_batchnorm_",
+                                       "test_constant_pad"};
+
+/* The cases that must run (the variants dtrain imports). */
+static const char *const must_run[] = {"test_conv_with_strides_padding",
+                                       "test_conv_with_strides_no_padding",
+                                       "test_relu",
+                                       "test_maxpool_2d_default",
+                                       "test_maxpool_2d_strides",
+                                       "test_maxpool_2d_ceil",
+                                       "test_maxpool_2d_precomputed_pads",
+                                       "test_averagepool_2d_default",
+                                       "test_averagepool_2d_strides",
+                                       "test_globalaveragepool",
+                                       "test_globalaveragepool_precomputed",
+                                       "test_gemm_transposeB",
+                                       "test_dropout_default",
+                                       "test_batchnorm_example",
+                                       "test_batchnorm_epsilon",
+                                       "test_batchnorm_example_training_mode",
+                                       "test_batchnorm_epsilon_training_mode"};
+
+static Onnx__TensorProto *read_tensor(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static uint8_t buf[1 << 22];
+    const size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    return onnx__tensor_proto__unpack(NULL, len, buf);
+}
+
+static const float *floats_of(const Onnx__TensorProto *t, size_t *count) {
+    size_t n = 1;
+    for (size_t i = 0; i < t->n_dims; i++) n *= (size_t)t->dims[i];
+    *count = n;
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) return NULL;
+    if (t->has_raw_data && t->raw_data.len == n * sizeof(float))
+        return (const float *)t->raw_data.data;
+    return t->n_float_data == n ? t->float_data : NULL;
+}
+
+typedef enum outcome { RAN, REFUSED, SKIPPED } outcome;
+
+/* One case: 0 when it ran right or was refused; the outcome in *out. */
+static int run_case(const char *name, outcome *out, char *why, size_t why_size) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", data_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *out = SKIPPED;
+        snprintf(why, why_size, "no model.onnx");
+        return 0;
+    }
+    static uint8_t buf[1 << 22];
+    const size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, buf);
+    assert_non_null(model);
+    Onnx__GraphProto *g = model->graph;
+    /* inputs 1.. become initializers (their data files), input 0 is the data */
+    Onnx__TensorProto *ins[8] = {0};
+    char *own_names[8] = {0}; /* the data files' own tensor names, put back before freeing */
+    int renamed[8] = {0};
+    const size_t n_in = g->n_input < 8 ? g->n_input : 8;
+    for (size_t i = 0; i < n_in; i++) {
+        snprintf(path, sizeof path, "%s/%s/test_data_set_0/input_%zu.pb", data_dir, name, i);
+        ins[i] = read_tensor(path);
+    }
+    snprintf(path, sizeof path, "%s/%s/test_data_set_0/output_0.pb", data_dir, name);
+    Onnx__TensorProto *want = read_tensor(path);
+    int rc = 0;
+    Onnx__TensorProto **inits = NULL, **old_inits = g->initializer;
+    const size_t old_n_inits = g->n_initializer;
+    size_t x_count = 0;
+    const float *x = ins[0] ? floats_of(ins[0], &x_count) : NULL;
+    *out = SKIPPED;
+    if (!x || !want || n_in < 1 || ins[0]->n_dims > 4) {
+        snprintf(why, why_size, "not a float case of at most 4 dimensions");
+        goto done;
+    }
+    inits = calloc(old_n_inits + n_in, sizeof *inits);
+    assert_non_null(inits);
+    for (size_t i = 0; i < old_n_inits; i++) inits[i] = old_inits[i];
+    size_t n_inits = old_n_inits;
+    for (size_t i = 1; i < n_in; i++)
+        if (ins[i]) {
+            own_names[i] = ins[i]->name;
+            renamed[i] = 1;
+            ins[i]->name = g->input[i]->name;
+            inits[n_inits++] = ins[i];
+        }
+    g->initializer = inits;
+    g->n_initializer = n_inits;
+    /* the data input: [N, C, H, W] with trailing ones; its other inputs' entries stay
+     * (they name the initializers, which the importer then reads as weights) */
+    Onnx__TensorShapeProto *shape = g->input[0]->type->tensor_type->shape;
+    Onnx__TensorShapeProto__Dimension dims[4], *dim_ptrs[4];
+    Onnx__TensorShapeProto__Dimension **old_dims = shape->dim;
+    const size_t old_n_dim = shape->n_dim;
+    for (int i = 0; i < 4; i++) {
+        onnx__tensor_shape_proto__dimension__init(&dims[i]);
+        dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dims[i].dim_value = i < (int)ins[0]->n_dims ? ins[0]->dims[i] : 1;
+        dim_ptrs[i] = &dims[i];
+    }
+    shape->dim = dim_ptrs;
+    shape->n_dim = 4;
+    snprintf(path, sizeof path, "%s/%s.onnx", scratch, name);
+    const size_t packed_len = onnx__model_proto__get_packed_size(model);
+    uint8_t *packed = test_alloc(packed_len + 1);
+    onnx__model_proto__pack(model, packed);
+    shape->dim = old_dims;
+    shape->n_dim = old_n_dim;
+    g->initializer = old_inits;
+    g->n_initializer = old_n_inits;
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(packed, 1, packed_len, f), packed_len);
+    assert_int_equal(fclose(f), 0);
+    free(packed);
+
+    dt_model_spec spec = {.name = path};
+    dt_model m;
+    dt_error err;
+    if (dt_onnx_build_any(&m, &spec, &err)) {
+        *out = REFUSED;
+        snprintf(why, why_size, "%s", err.msg);
+        unlink(path);
+        goto done;
+    }
+    unlink(path);
+    const int n = (int)ins[0]->dims[0];
+    m.plain_layouts = 1;
+    m.training = strstr(name, "training_mode") != NULL; /* BatchNorm's batch statistics */
+    if (dt_model_alloc(&m, n, &err)) fail_msg("%s: %s", name, err.msg);
+    dt_model_init_params(&m, 0);
+    memcpy(dt_model_input_data(&m), x, x_count * sizeof(float));
+    dt_model_forward(&m, n);
+    size_t want_count = 0;
+    const float *expect = floats_of(want, &want_count);
+    const dt_value y = m.values[m.n_values - 1];
+    const float *got = dt_model_value_data(&m, m.n_values - 1);
+    *out = RAN;
+    if (!expect || want_count != (size_t)n * (size_t)y.c * y.h * y.w) {
+        snprintf(why, why_size, "%zu values out, ONNX expects %zu", (size_t)n * y.c * y.h * y.w,
+                 want_count);
+        rc = -1;
+    } else {
+        double worst = 0;
+        for (size_t i = 0; i < want_count; i++) {
+            const double e = fabs((double)got[i] - expect[i]) / fmax(1.0, fabs(expect[i]));
+            if (e > worst) worst = e;
+        }
+        snprintf(why, why_size, "worst relative error %.2e", worst);
+        rc = worst <= 1e-5 ? 0 : -1;
+    }
+    dt_model_free(&m);
+done:
+    free(inits);
+    for (size_t i = 1; i < n_in; i++)
+        if (renamed[i]) ins[i]->name = own_names[i]; /* not the graph's */
+    for (size_t i = 0; i < n_in; i++)
+        if (ins[i]) onnx__tensor_proto__free_unpacked(ins[i], NULL);
+    if (want) onnx__tensor_proto__free_unpacked(want, NULL);
+    onnx__model_proto__free_unpacked(model, NULL);
+    return rc;
+}
+
+static int in_list(const char *name, const char *const *list, size_t count, int prefix) {
+    for (size_t i = 0; i < count; i++)
+        if (prefix ? !strncmp(name, list[i], strlen(list[i])) : !strcmp(name, list[i])) return 1;
+    return 0;
+}
+
+static char *test_strdup(const char *text) {
+    char *copy = test_alloc(strlen(text) + 1);
+    memcpy(copy, text, strlen(text) + 1);
+    return copy;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void test_every_case_runs_right_or_is_refused(void **state) {
+    (void)state;
+    /* the case folders, sorted */
+    const char *names[2048];
+    int count = 0;
+    DIR *dir = opendir(data_dir);
+    assert_non_null(dir);
+    for (struct dirent *e; (e = readdir(dir)) && count < 2048;)
+        if (e->d_name[0] != '.') names[count++] = test_strdup(e->d_name);
+    closedir(dir);
+    qsort(names, (size_t)count, sizeof *names, cmp_names);
+    int ran = 0, refused = 0, wrong = 0, must = 0;
+    for (int i = 0; i < count; i++) {
+        if (!in_list(names[i], families, sizeof families / sizeof *families, 1)) continue;
+        outcome out;
+        char why[600];
+        const int rc = run_case(names[i], &out, why, sizeof why);
+        const int required = in_list(names[i], must_run, sizeof must_run / sizeof *must_run, 0);
+        print_message("%-48s %s: %s\n", names[i],
+                      out == RAN       ? (rc ? "WRONG" : "ran")
+                      : out == REFUSED ? "refused"
+                                       : "skipped",
+                      why);
+        if (out == RAN && rc) wrong++;
+        if (out == RAN && !rc) ran++;
+        if (out == REFUSED) refused++;
+        if (required && !(out == RAN && !rc)) {
+            print_message("  ^ a variant dtrain imports: it must run\n");
+            wrong++;
+        }
+        must += required && out == RAN && !rc;
+    }
+    print_message("%d cases ran right, %d refused, %d wrong; %d of the %zu required ran\n", ran,
+                  refused, wrong, must, sizeof must_run / sizeof *must_run);
+    for (int i = 0; i < count; i++) free((void *)names[i]);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(must, (int)(sizeof must_run / sizeof *must_run));
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) data_dir = argv[1];
+    if (access(data_dir, R_OK)) {
+        printf("skipped: %s is absent (Debian's libonnx-testdata)\n", data_dir);
+        return 77;
+    }
+    snprintf(scratch, sizeof scratch, "/tmp/dtrain_test_onnx_node_XXXXXX");
+    if (!mkdtemp(scratch)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_case_runs_right_or_is_refused),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    rmdir(scratch);
+    return failed;
+}
