@@ -3,7 +3,8 @@
 # trains it and --save FILE.onnx writes the trained weights back into the graph (same
 # nodes and initializer names; onnx's checker passes; the values are those the same
 # run saves as safetensors), --reinit draws fresh weights, and a mismatched data set
-# or a --save .onnx for a zoo model is refused in one line. python3-onnx (Debian's) is
+# or a --save .onnx for a zoo model is refused in one line; quantize + eval of an
+# imported LeNet-5 keep the zoo's accuracy bar. python3-onnx (Debian's) is
 # the reader of what we write (/usr/bin/python3: Debian's, where it is installed).
 set -u
 DTRAIN=$1
@@ -50,6 +51,19 @@ assert not np.array_equal(a["conv1.weight"], b["conv1.weight"]), "conv1.weight d
 assert not np.allclose(fresh["conv1.weight"].reshape(-1), b["conv1.weight"].reshape(-1)), \
     "--reinit started from the file's weights"
 PY
+
+# quantize + eval an imported LeNet-5 trained briefly (one thread, one seed: the same
+# numbers every run): int8 within 0.5 points of float32, as for the zoo's
+cp "$FX/lenet5.onnx" lenet.onnx
+"$DTRAIN" train --model lenet.onnx --data fashion-mnist --max-samples 6000 --epochs 1 --lr 0.05 \
+    --threads 1 --seed 1 --quiet --save lenet.safetensors
+"$DTRAIN" quantize --model lenet.onnx --init lenet.safetensors --out lenet_int8.safetensors \
+    --threads 1 >/dev/null
+"$DTRAIN" eval --model lenet.onnx --init lenet_int8.safetensors --threads 1 >eval.txt 2>&1
+diff=$(sed -n 's/.*int8 - float32 \([-+0-9.]*\) points.*/\1/p' eval.txt)
+echo "imported lenet5: $(grep -o 'accuracy [0-9.]*%; int8 - float32 [-+0-9.]* points' eval.txt)"
+check "quantize + eval of an imported model: int8 within 0.5 points of float32 ($diff)" \
+    awk -v d="${diff:-99}" 'BEGIN { exit !(d <= 0.5 && d >= -0.5) }'
 
 msg=$("$DTRAIN" train --model net.onnx --data synthetic:mnist --max-samples 32 --quiet 2>&1)
 check "data of another shape is refused in one line" [ "$msg" = "dtrain train: model net.onnx \
