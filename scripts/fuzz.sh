@@ -31,10 +31,13 @@ BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 # object again when its source or any header is newer)
 library() {
     mkdir -p build-fuzz/lib build-fuzz/generated
-    # the ONNX parser, generated as CMake does
+    # the generated sources, as CMake makes them: the ONNX parser and the commit header
     [ build-fuzz/generated/onnx/onnx.pb-c.c -nt /usr/include/onnx/onnx.proto ] ||
         protoc-c --c_out=build-fuzz/generated -I/usr/include onnx/onnx.proto
+    cmake -DSRC="$ROOT" -DOUT=build-fuzz/generated/dt_git_commit.h -P cmake/git_version.cmake
+    version=$(sed -n 's/^project(dtrain VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
     flags="$CFLAGS -fopenmp -fsanitize=fuzzer-no-link,address,undefined -Ibuild-fuzz/generated
+        -DDT_VERSION=\"$version\"
         -I/usr/include/x86_64-linux-gnu/openblas-openmp $(pkg-config --cflags ompi-c libcjson)"
     for f in src/core/*.c src/nn/*.c src/exec/*.c src/optim/*.c src/data/*.c src/io/*.c \
         src/metrics/*.c src/train/*.c src/parallel/*.c src/study/*.c src/perfmodel/*.c \

@@ -146,6 +146,10 @@ static onnx_value *find_value(importer *im, const char *name) {
 }
 
 static onnx_value *add_value(importer *im, const char *name, int kind) {
+    if (!name || !*name) {
+        fail(im, "a value without a name");
+        return NULL;
+    }
     if (find_value(im, name)) {
         fail(im, "the value '%s' is defined twice (ONNX values are assigned once)", name);
         return NULL;
@@ -759,6 +763,7 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
     *out = NULL;
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *in = g->input[i];
+        if (!in->name || !*in->name) return fail(im, "a graph input without a name");
         int is_init = 0;
         for (size_t k = 0; k < g->n_initializer && !is_init; k++)
             is_init =
