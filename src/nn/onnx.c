@@ -531,7 +531,6 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
 static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
-    const dt_value xv = im->m->values[x->id];
     if (n->n_output > 1 && n->output[1] && *n->output[1])
         return fail_node(im, n, "its Indices output is not supported");
     const int k = attr_same_ints(n, "kernel_shape", 2, -1);
@@ -555,7 +554,6 @@ static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
             return fail_node(im, n, "average pooling with pads or ceil_mode is not supported");
         y = dt_model_avgpool2d(im->m, x->id, k, stride);
     }
-    (void)xv;
     return set_output(im, n, y);
 }
 
