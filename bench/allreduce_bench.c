@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "core/rng.h"
 #include "core/timer.h"
 #include "dtrain/world.h"
 #include "parallel/allreduce.h"
@@ -181,7 +182,7 @@ int main(int argc, char **argv) {
                 automatic.shm, 1e-6 * (double)parse_count("DTRAIN_SHM_SPIN_US", spin, 1, 1000000));
     }
     for (size_t i = 0; i < max; i++) buf[i] = 1.0f, copy[i] = 0.0f;
-    unsigned long long lcg = 1;
+    dt_rng rng = dt_rng_make(1, 0); /* one seed: the same orders on every rank */
     for (int i = 0; i < n_sizes; i++) {
         size_t n = sizes[i], bytes = n * sizeof(float);
         double t[ALGOS][MAX_REPS], med[ALGOS];
@@ -206,8 +207,7 @@ int main(int argc, char **argv) {
             int order[ALGOS];
             for (int k = 0; k < ALGOS; k++) order[k] = k;
             for (int k = ALGOS - 1; k > 0; k--) {
-                lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
-                const int j = (int)((lcg >> 33) % (unsigned long long)(k + 1)), x = order[k];
+                const int j = (int)dt_rng_below(&rng, (uint32_t)k + 1), x = order[k];
                 order[k] = order[j], order[j] = x;
             }
             for (int k = 0; k < ALGOS; k++) {

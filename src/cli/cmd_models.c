@@ -126,57 +126,9 @@ static int print_json(const model_row *r) {
     return ok;
 }
 
-static int list_models(const char *cmd, int argc, char **argv, const char **names, int n_names,
-                       dt_train_config *cfg_in, const struct option *own,
-                       const char *const *no_shared, int *json_out);
-
-int cmd_models(int argc, char **argv) {
-    static const struct option own[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    static const char *const no_shared[] = {NULL}; /* no training flag applies */
-    const char *cmd = "models";
-    dt_train_config cfg = dt_train_config_default();
-    int json = 0;
-    /* MODEL arguments (no option here takes a value: every other word is one) */
-    char **opts = malloc(((size_t)argc + 1) * sizeof *opts);
-    const char **names = malloc(((size_t)argc + 1) * sizeof *names);
-    if (!opts || !names) {
-        free(opts);
-        free(names);
-        cli_fail(cmd, "out of memory");
-        return 1;
-    }
-    int n_opts = 0, n_names = 0;
-    for (int i = 0; i < argc; i++) {
-        if (i > 0 && argv[i][0] != '-')
-            names[n_names++] = argv[i];
-        else
-            opts[n_opts++] = argv[i];
-    }
-    opts[n_opts] = NULL;
-    const int rc = list_models(cmd, n_opts, opts, names, n_names, &cfg, own, no_shared, &json);
-    free(opts);
-    free(names);
-    return rc;
-}
-
-static int list_models(const char *cmd, int argc, char **argv, const char **names, int n_names,
-                       dt_train_config *cfg_in, const struct option *own,
-                       const char *const *no_shared, int *json_out) {
-    dt_train_config cfg = *cfg_in;
-    int json = *json_out;
-    cli_flags flags;
-    cli_flags_init(&flags, cmd, no_shared, NULL, own);
-    for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
-        if (opt == CLI_FLAGS_ERROR) return 2;
-        if (opt == 'j') json = 1;
-        if (opt == 'h') {
-            models_usage(stdout);
-            return 0;
-        }
-    }
-    /* every row measured before any is printed: a MODEL that is not one prints only
-     * its error */
+/* The models named (all the zoo's if none), measured first, then printed: a MODEL
+ * that is none prints only its error (exit 2). */
+static int list_models(const char *cmd, const char **names, int n_names, int json) {
     const int count = n_names ? n_names : dt_zoo_count();
     model_row *rows = calloc((size_t)count + 1, sizeof *rows);
     if (!rows) {
@@ -196,13 +148,48 @@ static int list_models(const char *cmd, int argc, char **argv, const char **name
                        "FLOPs/sample", "input", "other", "lr", "momentum", "wd", "schedule") >= 0;
     for (int i = 0; ok && i < count; i++) ok = json ? print_json(&rows[i]) : print_text(&rows[i]);
     free(rows);
-    if (!ok) {
-        cli_fail(cmd, "cannot write the list");
-        return 1;
-    }
-    if (fflush(stdout)) {
+    if (!ok || fflush(stdout)) {
         cli_fail(cmd, "cannot write the list");
         return 1;
     }
     return 0;
+}
+
+int cmd_models(int argc, char **argv) {
+    static const struct option own[] = {
+        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const char *const no_shared[] = {NULL}; /* no training flag applies */
+    const char *cmd = "models";
+    dt_train_config cfg = dt_train_config_default();
+    /* MODEL arguments apart from the options (none of which takes a value) */
+    char **opts = malloc(((size_t)argc + 1) * sizeof *opts);
+    const char **names = malloc(((size_t)argc + 1) * sizeof *names);
+    if (!opts || !names) {
+        free(opts);
+        free(names);
+        cli_fail(cmd, "out of memory");
+        return 1;
+    }
+    int n_opts = 0, n_names = 0, json = 0, rc = -1;
+    for (int i = 0; i < argc; i++) {
+        if (i > 0 && argv[i][0] != '-')
+            names[n_names++] = argv[i];
+        else
+            opts[n_opts++] = argv[i];
+    }
+    opts[n_opts] = NULL;
+    cli_flags flags;
+    cli_flags_init(&flags, cmd, no_shared, NULL, own);
+    for (int opt; rc < 0 && (opt = cli_flags_next(&flags, n_opts, opts, &cfg)) != CLI_FLAGS_DONE;) {
+        if (opt == CLI_FLAGS_ERROR) rc = 2;
+        if (opt == 'j') json = 1;
+        if (opt == 'h') {
+            models_usage(stdout);
+            rc = 0;
+        }
+    }
+    if (rc < 0) rc = list_models(cmd, names, n_names, json);
+    free(opts);
+    free(names);
+    return rc;
 }

@@ -51,6 +51,11 @@ FILE *dt_text_open(const char *path, const char *what, size_t max_bytes, dt_erro
 }
 
 char *dt_text_file_read(const char *path, const char *what, size_t max_bytes, dt_error *err) {
+    return dt_file_read(path, what, max_bytes, NULL, err);
+}
+
+char *dt_file_read(const char *path, const char *what, size_t max_bytes, size_t *len,
+                   dt_error *err) {
     const char *space = *what ? " " : "";
     FILE *f = dt_text_open(path, what, max_bytes, err);
     if (!f) return NULL;
@@ -79,6 +84,7 @@ char *dt_text_file_read(const char *path, const char *what, size_t max_bytes, dt
         return NULL;
     }
     text[used] = 0;
+    if (len) *len = used;
     return text;
 }
 

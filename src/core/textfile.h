@@ -26,6 +26,10 @@ FILE *dt_text_open(const char *path, const char *what, size_t max_bytes, dt_erro
 /* The file's bytes with a terminating NUL (the caller frees), or NULL with err set as
  * dt_text_open's, or "cannot read WHAT PATH: read error | out of memory". */
 char *dt_text_file_read(const char *path, const char *what, size_t max_bytes, dt_error *err);
+/* The same for any file, binary too: its bytes (NUL-terminated all the same) and, if
+ * len is not NULL, their count. */
+char *dt_file_read(const char *path, const char *what, size_t max_bytes, size_t *len,
+                   dt_error *err);
 
 /* A file read line by line; line holds the current line and its end ('\n', absent
  * only on a last line cut short), NUL-terminated. */

@@ -373,10 +373,8 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
         if (m->n_params) memcpy(m->params, m->imported, sizeof(float) * m->n_params);
         if (m->n_buffers)
             memcpy(m->buffers, m->imported + m->n_params, sizeof(float) * m->n_buffers);
-        for (int i = 0; i < m->n_ops; i++) m->ops[i].num_batches_tracked = 0;
-        return;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
+    for (int i = 0; i < m->n_tensors && !m->imported; i++) {
         const dt_tensor_entry *t = &m->tensors[i];
         float *data = dt_model_tensor_data(m, i);
         dt_rng rng = dt_rng_make(seed, (uint64_t)i);

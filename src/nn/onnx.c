@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/outfile.h"
+#include "core/textfile.h"
 #include "onnx/onnx.pb-c.h"
 
 /* protobuf's own limit on a message; bigger models keep their weights in external files */
@@ -27,41 +27,11 @@ int dt_onnx_is_path(const char *name) {
 
 /* ------------------------------------------------------------------ reading */
 
-static int read_file(const char *path, size_t max, uint8_t **out, size_t *len, dt_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return dt_error_set(err, "%s: not a regular file", path);
-    }
-    if ((uintmax_t)st.st_size > max) {
-        fclose(f);
-        return dt_error_set(err, "%s: %jd bytes, more than the %zu this reader takes", path,
-                            (intmax_t)st.st_size, max);
-    }
-    *len = (size_t)st.st_size;
-    *out = malloc(*len ? *len : 1);
-    if (!*out) {
-        fclose(f);
-        return dt_error_set(err, "%s: out of memory for %zu bytes", path, *len);
-    }
-    const size_t got = fread(*out, 1, *len, f);
-    const int bad = ferror(f);
-    fclose(f);
-    if (got != *len || bad) {
-        free(*out);
-        *out = NULL;
-        return dt_error_set(err, "%s: read failed", path);
-    }
-    return 0;
-}
-
 static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
-    uint8_t *bytes = NULL;
     size_t len = 0;
-    if (read_file(path, MAX_FILE_BYTES, &bytes, &len, err)) return NULL;
-    Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, bytes);
+    char *bytes = dt_file_read(path, "ONNX model", MAX_FILE_BYTES, &len, err);
+    if (!bytes) return NULL;
+    Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
     free(bytes);
     if (!model) {
         dt_error_set(err,
@@ -87,10 +57,10 @@ typedef struct onnx_value {
     int kind;         /* V_ACT (an activation: dtrain value `id`) or V_CONST (`tensor`) */
     int id;
     const Onnx__TensorProto *tensor;
-    int bias_tensor;   /* a MatMul's output: the tensor entry of its bias (an Add may set
-                          it), else -1 */
-    int bias_from_add; /* that bias came from an Add */
-    const Onnx__NodeProto *matmul; /* the MatMul whose output it is */
+    /* a MatMul's output whose bias no Add has given yet: that MatMul and the bias's
+     * tensor entry (matmul NULL otherwise) */
+    const Onnx__NodeProto *matmul;
+    int bias_tensor;
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -169,7 +139,6 @@ static onnx_value *add_value(importer *im, const char *name, int kind) {
     v->name = name;
     v->kind = kind;
     v->id = -1;
-    v->bias_tensor = -1;
     return v;
 }
 
@@ -203,7 +172,7 @@ static long long numel_of(const Onnx__TensorProto *t) {
 
 /* The bytes of an initializer kept in an external file: "location" relative to the
  * model's folder (no absolute path, no ".."), "offset" and "length". */
-static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want, uint8_t **out) {
+static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want, void *out) {
     const char *location = NULL;
     long long offset = 0, length = -1;
     for (size_t i = 0; i < t->n_external_data; i++) {
@@ -252,45 +221,36 @@ static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want,
     if (!f)
         return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
                     strerror(errno));
-    *out = malloc(want ? want : 1);
+    /* out NULL: only that the bytes are there */
     int rc = 0;
-    if (!*out)
-        rc = fail(im, "out of memory");
-    else if (fseeko(f, (off_t)offset, SEEK_SET) || fread(*out, 1, want, f) != want)
+    if (fseeko(f, (off_t)offset, SEEK_SET) ||
+        (out ? fread(out, 1, want, f) != want
+             : fseeko(f, 0, SEEK_END) || ftello(f) < (off_t)offset + (off_t)want))
         rc = fail(im, "initializer '%s': its external data %s ends before byte %lld + %zu",
                   tname(t), file, offset, want);
     fclose(f);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-    }
     return rc;
 }
 
 /* count floats of a FLOAT tensor into out (raw_data little-endian as this host, the
- * typed field, or an external file). */
+ * typed field, or an external file); out NULL: only checks that they are there. */
 static int tensor_floats(importer *im, const Onnx__TensorProto *t, float *out, size_t count) {
     if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return fail(im, "initializer '%s': element type %d, not float", tname(t), t->data_type);
     const size_t bytes = count * sizeof(float);
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        uint8_t *data = NULL;
-        if (external_bytes(im, t, bytes, &data)) return -1;
-        memcpy(out, data, bytes);
-        free(data);
-        return 0;
-    }
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return external_bytes(im, t, bytes, out);
     if (t->has_raw_data && t->raw_data.len) {
         if (t->raw_data.len != bytes)
             return fail(im, "initializer '%s': %zu bytes of data, its shape needs %zu", tname(t),
                         t->raw_data.len, bytes);
-        memcpy(out, t->raw_data.data, bytes);
+        if (out) memcpy(out, t->raw_data.data, bytes);
         return 0;
     }
     if (t->n_float_data != count)
         return fail(im, "initializer '%s': %zu values, its shape needs %zu", tname(t),
                     t->n_float_data, count);
-    if (count) memcpy(out, t->float_data, bytes);
+    if (out && count) memcpy(out, t->float_data, bytes);
     return 0;
 }
 
@@ -645,13 +605,12 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
         return set_output(im, n, dt_model_add(im->m, a->id, b->id));
     }
     onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
-    if (act->kind != V_ACT || act->bias_tensor < 0 || act->bias_from_add ||
-        readers(im, act->name) != 1)
+    if (act->kind != V_ACT || !act->matmul || readers(im, act->name) != 1)
         return fail_node(im, n,
                          "an Add of a constant is supported only as the bias of the "
                          "MatMul before it");
     if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
-    act->bias_from_add = 1;
+    act->matmul = NULL;
     /* the Add's output is the linear layer's own */
     onnx_value *v = add_value(im, n->output[0], V_ACT);
     if (!v) return -1;
@@ -867,39 +826,45 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     if (m->build_failed) return fail(im, "%s", m->build_error.msg);
     if (m->n_ops == 0) return fail(im, "the graph has no layer dtrain computes");
     for (int i = 0; i < im->n_values; i++)
-        if (im->values[i].matmul && !im->values[i].bias_from_add)
+        if (im->values[i].matmul)
             return fail_node(im, im->values[i].matmul,
                              "no Add of a bias follows it (dtrain's linear layers have one)");
-    /* the starting values, parameters then buffers */
-    m->imported = calloc(m->n_params + m->n_buffers + 1, sizeof(float));
-    if (!m->imported) return fail(im, "out of memory for the initializers");
-    for (int k = 0; k < im->n_copies; k++) {
-        const pending_copy *pc = &im->copies[k];
-        const dt_tensor_entry *e = &m->tensors[pc->entry];
-        float *dst = m->imported + (e->is_param ? 0 : m->n_params) + e->offset;
-        if (!pc->transpose) {
-            if (tensor_floats(im, pc->tensor, dst, e->numel)) return -1;
-            continue;
-        }
-        float *tmp = malloc(e->numel * sizeof(float) + 1);
-        if (!tmp) return fail(im, "out of memory");
-        if (tensor_floats(im, pc->tensor, tmp, e->numel)) {
-            free(tmp);
-            return -1;
-        }
-        const int rows = e->shape[0], cols = e->shape[1]; /* [out, in] from [in, out] */
-        for (int r = 0; r < rows; r++)
-            for (int q = 0; q < cols; q++) dst[(size_t)r * cols + q] = tmp[(size_t)q * rows + r];
-        free(tmp);
-    }
-    /* every trainable tensor must have come from the file */
+    /* every trainable tensor must come from the file */
     for (int t = 0; t < m->n_tensors; t++) {
         int found = 0;
         for (int k = 0; k < im->n_copies && !found; k++) found = im->copies[k].entry == t;
         if (!found)
             return fail(im, "dtrain's %s has no initializer in the file", m->tensors[t].name);
     }
-    return 0;
+    /* the starting values, parameters then buffers; with reinit (and for the spec) only
+     * checked, not copied: the graph, not its numbers */
+    if (!spec->reinit) {
+        m->imported = calloc(m->n_params + m->n_buffers + 1, sizeof(float));
+        if (!m->imported) return fail(im, "out of memory for the initializers");
+    }
+    float *tmp = NULL; /* a transposed weight as the file holds it */
+    int rc = 0;
+    for (int k = 0; k < im->n_copies && rc == 0; k++) {
+        const pending_copy *pc = &im->copies[k];
+        const dt_tensor_entry *e = &m->tensors[pc->entry];
+        float *dst = m->imported ? m->imported + (e->is_param ? 0 : m->n_params) + e->offset : NULL;
+        if (!pc->transpose || !dst) {
+            rc = tensor_floats(im, pc->tensor, dst, e->numel);
+            continue;
+        }
+        float *grown = realloc(tmp, e->numel * sizeof(float) + 1);
+        if (!grown) {
+            rc = fail(im, "out of memory");
+            break;
+        }
+        tmp = grown;
+        rc = tensor_floats(im, pc->tensor, tmp, e->numel);
+        const int rows = e->shape[0], cols = e->shape[1]; /* [out, in] from [in, out] */
+        for (int r = 0; rc == 0 && r < rows; r++)
+            for (int q = 0; q < cols; q++) dst[(size_t)r * cols + q] = tmp[(size_t)q * rows + r];
+    }
+    free(tmp);
+    return rc;
 }
 
 static void folder_of(const char *path, char *out, size_t size) {
@@ -930,10 +895,6 @@ static int build(dt_model *m, const dt_model_spec *spec, int any_output, dt_erro
         .path = spec->name, .g = model->graph, .m = m, .err = err, .any_output = any_output};
     folder_of(spec->name, im.folder, sizeof im.folder);
     int rc = import_graph(&im, spec);
-    if (rc == 0 && spec->reinit) { /* the graph, not its numbers */
-        free(m->imported);
-        m->imported = NULL;
-    }
     if (rc == 0 && spec->classes && spec->classes != m->classes)
         rc = dt_error_set(err, "%s: the graph outputs %d classes, not %d", spec->name, m->classes,
                           spec->classes);
@@ -954,8 +915,10 @@ int dt_onnx_build_any(dt_model *m, const dt_model_spec *spec, dt_error *err) {
 int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err) {
     memset(spec, 0, sizeof *spec);
     spec->name = path;
+    /* the graph alone: the weights are checked, not copied (the build copies them) */
+    const dt_model_spec look = {.name = path, .reinit = 1};
     dt_model m;
-    if (dt_onnx_build(&m, spec, err)) return -1;
+    if (dt_onnx_build(&m, &look, err)) return -1;
     const dt_value in = m.values[0];
     spec->in_c = in.c, spec->in_h = in.h, spec->in_w = in.w;
     spec->classes = m.classes;
@@ -965,16 +928,10 @@ int dt_onnx_spec(dt_model_spec *spec, const char *path, dt_error *err) {
 
 /* ------------------------------------------------------------------ writing back */
 
-/* An initializer's data fields, kept to be put back before the proto is freed (its
- * allocator owns the originals; the trained values are ours). */
+/* An initializer as read (put back before the proto is freed: its allocator owns the
+ * originals) and the trained values put in its place (ours). */
 typedef struct saved_data {
-    Onnx__TensorProto *t;
-    protobuf_c_boolean has_raw_data, has_data_location;
-    ProtobufCBinaryData raw_data;
-    size_t n_float_data, n_external_data;
-    float *float_data;
-    Onnx__StringStringEntryProto **external_data;
-    Onnx__TensorProto__DataLocation data_location;
+    Onnx__TensorProto *t, as_read;
     uint8_t *ours;
 } saved_data;
 
@@ -1000,16 +957,7 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
             break;
         }
         saved_data *s = &saved[n_saved++];
-        *s = (saved_data){t,
-                          t->has_raw_data,
-                          t->has_data_location,
-                          t->raw_data,
-                          t->n_float_data,
-                          t->n_external_data,
-                          t->float_data,
-                          t->external_data,
-                          t->data_location,
-                          malloc(bytes + 1)};
+        *s = (saved_data){t, *t, malloc(bytes + 1)};
         if (!s->ours) {
             rc = dt_error_set(err, "out of memory");
             break;
@@ -1047,16 +995,8 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
     }
     free(packed);
     for (int i = 0; i < n_saved; i++) {
-        saved_data *s = &saved[i];
-        free(s->ours);
-        s->t->has_raw_data = s->has_raw_data;
-        s->t->raw_data = s->raw_data;
-        s->t->n_float_data = s->n_float_data;
-        s->t->float_data = s->float_data;
-        s->t->n_external_data = s->n_external_data;
-        s->t->external_data = s->external_data;
-        s->t->has_data_location = s->has_data_location;
-        s->t->data_location = s->data_location;
+        free(saved[i].ours);
+        *saved[i].t = saved[i].as_read;
     }
     free(saved);
     onnx__model_proto__free_unpacked(model, NULL);

@@ -548,26 +548,18 @@ const char *dt_zoo_fixed_input(const char *name) {
 
 int dt_zoo_spec_for_data(dt_model_spec *spec, const char *name, int c, int h, int w, int classes,
                          const char *data, dt_error *err) {
-    if (dt_onnx_is_path(name)) {
-        if (dt_onnx_spec(spec, name, err)) return -1;
-        if (c != spec->in_c || h != spec->in_h || w != spec->in_w)
-            return dt_error_set(
-                err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images (%s)", name,
-                spec->in_c, spec->in_h, spec->in_w, data, c, h, w, ONNX_FIXED);
-        if (classes > 0 && classes != spec->classes)
+    if (dt_zoo_spec_of(spec, name, err)) return -1;
+    if (classes > 0 && classes != spec->classes) {
+        if (dt_onnx_is_path(name)) /* its head is in the file */
             return dt_error_set(err, "model %s outputs %d classes but %s has %d", name,
                                 spec->classes, data, classes);
-        return 0;
+        spec->classes = classes;
     }
-    const zoo_entry *e = find(name);
-    if (dt_zoo_default_spec(spec, name) || !e)
-        return dt_error_set(err, "unknown model '%s' (known: %s)", name, dt_zoo_names());
-    if (classes > 0) spec->classes = classes;
     if (c == spec->in_c && h == spec->in_h && w == spec->in_w) return 0;
-    if (e->fixed_input)
+    const char *fixed = dt_zoo_fixed_input(name);
+    if (fixed)
         return dt_error_set(err, "model %s takes %dx%dx%d inputs but %s has %dx%dx%d images (%s)",
-                            name, spec->in_c, spec->in_h, spec->in_w, data, c, h, w,
-                            e->fixed_input);
+                            name, spec->in_c, spec->in_h, spec->in_w, data, c, h, w, fixed);
     spec->in_c = c;
     spec->in_h = h;
     spec->in_w = w;

@@ -83,7 +83,7 @@ void dt_allreduce_sum_with(dt_allreduce *ar, dt_allreduce_algo algo, float *buf,
 /* auto: whether the calls of n floats have a chosen algorithm yet, and which. */
 int dt_allreduce_auto_chosen(const dt_allreduce *ar, size_t n, dt_allreduce_algo *algo);
 /* auto: what was measured and chosen per call size, one line for the run log, e.g.
- * "44.7 MB: shm 5.1 ms, ring 12.3 ms, mpi 48.2 ms (1 call, dropped), -> shm (...)". */
+ * "44.7 MB: shm 5.1 ms, ring 12.3 ms, mpi 148.2 (dropped) ms, -> shm (...)". */
 void dt_allreduce_auto_report(const dt_allreduce *ar, char *out, size_t size);
 
 int dt_allreduce_parse(const char *name, dt_allreduce_algo *algo);
