@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from make_fixtures import make_fixture
+from make_fixtures import make_bf16_fixture, make_fixture
 from torch_models import LeNet5, ResNet18, build_imagenet
 
 
@@ -51,6 +51,82 @@ class ResidualConcat(nn.Module):
         x = torch.cat([x, self.branch(x)], 1)
         x = F.adaptive_avg_pool2d(self.pool(x), 1)
         return self.fc(self.drop(torch.flatten(x, 1)))
+
+
+class SeparableDilated(nn.Module):
+    """A user-defined CNN of the convolutions MobileNet- and DeepLab-style models use:
+    a depthwise-separable block (a depthwise 3x3, groups = channels, then a pointwise
+    1x1), a grouped 3x3 (2 groups) and a dilated 3x3 (dilation 2), with a residual add."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(8)
+        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pointwise = nn.Conv2d(8, 16, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.grouped = nn.Conv2d(16, 16, 3, padding=1, groups=2)
+        self.dilated = nn.Conv2d(16, 16, 3, padding=2, dilation=2, bias=False)
+        self.bn3 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn0(self.stem(x)))
+        x = F.relu(self.bn1(self.depthwise(x)))
+        x = F.relu(self.bn2(self.pointwise(x)))
+        x = F.relu(self.grouped(x))
+        x = F.relu(self.bn3(self.dilated(x)) + x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
+BF16_REFERENCES = {"separable_dilated"}
+
+
+def tv_resnet18_narrow(width, classes=10):
+    """torchvision's resnet18 (its ResNet stem, maxpool and its own BasicBlock class) with
+    every width divided by 64 / width: torchvision's constructor fixes the width at 64."""
+    from torchvision.models.resnet import BasicBlock, conv1x1
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, 2, 1)
+            in_planes = width
+            for i in range(4):
+                planes, stride = width << i, 1 if i == 0 else 2
+                down = None
+                if stride != 1 or in_planes != planes:
+                    down = nn.Sequential(conv1x1(in_planes, planes, stride), nn.BatchNorm2d(planes))
+                blocks = [BasicBlock(in_planes, planes, stride, down), BasicBlock(planes, planes)]
+                setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
+                in_planes = planes
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(in_planes, classes)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    return Net()
+
+
+def tv_vgg11_narrow(width, classes=10):
+    """torchvision's VGG class and make_layers with cfg "A" (vgg11) at width / 64 of the
+    channels, and its classifier at the same fraction (torchvision's is fixed at 4096)."""
+    from torchvision.models import vgg as tvvgg
+    cfg = [v if v == "M" else max(1, v * width // 64) for v in tvvgg.cfgs["A"]]
+    model = tvvgg.VGG(tvvgg.make_layers(cfg), num_classes=classes, dropout=0.0)
+    c, hidden = cfg[-2], max(1, 4096 * width // 64)
+    model.classifier = nn.Sequential(
+        nn.Linear(c * 49, hidden), nn.ReLU(True), nn.Dropout(0.0),
+        nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(0.0), nn.Linear(hidden, classes))
+    return model
 
 
 def export(model, path, shape):
@@ -102,6 +178,7 @@ def main():
                                                   "fixtures", "onnx"))
     ap.add_argument("--torchvision", metavar="TEST_PARITY",
                     help="check torchvision's models with this test_parity binary instead")
+    ap.add_argument("--only", help="comma-separated fixture names (default: all)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.torchvision:
@@ -113,8 +190,19 @@ def main():
         ("resnet18_w4", lambda: ResNet18(4), (3, 32, 32), 4, 35, 0.1),
         ("googlenet_w4", lambda: build_imagenet("googlenet", 4, 10, no_dropout=True),
          (3, 32, 32), 4, 39, 0.1),
+        ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
+        # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
+        # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
+        # width 2 and one image a batch keep them near 1.5 MB each
+        ("tv_resnet18_w4", lambda: tv_resnet18_narrow(4), (3, 64, 64), 4, 57, 0.05),
+        ("tv_alexnet_w2", lambda: build_imagenet("alexnet", 2, 10, no_dropout=True),
+         (3, 224, 224), 1, 59, 0.01),
+        ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
     ]
+    only = set(args.only.split(",")) if args.only else None
     for name, build, shape, batch, seed, lr in cases:
+        if only and name not in only:
+            continue
         torch.manual_seed(seed - 1)
         model = build()
         onnx_path = os.path.join(args.out, f"{name}.onnx")
@@ -123,6 +211,9 @@ def main():
                      lr=lr, f32_errors=True,
                      extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})
         print(f"wrote {onnx_path}")
+        if name in BF16_REFERENCES:  # PyTorch's bf16 autocast on it, for test_bf16
+            make_bf16_fixture(onnx_path + ".safetensors",
+                              os.path.join(args.out, f"{name}_bf16.safetensors"), build())
 
 
 if __name__ == "__main__":

@@ -15,11 +15,13 @@
 #include "nn/conv2d.h"
 #include "testutil.h"
 
-static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
-                        int pad, int bias) {
+static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
+                          int pad, int dilation, int groups, int bias) {
     dt_conv2d_shape s;
-    assert_int_equal(dt_conv2d_shape_make(&s, n, c_in, h, w, c_out, k, k, stride, pad), 0);
-    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * c_in * k * k;
+    assert_int_equal(
+        dt_conv2d_shape_make_grouped(&s, n, c_in, h, w, c_out, k, k, stride, pad, dilation, groups),
+        0);
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * k * k;
     size_t no = (size_t)n * c_out * s.h_out * s.w_out;
     float *x = test_alloc(4 * nx), *wt = test_alloc(4 * nw), *b = test_alloc(4 * c_out);
     float *dy = test_alloc(4 * no), *ws = test_alloc(4 * dt_conv2d_workspace_floats(&s));
@@ -65,9 +67,9 @@ static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, 
         dt_conv2d_plan_backward(plan, &scratch, m, dx, dw, bias ? db : NULL, dy, x, wt);
         double ex = rel_error(dx, dx_ref, (size_t)m * c_in * h * w);
         double ew = rel_error(dw, dw_ref, nw), eb = rel_error(db, db_ref, c_out);
-        print_message("n=%d c_in=%d %dx%d c_out=%d k=%d s=%d p=%d: out %.1e din %.1e dw %.1e db "
-                      "%.1e\n",
-                      m, c_in, h, w, c_out, k, stride, pad, ef, ex, ew, eb);
+        print_message("n=%d c_in=%d %dx%d c_out=%d k=%d s=%d p=%d d=%d g=%d: out %.1e din %.1e "
+                      "dw %.1e db %.1e\n",
+                      m, c_in, h, w, c_out, k, stride, pad, dilation, groups, ef, ex, ew, eb);
         assert_true(ef < 1e-5 && ex < 1e-5 && ew < 1e-5 && eb < 1e-5);
         assert_true(rel_error(dw, dw_start, nw) > 1e-3); /* the gradient was added */
         memcpy(dw_start, dw, 4 * nw);
@@ -77,6 +79,11 @@ static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, 
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
     free(x), free(wt), free(b), free(dy), free(ws), free(y_ref), free(y), free(dx_ref), free(dx);
     free(dw_ref), free(dw), free(db_ref), free(db), free(dw_start);
+}
+
+static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
+                        int pad, int bias) {
+    check_grouped(ctx, n, c_in, h, w, c_out, k, stride, pad, 1, 1, bias);
 }
 
 static void test_dnnl_conv2d_matches_im2col(void **state) {
@@ -97,6 +104,12 @@ static void test_dnnl_conv2d_matches_im2col(void **state) {
     check_shape(ctx, 2, 16, 56, 56, 8, 1, 1, 0, 0);   /* bottleneck 1x1 */
     check_shape(ctx, 2, 16, 56, 56, 32, 1, 2, 0, 0);  /* downsample.0: 1x1 stride 2 */
     check_shape(ctx, 2, 8, 56, 56, 8, 3, 2, 1, 0);    /* v1.5's strided 3x3 */
+    /* ONNX imports: grouped (goihw weights), depthwise, dilated */
+    check_grouped(ctx, 3, 16, 8, 8, 32, 3, 1, 1, 1, 4, 1);   /* 4 groups, bias */
+    check_grouped(ctx, 3, 32, 9, 9, 32, 3, 2, 1, 1, 32, 0);  /* depthwise, stride 2 */
+    check_grouped(ctx, 2, 6, 10, 10, 6, 3, 1, 1, 1, 6, 1);   /* depthwise, few channels */
+    check_grouped(ctx, 2, 16, 12, 12, 16, 3, 1, 2, 2, 1, 0); /* dilation 2, same size */
+    check_grouped(ctx, 2, 8, 13, 11, 4, 3, 2, 3, 3, 2, 1);   /* dilated, strided, grouped */
     dt_dnnl_destroy(ctx);
 }
 

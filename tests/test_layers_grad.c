@@ -163,13 +163,17 @@ static void conv_bwd(void *p) {
     dt_conv2d_backward(c->dx, c->dw, c->db, c->r, c->x, c->w, c->ws, &c->s);
 }
 
-static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad) {
+static void check_conv_grouped(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad,
+                               int dilation, int groups) {
     conv_ctx c;
     memset(&c, 0, sizeof c);
-    assert_int_equal(dt_conv2d_shape_make(&c.s, n, c_in, h, w, c_out, k, k, stride, pad), 0);
-    print_message("conv2d n=%d c_in=%d %dx%d c_out=%d k=%d stride=%d pad=%d\n", n, c_in, h, w,
-                  c_out, k, stride, pad);
-    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * c_in * k * k;
+    assert_int_equal(dt_conv2d_shape_make_grouped(&c.s, n, c_in, h, w, c_out, k, k, stride, pad,
+                                                  dilation, groups),
+                     0);
+    print_message("conv2d n=%d c_in=%d %dx%d c_out=%d k=%d stride=%d pad=%d dilation=%d "
+                  "groups=%d\n",
+                  n, c_in, h, w, c_out, k, stride, pad, dilation, groups);
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * k * k;
     size_t no = (size_t)n * c_out * c.s.h_out * c.s.w_out;
     c.x = test_alloc(4 * nx), c.dx = test_alloc(4 * nx), c.w = test_alloc(4 * nw);
     c.dw = test_alloc(4 * nw), c.b = test_alloc(4 * c_out), c.db = test_alloc(4 * c_out);
@@ -191,6 +195,10 @@ static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stri
     free(c.ws);
 }
 
+static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad) {
+    check_conv_grouped(n, c_in, h, w, c_out, k, stride, pad, 1, 1);
+}
+
 static void test_conv2d_grad_matches_fd(void **state) {
     (void)state;
     check_conv(2, 3, 7, 6, 4, 3, 1, 1);   /* 3x3 same padding, odd sizes */
@@ -199,6 +207,12 @@ static void test_conv2d_grad_matches_fd(void **state) {
     check_conv(2, 4, 6, 6, 5, 1, 2, 0);   /* 1x1 stride 2: the ResNet shortcut */
     check_conv(1, 2, 40, 40, 2, 3, 1, 0); /* wide map: one sample per GEMM */
     check_conv(1, 3, 4, 5, 2, 2, 3, 1);   /* stride larger than the kernel */
+    /* ONNX imports: grouped, depthwise and dilated */
+    check_conv_grouped(2, 4, 7, 6, 6, 3, 1, 1, 1, 2);   /* 2 groups */
+    check_conv_grouped(2, 3, 6, 6, 3, 3, 2, 1, 1, 3);   /* depthwise, stride 2 */
+    check_conv_grouped(3, 4, 5, 5, 4, 1, 1, 0, 1, 4);   /* depthwise pointwise, batched */
+    check_conv_grouped(2, 2, 9, 8, 3, 3, 1, 2, 2, 1);   /* dilation 2 */
+    check_conv_grouped(2, 4, 11, 11, 2, 3, 2, 3, 3, 2); /* dilated, strided and grouped */
 }
 
 /* ---- batchnorm2d (training mode) ---- */

@@ -262,16 +262,19 @@ static void test_an_unsupported_op_names_the_node(void **state) {
             "not an operator dtrain imports");
 }
 
-static void test_grouped_and_dilated_convolutions_are_refused(void **state) {
+/* Grouped and dilated convolutions import (test_parity's separable_dilated fixture);
+ * groups that do not divide the channels and unequal dilations are refused. */
+static void test_bad_groups_and_dilations_are_refused(void **state) {
     (void)state;
     graph gr;
     good_graph(&gr);
-    attr_int(&gr, &gr.nodes[0], "group", 2);
-    refused(write_graph(&gr, "group.onnx"), 2, "node 'conv' (Conv)", "grouped");
-    static int64_t d2[2] = {2, 2};
+    attr_int(&gr, &gr.nodes[0], "group", 2); /* one input channel */
+    refused(write_graph(&gr, "group.onnx"), 2, "node 'conv' (Conv)",
+            "group 2 does not divide its 1 input and 2 output channels");
+    static int64_t d21[2] = {2, 1};
     good_graph(&gr);
-    attr_ints(&gr, &gr.nodes[0], "dilations", 2, d2);
-    refused(write_graph(&gr, "dilated.onnx"), 1, "dilated");
+    attr_ints(&gr, &gr.nodes[0], "dilations", 2, d21);
+    refused(write_graph(&gr, "dilated.onnx"), 1, "only equal dilations");
 }
 
 static void test_undefined_inputs_and_cycles_are_refused(void **state) {
@@ -379,7 +382,7 @@ int main(void) {
         cmocka_unit_test(test_a_good_graph_gives_its_shape_names_and_weights),
         cmocka_unit_test(test_files_that_are_not_onnx_are_refused),
         cmocka_unit_test(test_an_unsupported_op_names_the_node),
-        cmocka_unit_test(test_grouped_and_dilated_convolutions_are_refused),
+        cmocka_unit_test(test_bad_groups_and_dilations_are_refused),
         cmocka_unit_test(test_undefined_inputs_and_cycles_are_refused),
         cmocka_unit_test(test_shape_contradictions_and_huge_dims_are_refused),
         cmocka_unit_test(test_external_data_outside_the_folder_is_refused),

@@ -31,23 +31,16 @@ static const char *data_dir = "/usr/share/libonnx-testdata/data/node";
 static char scratch[256];
 
 /* The operators imported (docs/onnx.md), by the cases' name prefixes. */
-static const char *const families[] = {"test_conv_",
-                                       "test_relu",
-                                       "test_maxpool_",
-                                       "test_averagepool_",
-                                       "test_globalaveragepool",
-                                       "test_gemm_",
-                                       "test_matmul_",
-                                       "test_add",
-                                       "test_concat_",
-                                       "test_flatten_",
-                                       "test_reshape_",
-                                       "test_dropout_",
-                                       "test_batchnorm_",
-                                       "test_constant_pad"};
+static const char *const families[] = {
+    "test_conv_",        "test_basic_conv_",       "test_relu",        "test_maxpool_",
+    "test_averagepool_", "test_globalaveragepool", "test_gemm_",       "test_matmul_",
+    "test_add",          "test_concat_",           "test_flatten_",    "test_reshape_",
+    "test_dropout_",     "test_batchnorm_",        "test_constant_pad"};
 
 /* The cases that must run (the variants dtrain imports). */
 static const char *const must_run[] = {"test_conv_with_strides_padding",
+                                       "test_basic_conv_with_padding",
+                                       "test_basic_conv_without_padding",
                                        "test_conv_with_strides_no_padding",
                                        "test_relu",
                                        "test_maxpool_2d_default",

@@ -72,16 +72,9 @@ static void run_fixture_with(const char *path, dt_conv_backend backend) {
     dt_model_spec spec;
     /* an ONNX fixture (scripts/make_onnx_fixtures.py) names its .onnx, beside it */
     char onnx_path[600];
+    fixture_model_spec(&spec, path, name, onnx_path, sizeof onnx_path);
     const size_t name_len = strlen(name);
     const int onnx = name_len > 5 && !strcmp(name + name_len - 5, ".onnx");
-    if (onnx) {
-        const char *slash = strrchr(path, '/');
-        snprintf(onnx_path, sizeof onnx_path, "%.*s%s", slash ? (int)(slash - path + 1) : 0, path,
-                 name);
-        if (dt_zoo_spec_of(&spec, onnx_path, &err)) fail_msg("%s", err.msg);
-    } else {
-        assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
-    }
     if (width && atoi(width) > 0) spec.width = atoi(width);
     /* The ImageNet fixtures: a small input and 10 classes, dropout off on both sides
      * (PyTorch's dropout masks come from its own RNG). */
@@ -284,6 +277,29 @@ static void test_onnx_googlenet_narrow_matches_pytorch(void **state) {
     run_committed("onnx/googlenet_w4.onnx.safetensors");
 }
 
+/* Depthwise, grouped and dilated convolutions in a user's CNN. */
+static void test_onnx_separable_dilated_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/separable_dilated.onnx.safetensors");
+}
+
+/* torchvision's own structures (and, for resnet18 and vgg11, its classes) at a small
+ * width: make_onnx_fixtures.py --torchvision checks the full-width ones by hand. */
+static void test_onnx_tv_resnet18_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/tv_resnet18_w4.onnx.safetensors");
+}
+
+static void test_onnx_tv_alexnet_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/tv_alexnet_w2.onnx.safetensors");
+}
+
+static void test_onnx_tv_vgg11_narrow_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/tv_vgg11_w2.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -309,6 +325,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_lenet5_matches_pytorch),
         cmocka_unit_test(test_onnx_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_googlenet_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_separable_dilated_matches_pytorch),
+        cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -362,6 +362,18 @@ static void test_errors_name_the_layer(void **state) {
     assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), -1);
     assert_non_null(strstr(err.msg, "shortcut_pad"));
     dt_model_free(&m);
+
+    /* an imported depthwise convolution has no int8 form: refused by name */
+    const char *dir = getenv("DT_FIXTURES");
+    char path[600];
+    snprintf(path, sizeof path, "%s/onnx/separable_dilated.onnx", dir ? dir : "tests/fixtures");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err) ||
+        dt_model_alloc(&m, 2, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), -1);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "conv depthwise is grouped: int8 has plain convolutions only"));
+    dt_model_free(&m);
     free(x);
 }
 

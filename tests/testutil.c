@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/world.h"
+#include "dtrain/zoo.h"
 #include "train/trainer.h"
 
 void fill_uniform(float *x, size_t n, uint64_t seed, float lo, float hi) {
@@ -28,6 +29,21 @@ double rel_error(const float *a, const float *b, size_t n) {
         ref += (double)b[i] * b[i];
     }
     return sqrt(diff) / fmax(sqrt(ref), 1e-30);
+}
+
+void fixture_model_spec(struct dt_model_spec *spec, const char *fixture_path, const char *model,
+                        char *onnx_path, size_t size) {
+    if (!model) fail_msg("%s: no model in its metadata", fixture_path);
+    const size_t len = strlen(model);
+    if (len > 5 && !strcmp(model + len - 5, ".onnx")) {
+        const char *slash = strrchr(fixture_path, '/');
+        snprintf(onnx_path, size, "%.*s%s", slash ? (int)(slash - fixture_path + 1) : 0,
+                 fixture_path, model);
+        dt_error err;
+        if (dt_zoo_spec_of(spec, onnx_path, &err)) fail_msg("%s", err.msg);
+    } else if (dt_zoo_default_spec(spec, model)) {
+        fail_msg("%s: unknown model '%s'", fixture_path, model);
+    }
 }
 
 void *test_alloc(size_t bytes) {

@@ -15,6 +15,13 @@ void *test_alloc(size_t bytes);
  * (together, as one vector); fails the test if a file or a tensor is missing. */
 double safetensors_rel_error(const char *a, const char *b);
 
+struct dt_model_spec;
+/* The spec of a parity fixture's model (its metadata's "model"): a zoo name, or an
+ * ONNX file named relative to the fixture's folder (scripts/make_onnx_fixtures.py),
+ * whose path goes into onnx_path (spec->name points into it). Fails the test on error. */
+void fixture_model_spec(struct dt_model_spec *spec, const char *fixture_path, const char *model,
+                        char *onnx_path, size_t size);
+
 struct dt_train_config;
 /* The small run the equivalence tests compare: synthetic MNIST, 6 steps, SGD with
  * momentum and weight decay, one thread, fixed seed. */

@@ -96,6 +96,7 @@ typedef struct dt_op {
     int n_ins;
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
     int kernel, stride, pad;
+    int dilation, groups;        /* conv2d: 1 and 1 for a plain convolution */
     int ceil_mode;               /* maxpool: PyTorch's ceil_mode */
     float eps;                   /* batchnorm: added to the variance */
     float p;                     /* dropout: the probability of zeroing an element */
@@ -164,6 +165,9 @@ void dt_model_init_empty(dt_model *m, const char *name, int classes);
 int dt_model_input(dt_model *m, int c, int h, int w);
 int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
                     int pad, int bias);
+/* PyTorch's Conv2d(..., dilation, groups): weight [c_out, c_in / groups, k, k]. */
+int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
+                            int stride, int pad, int dilation, int groups, int bias);
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);

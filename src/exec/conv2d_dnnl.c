@@ -195,7 +195,8 @@ static int make_primitive(dnnl_primitive_t *prim, dnnl_primitive_desc_t pd, dt_e
 
 /* The shapes of one convolution, for building its primitive descriptors. */
 typedef struct conv_geom {
-    const dnnl_dims_t *src, *dst, *wei, *strides, *pad_l, *pad_r;
+    const dnnl_dims_t *src, *dst, *wei, *strides, *dilates, *pad_l, *pad_r;
+    int wei_ndims;                  /* 5 (goihw) for a grouped convolution */
     const dnnl_memory_desc_t *bias; /* NULL: no bias */
 } conv_geom;
 
@@ -212,23 +213,26 @@ static dnnl_status_t conv_pd(dnnl_primitive_desc_t *pd, dt_dnnl *ctx, const conv
     dnnl_status_t st;
     if ((st = dnnl_memory_desc_init_by_tag(&src_lp, 4, *g->src, lp, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&src_res, 4, *g->src, res, dnnl_format_tag_any)) ||
-        (st = dnnl_memory_desc_init_by_tag(&wei_lp, 4, *g->wei, lp, dnnl_format_tag_any)) ||
-        (st = dnnl_memory_desc_init_by_tag(&wei_f32, 4, *g->wei, dnnl_f32, dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wei_lp, g->wei_ndims, *g->wei, lp,
+                                           dnnl_format_tag_any)) ||
+        (st = dnnl_memory_desc_init_by_tag(&wei_f32, g->wei_ndims, *g->wei, dnnl_f32,
+                                           dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&dst_lp, 4, *g->dst, lp, dnnl_format_tag_any)) ||
         (st = dnnl_memory_desc_init_by_tag(&dst_res, 4, *g->dst, res, dnnl_format_tag_any)))
         return st;
     dnnl_convolution_desc_t d;
     const dnnl_alg_kind_t alg = dnnl_convolution_direct;
     if (kind == CONV_FORWARD)
-        st = dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &src_lp, &wei_lp,
-                                                g->bias, &dst_res, *g->strides, *g->pad_l,
-                                                *g->pad_r);
+        st = dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training, alg, &src_lp,
+                                                        &wei_lp, g->bias, &dst_res, *g->strides,
+                                                        *g->dilates, *g->pad_l, *g->pad_r);
     else if (kind == CONV_BACKWARD_DATA)
-        st = dnnl_convolution_backward_data_desc_init(&d, alg, &src_res, &wei_lp, &dst_lp,
-                                                      *g->strides, *g->pad_l, *g->pad_r);
+        st = dnnl_dilated_convolution_backward_data_desc_init(
+            &d, alg, &src_res, &wei_lp, &dst_lp, *g->strides, *g->dilates, *g->pad_l, *g->pad_r);
     else
-        st = dnnl_convolution_backward_weights_desc_init(
-            &d, alg, &src_lp, &wei_f32, g->bias, &dst_lp, *g->strides, *g->pad_l, *g->pad_r);
+        st = dnnl_dilated_convolution_backward_weights_desc_init(&d, alg, &src_lp, &wei_f32,
+                                                                 g->bias, &dst_lp, *g->strides,
+                                                                 *g->dilates, *g->pad_l, *g->pad_r);
     return st ? st : dnnl_primitive_desc_create(pd, &d, NULL, ctx->engine, hint);
 }
 
@@ -265,14 +269,24 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     const dt_conv2d_shape *s = s0;
     dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
     dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
+    /* grouped: [groups, c_out / groups, c_in / groups, kh, kw], the same bytes as
+     * dtrain's [c_out, c_in / groups, kh, kw] */
+    const int grouped = s->groups > 1, G = s->groups;
     dnnl_dims_t wei_dims = {s->c_out, s->c_in, s->kh, s->kw};
+    if (grouped) {
+        const dnnl_dims_t gdims = {G, s->c_out / G, s->c_in / G, s->kh, s->kw};
+        memcpy(wei_dims, gdims, sizeof gdims);
+    }
+    const int wei_ndims = grouped ? 5 : 4;
     dnnl_dims_t bias_dims = {s->c_out};
     dnnl_dims_t strides = {s->stride, s->stride};
+    dnnl_dims_t dilates = {s->dilation - 1, s->dilation - 1}; /* oneDNN counts the gaps */
     dnnl_dims_t pad_l = {s->pad, s->pad};
     /* PyTorch floors the output size; oneDNN wants the right padding that makes
-     * (in + pad_l + pad_r - k) / stride + 1 land exactly on it. */
-    dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + s->kh - s->h_in - s->pad,
-                         (s->w_out - 1) * s->stride + s->kw - s->w_in - s->pad};
+     * (in + pad_l + pad_r - span) / stride + 1 land exactly on it. */
+    const int span_h = (s->kh - 1) * s->dilation + 1, span_w = (s->kw - 1) * s->dilation + 1;
+    dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + span_h - s->h_in - s->pad,
+                         (s->w_out - 1) * s->stride + span_w - s->w_in - s->pad};
     dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u;
     v->n = n;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, act_type(io->in_dtype),
@@ -281,12 +295,16 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&dst_u, 4, dst_dims, act_type(io->out_dtype),
                                           io->out_blocked ? dnnl_nChw16c : dnnl_nchw),
              "md");
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&wei_u, wei_ndims, wei_dims, dnnl_f32,
+                                          grouped ? dnnl_goihw : dnnl_oihw),
+             "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&bias_u, 1, bias_dims, dnnl_f32, dnnl_x), "md");
     const conv_geom g = {.src = &src_dims,
                          .dst = &dst_dims,
                          .wei = &wei_dims,
                          .strides = &strides,
+                         .dilates = &dilates,
+                         .wei_ndims = wei_ndims,
                          .pad_l = &pad_l,
                          .pad_r = &pad_r,
                          .bias = has_bias ? &bias_u : NULL};

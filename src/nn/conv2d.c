@@ -11,6 +11,11 @@ enum { TARGET_GEMM_COLS = 1024 };
 
 int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out, int kh,
                          int kw, int stride, int pad) {
+    return dt_conv2d_shape_make_grouped(s, n, c_in, h_in, w_in, c_out, kh, kw, stride, pad, 1, 1);
+}
+
+int dt_conv2d_shape_make_grouped(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
+                                 int kh, int kw, int stride, int pad, int dilation, int groups) {
     s->n = n;
     s->c_in = c_in;
     s->h_in = h_in;
@@ -20,10 +25,16 @@ int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in
     s->kw = kw;
     s->stride = stride;
     s->pad = pad;
-    if (stride < 1 || pad < 0 || kh < 1 || kw < 1) return -1;
-    if (h_in + 2 * pad < kh || w_in + 2 * pad < kw) return -1;
-    s->h_out = (h_in + 2 * pad - kh) / stride + 1;
-    s->w_out = (w_in + 2 * pad - kw) / stride + 1;
+    s->dilation = dilation;
+    s->groups = groups;
+    if (stride < 1 || pad < 0 || kh < 1 || kw < 1 || dilation < 1 || groups < 1) return -1;
+    if (c_in % groups || c_out % groups) return -1;
+    /* the kernel's extent: taps dilation apart */
+    const long long span_h = (long long)dilation * (kh - 1) + 1;
+    const long long span_w = (long long)dilation * (kw - 1) + 1;
+    if (h_in + 2LL * pad < span_h || w_in + 2LL * pad < span_w) return -1;
+    s->h_out = (int)((h_in + 2LL * pad - span_h) / stride + 1);
+    s->w_out = (int)((w_in + 2LL * pad - span_w) / stride + 1);
     return 0;
 }
 
@@ -47,7 +58,9 @@ size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s) {
     return col + gathered;
 }
 
-/* col[(c*kh + i)*kw + j, m*P + p] = in[m, c, oy*stride - pad + i, ox*stride - pad + j] */
+/* col[(c*kh + i)*kw + j, m*P + p] = in[m, c, oy*stride - pad + i*dilation,
+ *                                       ox*stride - pad + j*dilation]: the rows of
+ * group g's input channels are one contiguous block. */
 static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape *s) {
     const int P = s->h_out * s->w_out, cols = chunk * P;
     const int rows = s->c_in * s->kh * s->kw;
@@ -58,7 +71,7 @@ static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape
             const float *plane = in + ((size_t)m * s->c_in + c) * s->h_in * s->w_in;
             float *dst = col + (size_t)r * cols + (size_t)m * P;
             for (int oy = 0; oy < s->h_out; oy++) {
-                int y = oy * s->stride - s->pad + i;
+                int y = oy * s->stride - s->pad + i * s->dilation;
                 float *drow = dst + oy * s->w_out;
                 if (y < 0 || y >= s->h_in) {
                     memset(drow, 0, sizeof(float) * s->w_out);
@@ -66,7 +79,7 @@ static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape
                 }
                 const float *srow = plane + (size_t)y * s->w_in;
                 for (int ox = 0; ox < s->w_out; ox++) {
-                    int x = ox * s->stride - s->pad + j;
+                    int x = ox * s->stride - s->pad + j * s->dilation;
                     drow[ox] = (x >= 0 && x < s->w_in) ? srow[x] : 0.0f;
                 }
             }
@@ -87,12 +100,12 @@ static void col2im_add(float *din, const float *col, int chunk, const dt_conv2d_
                 const float *src =
                     col + ((size_t)(c * s->kh + i) * s->kw + j) * cols + (size_t)m * P;
                 for (int oy = 0; oy < s->h_out; oy++) {
-                    int y = oy * s->stride - s->pad + i;
+                    int y = oy * s->stride - s->pad + i * s->dilation;
                     if (y < 0 || y >= s->h_in) continue;
                     float *drow = plane + (size_t)y * s->w_in;
                     const float *srow = src + oy * s->w_out;
                     for (int ox = 0; ox < s->w_out; ox++) {
-                        int x = ox * s->stride - s->pad + j;
+                        int x = ox * s->stride - s->pad + j * s->dilation;
                         if (x >= 0 && x < s->w_in) drow[x] += srow[ox];
                     }
                 }
@@ -104,6 +117,7 @@ static void col2im_add(float *din, const float *col, int chunk, const dt_conv2d_
 void dt_conv2d_forward(float *out, const float *in, const float *weight, const float *bias,
                        float *workspace, const dt_conv2d_shape *s) {
     const int P = s->h_out * s->w_out, K = s->c_in * s->kh * s->kw;
+    const int G = s->groups, Kg = K / G, cog = s->c_out / G; /* one group's GEMM */
     const int chunk_max = chunk_samples(s);
     const size_t in_sample = (size_t)s->c_in * s->h_in * s->w_in;
     const size_t out_sample = (size_t)s->c_out * P;
@@ -118,9 +132,11 @@ void dt_conv2d_forward(float *out, const float *in, const float *weight, const f
         }
         float *y = out + (size_t)n0 * out_sample;
         float *gemm_out = chunk == 1 ? y : workspace + (size_t)K * chunk_max * P;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->c_out, cols, K, 1.0f, weight, K,
-                    col, cols, 0.0f, gemm_out, cols);
-        /* Scatter [c_out, chunk*P] to NCHW and add the bias. */
+        for (int g = 0; g < G; g++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cog, cols, Kg, 1.0f,
+                        weight + (size_t)g * cog * Kg, Kg, col + (size_t)g * Kg * cols, cols, 0.0f,
+                        gemm_out + (size_t)g * cog * cols, cols);
+            /* Scatter [c_out, chunk*P] to NCHW and add the bias. */
 #pragma omp parallel for schedule(static)
         for (int mo = 0; mo < chunk * s->c_out; mo++) {
             int m = mo / s->c_out, o = mo % s->c_out;
@@ -141,6 +157,7 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
                         const float *in, const float *weight, float *workspace,
                         const dt_conv2d_shape *s) {
     const int P = s->h_out * s->w_out, K = s->c_in * s->kh * s->kw;
+    const int G = s->groups, Kg = K / G, cog = s->c_out / G;
     const int chunk_max = chunk_samples(s);
     const size_t in_sample = (size_t)s->c_in * s->h_in * s->w_in;
     const size_t out_sample = (size_t)s->c_out * P;
@@ -175,20 +192,22 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
             }
             g = gathered;
         }
-        /* dweight[o, k] += sum_c g[o, c] * col[k, c] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->c_out, K, cols, 1.0f, g, cols, col,
-                    cols, 1.0f, dweight, K);
+        /* dweight[o, k] += sum_c g[o, c] * col[k, c], group by group; all of them before
+         * dcol overwrites col */
+        for (int gi = 0; gi < G; gi++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cog, Kg, cols, 1.0f,
+                        g + (size_t)gi * cog * cols, cols, col + (size_t)gi * Kg * cols, cols, 1.0f,
+                        dweight + (size_t)gi * cog * Kg, Kg);
         if (!din) continue;
         float *dx = din + (size_t)n0 * in_sample;
-        if (chunk == 1 && is_pointwise(s)) {
-            /* dcol is din itself: accumulate straight into it. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight, K,
-                        g, cols, 1.0f, dx, cols);
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, cols, s->c_out, 1.0f, weight, K,
-                        g, cols, 0.0f, col_space, cols);
-            col2im_add(dx, col_space, chunk, s);
-        }
+        /* dcol is din itself when pointwise: accumulate straight into it. */
+        const int direct = chunk == 1 && is_pointwise(s);
+        float *dcol = direct ? dx : col_space;
+        for (int gi = 0; gi < G; gi++)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Kg, cols, cog, 1.0f,
+                        weight + (size_t)gi * cog * Kg, Kg, g + (size_t)gi * cog * cols, cols,
+                        direct ? 1.0f : 0.0f, dcol + (size_t)gi * Kg * cols, cols);
+        if (!direct) col2im_add(dx, col_space, chunk, s);
     }
 }
 
@@ -197,7 +216,7 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 
 static double conv2d_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-    double macs = (double)y->c * y->h * y->w * x->c * op->kernel * op->kernel * n;
+    double macs = (double)y->c * y->h * y->w * (x->c / op->groups) * op->kernel * op->kernel * n;
     return 2.0 * macs;
 }
 

@@ -35,6 +35,19 @@ static int build_fail(dt_model *m, const char *fmt, const char *what) {
     return -1;
 }
 
+static int build_failf(dt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int build_failf(dt_model *m, const char *fmt, ...) {
+    if (!m->build_failed) {
+        char msg[sizeof m->build_error.msg];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        build_fail(m, "%s", msg);
+    }
+    return -1;
+}
+
 /* Grows *array (of elem bytes) so that index `count` is valid. */
 static int grow(void **array, int *cap, int count, size_t elem) {
     if (count < *cap) return 0;
@@ -143,22 +156,33 @@ int dt_model_input(dt_model *m, int c, int h, int w) {
 
 int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
                     int pad, int bias) {
+    return dt_model_conv2d_grouped(m, name, in, c_out, kernel, stride, pad, 1, 1, bias);
+}
+
+int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
+                            int stride, int pad, int dilation, int groups, int bias) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
+    if (groups < 1 || x.c % groups || c_out % groups)
+        return build_failf(m, "conv2d %s: %d groups do not divide %d input and %d output channels",
+                           name, groups, x.c, c_out);
     dt_conv2d_shape s;
-    if (dt_conv2d_shape_make(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad))
+    if (dt_conv2d_shape_make_grouped(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad,
+                                     dilation, groups))
         return build_fail(m, "conv2d %s: kernel does not fit its input", name);
     int out =
         new_value(m, new_storage(m, (size_t)c_out * s.h_out * s.w_out), c_out, s.h_out, s.w_out);
     dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
     if (!op) return -1;
-    int fan_in = x.c * kernel * kernel;
-    int wshape[4] = {c_out, x.c, kernel, kernel};
+    int fan_in = x.c / groups * kernel * kernel;
+    int wshape[4] = {c_out, x.c / groups, kernel, kernel};
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 4, wshape);
     if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 1, &c_out);
     op->kernel = kernel;
     op->stride = stride;
     op->pad = pad;
+    op->dilation = dilation;
+    op->groups = groups;
     return m->build_failed ? -1 : out;
 }
 
@@ -203,19 +227,6 @@ int dt_model_relu(dt_model *m, int in) {
 }
 
 /* The first error, formatted, as build_fail records it. */
-static int build_failf(dt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int build_failf(dt_model *m, const char *fmt, ...) {
-    if (!m->build_failed) {
-        char msg[sizeof m->build_error.msg];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        build_fail(m, "%s", msg);
-    }
-    return -1;
-}
-
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
     if (!valid_value(m, in)) return -1;

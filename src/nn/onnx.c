@@ -433,10 +433,13 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     if (!w || im->failed) return -1;
     if (!dims_are(w, 4)) return fail_node(im, n, "its weight is not 4-D (only 2-D convolutions)");
     const dt_value xv = im->m->values[x->id];
-    if (attr_int(n, "group", 1) != 1)
-        return fail_node(im, n, "grouped convolution (group > 1) is not supported");
-    if (attr_same_ints(n, "dilations", 2, 1) != 1)
-        return fail_node(im, n, "dilated convolution is not supported");
+    const long long groups = attr_int(n, "group", 1);
+    const int dilation = attr_same_ints(n, "dilations", 2, 1);
+    if (dilation < 1)
+        return fail_node(im, n, "only equal dilations (>= 1) along both axes are supported");
+    if (groups < 1 || groups > xv.c || xv.c % groups || w->dims[0] % groups)
+        return fail_node(im, n, "group %lld does not divide its %d input and %lld output channels",
+                         groups, xv.c, (long long)w->dims[0]);
     if (!explicit_pads(n))
         return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
     const int k = attr_same_ints(n, "kernel_shape", 2, (int)w->dims[2]);
@@ -446,15 +449,17 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
         return fail_node(im, n, "only square kernels are supported");
     if (stride < 1) return fail_node(im, n, "only equal strides along both axes are supported");
     if (pad < 0) return fail_node(im, n, "only equal pads on all four sides are supported");
-    if (w->dims[1] != xv.c) {
-        return fail_node(im, n, "its weight takes %lld channels, its input has %d",
-                         (long long)w->dims[1], xv.c);
+    if (w->dims[1] * groups != xv.c) {
+        return fail_node(im, n,
+                         "its weight takes %lld channels in each of %lld groups, its input has %d",
+                         (long long)w->dims[1], groups, xv.c);
     }
     if (b && (!dims_are(b, 1) || b->dims[0] != w->dims[0]))
         return fail_node(im, n, "its bias does not match its output channels");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_conv2d(im->m, name, x->id, (int)w->dims[0], k, stride, pad, b != NULL);
+    const int y = dt_model_conv2d_grouped(im->m, name, x->id, (int)w->dims[0], k, stride, pad,
+                                          dilation, (int)groups, b != NULL);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, 0)) return -1;

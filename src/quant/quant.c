@@ -77,6 +77,11 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int
     if (in < 0)
         return dt_error_set(err, "model %s: layer %s reads a value with no int8 form", m->name,
                             op->name);
+    if (spatial && (op->groups != 1 || op->dilation != 1))
+        return dt_error_set(err,
+                            "model %s: conv %s is %s: int8 has plain convolutions only "
+                            "(evaluate it in fp32)",
+                            m->name, op->name, op->groups != 1 ? "grouped" : "dilated");
     dt_qop *o = &q->ops[q->n_ops++];
     const dt_value *x = &m->values[op->in];
     snprintf(o->name, sizeof o->name, "%s", op->name);
