@@ -63,6 +63,13 @@ check "the profile lists lenet5's ops in order" \
 "$DTRAIN" simulate --profile "$tmp/lenet5.json" --model lenet5 --link 1gbit --workers 1,2 \
     >"$tmp/own" 2>&1
 check "simulate reads bench's profile" test $? -eq 0
+# Without --profile the model is profiled here first, as a user of a simulator expects.
+"$DTRAIN" simulate --model lenet5 --batch-size 8 --profile-steps 2 --link 1gbit --workers 1,4 \
+    >"$tmp/here" 2>"$tmp/here.err"
+check "simulate --model without --profile profiles it here" test $? -eq 0
+check "it says so on stderr" grep -q "simulate: profiling lenet5 at batch 8 here (2 steps" \
+    "$tmp/here.err"
+check "and predicts for 1 and 4 workers" test "$(grep -c '^ *[14] ' "$tmp/here")" -eq 2
 "$DTRAIN" bench --model lenet5 --infer --profile-out "$tmp/x.json" >/dev/null 2>"$tmp/inf.err"
 check "bench --profile-out with --infer is refused" grep -q "drop --infer" "$tmp/inf.err"
 "$DTRAIN" bench --model lenet5 --steps 1 --profile-out "$tmp/none/x.json" >/dev/null \
@@ -87,7 +94,8 @@ refuse "workers not a range" "--workers (HI) expects an integer" --profile "$p" 
 refuse "workers decreasing" "must increase" --profile "$p" --link 1gbit --workers 8,4
 refuse "workers beyond 2^20" "--workers" --profile "$p" --link 1gbit --workers 1..2000000
 refuse "missing profile" "cannot open profile" --profile "$tmp/none.json" --link 1gbit
-refuse "no profile" "--profile FILE is required" --link 1gbit
+refuse "neither model nor profile" "--model M (profiled here) or --profile FILE" --link 1gbit
+refuse "unknown model to profile" "unknown model 'nosuch'" --model nosuch --link 1gbit
 refuse "no link" "--link RATE[,LATENCY] is required" --profile "$p"
 refuse "link without unit" "link '10'" --profile "$p" --link 10
 refuse "latency without unit" "link '1gbit,5'" --profile "$p" --link 1gbit,5

@@ -8,21 +8,26 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/threads.h"
+#include "dtrain/zoo.h"
 #include "perfmodel/profile.h"
 #include "perfmodel/simulate.h"
 #include "study/report.h"
+#include "train/bench.h"
 
 enum { MAX_WORKER_COUNTS = 64 };
 
 static void simulate_usage(FILE *out) {
     fprintf(
         out,
-        "usage: dtrain simulate --profile FILE.json --link RATE[,LATENCY] [options]\n"
+        "usage: dtrain simulate --model M --link RATE[,LATENCY] [options]\n"
+        "       dtrain simulate --profile FILE.json --link RATE[,LATENCY] [options]\n"
         "       dtrain simulate --validate FILE.csv [--max-median-error PCT]\n"
         "\n"
         "Predicts the step time of data-parallel training on 1..N workers (N up to 2^20)\n"
         "from a model's measured per-op forward and backward times (dtrain bench\n"
-        "--profile-out), by a discrete-event schedule of backward and DDP's bucket\n"
+        "--profile-out, or taken here first when no --profile is given), by a discrete-event "
+        "schedule of backward and DDP's bucket\n"
         "all-reduces (overlap), without running anything. Prints per worker count the\n"
         "step time, the compute and exposed-communication split, the communication time\n"
         "(hidden or not), speed-up N t(N0) / (N0 t(N)) against the first count N0 of\n"
@@ -31,9 +36,16 @@ static void simulate_usage(FILE *out) {
         "--compute-speedup. Assumes identical workers: no stragglers, and communication\n"
         "that does not slow compute (docs/scaling.md says when to trust it).\n"
         "\n"
-        "  --profile FILE       per-op times (dtrain bench --profile-out FILE)\n"
-        "  --model M            check that the profile is of model M\n"
-        "  --batch-size B       per worker (default: the profile's); compute scales with B\n"
+        "  --model M            the model (a zoo name or FILE.onnx): without --profile,\n"
+        "                       its per-op times are measured here first (as dtrain bench\n"
+        "                       --profile-out: fp32, oneDNN, random data, --profile-steps\n"
+        "                       steps at --batch-size, this machine's threads); with\n"
+        "                       --profile, checked against the profile's model\n"
+        "  --profile FILE       per-op times taken elsewhere (dtrain bench --profile-out)\n"
+        "  --profile-steps N    steps timed when profiling here (default 10, after 3\n"
+        "                       warm-up steps)\n"
+        "  --batch-size B       per worker (default: the profile's, or 128 when profiling\n"
+        "                       here); compute scales with B\n"
         "  --workers LIST       LO..HI (LO, 2 LO, 4 LO, .. and HI) or N1,N2,..\n"
         "                       (default 1..1024; at most %d counts)\n"
         "  --link RATE[,LAT]    each worker's (node's) link: RATE in bit|kbit|mbit|gbit\n"
@@ -179,13 +191,14 @@ int cmd_simulate(int argc, char **argv) {
                                          {"out", required_argument, 0, 'o'},
                                          {"validate", required_argument, 0, 'v'},
                                          {"max-median-error", required_argument, 0, 'e'},
+                                         {"profile-steps", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "simulate", *profile_path = NULL, *model = NULL, *link = NULL, *intra = NULL,
                *validate_path = NULL;
     dt_sim_config c = dt_sim_config_default();
     sim_run run = {.out_dir = NULL, .dataset_size = 50000, .n_workers = 0};
-    long batch = 0;
+    long batch = 0, profile_steps = 10;
     double max_median = -1;
     dt_error err;
     int opt;
@@ -242,6 +255,9 @@ int cmd_simulate(int argc, char **argv) {
         case 'e':
             if (cli_parse_float(cmd, "--max-median-error", optarg, 0, 1e9, &max_median)) return 2;
             break;
+        case 'S':
+            if (cli_parse_int(cmd, "--profile-steps", optarg, 1, 1000000, &profile_steps)) return 2;
+            break;
         case 'h':
             simulate_usage(stdout);
             return 0;
@@ -251,21 +267,37 @@ int cmd_simulate(int argc, char **argv) {
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     if (validate_path) return validate(cmd, validate_path, max_median);
-    if (!profile_path)
-        return cli_fail(cmd, "--profile FILE is required (make one with dtrain bench "
-                             "--profile-out FILE)"),
+    if (!profile_path && !model)
+        return cli_fail(cmd, "--model M (profiled here) or --profile FILE (dtrain bench "
+                             "--profile-out FILE) is required"),
                2;
+    if (!profile_path) { /* a usage error before any work */
+        dt_model_spec spec;
+        if (dt_zoo_spec_of(&spec, model, &err)) return cli_fail(cmd, "%s", err.msg), 2;
+    }
     if (!link) return cli_fail(cmd, "--link RATE[,LATENCY] is required (e.g. 10gbit,50us)"), 2;
     if (dt_sim_parse_link(link, &c.link, &err)) return cli_fail(cmd, "--link: %s", err.msg), 2;
     c.intra = c.link;
     if (intra && dt_sim_parse_link(intra, &c.intra, &err))
         return cli_fail(cmd, "--intra-link: %s", err.msg), 2;
     if (run.n_workers == 0 && parse_workers(cmd, "1..1024", run.workers, &run.n_workers)) return 2;
-    dt_profile p;
-    if (dt_profile_read(&p, profile_path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+    dt_profile p = {0};
     int rc = 0;
-    if (model && strcmp(model, p.model))
-        rc = cli_fail(cmd, "--model %s, but %s is a profile of %s", model, profile_path, p.model);
+    if (profile_path) {
+        if (dt_profile_read(&p, profile_path, &err)) return cli_fail(cmd, "%s", err.msg), 1;
+        if (model && strcmp(model, p.model))
+            rc = cli_fail(cmd, "--model %s, but %s is a profile of %s", model, profile_path,
+                          p.model);
+    } else {
+        const int threads = cli_threads(cmd, 0);
+        dt_threads_set(threads);
+        const int at = batch > 0 ? (int)batch : 128;
+        fprintf(stderr, "simulate: profiling %s at batch %d here (%ld steps, %d threads)\n", model,
+                at, profile_steps, threads);
+        if (dt_bench_profile(&p, model, at, profile_steps, threads, &err))
+            return cli_fail(cmd, "%s", err.msg), 1;
+        fprintf(stderr, "simulate: %.1f ms a step on this machine\n", p.step_s * 1e3);
+    }
     c.batch = batch > 0 ? (int)batch : p.batch;
     if (rc == 0) rc = simulate_all(cmd, &run, &p, &c);
     dt_profile_free(&p);

@@ -102,7 +102,7 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
     if (o->precision == DT_PRECISION_BF16 && (o->infer || o->backend != DT_CONV_DNNL))
         return dt_error_set(
             err, "--precision bf16 times training on oneDNN: not with --infer or --conv im2col");
-    if (o->profile_out && o->infer)
+    if ((o->profile_out || o->profile_into) && o->infer)
         return dt_error_set(err, "--profile-out times training steps: drop --infer");
     if (o->profile_out) { /* before the steps, and never over the weights read */
         dt_fileset files;
@@ -297,7 +297,7 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out
 
     /* the step train takes (trainer.c's train_step) without the loader, the
      * synchronisation and the run log: zero, forward, loss, backward, update */
-    const int profile = o->profile || o->profile_out;
+    const int profile = o->profile || o->profile_out || o->profile_into;
     double total = 0.0, t_sgd = 0.0;
     for (long s = -3; s < steps; s++) {
         if (s == 0 && profile && dt_model_enable_profile(&m, err)) break;
@@ -332,16 +332,20 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out
                             .ms_per_step = 1e3 * median,
                             .gflops = flops / median * 1e-9,
                             .blas_core = dt_blas_core_loaded()};
-    int rc = write_line(out, 0, &r, err);
+    int rc = out ? write_line(out, 0, &r, err) : 0;
     if (rc == 0 && o->profile && m.op_forward_s && write_kinds(profile_table, &m, steps, t_sgd))
         rc = dt_error_set(err, "cannot write the profile table");
-    if (rc == 0 && o->profile_out) {
+    if (rc == 0 && (o->profile_out || o->profile_into)) {
         dt_profile p = {0};
         if (!m.op_forward_s ||
             dt_profile_from_model(&p, &m, spec->width, (int)batch, o->threads, steps,
                                   total / (double)steps, median, t_sgd / (double)steps, err) ||
-            dt_profile_write(&p, o->profile_out, err))
+            (o->profile_out && dt_profile_write(&p, o->profile_out, err)))
             rc = -1;
+        if (rc == 0 && o->profile_into) {
+            *o->profile_into = p; /* the caller's now */
+            memset(&p, 0, sizeof p);
+        }
         dt_profile_free(&p);
     }
     free(labels);
@@ -362,4 +366,20 @@ int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_e
     }
     return o->infer ? bench_infer(o, &spec, out, err)
                     : bench_train(o, &spec, out, profile_table, err);
+}
+
+int dt_bench_profile(dt_profile *p, const char *model, int batch, long steps, int threads,
+                     dt_error *err) {
+    dt_bench_options o = {.model = model,
+                          .backend = DT_CONV_DNNL,
+                          .precision = DT_PRECISION_FP32,
+                          .batch = batch,
+                          .threads = threads,
+                          .steps = steps,
+                          .profile_into = p};
+    if (dt_zoo_spec_of(&o.spec, model, err)) return -1;
+    const dt_zoo_recipe *r = dt_zoo_recipe_of(model); /* the update train would do */
+    o.momentum = r ? r->momentum : 0.9f;
+    o.weight_decay = r ? r->weight_decay : 5e-4f;
+    return dt_bench_run(&o, NULL, NULL, err);
 }

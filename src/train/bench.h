@@ -29,17 +29,27 @@ typedef struct dt_bench_options {
     dt_precision precision;
     int batch, threads;
     long steps;
-    float momentum, weight_decay; /* the recipe's: the update train does */
-    int profile;                  /* --profile: time per layer kind to `profile_table` */
-    const char *profile_out;      /* --profile-out: each op's time as JSON, or NULL */
+    float momentum, weight_decay;    /* the recipe's: the update train does */
+    int profile;                     /* --profile: time per layer kind to `profile_table` */
+    const char *profile_out;         /* --profile-out: each op's time as JSON, or NULL */
+    struct dt_profile *profile_into; /* or each op's time into this (the caller frees it with
+                                        dt_profile_free), or NULL */
 } dt_bench_options;
 
 /* The flags that cannot go together and the files of --profile-out, before any work
  * (a usage error: the CLI exits 2). */
 int dt_bench_check(const dt_bench_options *o, dt_error *err);
 
-/* Builds the model, times the steps, writes the JSON line to `out`, with o->profile
- * the per-kind table to `profile_table`, with o->profile_out the profile file. */
+/* Builds the model, times the steps, writes the JSON line to `out` (NULL: none), with
+ * o->profile the per-kind table to `profile_table`, with o->profile_out the profile
+ * file, with o->profile_into the profile in memory. */
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err);
+
+/* Each op's forward and backward time of `model` (a zoo name or FILE.onnx, its own input
+ * shape, fp32 on oneDNN, random data) at `batch` over `steps` training steps on this
+ * machine with `threads` threads (already set), as `dtrain bench --profile-out` takes
+ * it: what `simulate` and `scale` predict from when given no profile. */
+int dt_bench_profile(struct dt_profile *p, const char *model, int batch, long steps, int threads,
+                     dt_error *err);
 
 #endif
