@@ -148,7 +148,7 @@ static void test_auto_measures_and_agrees(void **state) {
     assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_AUTO, DT_COMM_FP32, 300001, &err),
                      0);
     assert_int_equal(ar.n_candidates, 3); /* shm, ring, mpi: one host */
-    for (int call = 0; call < 24; call++) /* at most 8 rounds of 3 while measuring */
+    for (int call = 0; call < 48; call++) /* at most 8 rounds of 3 turns of 2 calls */
         for (int i = 0; i < 2; i++) check_size(&ar, sizes[i], call & 1);
     char report[512];
     dt_allreduce_auto_report(&ar, report, sizeof report);

@@ -245,16 +245,27 @@ static void run(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) 
  * against 5-40 ms), never on one call: on the busy machine single calls of shm took
  * 2-6 ms against its 4 us at 16 and 64 KiB. The others run until the counted calls
  * add up to BUDGET_S (at least TUNE_ROUNDS - 1 rounds, at most MAX_ROUNDS - 1) and
- * the fastest by its best call is chosen. After that the chosen one is watched: the
- * last SAMPLES calls of every WATCH are timed the same way, and if their agreed median
- * moved more than SHIFT times from the time the choice was made on, the size is
- * measured again. Untimed calls take no barrier: at 4 KiB one costs as much as the
- * all-reduce. */
-enum { TUNE_ROUNDS = 3, MAX_ROUNDS = 8, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
+ * the fastest by its best call is chosen. Each candidate's turn is two calls in a row,
+ * only the second timed: a call right after another algorithm's (MPI's, at 64 MiB, runs
+ * through every cache) is not what the chosen one's calls in a row will take, and with
+ * single interleaved calls auto chose the ring at 64 MiB and at 4 KiB in runs where shm
+ * then ran 1.6-2.4x faster for the rest of the run (docs/distributed.md). Four counted
+ * rounds, not two: shm's calls at 64 MiB swing 6-20 ms within a run.
+ * After that the chosen one is watched: the last SAMPLES calls of every WATCH are timed
+ * the same way, and if their agreed median moved more than SHIFT times from the time
+ * the choice was made on, the size is measured again. Before them, each runner-up that
+ * measured within SHIFT of the choice does two of the WATCH calls, the second timed
+ * (real calls: the sum is the same), and if one runs faster than the chosen one's median by
+ * RUNNER_UP, the size is measured again too: a choice made in a slow minute of the
+ * winner is not kept for the whole run. That costs at most two calls at SHIFT times the
+ * chosen one's per runner-up per WATCH calls (< 2%). Untimed calls take no barrier: at
+ * 4 KiB one costs as much as the all-reduce. */
+enum { TUNE_ROUNDS = 5, MAX_ROUNDS = 8, PRUNE = 8, WATCH = 128, SAMPLES = DT_AUTO_SAMPLES };
 /* Small sizes take more rounds, until the counted calls add up to this: a 16 KiB call
  * takes microseconds, and the best of two is at the mercy of one interruption. */
 static const double BUDGET_S = 1e-3;
 static const double SHIFT = 2.0;
+static const double RUNNER_UP = 1.25;
 
 static dt_allreduce_tuner *tuner_of(dt_allreduce *ar, size_t n) {
     for (int i = 0; i < DT_AUTO_SIZES; i++) {
@@ -282,38 +293,76 @@ static double agreed(const dt_allreduce *ar, double seconds) {
     return seconds;
 }
 
-static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_t n) {
-    if (t->chosen >= 0) {
-        const long k = t->calls++ % WATCH;
-        if (k < WATCH - SAMPLES) {
-            run(ar, ar->candidates[t->chosen], buf, n);
+/* Forgets this size's choice: its calls are measured again from the warm-up. */
+static void measure_again(dt_allreduce_tuner *t) {
+    t->chosen = -1;
+    t->round = t->next = t->warmed = 0;
+    t->spent_s = 0;
+    for (int c = 0; c < DT_AUTO_CANDIDATES; c++) t->best_s[c] = 0;
+}
+
+/* One call of candidate c after a barrier: its agreed time. */
+static double timed_call(dt_allreduce *ar, int c, float *buf, size_t n) {
+    dt_world_barrier(ar->world, "--allreduce auto's measurement");
+    const double t0 = dt_now();
+    run(ar, ar->candidates[c], buf, n);
+    return agreed(ar, dt_now() - t0);
+}
+
+/* Watching the chosen algorithm (see above). */
+static void watch_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_t n) {
+    const long k = t->calls++ % WATCH;
+    /* the runner-ups' slots: the calls just before the samples, two per candidate (an
+     * untimed one, then a timed one, as when measuring) */
+    const long tries_from = WATCH - SAMPLES - 2 * DT_AUTO_CANDIDATES;
+    if (k >= tries_from && k < WATCH - SAMPLES) {
+        const int c = (int)((k - tries_from) / 2);
+        if (c < ar->n_candidates && c != t->chosen && t->best_s[c] > 0 &&
+            t->measured_s[c] < SHIFT * t->chosen_s) {
+            if ((k - tries_from) % 2 == 0)
+                run(ar, ar->candidates[c], buf, n);
+            else
+                t->tried_s[c] = timed_call(ar, c, buf, n);
             return;
         }
-        dt_world_barrier(ar->world, "--allreduce auto's measurement");
-        const double t0 = dt_now();
+    }
+    if (k < WATCH - SAMPLES) {
         run(ar, ar->candidates[t->chosen], buf, n);
-        t->window[k - (WATCH - SAMPLES)] = dt_now() - t0;
-        if (k < WATCH - 1) return;
-        double sorted[SAMPLES];
-        memcpy(sorted, t->window, sizeof sorted);
-        qsort(sorted, SAMPLES, sizeof *sorted, cmp_double);
-        const double now = agreed(ar, sorted[SAMPLES / 2]);
-        t->watched_s = now;
-        if (now > SHIFT * t->chosen_s || now * SHIFT < t->chosen_s) { /* measure again */
-            t->chosen = -1;
-            t->round = t->next = 0;
-            t->spent_s = 0;
-            for (int c = 0; c < DT_AUTO_CANDIDATES; c++) t->best_s[c] = 0;
-        }
+        return;
+    }
+    dt_world_barrier(ar->world, "--allreduce auto's measurement");
+    const double t0 = dt_now();
+    run(ar, ar->candidates[t->chosen], buf, n);
+    t->window[k - (WATCH - SAMPLES)] = dt_now() - t0;
+    if (k < WATCH - 1) return;
+    double sorted[SAMPLES];
+    memcpy(sorted, t->window, sizeof sorted);
+    qsort(sorted, SAMPLES, sizeof *sorted, cmp_double);
+    const double now = agreed(ar, sorted[SAMPLES / 2]);
+    t->watched_s = now;
+    int again = now > SHIFT * t->chosen_s || now * SHIFT < t->chosen_s;
+    for (int c = 0; c < ar->n_candidates; c++) {
+        if (t->tried_s[c] > 0 && t->tried_s[c] * RUNNER_UP < now) again = 1;
+        t->tried_s[c] = 0;
+    }
+    if (again) measure_again(t);
+}
+
+static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_t n) {
+    if (t->chosen >= 0) {
+        watch_call(ar, t, buf, n);
         return;
     }
     /* measuring: the next candidate not pruned, in turn */
     while (t->best_s[t->next] < 0) t->next++;
     const int c = t->next;
-    dt_world_barrier(ar->world, "--allreduce auto's measurement");
-    const double t0 = dt_now();
-    run(ar, ar->candidates[c], buf, n);
-    const double dt = agreed(ar, dt_now() - t0);
+    if (!t->warmed) { /* the turn's first call, after another algorithm's: untimed */
+        run(ar, ar->candidates[c], buf, n);
+        t->warmed = 1;
+        return;
+    }
+    t->warmed = 0;
+    const double dt = timed_call(ar, c, buf, n);
     if (t->round == 0) {
         t->warm_s[c] = dt; /* the warm-up: only for dropping */
     } else {

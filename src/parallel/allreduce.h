@@ -41,11 +41,13 @@ typedef struct dt_allreduce_tuner {
     size_t floats;                         /* 0: unused */
     int chosen;                            /* index into candidates; -1 while measuring */
     int round, next;                       /* measuring: the round, the next candidate */
+    int warmed;                            /* measuring: next's untimed first call is done */
     double best_s[DT_AUTO_CANDIDATES];     /* this measuring's best agreed time; < 0 dropped */
     double measured_s[DT_AUTO_CANDIDATES]; /* the last measuring's, for the record */
     double warm_s[DT_AUTO_CANDIDATES];     /* this measuring's warm-up calls */
     double chosen_s, watched_s;            /* the winner's time then, and its recent median */
     double window[DT_AUTO_SAMPLES];        /* the chosen one's timed calls, this rank */
+    double tried_s[DT_AUTO_CANDIDATES];    /* watching: a close runner-up's one call, agreed */
     double spent_s;                        /* measuring: the counted calls' time, all candidates */
     long calls;
     int tunings; /* measurings done */
