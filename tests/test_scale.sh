@@ -36,6 +36,20 @@ check "fit-loss fits a sweep log" grep -q "l(k) = 1 / (" "$tmp/out6"
 check "predict from the fits names the best process count" grep -q "^best: [0-9]* processes" "$tmp/out7"
 check "predict draws its plot" [ -s "$tmp/p/predict.png" ]
 check "scale's report compares model and measurement" grep -q "## 7. Model vs measurement" "$tmp/s/report.md"
+# Predicted before measuring: every config of the grid, the one that cannot fit left
+# out with its reason; the report sets each beside its measurement, and `report`
+# rebuilds the same from the folder.
+check "scale predicted the 4 configs that fit" [ "$(tail -n +2 "$tmp/s/predicted.csv" | wc -l)" -eq 4 ]
+check "... before the first run" sh -c "grep -n 'predicting: lenet5 at batch 32' '$tmp/out1' | cut -d: -f1 |
+    { read p; grep -n 'config 1/' '$tmp/out1' | cut -d: -f1 | { read r; [ \$p -lt \$r ]; }; }"
+check "... and not the batch that does not fit" grep -q "no prediction at batch 16000000: .*does not fit in memory" "$tmp/out1"
+check "the report sets predicted beside measured" grep -q "^| 2 | 64 | 1 | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | [-+][0-9.]*% |" "$tmp/s/report.md"
+# (on a busy machine every config may be flagged busy: then no median, said so)
+check "... with the median |error|" grep -q "^\*\*Median |error| [0-9.]*%\*\* over\|^\*\*No median |error|\*\*: no config was measured on a quiet" "$tmp/s/report.md"
+grep -A9 '^## Predicted before measuring' "$tmp/s/report.md" >"$tmp/predicted_scale"
+"$DTRAIN" report "$tmp/s" >/dev/null 2>&1
+check "report DIR rebuilds the same predictions from the folder" \
+    sh -c "grep -A9 '^## Predicted before measuring' '$tmp/s/report.md' | cmp -s - '$tmp/predicted_scale'"
 
 $sweep --batch-sizes 32 --force >"$tmp/out3" 2>&1
 check "--force runs again" [ "$(grep -c 'done before' "$tmp/out3")" -eq 0 ]

@@ -253,10 +253,14 @@ int cmd_scale(int argc, char **argv) {
                  places.link_text ? ", link " : "", places.link_text ? places.link_text : "");
         cfg.hosts = where;
     }
-    const dt_scale_studies studies = {&cfg,           (int)cores,  modes,
-                                      places.n_modes, bucket_mb,   places.n_buckets,
-                                      compare_target, &link,       (int)places.ranks_per_host,
-                                      where,          &scale_stop, publish};
+    dt_scale_studies studies = {&cfg,           (int)cores,  modes,
+                                places.n_modes, bucket_mb,   places.n_buckets,
+                                compare_target, &link,       (int)places.ranks_per_host,
+                                where,          &scale_stop, publish,
+                                {0, 0, 0, 0}};
+    if (places.hosts_text) /* netns:H: the hosts' link; a hostfile's hosts: unknown */
+        studies.network = (dt_scale_network){(int)places.hosts, (int)places.ranks_per_host,
+                                             link.rate_bps, link.delay_s};
     if (!places.hosts_text) return run_studies(&studies);
     if (strchr(self, ' '))
         return cli_fail(cmd,

@@ -5,13 +5,17 @@
 
 #include "study/compare.h"
 
-/* One study: the sweep, then its report, plots and runs.csv. */
-static int sweep_and_report(const dt_scale_studies *s, const dt_sweep_config *cfg, dt_error *err) {
+/* One study: every config predicted, the sweep, then its report, plots and runs.csv. */
+static int sweep_and_report(const dt_scale_studies *s, const dt_sweep_config *cfg, FILE *progress,
+                            dt_error *err) {
     dt_scale_study study;
     memset(&study, 0, sizeof study);
     study.cores = s->cores;
     study.cores_given = s->cores > 0;
-    int rc = dt_sweep_run(cfg, &study, err) ? -1 : 0;
+    int rc = *s->stop ? -2 : 0;
+    if (rc == 0 && dt_scale_predict(cfg, &s->network, progress, err)) rc = -1;
+    if (rc == 0 && dt_sweep_run(cfg, &study, err)) rc = -1;
+    if (rc == 0 && dt_scale_read_predictions(&study, cfg->out_dir, err) < 0) rc = -1;
     if (rc == 0 && s->publish(&study, cfg->out_dir)) rc = -2;
     dt_scale_free(&study);
     return rc;
@@ -22,7 +26,7 @@ static int sweep_and_report(const dt_scale_studies *s, const dt_sweep_config *cf
 static int sweep_one_of(const dt_scale_studies *s, const dt_sweep_config *one, const char *what,
                         int i, int n, FILE *progress, dt_error *err) {
     if (!one->quiet) fprintf(progress, "%s (%d of %d):\n", what, i + 1, n);
-    return *s->stop ? -2 : sweep_and_report(s, one, err);
+    return *s->stop ? -2 : sweep_and_report(s, one, progress, err);
 }
 
 /* The link table of the studies in dirs (swept at bucket_mb[i] MiB), into out_dir and
@@ -58,7 +62,7 @@ int dt_scale_run_studies(const dt_scale_studies *s, FILE *tables, FILE *progress
     const int linked = s->link->rate_bps > 0;
     int rc;
     if (s->n_modes == 0 && s->n_buckets == 0) {
-        if ((rc = sweep_and_report(s, cfg, err))) return rc;
+        if ((rc = sweep_and_report(s, cfg, progress, err))) return rc;
         const double mb = cfg->train.bucket_mb > 0 ? cfg->train.bucket_mb : 25;
         const char *dir = cfg->out_dir;
         return linked ? link_table(s, &dir, &mb, 1, tables, progress, err) : 0;

@@ -9,6 +9,7 @@
 
 #include "dtrain/error.h"
 #include "study/linkmodel.h"
+#include "study/predict.h"
 #include "study/sweep.h"
 
 typedef struct dt_scale_studies {
@@ -27,6 +28,7 @@ typedef struct dt_scale_studies {
     /* writes a swept study's runs.csv, report and plots into dir; 0, or non-zero after
      * saying why */
     int (*publish)(dt_scale_study *study, const char *dir);
+    dt_scale_network network; /* what the runs communicate over, for the predictions */
 } dt_scale_studies;
 
 /* Runs the studies: which one starts (unless quiet) and the files written go to

@@ -12,6 +12,7 @@
 #include "core/textfile.h"
 #include "perfmodel/perfmodel.h"
 #include "study/reading.h"
+#include "study/predict.h"
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
     /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is
@@ -57,6 +58,9 @@ void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
 }
 
 void dt_scale_free(dt_scale_study *s) {
+    free(s->predicted);
+    s->predicted = NULL;
+    s->n_predicted = 0;
     free(s->rows);
     free(s->roles);
     s->roles = NULL;
@@ -1081,6 +1085,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     report_bandwidth(&rp);
     report_accuracy(&rp);
     dt_reading_write(s, out);
+    dt_scale_write_predictions(s, out);
     report_model(&rp);
     report_utilisation(&rp, plots, n_plots);
     if (n_plots > 0) {

@@ -78,6 +78,11 @@ typedef struct dt_scale_study {
     int cores, threads, cores_given;
     char notes[8][256]; /* things the sweep could not do (memory stop, ...) */
     int n_notes;
+    /* What `scale` predicted before it measured (predict.h: OUT/predicted.csv), or
+     * none; owned here (dt_scale_free). */
+    struct dt_scale_predicted *predicted;
+    int n_predicted;
+    char predicted_on[128]; /* the network and the profiles the predictions assumed */
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);

@@ -24,6 +24,7 @@
 #include "metrics/sysmon.h"
 #include "train/train_flags.h"
 #include "train/train_mode.h"
+#include "study/predict.h"
 
 /* A real read from a log, or `unknown` when the field was absent or not finite. */
 static double known(double v, double unknown) {
@@ -236,6 +237,7 @@ int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
     closedir(d);
     if (rc == 0 && study->n_rows == 0)
         rc = dt_error_set(err, "%s holds no complete run logs (run_*.jsonl)", dir);
+    if (rc == 0 && dt_scale_read_predictions(study, dir, err) < 0) rc = -1;
     return rc ? rc : dt_scale_combine(study, err);
 }
 

@@ -1,0 +1,48 @@
+/* `dtrain scale` predicts before it measures: every config's step and epoch time from
+ * the model's per-op profile taken here, at the config's batch size per process and
+ * the threads each run gets (dt_bench_profile), and the step simulator
+ * (perfmodel/simulate.h) on the study's network: this machine's shared memory, or the
+ * emulated hosts' link. Written to OUT/predicted.csv before the first run; the report
+ * sets each prediction beside the measured step (`report` rebuilds it from the folder). */
+#ifndef DTRAIN_PREDICT_H
+#define DTRAIN_PREDICT_H
+
+#include <stdio.h>
+
+#include "dtrain/error.h"
+#include "study/scaling.h"
+#include "study/sweep.h"
+
+typedef struct dt_scale_predicted {
+    int procs, batch, threads;
+    double step_s;    /* simulated step: compute + exposed communication */
+    double compute_s; /* forward, backward and update, from the profile */
+    double comm_s;    /* the step's all-reduces, hidden or not */
+    double exposed_s; /* communication not hidden behind backward */
+} dt_scale_predicted;
+
+/* The network a study's runs communicate over, for the simulator. */
+typedef struct dt_scale_network {
+    int hosts;          /* 0: every rank on this machine (shared memory) */
+    int ranks_per_host; /* with hosts */
+    double rate_bps;    /* the hosts' link (bit/s) and its one-way delay */
+    double delay_s;
+} dt_scale_network;
+
+/* Profiles cfg's model at each batch size of the grid and simulates every (procs,
+ * batch) config of an all-reduce mode; writes OUT/predicted.csv (whole or not at all).
+ * A line per profile to progress unless cfg->quiet. A parameter-server mode gets no
+ * prediction (0, nothing written, a line saying so). */
+int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
+                     dt_error *err);
+
+/* Reads DIR/predicted.csv into s (replacing what s held): 1 when read, 0 when there is
+ * none, -1 with err (a file that is there but bad). */
+int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err);
+
+/* The report's section: each config predicted beside measured, the error, and the
+ * median |error| over the configs not measured on a busy machine. Nothing without
+ * predictions. */
+void dt_scale_write_predictions(const dt_scale_study *s, FILE *out);
+
+#endif
