@@ -40,6 +40,10 @@ static void test_parameter_counts_match_pytorch(void **state) {
     assert_int_equal(count_params("resnet32", 0), 464154);
     assert_int_equal(count_params("resnet44", 0), 658586);
     assert_int_equal(count_params("resnet56", 0), 853018);
+    /* any other depth 6n+2 by name: the same builder (torch_models.CifarResNet(n, 16)
+     * counts 366,938 and 1,727,962; the paper's resnet110 has 1.7 M) */
+    assert_int_equal(count_params("resnet26", 0), 366938);
+    assert_int_equal(count_params("resnet110", 0), 1727962);
     /* torchvision.models at 1000 classes (googlenet without its auxiliary heads) */
     assert_int_equal(count_params("alexnet", 0), 61100840);
     assert_int_equal(count_params("vgg16", 0), 138357544);
@@ -281,6 +285,14 @@ static void test_unknown_model_is_rejected(void **state) {
     dt_error err;
     assert_int_equal(dt_zoo_build(&m, &spec, &err), -1);
     assert_non_null(strstr(err.msg, "unknown model 'vgg19'"));
+    /* resnetN only for N = 6n+2 from 8 to 1202, digits alone */
+    const char *const not_cifar[] = {"resnet27",   "resnet2",   "resnet08",
+                                     "resnet1208", "resnet26x", "resnet"};
+    for (size_t i = 0; i < sizeof not_cifar / sizeof *not_cifar; i++) {
+        dt_model_spec other;
+        assert_int_equal(dt_zoo_spec_of(&other, not_cifar[i], &err), -1);
+        assert_non_null(strstr(err.msg, "resnetN for any CIFAR depth N = 6n+2"));
+    }
 }
 
 static void test_batch_too_large_for_memory_is_refused(void **state) {

@@ -132,20 +132,22 @@ static void build_cifar_resnet(dt_model *m, int x, int classes, int width, int n
     dt_model_linear(m, "linear", dt_model_flatten(m, x), classes);
 }
 
-static void build_resnet20(dt_model *m, int x, const dt_model_spec *spec) {
-    build_cifar_resnet(m, x, spec->classes, spec->width, 3);
+/* The depth N of a CIFAR ResNet's name "resnetN" (N = 6n + 2, 8 <= N <= 1202: He et
+ * al.'s resnet20 .. resnet1202), or 0. Only digits after "resnet", no leading zero. */
+static int cifar_resnet_depth(const char *name) {
+    if (!name || strncmp(name, "resnet", 6)) return 0;
+    const char *d = name + 6;
+    if (*d < '1' || *d > '9' || strlen(d) > 4) return 0;
+    int depth = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9') return 0;
+        depth = depth * 10 + (*d - '0');
+    }
+    return depth >= 8 && depth <= 1202 && (depth - 2) % 6 == 0 ? depth : 0;
 }
 
-static void build_resnet32(dt_model *m, int x, const dt_model_spec *spec) {
-    build_cifar_resnet(m, x, spec->classes, spec->width, 5);
-}
-
-static void build_resnet44(dt_model *m, int x, const dt_model_spec *spec) {
-    build_cifar_resnet(m, x, spec->classes, spec->width, 7);
-}
-
-static void build_resnet56(dt_model *m, int x, const dt_model_spec *spec) {
-    build_cifar_resnet(m, x, spec->classes, spec->width, 9);
+static void build_cifar_resnet_named(dt_model *m, int x, const dt_model_spec *spec) {
+    build_cifar_resnet(m, x, spec->classes, spec->width, (cifar_resnet_depth(spec->name) - 2) / 6);
 }
 
 /* ---- torchvision's ImageNet models ----
@@ -451,10 +453,10 @@ static const zoo_entry zoo[] = {
     {"lenet5", 1, 28, 28, 10, 0, build_lenet5, FC_LENET, &LENET5},
     {"resnet18", 3, 32, 32, 10, 64, build_resnet18, POOL_RESNET18, &RESNET18},
     {"lenet_cifar", 3, 32, 32, 10, 0, build_lenet_cifar, FC_LENET, &LENET_CIFAR},
-    {"resnet20", 3, 32, 32, 10, 16, build_resnet20, NULL, &RESNET_CIFAR},
-    {"resnet32", 3, 32, 32, 10, 16, build_resnet32, NULL, &RESNET_CIFAR},
-    {"resnet44", 3, 32, 32, 10, 16, build_resnet44, NULL, &RESNET_CIFAR},
-    {"resnet56", 3, 32, 32, 10, 16, build_resnet56, NULL, &RESNET_CIFAR},
+    {"resnet20", 3, 32, 32, 10, 16, build_cifar_resnet_named, NULL, &RESNET_CIFAR},
+    {"resnet32", 3, 32, 32, 10, 16, build_cifar_resnet_named, NULL, &RESNET_CIFAR},
+    {"resnet44", 3, 32, 32, 10, 16, build_cifar_resnet_named, NULL, &RESNET_CIFAR},
+    {"resnet56", 3, 32, 32, 10, 16, build_cifar_resnet_named, NULL, &RESNET_CIFAR},
     {"alexnet", 3, 224, 224, 1000, 64, build_alexnet, NULL, &IMAGENET_NO_BN},
     {"vgg16", 3, 224, 224, 1000, 64, build_vgg16, NULL, &IMAGENET_NO_BN},
     {"vgg16_bn", 3, 224, 224, 1000, 64, build_vgg16_bn, NULL, &IMAGENET},
@@ -477,10 +479,14 @@ const char *dt_zoo_name(int i) {
     return i >= 0 && i < ZOO_SIZE ? zoo[i].name : NULL;
 }
 
+/* Any other CIFAR ResNet depth 6n + 2 (resnet26, resnet110, ...): the named rows' model. */
+static const zoo_entry CIFAR_RESNET_ANY = {
+    "resnetN", 3, 32, 32, 10, 16, build_cifar_resnet_named, NULL, &RESNET_CIFAR};
+
 static const zoo_entry *find(const char *name) {
     for (int i = 0; i < ZOO_SIZE; i++)
         if (!strcmp(zoo[i].name, name)) return &zoo[i];
-    return NULL;
+    return cifar_resnet_depth(name) ? &CIFAR_RESNET_ANY : NULL;
 }
 
 /* An imported graph has no published recipe: PyTorch's usual SGD starting point. */
@@ -498,8 +504,10 @@ const dt_zoo_recipe *dt_zoo_recipe_of(const char *name) {
 int dt_zoo_spec_of(dt_model_spec *spec, const char *name, dt_error *err) {
     if (dt_onnx_is_path(name)) return dt_onnx_spec(spec, name, err);
     if (dt_zoo_default_spec(spec, name))
-        return dt_error_set(err, "unknown model '%s' (known: %s, or a FILE.onnx)", name,
-                            dt_zoo_names());
+        return dt_error_set(err,
+                            "unknown model '%s' (known: %s, resnetN for any CIFAR depth N = "
+                            "6n+2 such as resnet26 or resnet110, or a FILE.onnx)",
+                            name, dt_zoo_names());
     return 0;
 }
 
