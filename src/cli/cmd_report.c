@@ -98,6 +98,35 @@ int cmd_report(int argc, char **argv) {
     dt_error err;
     if (times) {
         if (optind < argc) return cli_no_extra_args(cmd, argc, argv, optind);
+        char models[64][64];
+        int n_models = 0;
+        if (dt_scale_csv_models(times, models, 64, &n_models, &err))
+            return cli_fail(cmd, "%s", err.msg), 1;
+        if (n_models > 1) { /* one report per model and one figure of them all */
+            if (model)
+                return cli_fail(cmd,
+                                "--model names one model, but %s has %d in its model "
+                                "column",
+                                times, n_models),
+                       2;
+            char dir[4096];
+            if (!out) {
+                snprintf(dir, sizeof dir, "%s", times);
+                char *slash = strrchr(dir, '/');
+                if (slash)
+                    *slash = 0;
+                else
+                    snprintf(dir, sizeof dir, ".");
+                out = dir;
+            }
+            int drawn;
+            if (dt_report_models(times, models, n_models, params, dataset, (int)cores, out, &drawn,
+                                 &err))
+                return cli_fail(cmd, "%s", err.msg), 1;
+            fprintf(stderr, "report: %d models: %s/models.md%s, a report per model in %s/<model>\n",
+                    n_models, out, drawn ? ", speedup_models.png (+ SVG)" : "", out);
+            return 0;
+        }
         if (dt_report_read_times(&s, times, params, dataset, model, &err)) {
             cli_fail(cmd, "%s", err.msg);
             dt_scale_free(&s); /* the rows read before the bad line */

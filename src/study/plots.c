@@ -645,3 +645,65 @@ int dt_plots_theta_table(const dt_speed_fit *fit, const int *servers, int n_serv
     *drawn = dt_gnuplot_run(dir, "predict.gp", "/dev/null") == 0;
     return 0;
 }
+
+/* A gnuplot single-quoted string's text: ' doubled, at most size - 1 bytes. */
+static void gnuplot_quoted(const char *text, char *out, size_t size) {
+    size_t o = 0;
+    for (const char *c = text; *c && o + 2 < size; c++) {
+        if (*c == '\'') out[o++] = '\'';
+        out[o++] = *c;
+    }
+    out[o] = 0;
+}
+
+int dt_plots_models_speedup(const dt_scale_study *studies, const int *batch, int n, const char *dir,
+                            int *drawn, dt_error *err) {
+    *drawn = 0;
+    int lo = 1 << 30, hi = 1, curves = 0, has[64] = {0};
+    if (n > 64) return dt_error_set(err, "more than 64 models on one figure");
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "speedup_model_%d.dat", i + 1);
+        dt_outfile d;
+        if (open_in(&d, dir, name, err)) return -1;
+        int procs[64], points = 0;
+        const int np = dt_scale_distinct(&studies[i], 0, procs);
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(&studies[i], procs[p], batch[i], 0);
+            const double sp = r ? dt_scale_strong_speedup(&studies[i], r) : -1;
+            if (sp <= 0) continue;
+            fprintf(d.f, "%d %.6g\n", procs[p], sp);
+            points++;
+            lo = procs[p] < lo ? procs[p] : lo;
+            hi = procs[p] > hi ? procs[p] : hi;
+        }
+        if (close_in(&d, points > 0, err)) return -1; /* data files only with data */
+        has[i] = points > 0;
+        curves += has[i];
+    }
+    if (curves == 0) return 0;
+    dt_outfile g;
+    if (open_in(&g, dir, "speedup_models.gp", err)) return -1;
+    for (int t = 0; t < 2; t++) {
+        fprintf(g.f,
+                "set terminal %s\nset output 'speedup_models.%s'\nset grid\nset key top left "
+                "box\nset title 'Strong scaling per model: speed-up T(1)/T(N)'\nset xlabel "
+                "'processes N (log2 scale)'\nset ylabel 'speed-up'\nset logscale x 2\nset xrange "
+                "[%g:%g]\nset yrange [0:*]\n",
+                terms[t][0], terms[t][1], lo / 1.2, hi * 1.2);
+        fputs("plot x with lines dashtype 2 lc rgb 'gray40' title 'ideal (S = N)'", g.f);
+        for (int i = 0; i < n; i++) {
+            if (!has[i]) continue;
+            char title[160];
+            gnuplot_quoted(studies[i].model, title, sizeof title);
+            fprintf(
+                g.f,
+                ", 'speedup_model_%d.dat' using 1:2 with linespoints lw 2 title '%s (batch %d)'",
+                i + 1, title, batch[i]);
+        }
+        fputc('\n', g.f);
+    }
+    if (close_in(&g, 1, err)) return -1;
+    *drawn = dt_gnuplot_run(dir, "speedup_models.gp", "gnuplot.err") == 0;
+    return 0;
+}

@@ -27,6 +27,12 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
  * returns and returns it. */
 int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx), void *ctx);
 
+/* report --times with a model column: every model's strong speed-up T(1)/T(N) on one
+ * figure, model i at batch[i] per process (speedup_models.png and .svg in dir, from
+ * speedup_model_<i>.dat and speedup_models.gp). *drawn: 1 when gnuplot drew it. */
+int dt_plots_models_speedup(const dt_scale_study *studies, const int *batch, int n, const char *dir,
+                            int *drawn, dt_error *err);
+
 /* Predicted time to convergence (remaining steps x step time of the speed fit) for
  * every allocation of up to procs_max processes: one row per server count (1 ..
  * procs_max-1 for a parameter-server fit, a single row with servers 0 for all-reduce)

@@ -1,7 +1,9 @@
 #include "study/report.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -96,6 +98,135 @@ int dt_report_publish(dt_scale_study *s, const dt_report_opts *o, int *n_plots, 
     if (dt_outfile_commit(&out, err)) return -1;
     if (o->tables) dt_scale_write_report(s, o->tables, plots, 0);
     return 0;
+}
+
+/* A folder name for a model: letters, digits, '.', '_' and '-' kept, the rest '_';
+ * never "." or "..". */
+static void model_folder(const char *model, char *out, size_t size) {
+    size_t o = 0;
+    for (const char *c = model; *c && o + 1 < size; c++)
+        out[o++] = (isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-') ? *c : '_';
+    out[o] = 0;
+    if (!strcmp(out, ".") || !strcmp(out, "..")) snprintf(out, size, "model_%zu", o);
+}
+
+/* The batch size of s with the most process counts measured (the smallest of a tie). */
+static int busiest_batch(const dt_scale_study *s) {
+    int batches[64], procs[64], best = 0, best_count = -1;
+    const int nb = dt_scale_distinct(s, 1, batches), np = dt_scale_distinct(s, 0, procs);
+    for (int b = 0; b < nb; b++) {
+        int count = 0;
+        for (int p = 0; p < np; p++) count += dt_scale_find(s, procs[p], batches[b], 0) != NULL;
+        if (count > best_count) best = batches[b], best_count = count;
+    }
+    return best;
+}
+
+static int write_models_md(const dt_scale_study *st, const int *batch, const char (*folders)[64],
+                           int n, int drawn, const char *times, const char *dir, dt_error *err) {
+    int procs[64], np = 0; /* every model's process counts, ascending */
+    for (int i = 0; i < n; i++) {
+        int mine[64];
+        const int k = dt_scale_distinct(&st[i], 0, mine);
+        for (int j = 0; j < k; j++) {
+            int at = 0;
+            while (at < np && procs[at] < mine[j]) at++;
+            if (at < np && procs[at] == mine[j]) continue;
+            if (np == 64) break;
+            memmove(procs + at + 1, procs + at, sizeof *procs * (size_t)(np - at));
+            procs[at] = mine[j], np++;
+        }
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/models.md", dir);
+    dt_outfile o;
+    if (dt_outfile_open(&o, path, err)) return -1;
+    fprintf(o.f,
+            "# Strong scaling of %d models\n\nFrom %s. Speed-up T(1)/T(N) of the training time "
+            "at each model's batch size per process with the most process counts measured; "
+            "each model's full report is in its folder.\n\n| model | batch | ",
+            n, times);
+    for (int p = 0; p < np; p++) fprintf(o.f, "N = %d | ", procs[p]);
+    fputs("report |\n|---|---|", o.f);
+    for (int p = 0; p < np; p++) fputs("---|", o.f);
+    fputs("---|\n", o.f);
+    for (int i = 0; i < n; i++) {
+        fprintf(o.f, "| %s | %d |", st[i].model, batch[i]);
+        for (int p = 0; p < np; p++) {
+            const dt_scale_row *r = dt_scale_find(&st[i], procs[p], batch[i], 0);
+            const double sp = r ? dt_scale_strong_speedup(&st[i], r) : -1;
+            if (sp > 0)
+                fprintf(o.f, " %.2f%s |", sp, r->busy ? " (busy)" : "");
+            else
+                fputs(" |", o.f);
+        }
+        fprintf(o.f, " [%s/report.md](%s/report.md) |\n", folders[i], folders[i]);
+    }
+    if (drawn) fputs("\n![speedup_models](speedup_models.png)\n", o.f);
+    return dt_outfile_commit(&o, err);
+}
+
+int dt_report_models(const char *times, char (*names)[64], int n, double params, double dataset,
+                     int cores, const char *dir, int *n_plots, dt_error *err) {
+    *n_plots = 0;
+    if (n < 1 || n > 64)
+        return dt_error_set(err, "%s: %d models (1 to 64 on one figure)", times, n);
+    dt_scale_study *st = calloc((size_t)n, sizeof *st);
+    int *batch = calloc((size_t)n, sizeof *batch);
+    char(*folders)[64] = calloc((size_t)n, sizeof *folders);
+    int rc = st && batch && folders ? 0 : dt_error_set(err, "out of memory");
+    for (int i = 0; i < n && rc == 0; i++) {
+        model_folder(names[i], folders[i], sizeof folders[i]);
+        for (int j = 0; j < i && rc == 0; j++)
+            if (!strcmp(folders[i], folders[j]))
+                rc = dt_error_set(err, "%s: models '%s' and '%s' would share the folder %s/%s",
+                                  times, names[j], names[i], dir, folders[i]);
+    }
+    if (rc == 0) { /* the figure's files and models.md: never the CSV read, all writable */
+        if (dt_make_dirs(dir, err)) rc = -1;
+        dt_fileset files;
+        dt_fileset_init(&files);
+        dt_fileset_input(&files, "--times", times);
+        static const char *const outs[] = {"models.md", "speedup_models.gp", "speedup_models.png",
+                                           "speedup_models.svg", "gnuplot.err"};
+        enum { N_OUTS = sizeof outs / sizeof *outs };
+        char paths[N_OUTS + 64][4200];
+        for (int k = 0; k < N_OUTS + n; k++) {
+            if (k < N_OUTS)
+                snprintf(paths[k], sizeof paths[k], "%s/%s", dir, outs[k]);
+            else
+                snprintf(paths[k], sizeof paths[k], "%s/speedup_model_%d.dat", dir, k - N_OUTS + 1);
+            dt_fileset_output(&files, "report", paths[k]);
+        }
+        if (rc == 0 && dt_fileset_check(&files, err)) rc = -1;
+        dt_fileset_free(&files);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        st[i].cores = cores;
+        st[i].cores_given = cores > 0;
+        snprintf(st[i].model_only, sizeof st[i].model_only, "%s", names[i]);
+        char sub[4200];
+        snprintf(sub, sizeof sub, "%s/%s", dir, folders[i]);
+        const dt_report_opts o = {.dir = sub, .times = times};
+        int plots;
+        if (dt_report_read_times(&st[i], times, params, dataset, names[i], err) ||
+            dt_report_publish(&st[i], &o, &plots, err))
+            rc = -1;
+        else
+            batch[i] = busiest_batch(&st[i]);
+    }
+    int drawn = 0;
+    if (rc == 0) {
+        dt_error perr;
+        if (dt_plots_models_speedup(st, batch, n, dir, &drawn, &perr)) drawn = 0;
+        rc = write_models_md(st, batch, (const char(*)[64])folders, n, drawn, times, dir, err);
+    }
+    *n_plots = drawn;
+    for (int i = 0; st && i < n; i++) dt_scale_free(&st[i]);
+    free(st);
+    free(batch);
+    free(folders);
+    return rc;
 }
 
 /* The study of simulated rows, labelled so by plots.c. */

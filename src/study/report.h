@@ -29,6 +29,14 @@ typedef struct dt_report_opts {
  * report) and dir/report.md; *n_plots: the plots drawn. */
 int dt_report_publish(dt_scale_study *s, const dt_report_opts *opts, int *n_plots, dt_error *err);
 
+/* report --times on a CSV whose model column names several models (names[0..n)): one
+ * report per model in dir/<model> (its name with characters other than letters,
+ * digits, '.', '_' and '-' as '_'), then dir/models.md (each model's speed-ups at the
+ * batch size with the most process counts) and one figure of every model's speed-up,
+ * dir/speedup_models.png/.svg. *n_plots: 1 when drawn. */
+int dt_report_models(const char *times, char (*names)[64], int n, double params, double dataset,
+                     int cores, const char *dir, int *n_plots, dt_error *err);
+
 /* simulate --out: dir/simulate.csv (a row per worker count of res[0..n)), the scaling
  * study's plots of the simulated rows (an epoch: dataset / (workers x batch) steps) and
  * dir/simulate.md (table, the sweep's text, and the plots). Plots not drawn are no

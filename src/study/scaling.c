@@ -347,10 +347,15 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             break;
         }
         dt_scale_row r = dt_scale_row_unknown();
-        for (int i = 0; i < k && rc == 0; i++) {
+        int skip = 0; /* another model's row (model_only) */
+        for (int i = 0; i < k && rc == 0 && !skip; i++) {
             if (where[i] < 0) continue;
             if (where[i] == COL_MODEL) { /* one curve per model would mix studies: refuse */
                 const char *m = fields[i];
+                if (s->model_only[0]) {
+                    if (strcmp(m, s->model_only)) skip = 1;
+                    continue;
+                }
                 if (!first_model[0]) {
                     snprintf(first_model, sizeof first_model, "%s", m);
                     if (!s->model[0]) snprintf(s->model, sizeof s->model, "%s", m);
@@ -429,6 +434,7 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
             }
         }
         if (rc) break;
+        if (skip) continue;
         if (r.procs < 1 || r.batch < 1)
             rc = dt_error_set(err, "%s line %ld: procs and batch_size must be positive", path,
                               lineno);
@@ -444,6 +450,34 @@ int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
     dt_csv_close(&csv);
     if (rc == 0 && s->n_rows == 0) rc = dt_error_set(err, "%s has no data rows", path);
     return rc ? rc : dt_scale_combine(s, err);
+}
+
+int dt_scale_csv_models(const char *path, char (*names)[64], int max, int *n, dt_error *err) {
+    *n = 0;
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    int got = dt_csv_next(&csv, err), col = -1, rc = got < 0 ? -1 : 0;
+    for (int k = 0; got > 0 && k < csv.n; k++)
+        if (!strcmp(csv.field[k], COLUMNS[COL_MODEL])) col = k;
+    while (rc == 0 && col >= 0 && (got = dt_csv_next(&csv, err)) != 0) {
+        if (got < 0 || col >= csv.n) { /* a short row: the reader's error */
+            rc = got < 0 ? -1 : 0;
+            break;
+        }
+        const char *m = csv.field[col];
+        int seen = 0;
+        for (int i = 0; i < *n && !seen; i++) seen = !strcmp(names[i], m);
+        if (seen) continue;
+        if (strlen(m) >= 64 || !*m)
+            rc = dt_error_set(err, "%s line %ld: a model name must have 1 to 63 characters", path,
+                              csv.in.lineno);
+        else if (*n == max)
+            rc = dt_error_set(err, "%s: more than %d models", path, max);
+        else
+            snprintf(names[(*n)++], 64, "%s", m);
+    }
+    dt_csv_close(&csv);
+    return rc;
 }
 
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err) {

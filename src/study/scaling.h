@@ -80,6 +80,9 @@ typedef struct dt_scale_study {
     int n_notes;
     /* What `scale` predicted before it measured (predict.h: OUT/predicted.csv), or
      * none; owned here (dt_scale_free). */
+    /* dt_scale_read_csv: only the rows whose model column says this ("" = every row,
+     * which must then be of one model) */
+    char model_only[64];
     struct dt_scale_predicted *predicted;
     int n_predicted;
     char predicted_on[128]; /* the network and the profiles the predictions assumed */
@@ -122,6 +125,9 @@ double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double
 /* Reads a CSV of measured times: header with at least procs, batch_size, t_train
  * (optional t_epoch, iterations, and any run-log column). */
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err);
+/* The distinct values of a times CSV's model column, in order of first appearance
+ * (at most max; more is an error); *n = 0 without the column. */
+int dt_scale_csv_models(const char *path, char (*names)[64], int max, int *n, dt_error *err);
 /* Writes runs.csv (one row per config, all columns). */
 int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err);
 /* Writes the markdown report (tables + reading, the reading by dt_reading_write in
