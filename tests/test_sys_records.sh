@@ -56,6 +56,15 @@ check "with a row per config with samples" [ "$(grep -Ec '^\| [12] \| 32 \| [1-9
 for f in util_p1_b32.png util_p2_b32.png util_p2_b32_r0.dat util_p2_b32_r1.dat; do
     check "utilisation plot file $f" [ -s "s/$f" ]
 done
+# disk bytes too (the dstat study plotted them): a table column each way, a number in
+# every row with samples, and two columns of the plot's data (NaN on the first sample)
+check "the utilisation table has disk read and written columns" \
+    grep -q "| disk read (MB/s per rank) | disk written (MB/s per rank) |$" s/report.md
+check "... with a figure in each row" \
+    [ "$(grep -Ec '^\| [12] \| 32 \| [1-9][0-9]* \|( [^|]* \|){5} [0-9.]+ \| [0-9.]+ \|$' s/report.md)" -eq 2 ]
+check "the utilisation data has disk rates (columns 5 and 6)" \
+    awk 'NR > 1 && NF == 6 && $5 >= 0 && $6 >= 0 { ok = 1 } END { exit !ok }' s/util_p2_b32_r0.dat
+check "the utilisation plot draws them" grep -q "disk read', '' using 1:6 title 'rank 0 disk written'" s/plots.gp
 # parameter servers sample too: their records (role server) follow their statistics
 mpirun -np 3 "$DTRAIN" train --mode ps-sync --servers 1 --model lenet5 --data synthetic:mnist \
     --epochs 2 --batch-size 32 --max-samples 12000 --test-samples 64 --threads 1 \

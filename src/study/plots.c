@@ -332,7 +332,7 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int
     int n = 0;
     for (int server = 0; server < 2; server++) /* workers, then servers */
         for (int rank = 0; rank < 32 && n < 64; rank++) {
-            double prev_t = 0, prev_mpi = 0, prev_net = 0;
+            double prev_t = 0, prev_mpi = 0, prev_net = 0, prev_rd = 0, prev_wr = 0;
             dt_outfile d = {0};
             char name[96];
             for (long i = 0; i < c.n_sys; i++) {
@@ -353,13 +353,19 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int
                 const int has_cpu = x->cpu_user >= 0 && x->cpu_sys >= 0;
                 const int has_mpi = x->mpi_sent >= 0 && prev_mpi >= 0;
                 const int has_net = x->net_rx >= 0 && x->net_tx >= 0 && prev_net >= 0;
-                fprintf(d.f, "%.3f %.4g %.4g %.4g\n", x->t,
+                const int has_rd = x->disk_read >= 0 && prev_rd >= 0;
+                const int has_wr = x->disk_write >= 0 && prev_wr >= 0;
+                fprintf(d.f, "%.3f %.4g %.4g %.4g %.4g %.4g\n", x->t,
                         has_cpu ? x->cpu_user + x->cpu_sys : NAN,
                         has_mpi ? (x->mpi_sent - prev_mpi) / dt / 1e6 : NAN,
-                        has_net ? (net - prev_net) / dt / 1e6 : NAN);
+                        has_net ? (net - prev_net) / dt / 1e6 : NAN,
+                        has_rd ? ((double)x->disk_read - prev_rd) / dt / 1e6 : NAN,
+                        has_wr ? ((double)x->disk_write - prev_wr) / dt / 1e6 : NAN);
                 prev_t = x->t;
                 prev_mpi = x->mpi_sent >= 0 ? (double)x->mpi_sent : -1;
                 prev_net = x->net_rx >= 0 && x->net_tx >= 0 ? net : -1;
+                prev_rd = x->disk_read >= 0 ? (double)x->disk_read : -1;
+                prev_wr = x->disk_write >= 0 ? (double)x->disk_write : -1;
             }
             if (d.f && close_in(&d, 1, err)) return dt_runlog_contents_free(&c), -1;
         }
@@ -367,8 +373,8 @@ static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int
     return n;
 }
 
-/* 5. Utilisation over time per config: CPU (top) and MPI / network traffic (bottom),
- * one line per rank. 1 if any was drawn. */
+/* 5. Utilisation over time per config: CPU (top) and MPI / network / disk traffic
+ * (bottom), one line per rank. 1 if any was drawn. */
 static int plot_util(plotter *pl, dt_error *err) {
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np && pl->n_util < 64; p++) {
@@ -396,9 +402,10 @@ static int plot_util(plotter *pl, dt_error *err) {
                     const char *who = servers[k] ? "server" : "rank";
                     fprintf(pl->gp,
                             "%s'%s_%s%d.dat' using 1:3 title '%s %d MPI sent', '' using 1:4 "
-                            "title '%s %d network'",
+                            "title '%s %d network', '' using 1:5 title '%s %d disk read', '' "
+                            "using 1:6 title '%s %d disk written'",
                             k ? ", " : "", base, servers[k] ? "s" : "r", ranks[k], who, ranks[k],
-                            who, ranks[k]);
+                            who, ranks[k], who, ranks[k], who, ranks[k]);
                 }
                 fputs("\nunset multiplot\nset xrange [*:*]\n", pl->gp);
             }

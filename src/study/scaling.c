@@ -136,6 +136,8 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         MEDIAN(rss_mb, NULL, NULL);
         MEDIAN(mpi_mbs, NULL, NULL);
         MEDIAN(net_mbs, NULL, NULL);
+        MEDIAN(disk_read_mbs, NULL, NULL);
+        MEDIAN(disk_write_mbs, NULL, NULL);
         MEDIAN(sys_other_cores, NULL, NULL);
         r.sys_samples = 0;
         for (int k = 0; k < n; k++) r.sys_samples += g[k]->sys_samples > 0 ? g[k]->sys_samples : 0;
@@ -305,6 +307,8 @@ dt_scale_row dt_scale_row_unknown(void) {
                           .rss_mb = -1,
                           .mpi_mbs = -1,
                           .net_mbs = -1,
+                          .disk_read_mbs = -1,
+                          .disk_write_mbs = -1,
                           .sys_other_cores = -1};
 }
 int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err) {
@@ -1079,10 +1083,13 @@ static void report_utilisation(const report *rp, const char *const *plots, int n
           "core), the machine's other processes in cores (the job's other ranks count as "
           "other here), the largest resident memory of a rank, MPI bytes dtrain sent and "
           "network bytes (interfaces other than loopback, both directions) per rank per "
-          "second. Medians over the repeats of each run's means; runs shorter than a second "
-          "have no samples.\n\n| procs | batch | samples | CPU per rank (%) | other processes "
-          "(cores) | RSS max (MB) | MPI sent (MB/s per rank) | network (MB/s per rank) "
-          "|\n|---|---|---|---|---|---|---|---|\n",
+          "second, and the bytes each rank read from and wrote to storage (/proc/self/io's "
+          "read_bytes and write_bytes: what reached the disk, page-cache hits not counted) "
+          "per second. Medians over the repeats of each run's means; runs shorter than a "
+          "second have no samples.\n\n| procs | batch | samples | CPU per rank (%) | other "
+          "processes (cores) | RSS max (MB) | MPI sent (MB/s per rank) | network (MB/s per "
+          "rank) | disk read (MB/s per rank) | disk written (MB/s per rank) "
+          "|\n|---|---|---|---|---|---|---|---|---|---|\n",
           out);
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
@@ -1093,6 +1100,8 @@ static void report_utilisation(const report *rp, const char *const *plots, int n
         cell(out, r->rss_mb, "%.0f");
         cell(out, r->mpi_mbs, "%.2f");
         cell(out, r->net_mbs, "%.3f");
+        cell(out, r->disk_read_mbs, "%.3f");
+        cell(out, r->disk_write_mbs, "%.3f");
         fputc('\n', out);
     }
     int listed = 0;

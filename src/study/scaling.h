@@ -37,6 +37,7 @@ typedef struct dt_scale_row {
      * rank per second of the run (MB/s), the machine's other cores on average. */
     long sys_samples;
     double cpu_pct, rss_mb, mpi_mbs, net_mbs, sys_other_cores;
+    double disk_read_mbs, disk_write_mbs; /* this rank's storage I/O (/proc/self/io), per s */
     int threads; /* compute threads per process (the run record's); 0 = unknown */
 } dt_scale_row;
 

@@ -44,12 +44,15 @@ static void copy_text(char *dst, size_t size, const char *src) {
 static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
     row->sys_samples = log->n_sys;
     row->cpu_pct = row->rss_mb = row->mpi_mbs = row->net_mbs = row->sys_other_cores = -1;
+    row->disk_read_mbs = row->disk_write_mbs = -1;
     if (log->n_sys == 0) return;
     double cpu = 0, other = 0, rss = 0;
     long n_cpu = 0, n_other = 0;
     enum { MAX_RANKS = 1024 };
     double mpi_rate[MAX_RANKS], net_rate[MAX_RANKS], last_t[MAX_RANKS];
-    for (int r = 0; r < MAX_RANKS; r++) mpi_rate[r] = net_rate[r] = last_t[r] = -1.0;
+    double read_rate[MAX_RANKS], write_rate[MAX_RANKS];
+    for (int r = 0; r < MAX_RANKS; r++)
+        mpi_rate[r] = net_rate[r] = last_t[r] = read_rate[r] = write_rate[r] = -1.0;
     for (long i = 0; i < log->n_sys; i++) {
         const dt_sys_record *x = &log->sys[i];
         if (x->cpu_user >= 0 && x->cpu_sys >= 0) cpu += x->cpu_user + x->cpu_sys, n_cpu++;
@@ -62,13 +65,19 @@ static void sys_summary(const dt_runlog_contents *log, dt_scale_row *row) {
         mpi_rate[key] = x->mpi_sent >= 0 ? x->mpi_sent / x->t / 1e6 : -1.0;
         net_rate[key] =
             x->net_tx >= 0 && x->net_rx >= 0 ? (x->net_tx + x->net_rx) / x->t / 1e6 : -1.0;
+        read_rate[key] = x->disk_read >= 0 ? x->disk_read / x->t / 1e6 : -1.0;
+        write_rate[key] = x->disk_write >= 0 ? x->disk_write / x->t / 1e6 : -1.0;
     }
-    double mpi = 0, net = 0;
-    int n_mpi = 0, n_net = 0;
+    double mpi = 0, net = 0, rd = 0, wr = 0;
+    int n_mpi = 0, n_net = 0, n_rd = 0, n_wr = 0;
     for (int r = 0; r < MAX_RANKS; r++) {
         if (mpi_rate[r] >= 0) mpi += mpi_rate[r], n_mpi++;
         if (net_rate[r] >= 0) net += net_rate[r], n_net++;
+        if (read_rate[r] >= 0) rd += read_rate[r], n_rd++;
+        if (write_rate[r] >= 0) wr += write_rate[r], n_wr++;
     }
+    row->disk_read_mbs = n_rd ? rd / n_rd : -1;
+    row->disk_write_mbs = n_wr ? wr / n_wr : -1;
     row->cpu_pct = n_cpu ? cpu / n_cpu : -1;
     row->sys_other_cores = n_other ? other / n_other : -1;
     row->rss_mb = rss > 0 ? rss : -1;
