@@ -108,6 +108,31 @@ static void test_speed_fit_recovers_known_thetas(void **state) {
     assert_int_equal(dt_speed_fit_points(DT_SPEED_PS, pts, n, &fit, &err), -1);
 }
 
+/* The all-reduce form with the wait that grows with compute (scaling.c's "which term
+ * fails"): its fifth feature is (w-1)/w x batch/w, and its thetas are recovered from
+ * exact times over 1-8 workers and three batch sizes. */
+static void test_sync_form_recovers_known_thetas(void **state) {
+    (void)state;
+    const double theta[5] = {4.5e-5, 2e-4, 1e-4, 3e-5, 1.4e-5};
+    dt_speed_point pts[24];
+    int n = 0;
+    for (int w = 1; w <= 8; w *= 2)
+        for (int m = 0; m < 3; m++) {
+            double f[5], t = 0.0, batch = 32.0 * (1 << (4 * m)) * w;
+            assert_int_equal(dt_speed_features(DT_SPEED_ALLREDUCE_SYNC, w, 0, batch, f), 5);
+            assert_float_equal(f[4], (w - 1.0) / w * batch / w, 1e-12);
+            for (int i = 0; i < 5; i++) t += theta[i] * f[i];
+            pts[n++] = (dt_speed_point){w, 0, batch, t};
+        }
+    dt_speed_fit fit;
+    dt_error err;
+    if (dt_speed_fit_points(DT_SPEED_ALLREDUCE_SYNC, pts, n, &fit, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < 5; i++) assert_float_equal(fit.theta[i], theta[i], 1e-9);
+    /* the plain form has four features, the same first four */
+    double g[5];
+    assert_int_equal(dt_speed_features(DT_SPEED_ALLREDUCE, 4, 0, 512, g), 4);
+}
+
 /* The textbook exercise: theta = (1.02, 2.78, 4.92, 0, 0.02), batch 128: the best worker
  * count minimises 130.56/w + 4.92 w/p: w = 7 for p = 2, w = 10 for p = 4. */
 static void test_textbook_exercise_optimum(void **state) {
@@ -370,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_loss_fit_recovers_known_curve),
         cmocka_unit_test(test_loss_fit_rejects_bad_input),
         cmocka_unit_test(test_speed_fit_recovers_known_thetas),
+        cmocka_unit_test(test_sync_form_recovers_known_thetas),
         cmocka_unit_test(test_textbook_exercise_optimum),
         cmocka_unit_test(test_ridge_recovers_a_linear_relation),
         cmocka_unit_test(test_loss_step_observed_is_the_first_below_target),

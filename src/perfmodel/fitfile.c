@@ -80,7 +80,9 @@ int dt_loss_fit_load(const char *path, dt_loss_fit *fit, double *last_step, doub
 }
 
 static const char *speed_kind_name(dt_speed_kind kind) {
-    return kind == DT_SPEED_PS ? "speed-ps" : "speed-allreduce";
+    return kind == DT_SPEED_PS               ? "speed-ps"
+           : kind == DT_SPEED_ALLREDUCE_SYNC ? "speed-allreduce-sync"
+                                             : "speed-allreduce";
 }
 
 int dt_speed_fit_save(const char *path, const dt_speed_fit *fit, dt_error *err) {
@@ -102,7 +104,9 @@ int dt_speed_fit_load(const char *path, dt_speed_fit *fit, dt_error *err) {
     memset(fit, 0, sizeof *fit);
     int ok = cJSON_IsString(kind) && cJSON_IsArray(theta);
     if (ok) {
-        fit->kind = strcmp(kind->valuestring, "speed-ps") ? DT_SPEED_ALLREDUCE : DT_SPEED_PS;
+        fit->kind = !strcmp(kind->valuestring, "speed-ps")               ? DT_SPEED_PS
+                    : !strcmp(kind->valuestring, "speed-allreduce-sync") ? DT_SPEED_ALLREDUCE_SYNC
+                                                                         : DT_SPEED_ALLREDUCE;
         double features[DT_SPEED_MAX_THETA];
         fit->n_theta = cJSON_GetArraySize(theta);
         ok = !strcmp(kind->valuestring, speed_kind_name(fit->kind)) &&

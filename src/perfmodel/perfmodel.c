@@ -134,6 +134,10 @@ int dt_speed_features(dt_speed_kind kind, double w, double p, double batch, doub
         return 5;
     }
     f[0] = batch / w, f[1] = 1.0, f[2] = 2.0 * (w - 1) / w, f[3] = w - 1;
+    if (kind == DT_SPEED_ALLREDUCE_SYNC) {
+        f[4] = (w - 1) / w * (batch / w);
+        return 5;
+    }
     return 4;
 }
 

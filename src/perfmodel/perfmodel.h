@@ -50,7 +50,14 @@ int dt_loss_refit_per_epoch(const double *k, const double *l, int n, long steps_
                             long every, double target, double delta, dt_loss_refit **rows,
                             int *n_rows, dt_error *err);
 
-typedef enum dt_speed_kind { DT_SPEED_PS, DT_SPEED_ALLREDUCE } dt_speed_kind;
+/* DT_SPEED_ALLREDUCE_SYNC: the all-reduce model plus th4 (w-1)/w x batch/w, a wait
+ * for the slowest worker that grows with the compute per step (scaling.c: the form
+ * that fits dtrain's own studies, where the plain one fails). */
+typedef enum dt_speed_kind {
+    DT_SPEED_PS,
+    DT_SPEED_ALLREDUCE,
+    DT_SPEED_ALLREDUCE_SYNC
+} dt_speed_kind;
 
 enum { DT_SPEED_MAX_THETA = 5 };
 
