@@ -55,6 +55,11 @@ wait_ranks() { # until a dtrain rank runs in each host of sweep $1 (at most 60 s
     --max-samples 640 --test-samples 64 --batch-sizes 32 --bucket-sizes 0.05,1 \
     --out "$tmp/s" >"$tmp/out1" 2>"$tmp/err1"
 check "netns sweep exits 0" [ $? -eq 0 ]
+check "its predictions name the hosts' link" \
+    grep -q "^2,32,1,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,emulated hosts: 1000 Mbit/s and 0 us a message; 1 rank(s) a host" \
+    "$tmp/s/bucket_0.05/predicted.csv"
+check "... and the report sets them beside the measurements" \
+    grep -q "^## Predicted before measuring" "$tmp/s/bucket_0.05/report.md"
 pid=$(sed -n 's/.*namespaces dtrain-\([0-9]*\)-h1.*/\1/p' "$tmp/err1")
 check "it names its namespaces" [ -n "$pid" ]
 check "... and removed them all" [ "$(ours "$pid")" -eq 0 ]

@@ -38,8 +38,7 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
             c->topology = DT_SIM_TREE;
             c->per_node = per;
         }
-        snprintf(words, size,
-                 "emulated hosts: %g Mbit/s, %g us; %d rank(s) a host on shared memory",
+        snprintf(words, size, "emulated hosts: %g Mbit/s and %g us a message; %d rank(s) a host",
                  net->rate_bps * 1e-6, net->delay_s * 1e6, per);
     } else {
         snprintf(words, size, "shared memory: %g GB/s; %g us a message", SHM_BYTES_PER_S * 1e-9,
@@ -103,6 +102,8 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
                 rc = -1;
                 break;
             }
+            for (char *c = words; *c; c++) /* one CSV field */
+                if (*c == ',') *c = ';';
             fprintf(f.f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s\n", cfg->procs[k], cfg->batches[b],
                     threads, r.step_s * 1e3, r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3,
                     words, c.mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)");
