@@ -42,7 +42,8 @@ EOF
 for copy in spaced compact; do
     mkdir "$tmp/$copy"
     cp -r "$tmp/orig/s" "$tmp/$copy/s"
-    rm -f "$tmp/$copy/s"/*.dat "$tmp/$copy/s"/*.md "$tmp/$copy/s"/*.csv "$tmp/$copy/s"/*.gp
+    # the outputs go; the logs and the predictions made before the runs are inputs
+    rm -f "$tmp/$copy/s"/*.dat "$tmp/$copy/s"/*.md "$tmp/$copy/s"/runs.csv "$tmp/$copy/s"/*.gp
     check "python re-writes the $copy copy" rewrite "$copy" "$tmp/$copy/s"
 done
 check "the spaced copy has spaces and sorted keys" grep -q '^{"allreduce": "auto", "allreduce_used": "[^"]*", "batch_size": 32, ' "$tmp/spaced/s/run_p1_b32.jsonl"

@@ -56,6 +56,27 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
     c->mode = overlap ? DT_SIM_ALLREDUCE : DT_SIM_ALLREDUCE_NO_OVERLAP;
 }
 
+/* Whether OUT/predicted.csv has a row for every config of the grid at these threads: a
+ * resumed sweep keeps the predictions made before its first runs (made again only with
+ * --force, which measures everything again too). */
+static int predictions_cover(const dt_sweep_config *cfg, int threads) {
+    dt_scale_study old;
+    memset(&old, 0, sizeof old);
+    dt_error err;
+    int covered = dt_scale_read_predictions(&old, cfg->out_dir, &err) == 1;
+    for (int b = 0; b < cfg->n_batches && covered; b++)
+        for (int k = 0; k < cfg->n_procs && covered; k++) {
+            int found = 0;
+            for (int i = 0; i < old.n_predicted && !found; i++)
+                found = old.predicted[i].procs == cfg->procs[k] &&
+                        old.predicted[i].batch == cfg->batches[b] &&
+                        old.predicted[i].threads == threads;
+            covered = found;
+        }
+    free(old.predicted);
+    return covered;
+}
+
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
                      dt_error *err) {
     if (cfg->train.mode && strcmp(cfg->train.mode, "allreduce")) {
@@ -69,6 +90,10 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
     const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
     char path[4200];
     snprintf(path, sizeof path, "%s/predicted.csv", cfg->out_dir);
+    if (!cfg->force && predictions_cover(cfg, threads)) { /* made before the first runs */
+        if (!cfg->quiet) fprintf(progress, "predictions kept from before the first runs\n");
+        return 0;
+    }
     dt_outfile f;
     if (dt_make_dirs(cfg->out_dir, err) || dt_outfile_open(&f, path, err)) return -1;
     for (int i = 0; i < N_COLUMNS; i++) fprintf(f.f, "%s%s", i ? "," : "", COLUMNS[i]);
