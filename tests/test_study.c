@@ -13,6 +13,8 @@
 #include <dirent.h>
 
 #include "study/plots.h"
+#include "study/scale_csv.h"
+#include "study/scale_report.h"
 #include "study/scaling.h"
 
 static char path[128];

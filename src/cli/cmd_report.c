@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "study/report.h"
+#include "study/scale_csv.h"
 #include "study/scaling.h"
 #include "study/sweep.h"
 

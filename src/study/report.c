@@ -10,6 +10,8 @@
 #include "core/fileset.h"
 #include "core/outfile.h"
 #include "study/plots.h"
+#include "study/scale_csv.h"
+#include "study/scale_report.h"
 #include "study/sweep.h"
 
 int dt_report_read_times(dt_scale_study *s, const char *times, double params, double dataset,

@@ -111,6 +111,10 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 /* The time speed-ups and the derived split use: the training time t_train (loader
  * waits are not communication), else the running time t_epoch. */
 double dt_scale_time(const dt_scale_row *r);
+/* Iterations per process per epoch: the row's, else the dataset split over procs
+ * (-1: unknown). */
+double dt_scale_iterations(const dt_scale_study *s, const dt_scale_row *r);
+double dt_scale_split_iterations(double dataset_size, int procs, int batch);
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r);
 /* The strong speed-up's spread over the repeats: [T1 min / TN max, T1 max / TN min]
  * (the time the speed-up uses); -1 when unknown. */
@@ -122,18 +126,5 @@ double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r);
 /* iterations * 2(N-1)/N * 4 * params / T_comm, bytes/s per process (-1 if unknown). */
 double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double t_comm);
-
-/* Reads a CSV of measured times: header with at least procs, batch_size, t_train
- * (optional t_epoch, iterations, and any run-log column). */
-int dt_scale_read_csv(dt_scale_study *s, const char *path, dt_error *err);
-/* The distinct values of a times CSV's model column, in order of first appearance
- * (at most max; more is an error); *n = 0 without the column. */
-int dt_scale_csv_models(const char *path, char (*names)[64], int max, int *n, dt_error *err);
-/* Writes runs.csv (one row per config, all columns). */
-int dt_scale_write_csv(const dt_scale_study *s, const char *path, dt_error *err);
-/* Writes the markdown report (tables + reading, the reading by dt_reading_write in
- * reading.h); `plots` lists the plot files made. */
-void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const *plots,
-                           int n_plots);
 
 #endif

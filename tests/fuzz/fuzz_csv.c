@@ -7,7 +7,7 @@
 
 #include "fuzz_file.h"
 #include "perfmodel/perfinput.h"
-#include "study/scaling.h"
+#include "study/scale_csv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file(data, size, ".csv");
