@@ -39,7 +39,10 @@ check "scale's report compares model and measurement" grep -q "## 7. Model vs me
 # Predicted before measuring: every config of the grid, the one that cannot fit left
 # out with its reason; the report sets each beside its measurement, and `report`
 # rebuilds the same from the folder.
-check "scale predicted the 4 configs that fit" [ "$(tail -n +2 "$tmp/s/predicted.csv" | wc -l)" -eq 4 ]
+check "scale predicted the 4 configs that fit" [ "$(grep -c ',0$' "$tmp/s/predicted.csv")" -eq 4 ]
+check "... and past the machine: 1, 2, 4 .. 64 workers for each batch size" \
+    [ "$(grep -c '^[0-9]*,\(32\|64\),1,.*10000 Mbit/s links and 20 us a message; 1 worker(s) a host (overlap),1$' "$tmp/s/predicted.csv")" -eq 14 ]
+check "the report continues the curves past the machine" grep -q "^| 64 | 64 | [0-9.]* | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9]*% |$" "$tmp/s/report.md"
 check "... before the first run" sh -c "grep -n 'predicting: lenet5 at batch 32' '$tmp/out1' | cut -d: -f1 |
     { read p; grep -n 'config 1/' '$tmp/out1' | cut -d: -f1 | { read r; [ \$p -lt \$r ]; }; }"
 check "... and not the batch that does not fit" grep -q "no prediction at batch 16000000: .*does not fit in memory" "$tmp/out1"

@@ -27,6 +27,10 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "a plain reading) and plots. Re-running skips finished configs (their logs are in\n"
             "DIR) made with the same settings, unless --force; a rerun replaces a log only\n"
             "when it succeeds. Ctrl-C ends the running config's processes too.\n"
+            "Before the first run, scale profiles the model at each batch size (the runs'\n"
+            "threads, 10 steps on random data) and predicts every config's step with the\n"
+            "simulator (DIR/predicted.csv, kept by a resumed sweep); the report sets each\n"
+            "beside its measurement and continues the curves past the machine.\n"
             "\n"
             "  --batch-sizes LIST   per process, e.g. 32,128,512 (default: 32, then x4 up to the\n"
             "                       per-process share of the data, stopping at the first that\n"
@@ -77,7 +81,13 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "  --bucket-sizes LIST  sweep gradient bucket sizes in MiB, e.g. 1,5,25: one\n"
             "                       study per size in DIR/bucket_<MiB>, then (with --link)\n"
             "                       network.md over them all\n"
-            "  --force              run every config again\n"
+            "  --predict-link R[,D] past the machine: the report continues every batch size's\n"
+            "                       curve to --predict-workers workers on this link, each a\n"
+            "                       host (default 10gbit,20us; units as --link)\n"
+            "  --predict-workers N  ... up to N workers (default 64; 0: none)\n"
+            "  --predict-per-host K ... K workers a host on shared memory, a ring over the\n"
+            "                       hosts (default 1)\n"
+            "  --force              run every config again (and predict again)\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
             "\n"
@@ -125,6 +135,9 @@ int cmd_scale(int argc, char **argv) {
                                         {"hostfile", required_argument, 0, 'F'},
                                         {"bucket-sizes", required_argument, 0, 'B'},
                                         {"launcher", required_argument, 0, 'U'},
+                                        {"predict-link", required_argument, 0, 'P'},
+                                        {"predict-workers", required_argument, 0, 'W'},
+                                        {"predict-per-host", required_argument, 0, 'K'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
@@ -134,6 +147,8 @@ int cmd_scale(int argc, char **argv) {
     double compare_target = 0.85;
     dt_scale_places places = {.ranks_per_host = 1};
     dt_link link = {0, 0};
+    dt_link beyond = {DT_PREDICT_BEYOND_RATE_BPS, DT_PREDICT_BEYOND_DELAY_S};
+    long beyond_workers = DT_PREDICT_BEYOND_WORKERS, beyond_per_host = 1;
     double bucket_mb[16];
     int batches[DT_SWEEP_MAX_GRID], procs[DT_SWEEP_MAX_GRID] = {1, 2};
     dt_error err;
@@ -191,6 +206,18 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'o':
             cfg.out_dir = optarg;
+            break;
+        case 'P':
+            if (dt_link_parse(optarg, &beyond, &err))
+                return cli_fail(cmd, "--predict-link: %s", err.msg), 2;
+            break;
+        case 'W':
+            if (cli_parse_int(cmd, "--predict-workers", optarg, 0, 1 << 20, &beyond_workers))
+                return 2;
+            break;
+        case 'K':
+            if (cli_parse_int(cmd, "--predict-per-host", optarg, 1, 1024, &beyond_per_host))
+                return 2;
             break;
         case 'f':
             cfg.force = 1;
@@ -253,14 +280,29 @@ int cmd_scale(int argc, char **argv) {
                  places.link_text ? ", link " : "", places.link_text ? places.link_text : "");
         cfg.hosts = where;
     }
-    dt_scale_studies studies = {&cfg,           (int)cores,  modes,
-                                places.n_modes, bucket_mb,   places.n_buckets,
-                                compare_target, &link,       (int)places.ranks_per_host,
-                                where,          &scale_stop, publish,
-                                {0, 0, 0, 0}};
-    if (places.hosts_text) /* netns:H: the hosts' link; a hostfile's hosts: unknown */
-        studies.network = (dt_scale_network){(int)places.hosts, (int)places.ranks_per_host,
-                                             link.rate_bps, link.delay_s};
+    dt_scale_studies studies = {&cfg,
+                                (int)cores,
+                                modes,
+                                places.n_modes,
+                                bucket_mb,
+                                places.n_buckets,
+                                compare_target,
+                                &link,
+                                (int)places.ranks_per_host,
+                                where,
+                                &scale_stop,
+                                publish,
+                                {0, 0, 0, 0, 0, 0, 0, 0}};
+    if (places.hosts_text) { /* netns:H: the hosts' link; a hostfile's hosts: unknown */
+        studies.network.hosts = (int)places.hosts;
+        studies.network.ranks_per_host = (int)places.ranks_per_host;
+        studies.network.rate_bps = link.rate_bps;
+        studies.network.delay_s = link.delay_s;
+    }
+    studies.network.beyond_workers = (int)beyond_workers;
+    studies.network.beyond_per_host = (int)beyond_per_host;
+    studies.network.beyond_rate_bps = beyond.rate_bps;
+    studies.network.beyond_delay_s = beyond.delay_s;
     if (!places.hosts_text) return run_studies(&studies);
     if (strchr(self, ' '))
         return cli_fail(cmd,

@@ -18,9 +18,10 @@ static const double SHM_BYTES_PER_S = 8e9, SHM_LATENCY_S = 2.5e-6;
 /* Steps each profile times (after bench's 3 warm-up steps). */
 enum { PROFILE_STEPS = 10 };
 
-static const char *const COLUMNS[] = {"procs",      "batch",   "threads",    "step_ms",
-                                      "compute_ms", "comm_ms", "exposed_ms", "network"};
-enum { N_COLUMNS = sizeof COLUMNS / sizeof *COLUMNS };
+static const char *const COLUMNS[] = {"procs",   "batch",      "threads", "step_ms", "compute_ms",
+                                      "comm_ms", "exposed_ms", "network", "beyond"};
+/* "beyond" may be absent (files written before it): every row of the grid then */
+enum { N_COLUMNS = sizeof COLUMNS / sizeof *COLUMNS, N_REQUIRED = N_COLUMNS - 1 };
 
 /* The simulator's view of the study's network for procs processes, and its words. */
 static void network_config(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
@@ -59,22 +60,79 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
 /* Whether OUT/predicted.csv has a row for every config of the grid at these threads: a
  * resumed sweep keeps the predictions made before its first runs (made again only with
  * --force, which measures everything again too). */
-static int predictions_cover(const dt_sweep_config *cfg, int threads) {
+static int has_row(const dt_scale_study *old, int procs, int batch, int threads, int beyond) {
+    for (int i = 0; i < old->n_predicted; i++)
+        if (old->predicted[i].procs == procs && old->predicted[i].batch == batch &&
+            old->predicted[i].threads == threads && old->predicted[i].beyond == beyond)
+            return 1;
+    return 0;
+}
+
+static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *net, int workers,
+                          dt_sim_config *c, char *words, size_t size);
+static int next_workers(int w, int max);
+
+static int predictions_cover(const dt_sweep_config *cfg, const dt_scale_network *net, int threads) {
     dt_scale_study old;
     memset(&old, 0, sizeof old);
     dt_error err;
     int covered = dt_scale_read_predictions(&old, cfg->out_dir, &err) == 1;
-    for (int b = 0; b < cfg->n_batches && covered; b++)
-        for (int k = 0; k < cfg->n_procs && covered; k++) {
-            int found = 0;
-            for (int i = 0; i < old.n_predicted && !found; i++)
-                found = old.predicted[i].procs == cfg->procs[k] &&
-                        old.predicted[i].batch == cfg->batches[b] &&
-                        old.predicted[i].threads == threads;
-            covered = found;
-        }
+    for (int b = 0; b < cfg->n_batches && covered; b++) {
+        for (int k = 0; k < cfg->n_procs && covered; k++)
+            covered = has_row(&old, cfg->procs[k], cfg->batches[b], threads, 0);
+        for (int w = 1; w <= net->beyond_workers && covered;
+             w = next_workers(w, net->beyond_workers))
+            covered = has_row(&old, w, cfg->batches[b], threads, 1);
+    }
+    if (covered && net->beyond_workers > 0) { /* on the same network */
+        dt_sim_config c = dt_sim_config_default();
+        char words[160];
+        beyond_config(cfg, net, 2, &c, words, sizeof words);
+        for (char *ch = words; *ch; ch++)
+            if (*ch == ',') *ch = ';';
+        covered = !strncmp(old.predicted_beyond, words, strlen(words));
+    }
     free(old.predicted);
     return covered;
+}
+
+/* Past the machine: `workers` workers, each a host (or beyond_per_host a host) on the
+ * predict link. */
+static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *net, int workers,
+                          dt_sim_config *c, char *words, size_t size) {
+    c->intra = (dt_sim_link){.latency_s = SHM_LATENCY_S, .bytes_per_s = SHM_BYTES_PER_S};
+    c->link =
+        (dt_sim_link){.latency_s = net->beyond_delay_s, .bytes_per_s = net->beyond_rate_bps / 8};
+    const int per = net->beyond_per_host > 1 ? net->beyond_per_host : 1;
+    c->topology = per > 1 && workers > per ? DT_SIM_TREE : DT_SIM_RING;
+    c->per_node = per;
+    if (per > 1 && workers <= per) c->link = c->intra; /* one host */
+    /* ranks spanning hosts overlap (train's rule), unless told off */
+    c->mode = cfg->train.overlap == DT_OVERLAP_OFF ? DT_SIM_ALLREDUCE_NO_OVERLAP : DT_SIM_ALLREDUCE;
+    snprintf(words, size, "%g Mbit/s links and %g us a message; %d worker(s) a host",
+             net->beyond_rate_bps * 1e-6, net->beyond_delay_s * 1e6, per);
+}
+
+/* One predicted row into f; -1 with err when the simulator refuses the config. */
+static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers, int batch,
+                     int threads, const dt_sweep_config *cfg, char *words, int beyond,
+                     dt_error *err) {
+    c->batch = batch;
+    if (cfg->train.bucket_mb > 0) c->bucket_mb = cfg->train.bucket_mb;
+    c->bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
+    dt_sim_result r;
+    if (dt_simulate(p, c, workers, &r, err)) return -1;
+    for (char *ch = words; *ch; ch++) /* one CSV field */
+        if (*ch == ',') *ch = ';';
+    fprintf(f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s,%d\n", workers, batch, threads, r.step_s * 1e3,
+            r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3, words,
+            c->mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)", beyond);
+    return 0;
+}
+
+/* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
+static int next_workers(int w, int max) {
+    return w < max && 2 * w > max ? max : 2 * w;
 }
 
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
@@ -90,7 +148,7 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
     const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
     char path[4200];
     snprintf(path, sizeof path, "%s/predicted.csv", cfg->out_dir);
-    if (!cfg->force && predictions_cover(cfg, threads)) { /* made before the first runs */
+    if (!cfg->force && predictions_cover(cfg, net, threads)) { /* made before the first runs */
         if (!cfg->quiet) fprintf(progress, "predictions kept from before the first runs\n");
         return 0;
     }
@@ -119,19 +177,15 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
             dt_sim_config c = dt_sim_config_default();
             char words[160];
             network_config(cfg, net, cfg->procs[k], &c, words, sizeof words);
-            c.batch = cfg->batches[b];
-            if (cfg->train.bucket_mb > 0) c.bucket_mb = cfg->train.bucket_mb;
-            c.bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
-            dt_sim_result r;
-            if (dt_simulate(&p, &c, cfg->procs[k], &r, err)) {
-                rc = -1;
-                break;
-            }
-            for (char *c = words; *c; c++) /* one CSV field */
-                if (*c == ',') *c = ';';
-            fprintf(f.f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s\n", cfg->procs[k], cfg->batches[b],
-                    threads, r.step_s * 1e3, r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3,
-                    words, c.mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)");
+            rc =
+                write_row(f.f, &p, &c, cfg->procs[k], cfg->batches[b], threads, cfg, words, 0, err);
+        }
+        for (int w = 1; w <= net->beyond_workers && rc == 0;
+             w = next_workers(w, net->beyond_workers)) {
+            dt_sim_config c = dt_sim_config_default();
+            char words[160];
+            beyond_config(cfg, net, w, &c, words, sizeof words);
+            rc = write_row(f.f, &p, &c, w, cfg->batches[b], threads, cfg, words, 1, err);
         }
         dt_profile_free(&p);
     }
@@ -160,7 +214,7 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
         col[i] = -1;
         for (int j = 0; j < csv.n; j++)
             if (!strcmp(csv.field[j], COLUMNS[i])) col[i] = j;
-        if (col[i] < 0) {
+        if (col[i] < 0 && i < N_REQUIRED) {
             dt_csv_close(&csv);
             return dt_error_set(err, "%s: no '%s' column", path, COLUMNS[i]);
         }
@@ -170,9 +224,10 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
     s->n_predicted = 0;
     int cap = 0;
     while (rc == 0 && (got = dt_csv_next(&csv, err)) == 1) {
-        if (csv.n != N_COLUMNS) {
+        const int columns = col[N_COLUMNS - 1] >= 0 ? N_COLUMNS : N_REQUIRED;
+        if (csv.n != columns) {
             rc = dt_error_set(err, "%s line %ld: %d fields where the header has %d", path,
-                              csv.in.lineno, csv.n, N_COLUMNS);
+                              csv.in.lineno, csv.n, columns);
             break;
         }
         double v[7];
@@ -190,7 +245,15 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
             }
             s->predicted = grown;
         }
+        double beyond = 0;
+        if (col[N_COLUMNS - 1] >= 0 &&
+            dt_csv_field_number(&csv, "beyond", csv.field[col[N_COLUMNS - 1]], 0, 1, &beyond,
+                                err)) {
+            rc = -1;
+            break;
+        }
         s->predicted[s->n_predicted++] = (dt_scale_predicted){
+            .beyond = beyond != 0,
             .procs = (int)v[0],
             .batch = (int)v[1],
             .threads = (int)v[2],
@@ -199,7 +262,10 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
             .comm_s = v[5] * 1e-3,
             .exposed_s = v[6] * 1e-3,
         };
-        snprintf(s->predicted_on, sizeof s->predicted_on, "%s", csv.field[col[7]]);
+        if (beyond == 0)
+            snprintf(s->predicted_on, sizeof s->predicted_on, "%s", csv.field[col[7]]);
+        else
+            snprintf(s->predicted_beyond, sizeof s->predicted_beyond, "%s", csv.field[col[7]]);
     }
     if (got < 0) rc = -1;
     dt_csv_close(&csv);
@@ -209,6 +275,42 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The past-the-machine rows: per batch size, step, epoch and speed-up against one
+ * worker on the same network (the dataset split over the workers). */
+static void write_beyond(const dt_scale_study *s, FILE *out) {
+    int most = 0; /* workers */
+    for (int i = 0; i < s->n_predicted; i++)
+        if (s->predicted[i].beyond && s->predicted[i].procs > most) most = s->predicted[i].procs;
+    if (most == 0) return;
+    fprintf(out,
+            "\n### Past the machine (predicted)\n\nThe same profiles on 1 to %d workers over "
+            "%s (`scale --predict-link`, `--predict-workers`, `--predict-per-host`; defaults "
+            "10 Gbit/s, 20 us, 64 workers, one a host). Epoch: the %.0f samples split over the "
+            "workers, steps x the simulated step (no data loading); speed-up T(1)/T(N) at the "
+            "same batch per worker.\n\n| batch | workers | step (ms) | exposed comm (ms) | "
+            "epoch (s) | speed-up | efficiency |\n|---|---|---|---|---|---|---|\n",
+            most, s->predicted_beyond, s->dataset_size);
+    for (int i = 0; i < s->n_predicted; i++) {
+        const dt_scale_predicted *p = &s->predicted[i];
+        if (!p->beyond) continue;
+        const dt_scale_predicted *one = NULL; /* this batch's one worker */
+        for (int j = 0; j < s->n_predicted && !one; j++)
+            if (s->predicted[j].beyond && s->predicted[j].batch == p->batch &&
+                s->predicted[j].procs == 1)
+                one = &s->predicted[j];
+        const double it = dt_scale_split_iterations(s->dataset_size, p->procs, p->batch);
+        const double it1 = dt_scale_split_iterations(s->dataset_size, 1, p->batch);
+        fprintf(out, "| %d | %d | %.2f | %.2f |", p->batch, p->procs, p->step_s * 1e3,
+                p->exposed_s * 1e3);
+        if (it > 0 && one && it1 > 0) {
+            const double t = it * p->step_s, sp = it1 * one->step_s / t;
+            fprintf(out, " %.3g | %.2f | %.0f%% |\n", t, sp, 100 * sp / p->procs);
+        } else {
+            fputs(" | | |\n", out);
+        }
+    }
 }
 
 void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
@@ -226,6 +328,7 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
     int n_errors = 0, busy = 0;
     for (int i = 0; i < s->n_predicted; i++) {
         const dt_scale_predicted *p = &s->predicted[i];
+        if (p->beyond) continue; /* the table below */
         const dt_scale_row *r = dt_scale_find(s, p->procs, p->batch, 0);
         fprintf(out, "| %d | %d | %d | %.2f | %.2f | %.2f |", p->procs, p->batch, p->threads,
                 p->step_s * 1e3, p->compute_s * 1e3, p->exposed_s * 1e3);
@@ -258,4 +361,5 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
                 busy);
     }
     free(errors);
+    write_beyond(s, out);
 }

@@ -15,6 +15,7 @@
 
 typedef struct dt_scale_predicted {
     int procs, batch, threads;
+    int beyond;       /* 1: past the machine (the predict network below), not one of the grid's */
     double step_s;    /* simulated step: compute + exposed communication */
     double compute_s; /* forward, backward and update, from the profile */
     double comm_s;    /* the step's all-reduces, hidden or not */
@@ -27,7 +28,17 @@ typedef struct dt_scale_network {
     int ranks_per_host; /* with hosts */
     double rate_bps;    /* the hosts' link (bit/s) and its one-way delay */
     double delay_s;
+    /* Past the machine: every batch size also on 1, 2, 4, .. beyond_workers workers,
+     * each a host of its own on this link (beyond_per_host > 1: that many workers a
+     * host on shared memory, a tree); 0 workers: none. */
+    int beyond_workers, beyond_per_host;
+    double beyond_rate_bps, beyond_delay_s;
 } dt_scale_network;
+
+/* scale's defaults for the past-the-machine curves: 10 Gbit/s, 20 us, up to 64 workers. */
+#define DT_PREDICT_BEYOND_RATE_BPS 10e9
+#define DT_PREDICT_BEYOND_DELAY_S  20e-6
+#define DT_PREDICT_BEYOND_WORKERS  64
 
 /* Profiles cfg's model at each batch size of the grid and simulates every (procs,
  * batch) config of an all-reduce mode; writes OUT/predicted.csv (whole or not at all).

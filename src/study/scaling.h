@@ -86,7 +86,8 @@ typedef struct dt_scale_study {
     char model_only[64];
     struct dt_scale_predicted *predicted;
     int n_predicted;
-    char predicted_on[128]; /* the network and the profiles the predictions assumed */
+    char predicted_on[128];     /* the network and the profiles the predictions assumed */
+    char predicted_beyond[128]; /* ... and those past the machine */
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);
