@@ -480,7 +480,8 @@ static int report_sync_term(const report *rp, const dt_loo_summary *plain,
                 1e3 * hi->t_comm / iterations(s, hi), hi->batch);
         double simulated = -1; /* the transfer alone, by scale's simulation */
         for (int i = 0; i < s->n_predicted; i++)
-            if (s->predicted[i].procs == top && s->predicted[i].batch == hi->batch)
+            if (!s->predicted[i].beyond && s->predicted[i].procs == top &&
+                s->predicted[i].batch == hi->batch)
                 simulated = s->predicted[i].comm_s;
         if (simulated > 0)
             fprintf(out, ", where the transfer itself takes %.3g ms (simulated before the runs)",
