@@ -103,6 +103,16 @@ int cmd_report(int argc, char **argv) {
         int n_models = 0;
         if (dt_scale_csv_models(times, models, 64, &n_models, &err))
             return cli_fail(cmd, "%s", err.msg), 1;
+        char dir[4096];
+        if (!out) { /* beside the CSV, which then must not be one of the outputs */
+            snprintf(dir, sizeof dir, "%s", times);
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *slash = 0;
+            else
+                snprintf(dir, sizeof dir, ".");
+            out = dir;
+        }
         if (n_models > 1) { /* one report per model and one figure of them all */
             if (model)
                 return cli_fail(cmd,
@@ -110,16 +120,6 @@ int cmd_report(int argc, char **argv) {
                                 "column",
                                 times, n_models),
                        2;
-            char dir[4096];
-            if (!out) {
-                snprintf(dir, sizeof dir, "%s", times);
-                char *slash = strrchr(dir, '/');
-                if (slash)
-                    *slash = 0;
-                else
-                    snprintf(dir, sizeof dir, ".");
-                out = dir;
-            }
             int drawn;
             if (dt_report_models(times, models, n_models, params, dataset, (int)cores, out, &drawn,
                                  &err))
@@ -132,16 +132,6 @@ int cmd_report(int argc, char **argv) {
             cli_fail(cmd, "%s", err.msg);
             dt_scale_free(&s); /* the rows read before the bad line */
             return 1;
-        }
-        char dir[4096];
-        if (!out) { /* beside the CSV, which then must not be one of the outputs */
-            snprintf(dir, sizeof dir, "%s", times);
-            char *slash = strrchr(dir, '/');
-            if (slash)
-                *slash = 0;
-            else
-                snprintf(dir, sizeof dir, ".");
-            out = dir;
         }
         const dt_report_opts o = {.dir = out, .times = times, .tables = stdout};
         int rc = publish(&s, &o);

@@ -132,11 +132,12 @@ void dt_conv2d_forward(float *out, const float *in, const float *weight, const f
         }
         float *y = out + (size_t)n0 * out_sample;
         float *gemm_out = chunk == 1 ? y : workspace + (size_t)K * chunk_max * P;
-        for (int g = 0; g < G; g++)
+        for (int g = 0; g < G; g++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cog, cols, Kg, 1.0f,
                         weight + (size_t)g * cog * Kg, Kg, col + (size_t)g * Kg * cols, cols, 0.0f,
                         gemm_out + (size_t)g * cog * cols, cols);
-            /* Scatter [c_out, chunk*P] to NCHW and add the bias. */
+        }
+        /* Scatter [c_out, chunk*P] to NCHW and add the bias. */
 #pragma omp parallel for schedule(static)
         for (int mo = 0; mo < chunk * s->c_out; mo++) {
             int m = mo / s->c_out, o = mo % s->c_out;

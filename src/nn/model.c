@@ -35,6 +35,7 @@ static int build_fail(dt_model *m, const char *fmt, const char *what) {
     return -1;
 }
 
+/* The first error, formatted, as build_fail records it. */
 static int build_failf(dt_model *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int build_failf(dt_model *m, const char *fmt, ...) {
     if (!m->build_failed) {
@@ -226,7 +227,6 @@ int dt_model_relu(dt_model *m, int in) {
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
-/* The first error, formatted, as build_fail records it. */
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
     if (!valid_value(m, in)) return -1;
@@ -379,13 +379,9 @@ int dt_model_find_tensor(const dt_model *m, const char *name) {
     return -1;
 }
 
-void dt_model_init_params(dt_model *m, uint64_t seed) {
-    if (m->imported) {
-        if (m->n_params) memcpy(m->params, m->imported, sizeof(float) * m->n_params);
-        if (m->n_buffers)
-            memcpy(m->buffers, m->imported + m->n_params, sizeof(float) * m->n_buffers);
-    }
-    for (int i = 0; i < m->n_tensors && !m->imported; i++) {
+/* Every tensor drawn by its init rule from (seed, tensor index). */
+static void draw_params(dt_model *m, uint64_t seed) {
+    for (int i = 0; i < m->n_tensors; i++) {
         const dt_tensor_entry *t = &m->tensors[i];
         float *data = dt_model_tensor_data(m, i);
         dt_rng rng = dt_rng_make(seed, (uint64_t)i);
@@ -406,6 +402,16 @@ void dt_model_init_params(dt_model *m, uint64_t seed) {
                 break;
             }
         }
+    }
+}
+
+void dt_model_init_params(dt_model *m, uint64_t seed) {
+    if (m->imported) { /* an ONNX graph's initializers */
+        if (m->n_params) memcpy(m->params, m->imported, sizeof(float) * m->n_params);
+        if (m->n_buffers)
+            memcpy(m->buffers, m->imported + m->n_params, sizeof(float) * m->n_buffers);
+    } else {
+        draw_params(m, seed);
     }
     for (int i = 0; i < m->n_ops; i++) m->ops[i].num_batches_tracked = 0;
 }

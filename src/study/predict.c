@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/outfile.h"
 #include "core/textfile.h"
@@ -15,6 +16,12 @@
  * bandwidth by bench_allreduce here is 7.4 GB/s at 256 KiB and about 8 GB/s at 44.7 MB
  * (docs/distributed.md), a few microseconds a call at 4 KiB. */
 static const double SHM_BYTES_PER_S = 8e9, SHM_LATENCY_S = 2.5e-6;
+static const dt_sim_link SHM = {.latency_s = SHM_LATENCY_S, .bytes_per_s = SHM_BYTES_PER_S};
+/* A link of rate_bps bit/s and delay_s a message, as the simulator takes it. */
+static dt_sim_link link_of(double rate_bps, double delay_s) {
+    return (dt_sim_link){.latency_s = delay_s, .bytes_per_s = rate_bps / 8};
+}
+
 /* Steps each profile times (after bench's 3 warm-up steps). */
 enum { PROFILE_STEPS = 10 };
 
@@ -26,13 +33,12 @@ enum { N_COLUMNS = sizeof COLUMNS / sizeof *COLUMNS, N_REQUIRED = N_COLUMNS - 1 
 /* The simulator's view of the study's network for procs processes, and its words. */
 static void network_config(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
                            dt_sim_config *c, char *words, size_t size) {
-    const dt_sim_link shm = {.latency_s = SHM_LATENCY_S, .bytes_per_s = SHM_BYTES_PER_S};
-    c->intra = c->link = shm;
+    c->intra = c->link = SHM;
     c->topology = DT_SIM_RING;
     int local_ranks = procs, spans = 0;
     if (net->hosts > 0 && procs > 1) {
         const int per = net->ranks_per_host > 0 ? net->ranks_per_host : 1;
-        c->link = (dt_sim_link){.latency_s = net->delay_s, .bytes_per_s = net->rate_bps / 8};
+        c->link = link_of(net->rate_bps, net->delay_s);
         spans = procs > per;
         local_ranks = procs < per ? procs : per;
         if (per > 1 && spans) {
@@ -46,20 +52,39 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
                  SHM_LATENCY_S * 1e6);
     }
     /* the overlap the run gets: --overlap, else train's rule (mpirun binds each of
-     * one or two ranks to a core of its own) */
+     * one or two ranks to a core of its own, more to the socket: here the host) */
     int overlap = cfg->train.overlap == DT_OVERLAP_ON;
     if (cfg->train.overlap == DT_OVERLAP_AUTO) {
         char why[256];
-        overlap = dt_overlap_auto(dt_overlap_host_cores(), local_ranks <= 2 ? 1 : 0, local_ranks,
+        const int host = dt_overlap_host_cores();
+        overlap = dt_overlap_auto(host, local_ranks <= 2 ? 1 : host, local_ranks,
                                   cfg->train.threads > 0 ? cfg->train.threads : 1, spans, why,
                                   sizeof why);
     }
     c->mode = overlap ? DT_SIM_ALLREDUCE : DT_SIM_ALLREDUCE_NO_OVERLAP;
 }
 
-/* Whether OUT/predicted.csv has a row for every config of the grid at these threads: a
- * resumed sweep keeps the predictions made before its first runs (made again only with
- * --force, which measures everything again too). */
+/* Past the machine: `workers` workers, each a host (or beyond_per_host a host) on the
+ * predict link. */
+static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *net, int workers,
+                          dt_sim_config *c, char *words, size_t size) {
+    c->intra = SHM;
+    c->link = link_of(net->beyond_rate_bps, net->beyond_delay_s);
+    const int per = net->beyond_per_host > 1 ? net->beyond_per_host : 1;
+    c->topology = per > 1 && workers > per ? DT_SIM_TREE : DT_SIM_RING;
+    c->per_node = per;
+    if (per > 1 && workers <= per) c->link = c->intra; /* one host */
+    /* ranks spanning hosts overlap (train's rule), unless told off */
+    c->mode = cfg->train.overlap == DT_OVERLAP_OFF ? DT_SIM_ALLREDUCE_NO_OVERLAP : DT_SIM_ALLREDUCE;
+    snprintf(words, size, "%g Mbit/s links and %g us a message; %d worker(s) a host",
+             net->beyond_rate_bps * 1e-6, net->beyond_delay_s * 1e6, per);
+}
+
+/* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
+static int next_workers(int w, int max) {
+    return w < max && 2 * w > max ? max : 2 * w;
+}
+
 static int has_row(const dt_scale_study *old, int procs, int batch, int threads, int beyond) {
     for (int i = 0; i < old->n_predicted; i++)
         if (old->predicted[i].procs == procs && old->predicted[i].batch == batch &&
@@ -68,10 +93,9 @@ static int has_row(const dt_scale_study *old, int procs, int batch, int threads,
     return 0;
 }
 
-static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *net, int workers,
-                          dt_sim_config *c, char *words, size_t size);
-static int next_workers(int w, int max);
-
+/* Whether OUT/predicted.csv has a row for every config of the grid at these threads: a
+ * resumed sweep keeps the predictions made before its first runs (made again only with
+ * --force, which measures everything again too). */
 static int predictions_cover(const dt_sweep_config *cfg, const dt_scale_network *net, int threads) {
     dt_scale_study old;
     memset(&old, 0, sizeof old);
@@ -88,51 +112,25 @@ static int predictions_cover(const dt_sweep_config *cfg, const dt_scale_network 
         dt_sim_config c = dt_sim_config_default();
         char words[160];
         beyond_config(cfg, net, 2, &c, words, sizeof words);
-        for (char *ch = words; *ch; ch++)
-            if (*ch == ',') *ch = ';';
         covered = !strncmp(old.predicted_beyond, words, strlen(words));
     }
     free(old.predicted);
     return covered;
 }
 
-/* Past the machine: `workers` workers, each a host (or beyond_per_host a host) on the
- * predict link. */
-static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *net, int workers,
-                          dt_sim_config *c, char *words, size_t size) {
-    c->intra = (dt_sim_link){.latency_s = SHM_LATENCY_S, .bytes_per_s = SHM_BYTES_PER_S};
-    c->link =
-        (dt_sim_link){.latency_s = net->beyond_delay_s, .bytes_per_s = net->beyond_rate_bps / 8};
-    const int per = net->beyond_per_host > 1 ? net->beyond_per_host : 1;
-    c->topology = per > 1 && workers > per ? DT_SIM_TREE : DT_SIM_RING;
-    c->per_node = per;
-    if (per > 1 && workers <= per) c->link = c->intra; /* one host */
-    /* ranks spanning hosts overlap (train's rule), unless told off */
-    c->mode = cfg->train.overlap == DT_OVERLAP_OFF ? DT_SIM_ALLREDUCE_NO_OVERLAP : DT_SIM_ALLREDUCE;
-    snprintf(words, size, "%g Mbit/s links and %g us a message; %d worker(s) a host",
-             net->beyond_rate_bps * 1e-6, net->beyond_delay_s * 1e6, per);
-}
-
 /* One predicted row into f; -1 with err when the simulator refuses the config. */
 static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers, int batch,
-                     int threads, const dt_sweep_config *cfg, char *words, int beyond,
+                     int threads, const dt_sweep_config *cfg, const char *words, int beyond,
                      dt_error *err) {
     c->batch = batch;
     if (cfg->train.bucket_mb > 0) c->bucket_mb = cfg->train.bucket_mb;
     c->bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
     dt_sim_result r;
     if (dt_simulate(p, c, workers, &r, err)) return -1;
-    for (char *ch = words; *ch; ch++) /* one CSV field */
-        if (*ch == ',') *ch = ';';
     fprintf(f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s,%d\n", workers, batch, threads, r.step_s * 1e3,
             r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3, words,
             c->mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)", beyond);
     return 0;
-}
-
-/* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
-static int next_workers(int w, int max) {
-    return w < max && 2 * w > max ? max : 2 * w;
 }
 
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
@@ -200,9 +198,7 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
 int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/predicted.csv", dir);
-    FILE *probe = fopen(path, "r");
-    if (!probe) return 0;
-    fclose(probe);
+    if (access(path, F_OK) != 0) return 0;
     dt_csv csv;
     if (dt_csv_open(&csv, path, err)) return -1;
     int col[N_COLUMNS], got = dt_csv_next(&csv, err), rc = 0;
@@ -333,11 +329,12 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         fprintf(out, "| %d | %d | %d | %.2f | %.2f | %.2f |", p->procs, p->batch, p->threads,
                 p->step_s * 1e3, p->compute_s * 1e3, p->exposed_s * 1e3);
         const double t = r ? (r->t_epoch > 0 ? r->t_epoch : r->t_train) : -1;
-        if (!r || r->iterations <= 0 || t <= 0) {
+        const double it = r ? dt_scale_iterations(s, r) : -1;
+        if (it <= 0 || t <= 0) {
             fputs(" not measured | | |\n", out);
             continue;
         }
-        const double measured = t / (double)r->iterations, e = (p->step_s - measured) / measured;
+        const double measured = t / it, e = (p->step_s - measured) / measured;
         fprintf(out, " %.2f | %+.1f%% | %s |\n", measured * 1e3, 100 * e,
                 r->busy ? "busy: left out" : "");
         if (r->busy)
