@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from make_fixtures import make_bf16_fixture, make_fixture
-from torch_models import LeNet5, ResNet18, build_imagenet
+from torch_models import ImageNetResNet, LeNet5, ResNet18, build_imagenet
 
 
 class ResidualConcat(nn.Module):
@@ -85,35 +85,18 @@ BF16_REFERENCES = {"separable_dilated"}
 
 
 def tv_resnet18_narrow(width, classes=10):
-    """torchvision's resnet18 (its ResNet stem, maxpool and its own BasicBlock class) with
-    every width divided by 64 / width: torchvision's constructor fixes the width at 64."""
+    """torchvision's resnet18 (its ResNet layout and its own BasicBlock class) with every
+    width divided by 64 / width: torchvision's constructor fixes the width at 64."""
     from torchvision.models.resnet import BasicBlock, conv1x1
 
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(width)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            in_planes = width
-            for i in range(4):
-                planes, stride = width << i, 1 if i == 0 else 2
-                down = None
-                if stride != 1 or in_planes != planes:
-                    down = nn.Sequential(conv1x1(in_planes, planes, stride), nn.BatchNorm2d(planes))
-                blocks = [BasicBlock(in_planes, planes, stride, down), BasicBlock(planes, planes)]
-                setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
-                in_planes = planes
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(in_planes, classes)
+    def block(in_planes, planes, stride):
+        down = None
+        if stride != 1 or in_planes != planes:
+            down = nn.Sequential(conv1x1(in_planes, planes, stride), nn.BatchNorm2d(planes))
+        return BasicBlock(in_planes, planes, stride, down)
 
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-            return self.fc(torch.flatten(self.avgpool(x), 1))
-
-    return Net()
+    block.expansion = BasicBlock.expansion
+    return ImageNetResNet(block, [2, 2, 2, 2], width, classes)
 
 
 def tv_vgg11_narrow(width, classes=10):

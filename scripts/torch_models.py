@@ -260,20 +260,24 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
-class ResNet50(nn.Module):
-    def __init__(self, width=64, classes=1000):
+class ImageNetResNet(nn.Module):
+    """torchvision's ResNet layout (7x7 stem, max pool, four stages, global pool, fc) at
+    stem width `width`; block(in_planes, planes, stride) makes one residual block and
+    block.expansion is its output channels over planes."""
+
+    def __init__(self, block, stages, width=64, classes=1000):
         super().__init__()
         self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
         in_planes = width
-        for i, n in enumerate([3, 4, 6, 3]):
+        for i, n in enumerate(stages):
             planes = width << i
             blocks = []
             for b in range(n):
-                blocks.append(Bottleneck(in_planes, planes, 2 if i > 0 and b == 0 else 1))
-                in_planes = planes * 4
+                blocks.append(block(in_planes, planes, 2 if i > 0 and b == 0 else 1))
+                in_planes = planes * block.expansion
             setattr(self, f"layer{i + 1}", nn.Sequential(*blocks))
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(in_planes, classes)
@@ -282,6 +286,10 @@ class ResNet50(nn.Module):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def ResNet50(width=64, classes=1000):
+    return ImageNetResNet(Bottleneck, [3, 4, 6, 3], width, classes)
 
 
 class BasicConv2d(nn.Module):
