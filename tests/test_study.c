@@ -13,9 +13,11 @@
 #include <dirent.h>
 
 #include "study/plots.h"
+#include "study/predict.h"
 #include "study/scale_csv.h"
 #include "study/scale_report.h"
 #include "study/scaling.h"
+#include "study/tta.h"
 
 static char path[128];
 
@@ -246,6 +248,114 @@ static void test_epoch_time_plot_names_training_time(void **state) {
     remove_dir(dir);
 }
 
+/* Time to target on runs whose steps to the target follow S(G) = 50 + 6400 / G exactly
+ * (linear losses from 2.3 reaching 0.5 there): the fit finds both terms, leave-one-out
+ * errs by under 1%, the run that stops short is not counted against the model, the
+ * fastest (workers, batch) is the one the formula gives, and the recommendation
+ * waits for the simulator's error on the grid. */
+static double known_steps(double g) {
+    return 50.0 + 6400.0 / g;
+}
+
+static void test_time_to_target_known_curves(void **state) {
+    (void)state;
+    static const int procs[] = {1, 2}, batch[] = {16, 64, 256};
+    char dir[] = "/tmp/dtrain_tta_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    dt_scale_study s;
+    memset(&s, 0, sizeof s);
+    s.dataset_size = 60000;
+    dt_error err;
+    for (int p = 0; p < 2; p++)
+        for (int b = 0; b < 3; b++) {
+            const double g = (double)procs[p] * batch[b], target_step = known_steps(g);
+            /* every run twice its steps to target, except G = 512: 40 steps, short */
+            const int steps = g == 512 ? 40 : (int)(2 * target_step);
+            dt_scale_row row = dt_scale_row_unknown();
+            row.procs = procs[p];
+            row.batch = batch[b];
+            row.iterations = 100;
+            row.t_train = row.t_epoch = 1.0 + b; /* measured step: 10, 20, 30 ms */
+            if (dt_scale_add_row(&s, &row, &err)) fail_msg("%s", err.msg);
+            char log[256];
+            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs[p], batch[b]);
+            FILE *f = fopen(log, "w");
+            assert_non_null(f);
+            fprintf(f, "{\"event\": \"run\", \"model\": \"lenet5\", \"epochs\": 1}\n");
+            for (int k = 0; k < steps; k++)
+                fprintf(f,
+                        "{\"event\": \"step\", \"rank\": 0, \"epoch\": 0, \"step\": %d, "
+                        "\"loss\": %.9g}\n",
+                        k, fmax(0.3, 2.3 - 1.8 * (k + 1) / target_step));
+            fclose(f);
+        }
+    /* the simulator's steps past the machine: 1 .. 8 workers; the grid's own */
+    s.predicted = calloc(3 * 4 + 6, sizeof *s.predicted);
+    assert_non_null(s.predicted);
+    for (int b = 0; b < 3; b++)
+        for (int w = 1; w <= 8; w *= 2)
+            s.predicted[s.n_predicted++] = (dt_scale_predicted){
+                .procs = w, .batch = batch[b], .beyond = 1, .step_s = 0.01 * (b + 1) + 0.002 * w};
+    dt_scale_tta *t;
+    if (dt_scale_tta_compute(&s, dir, 0.5, &t, &err)) fail_msg("%s", err.msg);
+    assert_non_null(t);
+    assert_int_equal(t->n_runs, 6);
+    assert_int_equal(t->n_reached, 5);
+    assert_true(t->fitted);
+    print_message("  S_min %.4g (50), E_min %.5g (6400), median %.3g%%, worst %.3g%%\n", t->s_min,
+                  t->e_min, 100 * t->median, 100 * t->worst);
+    assert_true(fabs(t->s_min - 50) < 1.0 && fabs(t->e_min - 6400) < 64);
+    assert_int_equal(t->n_errors, 5);
+    assert_true(t->worst < 0.01);
+    assert_int_equal(t->n_early, 0); /* 40 steps of G = 512 are under its 62.5 */
+    assert_true(t->g_lo == 16 && t->g_hi == 256);
+    int best = -1;
+    double best_time = INFINITY;
+    for (int i = 0; i < t->n_points; i++) {
+        const dt_tta_point *pt = &t->points[i];
+        const double expect = known_steps((double)pt->workers * pt->batch) * pt->step_s;
+        assert_true(fabs(pt->time_s - expect) < 0.02 * expect);
+        assert_int_equal(pt->extrapolated, pt->workers * pt->batch > 256);
+        if (expect < best_time) best_time = expect, best = i;
+    }
+    assert_int_equal(t->n_points, 12);
+    assert_int_equal(t->best, best);
+    /* no grid predictions: the simulator's error is unknown, nothing is recommended */
+    assert_true(t->speed_median < 0);
+    assert_false(t->recommend);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    assert_non_null(mem);
+    dt_scale_tta_write(t, mem);
+    fclose(mem);
+    assert_non_null(strstr(text, "Target: training loss **0.500** (`--target-loss`)"));
+    assert_non_null(strstr(text, "**No recommendation**: the simulated step has no error"));
+    free(text);
+    free(t);
+    /* the grid predicted within 5% of the measured steps: now it recommends, within the
+     * global batches that reached the target */
+    for (int p = 0; p < 2; p++)
+        for (int b = 0; b < 3; b++)
+            s.predicted[s.n_predicted++] = (dt_scale_predicted){
+                .procs = procs[p], .batch = batch[b], .step_s = 1.05 * (1.0 + b) / 100};
+    if (dt_scale_tta_compute(&s, dir, 0.5, &t, &err)) fail_msg("%s", err.msg);
+    assert_true(fabs(t->speed_median - 0.05) < 1e-9);
+    assert_true(t->recommend);
+    assert_false(t->points[t->best_in_range].extrapolated);
+    s.tta = t; /* the plot: a curve per batch size, the fastest marked */
+    char names[DT_MAX_PLOTS][64];
+    int n = 0;
+    if (dt_plots_write(&s, dir, names, &n, &err)) fail_msg("%s", err.msg);
+    char *gp = slurp(dir, "plots.gp"), *plot = plot_command(gp, "time_to_target.png");
+    assert_non_null(strstr(plot, "'tta_b16.dat'"));
+    assert_non_null(strstr(plot, "'tta_b256.dat'"));
+    free(plot);
+    free(gp);
+    dt_scale_free(&s);
+    remove_dir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_speedups_comm_and_bandwidth),
@@ -253,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_single_process_count_says_what_it_cannot_compute),
         cmocka_unit_test(test_loss_curves_differ_in_colour_or_dash),
         cmocka_unit_test(test_epoch_time_plot_names_training_time),
+        cmocka_unit_test(test_time_to_target_known_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

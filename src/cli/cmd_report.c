@@ -29,6 +29,9 @@ static void report_usage(FILE *out) {
             "                   recommend up to (default: as the logs recorded; unknown\n"
             "                   for --times: compute per process, recommendations within\n"
             "                   the measured process counts)\n"
+            "  --target-loss L  the time to target's training loss (default: 90%% of the\n"
+            "                   way from the first step's loss to the lowest final loss of\n"
+            "                   any run; needs the run logs)\n"
             "  --out DIR        where to write (default: the CSV's folder, refused if the\n"
             "                   report would overwrite the CSV itself)\n"
             "  --help           this text\n");
@@ -57,10 +60,11 @@ int cmd_report(int argc, char **argv) {
                                          {"model", required_argument, 0, 'm'},
                                          {"cores", required_argument, 0, 'c'},
                                          {"out", required_argument, 0, 'o'},
+                                         {"target-loss", required_argument, 0, 'L'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "report", *times = NULL, *out = NULL, *model = NULL;
-    double params = 0, dataset = 0;
+    double params = 0, dataset = 0, target_loss = 0;
     long cores = 0;
     int opt;
     optind = 1;
@@ -85,6 +89,9 @@ int cmd_report(int argc, char **argv) {
         case 'o':
             out = optarg;
             break;
+        case 'L':
+            if (cli_parse_float(cmd, "--target-loss", optarg, 1e-9, 1e9, &target_loss)) return 2;
+            break;
         case 'h':
             report_usage(stdout);
             return 0;
@@ -96,6 +103,7 @@ int cmd_report(int argc, char **argv) {
     memset(&s, 0, sizeof s);
     s.cores = (int)cores;
     s.cores_given = cores > 0;
+    s.target_loss = target_loss;
     dt_error err;
     if (times) {
         if (optind < argc) return cli_no_extra_args(cmd, argc, argv, optind);

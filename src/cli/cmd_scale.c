@@ -87,6 +87,9 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "  --predict-workers N  ... up to N workers (default 64; 0: none)\n"
             "  --predict-per-host K ... K workers a host on shared memory, a ring over the\n"
             "                       hosts (default 1)\n"
+            "  --target-loss L      the report's time to target: training loss L (default:\n"
+            "                       90%% of the way from the first step's loss to the\n"
+            "                       lowest final loss of any run)\n"
             "  --force              run every config again (and predict again)\n"
             "  --quiet              no progress\n"
             "  --help               this text\n"
@@ -138,6 +141,7 @@ int cmd_scale(int argc, char **argv) {
                                         {"predict-link", required_argument, 0, 'P'},
                                         {"predict-workers", required_argument, 0, 'W'},
                                         {"predict-per-host", required_argument, 0, 'K'},
+                                        {"target-loss", required_argument, 0, 'g'},
                                         {"quiet", no_argument, 0, 'q'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
@@ -217,6 +221,10 @@ int cmd_scale(int argc, char **argv) {
             break;
         case 'K':
             if (cli_parse_int(cmd, "--predict-per-host", optarg, 1, 1024, &beyond_per_host))
+                return 2;
+            break;
+        case 'g':
+            if (cli_parse_float(cmd, "--target-loss", optarg, 1e-9, 1e9, &cfg.target_loss))
                 return 2;
             break;
         case 'f':

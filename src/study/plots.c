@@ -12,6 +12,7 @@
 #include "core/outfile.h"
 #include "metrics/runlog.h"
 #include "study/sweep.h"
+#include "study/tta.h"
 
 /* The plots' data and scripts are written whole or not at all, like every output
  * (outfile.h): a killed or failed study never leaves half a .dat for gnuplot. */
@@ -31,30 +32,15 @@ static int close_in(dt_outfile *o, int keep, dt_error *err) {
     return dt_outfile_commit(o, err);
 }
 
-/* Smoothed training loss of one run log (rank 0's steps): the mean of each 1/40 of
- * the steps. 1 if a curve was written, 0 if there is no log or no step, -1 on error. */
+/* Smoothed training loss of one run log (tta.h's windows) as "step loss" lines. 1 if a
+ * curve was written, 0 if there is no log or no step, -1 on error. */
 static int loss_curve(const char *log, FILE *out, dt_error *err) {
-    if (access(log, F_OK) != 0) return 0; /* configs without a log (--times, memory stop) */
-    dt_runlog_contents c;
-    if (dt_runlog_load(log, &c, err)) return -1;
-    long steps = 0;
-    for (long i = 0; i < c.n_steps; i++) steps += c.steps[i].rank == 0;
-    const long window = steps / 40 > 0 ? steps / 40 : 1;
-    double sum = 0.0;
-    long n = 0, total = 0;
-    for (long i = 0; i < c.n_steps; i++) {
-        if (c.steps[i].rank != 0) continue;
-        sum += c.steps[i].loss;
-        n++;
-        total++;
-        if (n == window) {
-            fprintf(out, "%ld %.6g\n", total - window / 2, sum / n);
-            sum = 0.0;
-            n = 0;
-        }
-    }
-    dt_runlog_contents_free(&c);
-    return total > 0;
+    double k[DT_TTA_CURVE_POINTS], l[DT_TTA_CURVE_POINTS], first;
+    int n;
+    long steps;
+    const int got = dt_tta_loss_curve(log, k, l, &n, &first, &steps, err);
+    for (int i = 0; got > 0 && i < n; i++) fprintf(out, "%.0f %.6g\n", k[i], l[i]);
+    return got;
 }
 
 /* gnuplot SCRIPT run in DIR, its stderr to STDERR_PATH (relative to DIR); no shell,
@@ -414,11 +400,57 @@ static int plot_util(plotter *pl, dt_error *err) {
     return pl->n_util > 0;
 }
 
+/* 8. Predicted time to the target loss against workers (tta.h), one line per batch
+ * per worker: solid where the global batch was measured, dashed where extrapolated;
+ * the fastest marked. 0 without those predictions. */
+static int plot_tta(plotter *pl, dt_error *err) {
+    const dt_scale_tta *t = pl->s->tta;
+    if (!t || t->n_points == 0) return 0;
+    int drawn[64] = {0};
+    for (int b = 0; b < pl->nb; b++) {
+        char name[64];
+        snprintf(name, sizeof name, "tta_b%d.dat", pl->batch[b]);
+        dt_outfile d;
+        if (open_in(&d, pl->dir, name, err)) return -1;
+        for (int i = 0; i < t->n_points; i++) {
+            const dt_tta_point *pt = &t->points[i];
+            if (pt->batch != pl->batch[b]) continue;
+            fprintf(d.f, "%d %.6g %d\n", pt->workers, pt->time_s, pt->extrapolated);
+            drawn[b]++;
+        }
+        if (close_in(&d, drawn[b] > 0, err)) return -1;
+    }
+    const dt_tta_point *best = &t->points[t->best];
+    for (int k = 0; k < 2; k++) {
+        fprintf(pl->gp, "set terminal %s\nset output 'time_to_target.%s'\n", terms[k][0],
+                terms[k][1]);
+        fprintf(pl->gp,
+                "set title 'Predicted time to training loss %.3g (dashed: extrapolated global "
+                "batch)'\nset xlabel 'workers (log2 scale)'\nset ylabel 'seconds (log "
+                "scale)'\nset logscale x 2\nset logscale y\nset xrange [*:*]\nset yrange "
+                "[*:*]\nplot '-' using 1:2 with points pt 6 ps 3 lw 2 lc rgb 'black' title "
+                "'fastest'",
+                t->target);
+        for (int b = 0; b < pl->nb; b++) {
+            if (!drawn[b]) continue;
+            char colour[8];
+            batch_colour(pl, b, colour);
+            fprintf(pl->gp,
+                    ", 'tta_b%d.dat' using 1:2 with lines dt 2 lc rgb '%s' notitle, '' using "
+                    "1:($3 == 0 ? $2 : 1/0) lc rgb '%s' title 'batch %d per worker'",
+                    pl->batch[b], colour, colour, pl->batch[b]);
+        }
+        fprintf(pl->gp, "\n%d %.6g\ne\nunset logscale x\nunset logscale y\n", best->workers,
+                best->time_s);
+    }
+    return 1;
+}
+
 int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx),
                      void *ctx) {
     static const char *const fixed[] = {"plots.gp", "gnuplot.err", "split.dat"};
-    static const char *const pictures[] = {"speedup", "epoch_time", "compute_comm", "loss",
-                                           "accuracy"};
+    static const char *const pictures[] = {"speedup", "epoch_time", "compute_comm",
+                                           "loss",    "accuracy",   "time_to_target"};
     int procs[64], batch[64], rc = 0;
     const int np = dt_scale_distinct(s, 0, procs), nb = dt_scale_distinct(s, 1, batch);
     char name[96];
@@ -430,7 +462,10 @@ int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, voi
         }
     for (int b = 0; b < nb && !rc; b++) {
         snprintf(name, sizeof name, "speedup_b%d.dat", batch[b]);
-        rc = visit(name, ctx);
+        if (!(rc = visit(name, ctx))) {
+            snprintf(name, sizeof name, "tta_b%d.dat", batch[b]);
+            rc = visit(name, ctx);
+        }
     }
     for (int p = 0; p < np && !rc; p++) {
         snprintf(name, sizeof name, "epoch_p%d.dat", procs[p]);
@@ -461,9 +496,13 @@ int dt_plots_write(const dt_scale_study *s, const char *dir, char names[][64], i
     static const struct {
         int (*draw)(plotter *pl, dt_error *err); /* plot_util records its names */
         const char *png;
-    } plots[] = {{plot_speedup, "speedup.png"},    {plot_epoch_time, "epoch_time.png"},
-                 {plot_split, "compute_comm.png"}, {plot_loss, "loss.png"},
-                 {plot_accuracy, "accuracy.png"},  {plot_util, NULL}}; /* names in pl.util */
+    } plots[] = {{plot_speedup, "speedup.png"},
+                 {plot_epoch_time, "epoch_time.png"},
+                 {plot_split, "compute_comm.png"},
+                 {plot_loss, "loss.png"},
+                 {plot_accuracy, "accuracy.png"},
+                 {plot_tta, "time_to_target.png"},
+                 {plot_util, NULL}}; /* names in pl.util */
     _Static_assert(sizeof plots / sizeof *plots <= DT_MAX_PLOTS, "DT_MAX_PLOTS too small");
     plotter pl = {.s = s, .dir = dir};
     pl.np = dt_scale_distinct(s, 0, pl.procs);

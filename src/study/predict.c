@@ -309,6 +309,45 @@ static void write_beyond(const dt_scale_study *s, FILE *out) {
     }
 }
 
+double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r) {
+    const double t = r ? (r->t_epoch > 0 ? r->t_epoch : r->t_train) : -1;
+    const double it = r ? dt_scale_iterations(s, r) : -1;
+    return it > 0 && t > 0 ? t / it : -1;
+}
+
+/* |error| of each grid prediction measured on a quiet machine, sorted, into errors
+ * (room for s->n_predicted); returns how many; *busy: those left out. */
+static int grid_errors(const dt_scale_study *s, double *errors, int *busy) {
+    int n = 0;
+    *busy = 0;
+    for (int i = 0; i < s->n_predicted; i++) {
+        const dt_scale_predicted *p = &s->predicted[i];
+        const dt_scale_row *r = p->beyond ? NULL : dt_scale_find(s, p->procs, p->batch, 0);
+        const double measured = dt_scale_measured_step(s, r);
+        if (measured <= 0) continue;
+        if (r->busy)
+            (*busy)++;
+        else
+            errors[n++] = fabs((p->step_s - measured) / measured);
+    }
+    qsort(errors, (size_t)n, sizeof *errors, cmp_double);
+    return n;
+}
+
+void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *worst, int *n,
+                               int *busy) {
+    double *errors = malloc(sizeof(double) * (size_t)(s->n_predicted + 1));
+    int left_out = 0, count = errors ? grid_errors(s, errors, &left_out) : 0;
+    if (median)
+        *median = count == 0       ? -1
+                  : count % 2 != 0 ? errors[count / 2]
+                                   : 0.5 * (errors[count / 2 - 1] + errors[count / 2]);
+    if (worst) *worst = count ? errors[count - 1] : -1;
+    if (n) *n = count;
+    if (busy) *busy = left_out;
+    free(errors);
+}
+
 void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
     if (s->n_predicted == 0) return;
     fprintf(out,
@@ -320,43 +359,33 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             "(ms) | exposed comm (ms) | measured step (ms) | error | |\n"
             "|---|---|---|---|---|---|---|---|---|\n",
             s->predicted_on);
-    double *errors = malloc(sizeof(double) * (size_t)s->n_predicted);
-    int n_errors = 0, busy = 0;
     for (int i = 0; i < s->n_predicted; i++) {
         const dt_scale_predicted *p = &s->predicted[i];
         if (p->beyond) continue; /* the table below */
         const dt_scale_row *r = dt_scale_find(s, p->procs, p->batch, 0);
         fprintf(out, "| %d | %d | %d | %.2f | %.2f | %.2f |", p->procs, p->batch, p->threads,
                 p->step_s * 1e3, p->compute_s * 1e3, p->exposed_s * 1e3);
-        const double t = r ? (r->t_epoch > 0 ? r->t_epoch : r->t_train) : -1;
-        const double it = r ? dt_scale_iterations(s, r) : -1;
-        if (it <= 0 || t <= 0) {
+        const double measured = dt_scale_measured_step(s, r);
+        if (measured <= 0) {
             fputs(" not measured | | |\n", out);
             continue;
         }
-        const double measured = t / it, e = (p->step_s - measured) / measured;
+        const double e = (p->step_s - measured) / measured;
         fprintf(out, " %.2f | %+.1f%% | %s |\n", measured * 1e3, 100 * e,
                 r->busy ? "busy: left out" : "");
-        if (r->busy)
-            busy++;
-        else if (errors)
-            errors[n_errors++] = fabs(e);
     }
-    if (n_errors > 0) {
-        qsort(errors, (size_t)n_errors, sizeof *errors, cmp_double);
-        const double median = n_errors % 2
-                                  ? errors[n_errors / 2]
-                                  : 0.5 * (errors[n_errors / 2 - 1] + errors[n_errors / 2]);
+    double median, worst;
+    int n_errors, busy;
+    dt_scale_prediction_error(s, &median, &worst, &n_errors, &busy);
+    if (n_errors > 0)
         fprintf(out,
                 "\n**Median |error| %.1f%%** over %d config%s (worst %.1f%%); %d measured on a "
                 "busy machine left out.\n",
-                100 * median, n_errors, n_errors > 1 ? "s" : "", 100 * errors[n_errors - 1], busy);
-    } else {
+                100 * median, n_errors, n_errors > 1 ? "s" : "", 100 * worst, busy);
+    else
         fprintf(out,
                 "\n**No median |error|**: no config was measured on a quiet machine (%d busy "
                 "left out).\n",
                 busy);
-    }
-    free(errors);
     write_beyond(s, out);
 }

@@ -51,6 +51,15 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
  * none, -1 with err (a file that is there but bad). */
 int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err);
 
+/* The measured step of a config: its measured epoch's time / its steps (-1: unknown). */
+double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r);
+
+/* The grid's predictions against the configs measured on a quiet machine: median and
+ * worst |error| (-1 when none), how many, and how many busy ones were left out (any
+ * pointer may be NULL). */
+void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *worst, int *n,
+                               int *busy);
+
 /* The report's section: each config predicted beside measured, the error, and the
  * median |error| over the configs not measured on a busy machine. Nothing without
  * predictions. */

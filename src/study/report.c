@@ -13,6 +13,7 @@
 #include "study/scale_csv.h"
 #include "study/scale_report.h"
 #include "study/sweep.h"
+#include "study/tta.h"
 
 int dt_report_read_times(dt_scale_study *s, const char *times, double params, double dataset,
                          const char *model, dt_error *err) {
@@ -85,6 +86,12 @@ int dt_report_publish(dt_scale_study *s, const dt_report_opts *o, int *n_plots, 
     char path[4200];
     snprintf(path, sizeof path, "%s/runs.csv", o->dir);
     if (dt_scale_write_csv(s, path, err)) return -1;
+    if (!s->tta) { /* the run logs' loss curves: time to the target loss */
+        dt_error terr;
+        if (dt_scale_tta_compute(s, o->from_dir ? o->from_dir : o->dir, s->target_loss, &s->tta,
+                                 &terr))
+            dt_scale_add_note(s, "no time to target: %s", terr.msg);
+    }
     char names[DT_MAX_PLOTS][64];
     const char *plots[DT_MAX_PLOTS];
     dt_error perr;

@@ -8,6 +8,7 @@
 #include "perfmodel/perfmodel.h"
 #include "study/predict.h"
 #include "study/reading.h"
+#include "study/tta.h"
 
 /* The study's figures the report reads (scaling.h). */
 static double epoch_time(const dt_scale_row *r) {
@@ -692,6 +693,7 @@ void dt_scale_write_report(const dt_scale_study *s, FILE *out, const char *const
     report_accuracy(&rp);
     dt_reading_write(s, out);
     dt_scale_write_predictions(s, out);
+    dt_scale_tta_write(s->tta, out);
     report_model(&rp);
     report_utilisation(&rp, plots, n_plots);
     if (n_plots > 0) {

@@ -52,6 +52,8 @@ void dt_scale_add_note(dt_scale_study *s, const char *fmt, ...) {
 }
 
 void dt_scale_free(dt_scale_study *s) {
+    free(s->tta);
+    s->tta = NULL;
     free(s->predicted);
     s->predicted = NULL;
     s->n_predicted = 0;

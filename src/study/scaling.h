@@ -88,6 +88,10 @@ typedef struct dt_scale_study {
     int n_predicted;
     char predicted_on[128];     /* the network and the profiles the predictions assumed */
     char predicted_beyond[128]; /* ... and those past the machine */
+    /* Time to a target loss (tta.h), worked out from the run logs by the report, or
+     * NULL; owned here. target_loss: --target-loss (<= 0: the default rule). */
+    struct dt_scale_tta *tta;
+    double target_loss;
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);

@@ -822,6 +822,7 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
     if (dt_make_dirs(cfg->out_dir, err) || (!cfg->force && check_out_dir(cfg, err))) return -1;
     snprintf(study->model, sizeof study->model, "%s", cfg->train.model);
     snprintf(study->data, sizeof study->data, "%s", cfg->train.data);
+    study->target_loss = cfg->target_loss;
     const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
     int total = 0, index = 0, n_batches = cfg->n_batches, never_quiet = 0;
     for (int b = 0; b < cfg->n_batches; b++)

@@ -41,6 +41,7 @@ typedef struct dt_sweep_config {
      * (--mpi=$SLURM_MPI_TYPE when set) instead of mpirun, recorded with each run's
      * settings ("launcher srun"). */
     int srun;
+    double target_loss; /* the report's time to target (--target-loss; <= 0: default) */
 } dt_sweep_config;
 
 /* The settings of one config's run, as recorded beside its log (LOG.args): the
