@@ -356,6 +356,30 @@ static void test_time_to_target_known_curves(void **state) {
     remove_dir(dir);
 }
 
+/* A run that diverged: its curve ends at the last finite window, never a NaN point. */
+static void test_loss_curve_of_diverged_run_ends_before_nan(void **state) {
+    (void)state;
+    char log[] = "/tmp/dtrain_diverged_XXXXXX";
+    const int fd = mkstemp(log);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"event\": \"run\", \"model\": \"lenet5\", \"epochs\": 1}\n");
+    for (int k = 0; k < 80; k++) /* windows of 2 steps; steps 50.. are NaN */
+        fprintf(f, "{\"event\": \"step\", \"rank\": 0, \"epoch\": 0, \"step\": %d, \"loss\": %s}\n",
+                k, k < 50 ? "1.5" : "NaN");
+    fclose(f);
+    double k[DT_TTA_CURVE_POINTS], l[DT_TTA_CURVE_POINTS], first;
+    int n;
+    long steps;
+    dt_error err;
+    assert_int_equal(dt_tta_loss_curve(log, k, l, &n, &first, &steps, &err), 1);
+    assert_int_equal(steps, 80);
+    assert_int_equal(n, 25);
+    assert_true(first == 1.5 && l[n - 1] == 1.5 && k[n - 1] == 49);
+    unlink(log);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_speedups_comm_and_bandwidth),
@@ -364,6 +388,7 @@ int main(void) {
         cmocka_unit_test(test_loss_curves_differ_in_colour_or_dash),
         cmocka_unit_test(test_epoch_time_plot_names_training_time),
         cmocka_unit_test(test_time_to_target_known_curves),
+        cmocka_unit_test(test_loss_curve_of_diverged_run_ends_before_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@ int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *fir
     const long window = total / 40 > 0 ? total / 40 : 1;
     double sum = 0.0;
     long in_window = 0, seen = 0;
+    *first = NAN;
     for (long i = 0; i < c.n_steps && *n < DT_TTA_CURVE_POINTS; i++) {
         if (c.steps[i].rank != 0) continue;
         if (seen == 0) *first = c.steps[i].loss;
@@ -28,6 +29,7 @@ int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *fir
         in_window++;
         seen++;
         if (in_window == window) {
+            if (!isfinite(sum)) break; /* diverged: the curve ends at its last finite window */
             k[*n] = (double)(seen - window / 2);
             l[(*n)++] = sum / (double)in_window;
             sum = 0.0;
@@ -83,7 +85,10 @@ static double crossing(const double *k, const double *l, int n, double target) {
 /* The default target, the runs' steps to it, their own curves' steps. */
 static void read_targets(dt_scale_tta *t, double target, const double (*k)[DT_TTA_CURVE_POINTS],
                          const double (*l)[DT_TTA_CURVE_POINTS], const int *n, double *firsts) {
-    t->first_loss = median_of(firsts, t->n_runs);
+    int finite = 0;
+    for (int i = 0; i < t->n_runs; i++)
+        if (isfinite(firsts[i])) firsts[finite++] = firsts[i];
+    t->first_loss = finite ? median_of(firsts, finite) : NAN;
     t->lowest_final = INFINITY;
     for (int i = 0; i < t->n_runs; i++)
         if (t->runs[i].final_loss < t->lowest_final) t->lowest_final = t->runs[i].final_loss;
@@ -196,6 +201,10 @@ int dt_scale_tta_compute(const dt_scale_study *s, const char *dir, double target
     if (rc || t->n_runs == 0) goto done;
     read_targets(t, target, (const double(*)[DT_TTA_CURVE_POINTS])k,
                  (const double(*)[DT_TTA_CURVE_POINTS])l, n, firsts);
+    if (!isfinite(t->target) || t->target <= 0) {
+        rc = dt_error_set(err, "the runs' first losses are not finite: no target to reach");
+        goto done;
+    }
     t->fitted = fit_steps(t, -1, &t->s_min, &t->e_min) == 0;
     if (t->fitted) {
         check_steps(t);
