@@ -54,4 +54,12 @@ print("\n".join(problems) if problems else "ok: %d figures match the logs" % che
 sys.exit(1 if problems or checked != 7 else 0)
 PY
 check "per-role bytes match the logs' ($(tail -n 1 "$tmp/py"))" [ $? -eq 0 ]
+# Predicted before measuring on the ps:1 schedule, past the machine too; a config with
+# more processes (workers + the server) than cores is said and left out of the median.
+check "ps-sync predicted on its own schedule" [ "$(grep -c '(ps-sync; 1 server(s)),0$' "$tmp/ps/predicted.csv")" -eq 2 ]
+check "... and past the machine" grep -q '^64,32,1,.*(ps-sync; 1 server(s)),1$' "$tmp/ps/predicted.csv"
+if [ "$(nproc)" -lt 3 ]; then
+    check "2 workers + 1 server on $(nproc) cores: left out of the median" \
+        grep -q "^| 2 | 32 | 1 | .* | more processes than cores: left out |$" "$tmp/ps/report.md"
+fi
 finish

@@ -30,6 +30,27 @@ static const char *const COLUMNS[] = {"procs",   "batch",      "threads", "step_
 /* "beyond" may be absent (files written before it): every row of the grid then */
 enum { N_COLUMNS = sizeof COLUMNS / sizeof *COLUMNS, N_REQUIRED = N_COLUMNS - 1 };
 
+/* The simulator's schedule for the sweep's training mode: all-reduce (with or without
+ * overlap, decided by the caller) or a parameter-server one on cfg's servers; 0 for a
+ * mode it has none for (ssp's bounded staleness). */
+static int sim_mode_of(const dt_sweep_config *cfg, dt_sim_mode *mode) {
+    const char *m = cfg->train.mode ? cfg->train.mode : "allreduce";
+    if (!strcmp(m, "allreduce")) return *mode = DT_SIM_ALLREDUCE, 1;
+    if (!strcmp(m, "ps-sync")) return *mode = DT_SIM_PS_SYNC, 1;
+    if (!strcmp(m, "ps-async")) return *mode = DT_SIM_PS_ASYNC, 1;
+    return 0;
+}
+
+/* A parameter-server mode's schedule on c's link: the servers on hosts (or cores) of
+ * their own. */
+static void ps_config(const dt_sweep_config *cfg, dt_sim_config *c) {
+    dt_sim_mode mode = DT_SIM_ALLREDUCE;
+    if (!sim_mode_of(cfg, &mode) || mode == DT_SIM_ALLREDUCE) return;
+    c->mode = mode;
+    c->topology = DT_SIM_PS;
+    c->servers = cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
+}
+
 /* The simulator's view of the study's network for procs processes, and its words. */
 static void network_config(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
                            dt_sim_config *c, char *words, size_t size) {
@@ -62,6 +83,7 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
                                   sizeof why);
     }
     c->mode = overlap ? DT_SIM_ALLREDUCE : DT_SIM_ALLREDUCE_NO_OVERLAP;
+    ps_config(cfg, c);
 }
 
 /* Past the machine: `workers` workers, each a host (or beyond_per_host a host) on the
@@ -78,6 +100,7 @@ static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *ne
     c->mode = cfg->train.overlap == DT_OVERLAP_OFF ? DT_SIM_ALLREDUCE_NO_OVERLAP : DT_SIM_ALLREDUCE;
     snprintf(words, size, "%g Mbit/s links and %g us a message; %d worker(s) a host",
              net->beyond_rate_bps * 1e-6, net->beyond_delay_s * 1e6, per);
+    ps_config(cfg, c);
 }
 
 /* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
@@ -127,19 +150,26 @@ static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers
     c->bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
     dt_sim_result r;
     if (dt_simulate(p, c, workers, &r, err)) return -1;
+    char schedule[64];
+    if (c->topology == DT_SIM_PS)
+        snprintf(schedule, sizeof schedule, " (%s; %d server(s))", dt_sim_mode_name(c->mode),
+                 c->servers);
+    else
+        snprintf(schedule, sizeof schedule, "%s",
+                 c->mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)");
     fprintf(f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s,%d\n", workers, batch, threads, r.step_s * 1e3,
-            r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3, words,
-            c->mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)", beyond);
+            r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3, words, schedule, beyond);
     return 0;
 }
 
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
                      dt_error *err) {
-    if (cfg->train.mode && strcmp(cfg->train.mode, "allreduce")) {
+    dt_sim_mode mode;
+    if (!sim_mode_of(cfg, &mode)) {
         if (!cfg->quiet)
             fprintf(progress,
-                    "no prediction for mode %s (the simulator's schedule is "
-                    "all-reduce's here)\n",
+                    "no prediction for mode %s (the simulator has schedules for allreduce, "
+                    "ps-sync and ps-async)\n",
                     cfg->train.mode);
         return 0;
     }
@@ -315,17 +345,28 @@ double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r) {
     return it > 0 && t > 0 ? t / it : -1;
 }
 
-/* |error| of each grid prediction measured on a quiet machine, sorted, into errors
- * (room for s->n_predicted); returns how many; *busy: those left out. */
-static int grid_errors(const dt_scale_study *s, double *errors, int *busy) {
+/* Whether a grid config runs more processes (x threads) than the study's machine has
+ * cores: the simulator gives each its own core, so it cannot predict such a config
+ * (ps runs: the servers count too). */
+static int oversubscribed(const dt_scale_study *s, const dt_scale_predicted *p) {
+    const int servers = !strncmp(s->mode, "ps", 2) ? s->servers : 0;
+    return s->cores > 0 && p->procs * (p->threads > 0 ? p->threads : 1) + servers > s->cores;
+}
+
+/* |error| of each grid prediction measured on a quiet machine and not oversubscribed,
+ * sorted, into errors (room for s->n_predicted); returns how many; *busy, *over: those
+ * left out. */
+static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *over) {
     int n = 0;
-    *busy = 0;
+    *busy = *over = 0;
     for (int i = 0; i < s->n_predicted; i++) {
         const dt_scale_predicted *p = &s->predicted[i];
         const dt_scale_row *r = p->beyond ? NULL : dt_scale_find(s, p->procs, p->batch, 0);
         const double measured = dt_scale_measured_step(s, r);
         if (measured <= 0) continue;
-        if (r->busy)
+        if (oversubscribed(s, p))
+            (*over)++;
+        else if (r->busy)
             (*busy)++;
         else
             errors[n++] = fabs((p->step_s - measured) / measured);
@@ -335,16 +376,18 @@ static int grid_errors(const dt_scale_study *s, double *errors, int *busy) {
 }
 
 void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *worst, int *n,
-                               int *busy) {
+                               int *busy, int *oversubscribed) {
     double *errors = malloc(sizeof(double) * (size_t)(s->n_predicted + 1));
-    int left_out = 0, count = errors ? grid_errors(s, errors, &left_out) : 0;
+    int left_busy = 0, left_over = 0;
+    const int count = errors ? grid_errors(s, errors, &left_busy, &left_over) : 0;
     if (median)
         *median = count == 0       ? -1
                   : count % 2 != 0 ? errors[count / 2]
                                    : 0.5 * (errors[count / 2 - 1] + errors[count / 2]);
     if (worst) *worst = count ? errors[count - 1] : -1;
     if (n) *n = count;
-    if (busy) *busy = left_out;
+    if (busy) *busy = left_busy;
+    if (oversubscribed) *oversubscribed = left_over;
     free(errors);
 }
 
@@ -372,20 +415,28 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         }
         const double e = (p->step_s - measured) / measured;
         fprintf(out, " %.2f | %+.1f%% | %s |\n", measured * 1e3, 100 * e,
-                r->busy ? "busy: left out" : "");
+                oversubscribed(s, p) ? "more processes than cores: left out"
+                : r->busy            ? "busy: left out"
+                                     : "");
     }
     double median, worst;
-    int n_errors, busy;
-    dt_scale_prediction_error(s, &median, &worst, &n_errors, &busy);
+    int n_errors, busy, over;
+    dt_scale_prediction_error(s, &median, &worst, &n_errors, &busy, &over);
     if (n_errors > 0)
         fprintf(out,
                 "\n**Median |error| %.1f%%** over %d config%s (worst %.1f%%); %d measured on a "
-                "busy machine left out.\n",
+                "busy machine left out",
                 100 * median, n_errors, n_errors > 1 ? "s" : "", 100 * worst, busy);
     else
         fprintf(out,
-                "\n**No median |error|**: no config was measured on a quiet machine (%d busy "
-                "left out).\n",
+                "\n**No median |error|**: no config was measured on a quiet machine with a "
+                "core for each process (%d busy left out",
                 busy);
+    if (over > 0)
+        fprintf(out,
+                "; %d with more processes than the machine's %d cores left out too (the "
+                "simulator gives each process a core of its own)",
+                over, s->cores);
+    fputs(n_errors > 0 ? ".\n" : ").\n", out);
     write_beyond(s, out);
 }

@@ -42,8 +42,9 @@ typedef struct dt_scale_network {
 
 /* Profiles cfg's model at each batch size of the grid and simulates every (procs,
  * batch) config of an all-reduce mode; writes OUT/predicted.csv (whole or not at all).
- * A line per profile to progress unless cfg->quiet. A parameter-server mode gets no
- * prediction (0, nothing written, a line saying so). */
+ * A line per profile to progress unless cfg->quiet. ps-sync and ps-async are simulated
+ * on the ps:S topology (cfg's servers, on hosts of their own past the machine); ssp gets
+ * no prediction (0, nothing written, a line saying so). */
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
                      dt_error *err);
 
@@ -54,11 +55,12 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
 /* The measured step of a config: its measured epoch's time / its steps (-1: unknown). */
 double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r);
 
-/* The grid's predictions against the configs measured on a quiet machine: median and
- * worst |error| (-1 when none), how many, and how many busy ones were left out (any
- * pointer may be NULL). */
+/* The grid's predictions against the configs measured on a quiet machine with a core
+ * for each process: median and worst |error| (-1 when none), how many, and how many
+ * were left out as busy or as running more processes than cores (any pointer may be
+ * NULL). */
 void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *worst, int *n,
-                               int *busy);
+                               int *busy, int *oversubscribed);
 
 /* The report's section: each config predicted beside measured, the error, and the
  * median |error| over the configs not measured on a busy machine. Nothing without
