@@ -398,10 +398,13 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             "size with the threads each run gets (bench's training step on random data: no "
             "data loading) and simulated every config's step before the first run "
             "(`predicted.csv`; communication over %s). Measured step: the measured epoch's "
-            "time / its steps.\n\n| procs | batch | threads | predicted step (ms) | compute "
-            "(ms) | exposed comm (ms) | measured step (ms) | error | |\n"
-            "|---|---|---|---|---|---|---|---|---|\n",
+            "time / its steps (the median over the repeats, their range beside it).\n\n| procs "
+            "| batch | threads | predicted step (ms) | compute (ms) | exposed comm (ms) | "
+            "measured step (ms) | error | repeats (ms) | |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n",
             s->predicted_on);
+    int ranged = 0, within = 0;
+    double widest = 0; /* the repeats' largest (max - min) / median */
     for (int i = 0; i < s->n_predicted; i++) {
         const dt_scale_predicted *p = &s->predicted[i];
         if (p->beyond) continue; /* the table below */
@@ -410,11 +413,27 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
                 p->step_s * 1e3, p->compute_s * 1e3, p->exposed_s * 1e3);
         const double measured = dt_scale_measured_step(s, r);
         if (measured <= 0) {
-            fputs(" not measured | | |\n", out);
+            fputs(" not measured | | | |\n", out);
             continue;
         }
         const double e = (p->step_s - measured) / measured;
-        fprintf(out, " %.2f | %+.1f%% | %s |\n", measured * 1e3, 100 * e,
+        fprintf(out, " %.2f | %+.1f%% |", measured * 1e3, 100 * e);
+        /* the repeats' range of the same time the measured step uses */
+        const int epoch = r->t_epoch > 0;
+        const double lo = epoch ? r->t_epoch_min : r->t_train_min;
+        const double hi = epoch ? r->t_epoch_max : r->t_train_max;
+        const double it = dt_scale_iterations(s, r);
+        if (r->repeats > 1 && lo > 0 && hi >= lo) {
+            fprintf(out, " %.2f-%.2f |", lo / it * 1e3, hi / it * 1e3);
+            if (!r->busy && !oversubscribed(s, p)) {
+                ranged++;
+                within += p->step_s >= lo / it && p->step_s <= hi / it;
+                if ((hi - lo) / it / measured > widest) widest = (hi - lo) / it / measured;
+            }
+        } else {
+            fputs(" |", out);
+        }
+        fprintf(out, " %s |\n",
                 oversubscribed(s, p) ? "more processes than cores: left out"
                 : r->busy            ? "busy: left out"
                                      : "");
@@ -438,5 +457,11 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
                 "simulator gives each process a core of its own)",
                 over, s->cores);
     fputs(n_errors > 0 ? ".\n" : ").\n", out);
+    if (ranged > 0)
+        fprintf(out,
+                "The prediction lies within the range of the repeats' measured steps in %d of "
+                "%d configs; the repeats of one config differ by up to %.0f%% of their median "
+                "(the machine's own speed between them).\n",
+                within, ranged, 100 * widest);
     write_beyond(s, out);
 }
