@@ -352,6 +352,12 @@ static void test_time_to_target_known_curves(void **state) {
     assert_non_null(strstr(plot, "'tta_b256.dat'"));
     free(plot);
     free(gp);
+    /* asynchronous modes: no global batch sets the steps, so no model is offered */
+    snprintf(s.mode, sizeof s.mode, "ps-async");
+    dt_scale_tta *none = NULL;
+    assert_int_equal(dt_scale_tta_compute(&s, dir, 0.5, &none, &err), -1);
+    assert_null(none);
+    assert_non_null(strstr(err.msg, "ps-async: workers update the model one at a time"));
     dt_scale_free(&s);
     remove_dir(dir);
 }

@@ -163,6 +163,11 @@ static void predict_points(dt_scale_tta *t, const dt_scale_study *s) {
 int dt_scale_tta_compute(const dt_scale_study *s, const char *dir, double target,
                          dt_scale_tta **out, dt_error *err) {
     *out = NULL;
+    if (!strcmp(s->mode, "ps-async") || !strcmp(s->mode, "ssp"))
+        return dt_error_set(err,
+                            "%s: workers update the model one at a time, so a global batch "
+                            "does not set the steps (the model is for synchronous training)",
+                            s->mode);
     int procs[64], batch[64];
     const int np = dt_scale_distinct(s, 0, procs), nb = dt_scale_distinct(s, 1, batch);
     dt_scale_tta *t = calloc(1, sizeof *t);
