@@ -52,7 +52,7 @@ check "sys records: fields present, sane ranges ($(tail -n 1 py.out))" [ $? -eq 
     --max-samples 20000 --test-samples 64 --sys-interval 0.05 --out s --quiet 2>/dev/null
 check "the sweep exits 0" [ $? -eq 0 ]
 check "the report has the utilisation table" grep -q "^## 8. Utilisation" s/report.md
-check "with a row per config with samples" [ "$(grep -Ec '^\| [12] \| 32 \| [1-9][0-9]* \| [0-9]+ \|' s/report.md)" -eq 2 ]
+check "with a row per config with samples" [ "$(sed -n '/^## 8. Utilisation/,/^## Plots/p' s/report.md | grep -Ec '^\| [12] \| 32 \| [1-9][0-9]* \| [0-9]+ \|')" -eq 2 ]
 for f in util_p1_b32.png util_p2_b32.png util_p2_b32_r0.dat util_p2_b32_r1.dat; do
     check "utilisation plot file $f" [ -s "s/$f" ]
 done
@@ -61,7 +61,7 @@ done
 check "the utilisation table has disk read and written columns" \
     grep -q "| disk read (MB/s per rank) | disk written (MB/s per rank) |$" s/report.md
 check "... with a figure in each row" \
-    [ "$(grep -Ec '^\| [12] \| 32 \| [1-9][0-9]* \|( [^|]* \|){5} [0-9.]+ \| [0-9.]+ \|$' s/report.md)" -eq 2 ]
+    [ "$(sed -n '/^## 8. Utilisation/,/^## Plots/p' s/report.md | grep -Ec '^\| [12] \| 32 \| [1-9][0-9]* \|( [^|]* \|){5} [0-9.]+ \| [0-9.]+ \|$')" -eq 2 ]
 check "the utilisation data has disk rates (columns 5 and 6)" \
     awk 'NR > 1 && NF == 6 && $5 >= 0 && $6 >= 0 { ok = 1 } END { exit !ok }' s/util_p2_b32_r0.dat
 check "the utilisation plot draws them" grep -q "disk read', '' using 1:6 title 'rank 0 disk written'" s/plots.gp
