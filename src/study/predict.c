@@ -300,11 +300,6 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
     return rc ? -1 : 1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The past-the-machine rows: per batch size, step, epoch and speed-up against one
  * worker on the same network (the dataset split over the workers). */
 static void write_beyond(const dt_scale_study *s, FILE *out) {
@@ -356,7 +351,7 @@ static int oversubscribed(const dt_scale_study *s, const dt_scale_predicted *p) 
 }
 
 /* |error| of each grid prediction measured on a quiet machine and not oversubscribed,
- * sorted, into errors (room for s->n_predicted); returns how many; *busy, *over: those
+ * into errors (room for s->n_predicted); returns how many; *busy, *over: those
  * left out. */
 static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *over) {
     int n = 0;
@@ -373,7 +368,6 @@ static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *
         else
             errors[n++] = fabs((p->step_s - measured) / measured);
     }
-    qsort(errors, (size_t)n, sizeof *errors, cmp_double);
     return n;
 }
 
@@ -382,10 +376,8 @@ void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *
     double *errors = malloc(sizeof(double) * (size_t)(s->n_predicted + 1));
     int left_busy = 0, left_over = 0;
     const int count = errors ? grid_errors(s, errors, &left_busy, &left_over) : 0;
-    if (median)
-        *median = count == 0       ? -1
-                  : count % 2 != 0 ? errors[count / 2]
-                                   : 0.5 * (errors[count / 2 - 1] + errors[count / 2]);
+    const double mid = errors ? dt_scale_median(errors, count) : -1; /* sorts them */
+    if (median) *median = mid;
     if (worst) *worst = count ? errors[count - 1] : -1;
     if (n) *n = count;
     if (busy) *busy = left_busy;

@@ -70,6 +70,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double dt_scale_median(double *v, int n) {
+    if (n <= 0) return -1;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Median of the known (>= 0) values of one field over a config's rows; -1 if none.
  * v: room for n values. */
 static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *v, double *lo,
@@ -82,10 +88,10 @@ static double median_of(const dt_scale_row *const *g, int n, size_t offset, doub
     if (lo) *lo = k ? INFINITY : -1;
     if (hi) *hi = k ? -INFINITY : -1;
     if (k == 0) return -1;
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    const double median = dt_scale_median(v, k);
     if (lo) *lo = v[0];
     if (hi) *hi = v[k - 1];
-    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+    return median;
 }
 
 int dt_scale_combine(dt_scale_study *s, dt_error *err) {

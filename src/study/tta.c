@@ -41,16 +41,6 @@ int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *fir
     return total > 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* S(G) = s_min + e_min / G by NNLS on relative residuals over the runs that reached
  * the target, run `skip` left out (-1: none). 0, or -1 with fewer than 2 points. */
 static int fit_steps(const dt_scale_tta *t, int skip, double *s_min, double *e_min) {
@@ -88,7 +78,7 @@ static void read_targets(dt_scale_tta *t, double target, const double (*k)[DT_TT
     int finite = 0;
     for (int i = 0; i < t->n_runs; i++)
         if (isfinite(firsts[i])) firsts[finite++] = firsts[i];
-    t->first_loss = finite ? median_of(firsts, finite) : NAN;
+    t->first_loss = finite ? dt_scale_median(firsts, finite) : NAN;
     t->lowest_final = INFINITY;
     for (int i = 0; i < t->n_runs; i++)
         if (t->runs[i].final_loss < t->lowest_final) t->lowest_final = t->runs[i].final_loss;
@@ -137,7 +127,7 @@ static void check_steps(dt_scale_tta *t) {
     }
     t->median = t->worst = -1;
     if (t->n_errors > 0) {
-        t->median = median_of(errors, t->n_errors);
+        t->median = dt_scale_median(errors, t->n_errors);
         t->worst = errors[t->n_errors - 1];
     }
 }
