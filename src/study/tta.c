@@ -208,7 +208,7 @@ int dt_scale_tta_compute(const dt_scale_study *s, const char *dir, double target
         t->median = t->worst = -1;
         t->best = t->best_in_range = -1;
     }
-    dt_scale_prediction_error(s, &t->speed_median, NULL, &t->speed_n, NULL, NULL);
+    dt_scale_prediction_error(s, &t->speed_median, NULL, NULL, NULL, NULL);
     t->recommend = t->fitted && t->best_in_range >= 0 && t->median >= 0 &&
                    t->median <= DT_TTA_STEPS_ERROR && t->worst_early <= DT_TTA_STEPS_ERROR &&
                    t->speed_median >= 0 && t->speed_median <= DT_TTA_SPEED_ERROR;

@@ -68,7 +68,6 @@ typedef struct dt_scale_tta {
     int n_early;          /* runs that did not reach it where S(G) < their steps */
     double worst_early;   /* the largest (steps - S(G)) / steps of those; 0 */
     double speed_median;  /* the simulator's median |error| on the grid; -1 unknown */
-    int speed_n;
     dt_tta_point points[DT_TTA_MAX_POINTS];
     int n_points;
     int best, best_in_range; /* indices into points: fastest, fastest not extrapolated; -1 */
