@@ -72,6 +72,27 @@ check "it says so on stderr" grep -q "simulate: profiling lenet5 at batch 8 here
 check "and predicts for 1 and 4 workers" test "$(grep -c '^ *[14] ' "$tmp/here")" -eq 2
 "$DTRAIN" bench --model lenet5 --infer --profile-out "$tmp/x.json" >/dev/null 2>"$tmp/inf.err"
 check "bench --profile-out with --infer is refused" grep -q "drop --infer" "$tmp/inf.err"
+# --feed: the steps take their batches from the data through train's loader; the
+# loader's time is the profile's, outside the ops (other_ms).
+"$DTRAIN" bench --model lenet5 --data synthetic:mnist --feed --loader-workers 0 --batch-size 8 \
+    --threads 1 --steps 3 --profile-out "$tmp/fed.json" >"$tmp/fed.out" 2>"$tmp/fed.err"
+check "bench --feed times steps fed by the loader" grep -q '"batch_size":8' "$tmp/fed.out"
+check "... and writes their profile" grep -q '"other_ms"' "$tmp/fed.json"
+"$DTRAIN" bench --model lenet5 --feed --steps 1 >/dev/null 2>"$tmp/feed.err"
+check "bench --feed without --data: exit 2" test $? -eq 2
+check "... in one line naming --feed" sh -c "[ \$(wc -l <'$tmp/feed.err') -eq 1 ] && grep -q -- '--feed' '$tmp/feed.err'"
+# --load: a rank's load beside a measurement (scale's profiles): says when it is warm,
+# then runs until killed.
+mkfifo "$tmp/load.fifo"
+"$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --load >"$tmp/load.fifo" 2>/dev/null &
+load_pid=$!
+warm=$(timeout 120 head -n 1 "$tmp/load.fifo")
+check "bench --load says it is warm" test "$warm" = "load: warm"
+check "... and keeps running" kill -0 $load_pid
+kill $load_pid
+wait $load_pid 2>/dev/null
+"$DTRAIN" bench --model lenet5 --load --profile-out "$tmp/y.json" >/dev/null 2>"$tmp/load.err"
+check "bench --load with a profile is refused" grep -q -- "--load runs training steps and times nothing" "$tmp/load.err"
 "$DTRAIN" bench --model lenet5 --steps 1 --profile-out "$tmp/none/x.json" >/dev/null \
     2>"$tmp/dir.err"
 check "bench --profile-out into a missing folder: one line" test "$(wc -l <"$tmp/dir.err")" -eq 1

@@ -11,8 +11,8 @@
 
 /* The training flags bench takes from the shared table. --model is its own: its
  * default differs from train's (resnet18, the model the performance docs time). */
-static const char *const bench_shared[] = {"data", "width",     "batch-size", "threads",
-                                           "init", "precision", NULL};
+static const char *const bench_shared[] = {"data", "width",     "batch-size",     "threads",
+                                           "init", "precision", "loader-workers", NULL};
 
 static void bench_usage(const cli_flags *flags, FILE *out) {
     fprintf(out, "usage: dtrain bench [options]\n"
@@ -21,7 +21,8 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
                  "prints one JSON line: model, batch_size, threads, steps, images_per_s,\n"
                  "ms_per_step (median), gflops (achieved, conv and linear multiply-adds x2).\n"
                  "With --data, the model takes that data's input shape and classes where it\n"
-                 "can (the data is only opened for its shape; the samples stay random).\n"
+                 "can (the data is only opened for its shape; the samples stay random unless\n"
+                 "--feed).\n"
                  "\n");
     fprintf(out,
             "  --model M            a zoo model: resnet18 (default), lenet5, resnet20, alexnet,\n"
@@ -48,6 +49,12 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "                       file), or, without --init, random weights quantized on one\n"
             "                       batch of random images (symmetric, per-channel, minmax)\n"
             "  --int8-engine E      dnnl (default) | emulate\n"
+            "  --feed               with --data: each timed step takes its batch from the data\n"
+            "                       through train's loader (--loader-workers threads), as a\n"
+            "                       training step does\n"
+            "  --load               run training steps until killed, timing nothing; prints\n"
+            "                       'load: warm' on stdout once the warm-up steps are done\n"
+            "                       (one more rank's load: scale profiles beside such loads)\n"
             "  --help               this text\n");
 }
 
@@ -62,12 +69,14 @@ int cmd_bench(int argc, char **argv) {
                                         {"int8-engine", required_argument, 0, 'e'},
                                         {"layouts", required_argument, 0, 'l'},
                                         {"model", required_argument, 0, 'M'},
+                                        {"load", no_argument, 0, 'L'},
+                                        {"feed", no_argument, 0, 'F'},
                                         {0, 0, 0, 0}};
     const char *cmd = "bench";
     dt_train_config cfg = dt_train_config_default();
     cfg.model = "resnet18";
     long steps = 20;
-    int profile = 0, infer = 0, int8 = 0, plain_layouts = 0;
+    int profile = 0, infer = 0, int8 = 0, plain_layouts = 0, load = 0, feed = 0;
     const char *profile_out = NULL;
     dt_conv_backend backend = DT_CONV_DNNL;
     dt_int8_engine engine = DT_INT8_DNNL;
@@ -110,6 +119,12 @@ int cmd_bench(int argc, char **argv) {
         case 'i':
             infer = 1;
             break;
+        case 'L':
+            load = 1;
+            break;
+        case 'F':
+            feed = 1;
+            break;
         case '8':
             int8 = 1;
             break;
@@ -136,7 +151,10 @@ int cmd_bench(int argc, char **argv) {
                           .batch = (int)cfg.batch_size,
                           .steps = steps,
                           .profile = profile,
-                          .profile_out = profile_out};
+                          .profile_out = profile_out,
+                          .load = load,
+                          .feed = feed,
+                          .loader_workers = cfg.loader_workers};
     dt_error err;
     if (dt_bench_check(&o, &err)) return cli_fail(cmd, "%s", err.msg), 2;
     o.threads = cli_threads(cmd, cfg.threads);

@@ -1,11 +1,18 @@
+#define _GNU_SOURCE /* pipe2, sched_setaffinity */
 #include "study/predict.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/outfile.h"
+#include "core/proc.h"
 #include "core/textfile.h"
 #include "core/threads.h"
 #include "parallel/overlap.h"
@@ -22,9 +29,12 @@ static dt_sim_link link_of(double rate_bps, double delay_s) {
     return (dt_sim_link){.latency_s = delay_s, .bytes_per_s = rate_bps / 8};
 }
 
-/* Steps each profile times (after bench's 3 warm-up steps). */
-enum { PROFILE_STEPS = 10 };
-
+/* Each profile times PROFILE_STEPS steps (after bench's 3 warm-up steps), and at least
+ * PROFILE_MIN_S of them: lenet5's step at batch 32 read 1.43 ms over 10 steps (its
+ * linear layers' first calls 5x slower) and 1.13-1.20 over 200, as its runs take.
+ * Long steps vary little: 5 of them keep the profiles of make run's study short. */
+enum { PROFILE_STEPS = 5, PROFILE_MAX_STEPS = 5000 };
+static const double PROFILE_MIN_S = 0.5;
 static const char *const COLUMNS[] = {"procs",   "batch",      "threads", "step_ms", "compute_ms",
                                       "comm_ms", "exposed_ms", "network", "beyond"};
 /* "beyond" may be absent (files written before it): every row of the grid then */
@@ -103,6 +113,176 @@ static void beyond_config(const dt_sweep_config *cfg, const dt_scale_network *ne
     snprintf(words, size, "%g Mbit/s links and %g us a message; %d worker(s) a host",
              net->beyond_rate_bps * 1e-6, net->beyond_delay_s * 1e6, per);
     ps_config(cfg, c);
+}
+
+/* How long a load may take to build its model and finish its warm-up steps. */
+enum { LOAD_WARM_MS = 600 * 1000 };
+
+/* The other ranks' compute beside a profile: a config of P processes on this machine
+ * (emulated hosts too share its cores) is profiled with P - 1 `dtrain bench --load`
+ * processes of the same model, batch and threads running beside it, each warm first.
+ * Two lenet5 ranks took 3-10% longer a step than one alone (memory and caches shared,
+ * make run's study), which a profile taken alone did not see. */
+typedef struct loads {
+    dt_proc *procs;
+    int n;
+} loads;
+
+static void loads_stop(loads *l) {
+    for (int i = 0; i < l->n; i++) {
+        dt_proc_kill(&l->procs[i], SIGKILL);
+        dt_proc_wait(&l->procs[i], 1, NULL, NULL);
+    }
+    free(l->procs);
+    l->procs = NULL;
+    l->n = 0;
+}
+
+/* Reads from fd until "load: warm\n" (1), end of file (0) or the wait is over (-1). */
+static int read_warm(int fd, int timeout_ms) {
+    static const char WARM[] = "load: warm\n";
+    char got[sizeof WARM];
+    size_t have = 0;
+    while (have < sizeof WARM - 1) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        const int ready = poll(&pfd, 1, timeout_ms);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return -1;
+        const ssize_t k = read(fd, got + have, sizeof WARM - 1 - have);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        have += (size_t)k;
+    }
+    return memcmp(got, WARM, sizeof WARM - 1) ? 0 : 1;
+}
+
+/* This thread on core `core` alone (children started now inherit it); -1 with errno. */
+static int bind_to_core(int core) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* Starts n loads; with `core` >= 0 each is bound to a core of its own, every core
+ * 0..n but `core` in turn (this thread's cores are changed: the caller restores them). */
+static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, int batch,
+                       int threads, dt_error *err) {
+    l->n = 0;
+    l->procs = n > 0 ? calloc((size_t)n, sizeof *l->procs) : NULL;
+    if (n > 0 && !l->procs) return dt_error_set(err, "out of memory for the profile's loads");
+    char batch_text[16], threads_text[16], workers_text[16];
+    snprintf(batch_text, sizeof batch_text, "%d", batch);
+    snprintf(threads_text, sizeof threads_text, "%d", threads);
+    snprintf(workers_text, sizeof workers_text, "%d", cfg->train.loader_workers);
+    const char *argv[16] = {cfg->dtrain,      "bench",        "--model",
+                            cfg->train.model, "--batch-size", batch_text,
+                            "--threads",      threads_text,   "--load"};
+    if (cfg->train.data) { /* fed as the run's ranks are */
+        const char *fed[] = {"--data", cfg->train.data, "--feed", "--loader-workers", workers_text};
+        memcpy(argv + 9, fed, sizeof fed);
+    }
+    for (int i = 0; i < n; i++) {
+        const int its = i < core ? i : i + 1;
+        if (core >= 0 && bind_to_core(its)) {
+            loads_stop(l);
+            return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
+                                strerror(errno));
+        }
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC)) {
+            loads_stop(l);
+            return dt_error_set(err, "cannot make a pipe for the profile's load: %s",
+                                strerror(errno));
+        }
+        const dt_proc_opts o = {.new_group = 1, .death_signal = SIGKILL, .stdout_fd = fds[1]};
+        const int bad = dt_proc_spawn(&l->procs[l->n], argv, &o, err);
+        close(fds[1]);
+        if (bad) {
+            close(fds[0]);
+            loads_stop(l);
+            return -1;
+        }
+        l->n++;
+        const int warm = read_warm(fds[0], LOAD_WARM_MS);
+        close(fds[0]);
+        if (warm != 1) {
+            loads_stop(l);
+            return dt_error_set(err,
+                                "the profile's load (%s bench --model %s --batch-size %d "
+                                "--load) %s",
+                                cfg->dtrain, cfg->train.model, batch,
+                                warm < 0 ? "was not warm after 10 minutes" : "ended first");
+        }
+    }
+    return 0;
+}
+
+/* Whether a run of procs processes here has each bound to a core of its own, rank i on
+ * core i: Open MPI 4.1's mpirun binds 2 ranks to cores and more to the socket; one
+ * process runs without mpirun, unbound; emulated hosts' runs are not bound (netns.c). The
+ * rank's loader thread then shares its core: lenet5 at batch 128 took 12% longer a step
+ * with its batches decoded on the step's core than beside it. */
+static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *net, int procs) {
+    dt_sim_mode mode = DT_SIM_ALLREDUCE;
+    if (sim_mode_of(cfg, &mode) && mode != DT_SIM_ALLREDUCE) /* the servers are ranks too */
+        procs += cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
+    return procs == 2 && net->hosts == 0 && !cfg->srun && dt_overlap_host_cores() >= procs;
+}
+
+/* cfg's model at batch on this machine as a rank of a run of 1 + beside processes
+ * takes its step: its batches through train's loader from the study's data, bound to
+ * `core` as that rank will be (-1: not bound), with the other ranks' loads running.
+ * PROFILE_STEPS steps, then again over PROFILE_MIN_S when they were shorter. */
+static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, int batch, int threads,
+                          int beside, int core, dt_error *err) {
+    cpu_set_t saved;
+    if (core >= 0 && sched_getaffinity(0, sizeof saved, &saved))
+        return dt_error_set(err, "cannot read this process's cores: %s", strerror(errno));
+    loads l;
+    int rc = loads_start(&l, cfg, beside, core, batch, threads, err);
+    if (rc == 0 && core >= 0 && bind_to_core(core))
+        rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
+    const char *data = cfg->train.data;
+    const int workers = cfg->train.loader_workers;
+    if (rc == 0)
+        rc = dt_bench_profile(p, cfg->train.model, data, workers, batch, PROFILE_STEPS, threads,
+                              err);
+    if (rc == 0 && PROFILE_STEPS * p->step_s < PROFILE_MIN_S) {
+        double want = ceil(PROFILE_MIN_S / (p->step_s > 0 ? p->step_s : 1e-6));
+        const long steps = want > PROFILE_MAX_STEPS ? PROFILE_MAX_STEPS : (long)want;
+        dt_profile_free(p);
+        memset(p, 0, sizeof *p);
+        rc = dt_bench_profile(p, cfg->train.model, data, workers, batch, steps, threads, err);
+    }
+    loads_stop(&l);
+    if (core >= 0 && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
+        rc = dt_error_set(err, "cannot restore this process's cores: %s", strerror(errno));
+    return rc;
+}
+
+/* The compute of a run of procs processes here: one profile beside procs - 1 loads, or,
+ * with the ranks bound a core each, one per rank on its core, the slowest kept: a step
+ * waits for its slowest rank, and this machine's two vCPUs ran lenet5's step at 5.2-5.8
+ * and 5.6-6.3 ms (batch 128, each bound in turn, 3 times). */
+static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_scale_network *net,
+                       int procs, int batch, int threads, dt_error *err) {
+    if (!bound_to_cores(cfg, net, procs))
+        return profile_beside(p, cfg, batch, threads, procs - 1, -1, err);
+    for (int core = 0; core < procs; core++) {
+        dt_profile rank = {0};
+        if (profile_beside(&rank, cfg, batch, threads, procs - 1, core, err)) {
+            dt_profile_free(&rank);
+            return -1;
+        }
+        if (core == 0 || rank.step_s > p->step_s) {
+            dt_profile_free(p);
+            *p = rank;
+        } else {
+            dt_profile_free(&rank);
+        }
+    }
+    return 0;
 }
 
 /* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
@@ -192,8 +372,9 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
     for (int b = 0; b < cfg->n_batches && rc == 0; b++) {
         dt_profile p = {0};
         dt_error why;
-        if (dt_bench_profile(&p, cfg->train.model, cfg->batches[b], PROFILE_STEPS, threads,
-                             &why)) { /* e.g. a batch that does not fit: the sweep says so */
+        /* alone: the grid's one process, and every worker past the machine (a host each) */
+        if (profile_beside(&p, cfg, cfg->batches[b], threads, 0, -1, &why)) {
+            /* e.g. a batch that does not fit: the sweep says so */
             if (!cfg->quiet)
                 fprintf(progress, "no prediction at batch %d: %s\n", cfg->batches[b], why.msg);
             dt_profile_free(&p);
@@ -204,11 +385,26 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
                     cfg->train.model, cfg->batches[b], threads, threads > 1 ? "s" : "",
                     p.step_s * 1e3);
         for (int k = 0; k < cfg->n_procs && rc == 0; k++) {
+            const int procs = cfg->procs[k];
+            dt_profile beside = {0};
+            if (procs > 1 &&
+                profile_run(&beside, cfg, net, procs, cfg->batches[b], threads, &why)) {
+                if (!cfg->quiet)
+                    fprintf(progress, "no prediction at batch %d on %d processes: %s\n",
+                            cfg->batches[b], procs, why.msg);
+                dt_profile_free(&beside);
+                continue;
+            }
+            if (procs > 1 && !cfg->quiet)
+                fprintf(progress, "  beside %d more%s: %.2f ms a step\n", procs - 1,
+                        bound_to_cores(cfg, net, procs) ? ", on the slowest rank's core" : "",
+                        beside.step_s * 1e3);
             dt_sim_config c = dt_sim_config_default();
             char words[160];
-            network_config(cfg, net, cfg->procs[k], &c, words, sizeof words);
-            rc =
-                write_row(f.f, &p, &c, cfg->procs[k], cfg->batches[b], threads, cfg, words, 0, err);
+            network_config(cfg, net, procs, &c, words, sizeof words);
+            rc = write_row(f.f, procs > 1 ? &beside : &p, &c, procs, cfg->batches[b], threads, cfg,
+                           words, 0, err);
+            dt_profile_free(&beside);
         }
         for (int w = 1; w <= net->beyond_workers && rc == 0;
              w = next_workers(w, net->beyond_workers)) {
@@ -311,7 +507,8 @@ static void write_beyond(const dt_scale_study *s, FILE *out) {
             "\n### Past the machine (predicted)\n\nThe same profiles on 1 to %d workers over "
             "%s (`scale --predict-link`, `--predict-workers`, `--predict-per-host`; defaults "
             "10 Gbit/s, 20 us, 64 workers, one a host). Epoch: the %.0f samples split over the "
-            "workers, steps x the simulated step (no data loading); speed-up T(1)/T(N) at the "
+            "workers, steps x the simulated step (from the one-process profiles); speed-up "
+            "T(1)/T(N) at the "
             "same batch per worker.\n\n| batch | workers | step (ms) | exposed comm (ms) | "
             "epoch (s) | speed-up | efficiency |\n|---|---|---|---|---|---|---|\n",
             most, s->predicted_beyond, s->dataset_size);
@@ -389,8 +586,10 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
     if (s->n_predicted == 0) return;
     fprintf(out,
             "\n## Predicted before measuring\n\n`scale` profiled the model here at each batch "
-            "size with the threads each run gets (bench's training step on random data: no "
-            "data loading) and simulated every config's step before the first run "
+            "size with the threads each run gets, as a rank takes its step (bench's training "
+            "step fed by train's loader from the study's data; for P processes beside P-1 "
+            "copies of it, and with the ranks bound a core each, on each rank's core in turn, "
+            "the slowest kept) and simulated every config's step before the first run "
             "(`predicted.csv`; communication over %s). Measured step: the measured epoch's "
             "time / its steps (the median over the repeats, their range beside it).\n\n| procs "
             "| batch | threads | predicted step (ms) | compute (ms) | exposed comm (ms) | "

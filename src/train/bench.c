@@ -10,11 +10,13 @@
 #include "core/fileset.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "data/loader.h"
 #include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/sgd.h"
+#include "dtrain/transform.h"
 #include "dtrain/train_state.h"
 #include "dtrain/zoo.h"
 #include "perfmodel/profile.h"
@@ -114,6 +116,12 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
         if (bad) return -1;
     }
     if (o->int8 && !o->infer) return dt_error_set(err, "--int8 times inference: add --infer");
+    if (o->feed && (!o->data || o->infer))
+        return dt_error_set(err, "--feed takes training batches from --data: give --data, "
+                                 "without --infer");
+    if (o->load && (o->infer || o->profile || o->profile_out || o->profile_into))
+        return dt_error_set(err, "--load runs training steps and times nothing: not with --infer "
+                                 "or a profile");
     return 0;
 }
 
@@ -266,8 +274,59 @@ static int write_kinds(FILE *f, const dt_model *m, long steps, double t_sgd) {
     return rc || fprintf(f, "%-18s %12.2f\n", "sgd", 1e3 * t_sgd / steps) < 0 ? -1 : 0;
 }
 
-static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out,
-                       FILE *profile_table, dt_error *err) {
+/* --feed: batches from the data through train's loader, in order, whole batches only,
+ * epoch after epoch (the samples' order does not change the step's cost). */
+typedef struct feed {
+    const dt_dataset *ds;
+    dt_transform tf;
+    dt_loader *loader;
+    int *order, count, epoch;
+} feed;
+
+static int feed_open(feed *f, const dt_dataset *ds, int batch, int workers, dt_error *err) {
+    memset(f, 0, sizeof *f);
+    if (!ds) return 0;
+    if (ds->size < batch)
+        return dt_error_set(err, "--feed: the data has %d samples, fewer than a batch of %d",
+                            ds->size, batch);
+    f->ds = ds;
+    f->count = ds->size - ds->size % batch;
+    f->order = malloc(sizeof(int) * (size_t)f->count);
+    if (!f->order) return dt_error_set(err, "out of memory for the samples' order");
+    for (int i = 0; i < f->count; i++) f->order[i] = i;
+    dt_transform_init(&f->tf, ds, ds->augment, 1);
+    if (dt_loader_create(&f->loader, ds, &f->tf, batch, workers, 0, err)) {
+        free(f->order);
+        f->order = NULL;
+        return -1;
+    }
+    dt_loader_start_epoch(f->loader, f->order, f->count, 0);
+    return 0;
+}
+
+static void feed_close(feed *f) {
+    if (f->loader) dt_loader_destroy(f->loader);
+    free(f->order);
+    memset(f, 0, sizeof *f);
+}
+
+/* The next batch into the model's input and labels, as train's step takes it. */
+static void feed_step(feed *f, dt_model *m, int32_t *labels) {
+    if (!f->loader) return;
+    const float *x;
+    const int32_t *y;
+    int n = dt_loader_next(f->loader, &x, &y);
+    if (n == 0) {
+        dt_loader_start_epoch(f->loader, f->order, f->count, ++f->epoch);
+        n = dt_loader_next(f->loader, &x, &y);
+    }
+    memcpy(dt_model_input_data(m), x, sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+    memcpy(labels, y, sizeof(int32_t) * n);
+    dt_loader_release(f->loader);
+}
+
+static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_dataset *ds,
+                       FILE *out, FILE *profile_table, dt_error *err) {
     const long batch = o->batch, steps = o->steps;
     dt_model m;
     dt_sgd opt_state = {0};
@@ -295,13 +354,34 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out
     for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
     for (long i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, (uint32_t)m.classes);
 
-    /* the step train takes (trainer.c's train_step) without the loader, the
-     * synchronisation and the run log: zero, forward, loss, backward, update */
+    /* the step train takes (trainer.c's train_step) without the synchronisation and
+     * the run log, and without the loader unless fed: zero, forward, loss, backward,
+     * update */
+    feed f;
+    if (feed_open(&f, ds, (int)batch, o->loader_workers, err)) {
+        free(labels);
+        free(times);
+        dt_sgd_free(&opt_state);
+        dt_model_free(&m);
+        return -1;
+    }
     const int profile = o->profile || o->profile_out || o->profile_into;
     double total = 0.0, t_sgd = 0.0;
     for (long s = -3; s < steps; s++) {
         if (s == 0 && profile && dt_model_enable_profile(&m, err)) break;
+        if (s == 0 && o->load) { /* warm: say so, then load the core until killed */
+            if (puts("load: warm") == EOF || fflush(stdout)) break;
+            for (;;) {
+                feed_step(&f, &m, labels);
+                dt_model_zero_grad(&m);
+                dt_model_forward(&m, (int)batch);
+                dt_model_loss(&m, labels, (int)batch, NULL);
+                dt_model_backward(&m, labels, (int)batch);
+                dt_sgd_step(&opt_state, m.params, m.grads);
+            }
+        }
         double t0 = dt_now();
+        feed_step(&f, &m, labels);
         dt_model_zero_grad(&m);
         dt_model_forward(&m, (int)batch);
         dt_model_loss(&m, labels, (int)batch, NULL);
@@ -348,6 +428,7 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out
         }
         dt_profile_free(&p);
     }
+    feed_close(&f);
     free(labels);
     free(times);
     dt_sgd_free(&opt_state);
@@ -357,20 +438,27 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, FILE *out
 
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err) {
     dt_model_spec spec = o->spec;
+    dt_dataset ds;
     if (o->data) {
-        dt_dataset ds;
         if (dt_dataset_open(&ds, o->data, 1, err)) return -1;
-        int rc = dt_train_model_spec(&spec, o->model, o->width, &ds, err);
-        dt_dataset_close(&ds);
-        if (rc) return -1;
+        if (dt_train_model_spec(&spec, o->model, o->width, &ds, err)) {
+            dt_dataset_close(&ds);
+            return -1;
+        }
     }
-    return o->infer ? bench_infer(o, &spec, out, err)
-                    : bench_train(o, &spec, out, profile_table, err);
+    const int rc =
+        o->infer ? bench_infer(o, &spec, out, err)
+                 : bench_train(o, &spec, o->data && o->feed ? &ds : NULL, out, profile_table, err);
+    if (o->data) dt_dataset_close(&ds);
+    return rc;
 }
 
-int dt_bench_profile(dt_profile *p, const char *model, int batch, long steps, int threads,
-                     dt_error *err) {
+int dt_bench_profile(dt_profile *p, const char *model, const char *data, int loader_workers,
+                     int batch, long steps, int threads, dt_error *err) {
     dt_bench_options o = {.model = model,
+                          .data = data,
+                          .feed = data != NULL,
+                          .loader_workers = loader_workers,
                           .backend = DT_CONV_DNNL,
                           .precision = DT_PRECISION_FP32,
                           .batch = batch,

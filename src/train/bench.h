@@ -34,6 +34,10 @@ typedef struct dt_bench_options {
     const char *profile_out;         /* --profile-out: each op's time as JSON, or NULL */
     struct dt_profile *profile_into; /* or each op's time into this (the caller frees it with
                                         dt_profile_free), or NULL */
+    int feed;           /* --feed: steps take their batches from data through train's loader */
+    int loader_workers; /* with feed: its threads (0: the step decodes) */
+    int load;           /* --load: after the warm-up steps print "load: warm" and run steps until
+                           killed (what a rank puts on the machine, beside a measurement) */
 } dt_bench_options;
 
 /* The flags that cannot go together and the files of --profile-out, before any work
@@ -45,11 +49,14 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err);
  * file, with o->profile_into the profile in memory. */
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err);
 
-/* Each op's forward and backward time of `model` (a zoo name or FILE.onnx, its own input
- * shape, fp32 on oneDNN, random data) at `batch` over `steps` training steps on this
- * machine with `threads` threads (already set), as `dtrain bench --profile-out` takes
- * it: what `simulate` and `scale` predict from when given no profile. */
-int dt_bench_profile(struct dt_profile *p, const char *model, int batch, long steps, int threads,
-                     dt_error *err);
+/* Each op's forward and backward time of `model` (a zoo name or FILE.onnx, fp32 on
+ * oneDNN) at `batch` over `steps` training steps on this machine with `threads` threads
+ * (already set), as `dtrain bench --profile-out` takes it: what `simulate` and `scale`
+ * predict from when given no profile. With `data` (else NULL: random samples, the
+ * model's own input shape) the model takes the data's shape and each step its batch
+ * through train's loader with `loader_workers` threads (bench --feed), whose time
+ * lands in the profile's other_ms. */
+int dt_bench_profile(struct dt_profile *p, const char *model, const char *data, int loader_workers,
+                     int batch, long steps, int threads, dt_error *err);
 
 #endif
