@@ -1,5 +1,6 @@
 /* All-reduce bus bandwidth, NCCL convention: 2(P-1)/P * bytes / time, for dtrain's
- * `shm` (when the ranks share memory), `ring` and `mpi` side by side with two
+ * `shm` (when the ranks share memory), `hier` (when they span nodes with several
+ * ranks on each), `ring` and `mpi` side by side with two
  * yardsticks: a plain ring of blocking MPI_Sendrecv calls (whole segments, no
  * pipelining: what a textbook ring over MPI does) and single-core memcpy of the same
  * buffer. Sizes 4 KiB .. 64 MiB plus resnet18's gradient (11,173,962 floats).
@@ -84,9 +85,9 @@ static double cpu_seconds(long *involuntary) {
 /* AGAIN: auto's chosen algorithm once more, called as the candidates are: the control.
  * Its ratio to the best (the same code when auto chose the best) is the method's noise
  * floor in the same run, against which auto_over_best is read. */
-enum { ALGOS = 6, SHM = 0, PLAIN = 3, AUTO = 4, AGAIN = 5, MAX_REPS = 64 };
-static const char *const algo_names[ALGOS] = {"shm",        "ring", "mpi",
-                                              "plain_ring", "auto", "chosen_again"};
+enum { ALGOS = 7, SHM = 0, PLAIN = 3, AUTO = 4, AGAIN = 5, HIER = 6, MAX_REPS = 64 };
+static const char *const algo_names[ALGOS] = {"shm",  "ring",         "mpi", "plain_ring",
+                                              "auto", "chosen_again", "hier"};
 static const dt_allreduce_algo candidate_of[3] = {DT_ALLREDUCE_SHM, DT_ALLREDUCE_RING,
                                                   DT_ALLREDUCE_MPI};
 
@@ -104,6 +105,8 @@ static double time_once(const dt_world *w, dt_allreduce *ar, int a, dt_allreduce
         plain_ring(w, buf, tmp, n);
     else if (a == AGAIN)
         dt_allreduce_sum_with(ar, chosen, buf, n);
+    else if (a == HIER)
+        dt_allreduce_sum_with(ar, DT_ALLREDUCE_HIER, buf, n);
     else
         dt_allreduce_sum_with(ar, candidate_of[a], buf, n);
     double dt = dt_now() - t0;
@@ -169,6 +172,8 @@ int main(int argc, char **argv) {
         dt_world_abort(&w, "%s", err.msg);
     /* shm where the ranks can share memory (auto says why not) */
     const int have_shm = automatic.shm != NULL;
+    /* hier where the ranks span nodes, several on each (auto's candidate then) */
+    const int have_hier = automatic.levels != NULL;
     if (!have_shm && w.rank == 0) fprintf(stderr, "bench_allreduce: %s\n", automatic.used);
     const char *round = getenv("DTRAIN_SHM_ROUND"), *naps = getenv("DTRAIN_SHM_NAPS"),
                *spin = getenv("DTRAIN_SHM_SPIN_US");
@@ -212,7 +217,7 @@ int main(int argc, char **argv) {
             }
             for (int k = 0; k < ALGOS; k++) {
                 const int a = order[k];
-                if (a == SHM && !have_shm) continue;
+                if ((a == SHM && !have_shm) || (a == HIER && !have_hier)) continue;
                 if (a == SHM) dt_shm_allreduce_stats(automatic.shm, &one, 1);
                 const double dt = time_once(&w, &automatic, a, choice, buf, copy, n,
                                             rep >= 0 ? &shares[a] : NULL);
@@ -223,7 +228,7 @@ int main(int argc, char **argv) {
         double sorted[ALGOS][MAX_REPS];
         for (int a = 0; a < ALGOS; a++) {
             med[a] = -1;
-            if (a == SHM && !have_shm) continue;
+            if ((a == SHM && !have_shm) || (a == HIER && !have_hier)) continue;
             memcpy(sorted[a], t[a], (size_t)reps * sizeof(double));
             qsort(sorted[a], (size_t)reps, sizeof(double), cmp);
             med[a] = sorted[a][reps / 2];
@@ -233,6 +238,7 @@ int main(int argc, char **argv) {
          * slow minutes (shm's 44.7 MB call took 4-15 ms over one hour here) cancel */
         int best_candidate = med[1] < med[2] ? 1 : 2;
         if (med[SHM] > 0 && med[SHM] < med[best_candidate]) best_candidate = SHM;
+        if (med[HIER] > 0 && med[HIER] < med[best_candidate]) best_candidate = HIER;
         double ratio[MAX_REPS], control[MAX_REPS];
         for (int rep = 0; rep < reps; rep++) {
             ratio[rep] = t[AUTO][rep] / t[best_candidate][rep];

@@ -15,12 +15,16 @@
 # is predicted). Every config runs REPEATS times (default 2), the least disturbed run
 # (lowest median step) is kept: the machine is shared. OUT/validation_tree_model.csv
 # holds the 2x2 runs once more as `--topology tree:2` (compute from each run): what the
-# simulator's hierarchical schedule says of a job that runs a flat ring.
+# simulator's hierarchical schedule says of a job that runs a flat ring;
+# OUT/validation_hier.csv and validation_hier_matched.csv the 2x2 runs with
+# `--allreduce hier`, dtrain's two-level all-reduce, as tree:2 (compute from each run,
+# and from the matched profile).
 # Needs root (namespaces), Open MPI, python3. Takes about 4 minutes per repeat here for
 # one and two hosts, and about as long again for the switch's configs.
 #   bench/simulate_validation.sh [DTRAIN] [OUT]
 # Environment: REPEATS (2); PARTS, the groups of configs to run (default all: "host
-# pair switch": one host, the 2-host veth pair, the hosts on a switch); LENET_SAMPLES
+# pair switch": one host, the 2-host veth pair, the hosts on a switch; "hier": only the
+# 2 x 2 runs, ring and hier, on the switch); LENET_SAMPLES
 # (12800) and RESNET_SAMPLES (3200), the training samples (smaller for a quick check).
 set -euo pipefail
 DTRAIN=$(realpath "${1:-build/dtrain}")
@@ -162,12 +166,12 @@ fi
 
 # Hosts on a switch (netns_up_n: every host's link shaped both ways, as a switch port).
 # 4 hosts x 1 rank: the ring of the simulator. 2 hosts x 2 ranks (vader between the
-# ranks of a host): `--topology tree:2` describes this layout, but dtrain has no
-# hierarchical all-reduce: with ranks on several hosts its shared-memory all-reduce is
-# off, and ring (or auto's other candidate, MPI_Iallreduce) runs over all 4 ranks in
-# rank order, crossing the hosts' link twice, once each way, in each of its 2(P-1)
-# steps: the simulator's ring of 4 workers on the link, not tree:2's intra-node
-# reduce-scatter + 2-node ring + all-gather. Both 4-rank layouts force --allreduce ring
+# ranks of a host): with --allreduce ring (or auto's MPI_Iallreduce) all 4 ranks form
+# one ring in rank order, crossing the hosts' link twice, once each way, in each of its
+# 2(P-1) steps: the simulator's ring of 4 workers on the link; with --allreduce hier
+# (part "hier", also in "switch") the two levels: `--topology tree:2`, its intra-node
+# link at half the shared-memory rate (dtrain's step inside a node is two whole sums
+# where tree:K counts a reduce-scatter and an all-gather). The ring layouts force --allreduce ring
 # (auto chose by noisy timings on 4 ranks sharing 2 cores; its MPI candidate is not a
 # ring). The parameter server: rank 0 (the server) on host 1, the 2 workers on hosts 2
 # and 3; the simulator's ps:1 with 2 workers. The 4-rank runs take fewer steps (the
@@ -187,7 +191,7 @@ alpha() { # NAME STEPS LAUNCHER...
     python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; \
 print('%.0fus' % (r[0]['ring_ms'] * 1e3 / int(sys.argv[2])))" "$OUT/allreduce_${name}_$rate.jsonl" "$steps"
 }
-if part switch; then
+if part switch || part hier; then
 netns_up_n $((($$ + 1) % 150 + 30)) 4
 for r in $(seq "$REPEATS"); do
 for rate in 1gbit 10gbit; do
@@ -195,6 +199,15 @@ for rate in 1gbit 10gbit; do
     netns_shape_n $rate "$burst"
     link4="$rate,$(alpha 4hosts 6 netns_mpirun_hosts $RING4)"
     link2x2="$rate,$(alpha 2x2 6 tree_mpirun)"
+    run lenet5_2x2hier_$rate lenet5_b64.json 4 "$link2x2" allreduce 64 tree:2 4 \
+        tree_mpirun "$DTRAIN" train $LENET $COMMON $OVERLAP --allreduce hier
+    run resnet18_2x2hier_$rate resnet18w16_b32.json 4 "$link2x2" allreduce 32 tree:2 4 \
+        tree_mpirun "$DTRAIN" train $RESNET $COMMON $OVERLAP --allreduce hier
+    if part hier && ! part switch; then
+        run resnet18_2x2_$rate resnet18w16_b32.json 4 "$link2x2" allreduce 32 2x2 4 \
+            tree_mpirun "$DTRAIN" train $RESNET $COMMON $OVERLAP --allreduce ring
+        continue
+    fi
     linkps="$rate,$(alpha star2 2 netns_mpirun_hosts 1:1,2:1)"
     run lenet5_p4_$rate lenet5_b64.json 4 "$link4" allreduce 64 ring 4 \
         netns_mpirun_hosts $RING4 "$DTRAIN" train $LENET $COMMON $OVERLAP --allreduce ring
@@ -241,6 +254,14 @@ calib = open(f"{out}/validation.csv", "w")
 plain.write(head + "# compute from the profiles alone\n" + cols + ",step_ms,compute_ms,exposed_ms\n")
 calib.write(head + "# compute_speedup = profile compute / the run's own median compute: only "
             "communication is predicted\n" + cols + ",compute_speedup,step_ms,compute_ms,exposed_ms\n")
+hier = open(f"{out}/validation_hier.csv", "w")
+hier.write(head + "# --allreduce hier on 2 hosts x 2 ranks as the simulator's tree:2 (intra-node "
+           "link: half the shared-memory link's rate, dtrain's two sums in a node), "
+           "compute_speedup as in validation.csv\n" + cols
+           + ",intra_link,compute_speedup,step_ms,compute_ms,exposed_ms\n")
+hier_matched = open(f"{out}/validation_hier_matched.csv", "w")
+hier_matched.write(head + "# the same, compute from the matched profile\n" + cols
+                   + ",intra_link,step_ms,compute_ms,exposed_ms\n")
 tree = open(f"{out}/validation_tree_model.csv", "w")
 tree.write(head + "# the 2 hosts x 2 ranks runs (a flat ring over 4 ranks) read as the simulator's "
            "tree:2 (intra-node link: the shared-memory link's rate), compute_speedup as in "
@@ -257,6 +278,13 @@ for line in open(rows):
     ring_like = "ring" if topology == "2x2" else topology
     fields = f"{name},{profile},{workers},{batch},{ring_like},{rate},{latency},{mode},{bucket or 25}"
     split = f"{1e3*step:.3f},{1e3*comp:.3f},{1e3*exp:.3f}"
+    if topology.startswith("tree:"):  # hier: its own files (an intra_link column)
+        value = float(shm_link.split(",")[0].rstrip("GB/s"))
+        intra = f"{value / 2:g}GB/s"
+        hier.write(f"{fields},{intra},{speedup:.4f},{split}\n")
+        hier_matched.write(f"{fields},{intra},{split}\n".replace(
+            f",{profile},", f",{name}_r{kept}.profile.json,", 1))
+        continue
     plain.write(f"{fields},{split}\n")
     matched.write(f"{fields},{split}\n".replace(f",{profile},", f",{name}_r{kept}.profile.json,", 1))
     if int(workers) > 1:
@@ -268,7 +296,8 @@ for line in open(rows):
         tree.write(f"{fields},{intra},{speedup:.4f},{split}\n".replace(",ring,", ",tree:2,", 1))
 PY
 # each table, then its median and largest |error| per group of configs
-for csv in validation_profile validation_matched validation validation_tree_model; do
+for csv in validation_profile validation_matched validation validation_tree_model \
+    validation_hier validation_hier_matched; do
     # a header and no rows (PARTS without the configs of that file): nothing to validate
     [ "$(grep -vc '^#' "$OUT/$csv.csv")" -gt 1 ] || continue
     echo "== $csv.csv"
@@ -281,7 +310,8 @@ for line in open(sys.argv[1]):
     if len(cells) < 10 or not cells[-1].endswith("%") or cells[0] == "config":
         continue
     name = cells[0]
-    group = ("4 hosts" if "_p4_" in name else "2x2 (tree layout)" if "_2x2_" in name
+    group = ("4 hosts" if "_p4_" in name else "2x2 hier as tree:2" if "_2x2hier_" in name
+             else "2x2 (tree layout)" if "_2x2_" in name
              else "ps:1" if "_ps1_" in name else "2 hosts" if re.search(r"_p2_\d", name)
              else "one host")
     groups.setdefault(group, []).append(abs(float(cells[-1].rstrip("%"))))

@@ -209,8 +209,13 @@ expect "a gzip bomb" \
 # killing the sweep ends its runs
 S="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1 --batch-sizes 32 --epochs 1 --max-samples 64 --test-samples 32 --threads 1 --out study"
 $S --quiet >/dev/null 2>&1 || echo "FAIL: the first sweep"
+# (no weights to start from: the run fails, not the profiles before it, which do not
+# read them; missing data stops the sweep before any run, below)
 expect "scale --force whose rerun fails" \
-    "dtrain scale: run with 1 process, batch 32 failed (dtrain train: cannot open nodata/train-images-idx3-ubyte: neither it nor train-images-idx3-ubyte.gz exists; see study/run_p1_b32.jsonl.stderr)" \
+    "dtrain scale: run with 1 process, batch 32 failed (dtrain train: cannot open nodata.safetensors: No such file or directory; see study/run_p1_b32.jsonl.stderr)" \
+    "study/run_p1_b32.jsonl study/run_p1_b32.jsonl.args" $S --quiet --force --init nodata.safetensors
+expect "scale --force on missing data: stopped before any run" \
+    "dtrain scale: cannot open nodata/train-images-idx3-ubyte: neither it nor train-images-idx3-ubyte.gz exists" \
     "study/run_p1_b32.jsonl study/run_p1_b32.jsonl.args" $S --quiet --force --data mnist:nodata
 expect "scale over a log of other settings" \
     "dtrain scale: --out study holds runs of other settings (run_p1_b32.jsonl: '--max-samples 64' in the log, '--max-samples 48' now); give another --out, or --force to run them again" \

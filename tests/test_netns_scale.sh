@@ -104,10 +104,11 @@ else
     check "... and removes the namespaces it built" [ "$(ours "$(cat "$tmp/pid2")")" -eq 0 ]
 fi
 
-# 2b. A run that fails inside the sweep (no such data): one line, namespaces removed.
+# 2b. A run that fails inside the sweep (no such weights to start from: the profiles
+# before it do not read them): one line, namespaces removed.
 sh -c 'echo $$ >"$1"; shift; exec "$@"' _ "$tmp/pid5" "$DTRAIN" scale --hosts netns:2 \
-    --link 1gbit --model lenet5 --data mnist:/nonexistent --procs 2 --batch-sizes 32 \
-    --out "$tmp/f" >/dev/null 2>"$tmp/err5"
+    --link 1gbit --model lenet5 --data synthetic:mnist --init /nonexistent.safetensors \
+    --procs 2 --batch-sizes 32 --max-samples 64 --out "$tmp/f" >/dev/null 2>"$tmp/err5"
 check "a failing run fails the sweep" [ $? -ne 0 ]
 check "... naming the run and its cause" grep -q "^dtrain scale: run with 2 processes, batch 32 failed (dtrain train: cannot open /nonexistent" "$tmp/err5"
 check "... and the namespaces are removed" [ "$(ours "$(cat "$tmp/pid5")")" -eq 0 ]

@@ -2,10 +2,14 @@
 # Two hosts on one machine: 2 ranks in 2 network namespaces joined by a veth pair
 # shaped to 1 Gbit/s, MPI over TCP between them (scripts/netns-hosts.sh). Trains a few
 # steps with each all-reduce algorithm and checks the weights equal the shared-memory
-# run's, bit for bit. Cleans up after itself, also when it fails. Exit 77 (skipped)
-# when network namespaces cannot be made (not root, or no CAP_SYS_ADMIN/CAP_NET_ADMIN).
+# run's, bit for bit. Then two hosts of two ranks on a switch: --allreduce hier finds
+# the nodes and sums exactly (TEST_ALLREDUCE's hier test, the second argument), trains,
+# and auto counts it among its candidates. Cleans up after itself, also when it fails.
+# Exit 77 (skipped) when network namespaces cannot be made (not root, or no
+# CAP_SYS_ADMIN/CAP_NET_ADMIN).
 set -u
 DTRAIN=$1
+TEST_ALLREDUCE=$2
 [ "$(id -u)" = 0 ] || { echo "skipped: needs root for network namespaces"; exit 77; }
 command -v ip >/dev/null || { echo "skipped: iproute2 missing"; exit 77; }
 # root is not enough in a container without CAP_SYS_ADMIN / CAP_NET_ADMIN
@@ -16,7 +20,7 @@ fi
 ip netns del "dtprobe_$$"
 . "$(dirname "$0")/../scripts/netns-hosts.sh"
 tmp=$(mktemp -d)
-trap 'netns_down; rm -rf "$tmp"' EXIT INT TERM
+trap 'netns_down; netns_down_n; rm -rf "$tmp"' EXIT INT TERM
 netns_up $$ || { echo "FAIL: cannot build the two-host network"; exit 1; }
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -37,5 +41,36 @@ for algo in ring mpi; do
         failed=$((failed + 1))
     fi
 done
+# hier over 2 nodes x 2 ranks (4 ranks on this machine's cores: slow, not timed)
+expect() { # description, then the command that must succeed
+    what=$1
+    shift
+    if "$@"; then
+        echo "ok: $what"
+        passed=$((passed + 1))
+    else
+        echo "FAIL: $what"
+        failed=$((failed + 1))
+    fi
+}
+if netns_up_n $$ 2; then
+    netns_mpirun_hosts 1:2,2:2 -x DT_TEST_ONLY=test_hier "$TEST_ALLREDUCE" >"$tmp/hier.out" 2>&1
+    rc=$?
+    cat "$tmp/hier.out"
+    expect "hier over 2 emulated nodes sums exactly (test_allreduce's test_hier)" test $rc -eq 0
+    expect "... on 2 nodes x 2 ranks, found by network namespace" \
+        grep -q "hier on 4 ranks: hier: 2 nodes x 2 ranks, ring in a node" "$tmp/hier.out"
+    netns_mpirun_hosts 1:2,2:2 $train --allreduce hier --log "$tmp/hier.jsonl"
+    expect "train --allreduce hier on 2 x 2 runs" test $? -eq 0
+    expect "... its record says how" \
+        grep -q '"allreduce_used":"hier: 2 nodes x 2 ranks, ring in a node"' "$tmp/hier.jsonl"
+    netns_mpirun_hosts 1:2,2:2 $train --allreduce auto --log "$tmp/auto.jsonl"
+    expect "train --allreduce auto on 2 x 2 runs" test $? -eq 0
+    expect "... with hier among its candidates" \
+        grep -q '"allreduce_used":"hier, ring or mpi by measure' "$tmp/auto.jsonl"
+else
+    echo "FAIL: cannot build the switch of two hosts"
+    failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

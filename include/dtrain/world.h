@@ -107,6 +107,13 @@ void dt_world_barrier(const dt_world *w, const char *what);
 /* How many of w's ranks run on this rank's host (by host name: emulated hosts on one
  * machine count as one), and whether w's ranks span hosts. */
 void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts);
+/* Collective over w: splits it by node for a two-level collective. A node is a host
+ * name and a network namespace (an emulated host is a node of its own, though it
+ * shares the machine's name). `local` gets w's ranks on this rank's node, `cross` the
+ * ranks with this rank's local rank on every node, both ordered by w's rank. Returns
+ * the number of nodes when every node holds the same number of ranks, else 0 (and the
+ * worlds are split all the same). Free both with dt_world_free. */
+int dt_world_split_nodes(const dt_world *w, dt_world *local, dt_world *cross);
 
 /* Point-to-point messages within w (the parameter-server protocol): n values of type
  * to or from a rank of w under a tag (from and tag may be DT_ANY_SOURCE, DT_ANY_TAG).

@@ -294,7 +294,8 @@ int cmd_simulate(int argc, char **argv) {
         const int at = batch > 0 ? (int)batch : 128;
         fprintf(stderr, "simulate: profiling %s at batch %d here (%ld steps, %d threads)\n", model,
                 at, profile_steps, threads);
-        if (dt_bench_profile(&p, model, NULL, 0, at, profile_steps, threads, &err))
+        const dt_bench_span span = {.steps = profile_steps};
+        if (dt_bench_profile(&p, model, NULL, 0, at, &span, threads, &err))
             return cli_fail(cmd, "%s", err.msg), 1;
         fprintf(stderr, "simulate: %.1f ms a step on this machine\n", p.step_s * 1e3);
     }

@@ -20,6 +20,8 @@ int dt_allreduce_parse(const char *name, dt_allreduce_algo *algo) {
         *algo = DT_ALLREDUCE_RING;
     else if (!strcmp(name, "shm"))
         *algo = DT_ALLREDUCE_SHM;
+    else if (!strcmp(name, "hier"))
+        *algo = DT_ALLREDUCE_HIER;
     else
         return -1;
     return 0;
@@ -29,12 +31,95 @@ const char *dt_allreduce_name(dt_allreduce_algo algo) {
     return algo == DT_ALLREDUCE_MPI    ? "mpi"
            : algo == DT_ALLREDUCE_RING ? "ring"
            : algo == DT_ALLREDUCE_SHM  ? "shm"
+           : algo == DT_ALLREDUCE_HIER ? "hier"
                                        : "auto";
+}
+
+static void levels_free(dt_allreduce_levels *l) {
+    if (!l) return;
+    if (l->between) dt_allreduce_free(l->between);
+    if (l->in_node) dt_allreduce_free(l->in_node);
+    free(l->between);
+    free(l->in_node);
+    dt_world_free(&l->cross);
+    dt_world_free(&l->local);
+    free(l);
+}
+
+/* hier's levels over w's nodes (collective over w): 0 with *out ready, 1 when the
+ * nodes hold different numbers of ranks (err says so), -1 on an error. */
+static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_dtype dtype,
+                         size_t max_floats, dt_error *err) {
+    *out = NULL;
+    dt_allreduce_levels *l = calloc(1, sizeof *l);
+    if (!l) return dt_error_set(err, "out of memory for the two-level all-reduce");
+    l->nodes = dt_world_split_nodes(w, &l->local, &l->cross);
+    if (l->nodes == 0) {
+        levels_free(l);
+        dt_error_set(err, "the nodes hold different numbers of ranks");
+        return 1;
+    }
+    l->in_node = calloc(1, sizeof *l->in_node);
+    l->between = calloc(1, sizeof *l->between);
+    if (!l->in_node || !l->between) {
+        levels_free(l);
+        return dt_error_set(err, "out of memory for the two-level all-reduce");
+    }
+    /* in a node: shared memory where MPI may use it (the ranks agree), else the ring */
+    dt_error why;
+    if (dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, max_floats,
+                          &why) &&
+        dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, max_floats,
+                          err)) {
+        levels_free(l);
+        return -1;
+    }
+    const size_t segment = max_floats / (size_t)l->local.size + 1;
+    if (dt_allreduce_init(l->between, &l->cross, DT_ALLREDUCE_RING, dtype, segment, err)) {
+        levels_free(l);
+        return -1;
+    }
+    *out = l;
+    return 0;
+}
+
+/* hier (allreduce.h): the node's sum, segment i of L between the nodes, the segments
+ * gathered in the node as a sum of each owner's segment and the others' zeros (x + 0
+ * is x: every rank gets the owner's bits). */
+static void hier(dt_allreduce *ar, float *buf, size_t n) {
+    dt_allreduce_levels *l = ar->levels;
+    const long long before = l->in_node->bytes_sent + l->between->bytes_sent;
+    dt_allreduce_sum(l->in_node, buf, n);
+    size_t b, c;
+    dt_allreduce_segment(n, l->local.size, l->local.rank, 1, &b, &c);
+    dt_allreduce_sum(l->between, buf + b, c);
+    if (l->local.size > 1) {
+        memset(buf, 0, sizeof *buf * b);
+        memset(buf + b + c, 0, sizeof *buf * (n - b - c));
+        dt_allreduce_sum(l->in_node, buf, n);
+    }
+    ar->bytes_sent += l->in_node->bytes_sent + l->between->bytes_sent - before;
 }
 
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
                       dt_comm_dtype dtype, size_t max_floats, dt_error *err) {
     memset(ar, 0, sizeof *ar);
+    if (algo == DT_ALLREDUCE_HIER) {
+        ar->world = w;
+        ar->algo = algo;
+        ar->dtype = dtype;
+        if (w->size == 1) return 0;
+        const int rc = levels_create(&ar->levels, w, dtype, max_floats, err);
+        if (rc > 0) {
+            dt_error why = *err;
+            dt_error_set(err, "--allreduce hier: %s", why.msg);
+        }
+        if (rc) return -1;
+        snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node",
+                 ar->levels->nodes, ar->levels->local.size,
+                 dt_allreduce_name(ar->levels->in_node->algo));
+        return 0;
+    }
     if (dtype != DT_COMM_FP32 && algo == DT_ALLREDUCE_MPI) {
         dt_error_set(err,
                      "--comm-dtype %s needs dtrain's ring all-reduce (--allreduce ring or "
@@ -64,10 +149,27 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
         }
         if (rc == 0 && algo == DT_ALLREDUCE_SHM) return 0; /* the ring's buffers are not needed */
         if (rc == 0) ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_SHM;
+        /* no shared memory for all: hier where the ranks span nodes, several on each */
+        if (rc > 0) {
+            dt_error no_levels;
+            const int lv = levels_create(&ar->levels, w, dtype, max_floats, &no_levels);
+            if (lv < 0) {
+                dt_error_set(err, "%s", no_levels.msg);
+                return -1;
+            }
+            if (lv == 0 && (ar->levels->nodes < 2 || ar->levels->local.size < 2)) {
+                levels_free(ar->levels); /* one node, or one rank a node: the ring's */
+                ar->levels = NULL;
+            }
+            if (ar->levels) ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_HIER;
+        }
         ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_RING;
         ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_MPI;
         if (rc == 0)
             snprintf(ar->used, sizeof ar->used, "shm, ring or mpi by measure");
+        else if (ar->levels)
+            snprintf(ar->used, sizeof ar->used, "hier, ring or mpi by measure (no shm: %.50s)",
+                     why.msg);
         else
             snprintf(ar->used, sizeof ar->used, "ring or mpi by measure (no shm: %.60s)", why.msg);
     }
@@ -91,6 +193,8 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
 void dt_allreduce_free(dt_allreduce *ar) {
     dt_shm_allreduce_destroy(ar->shm);
     ar->shm = NULL;
+    levels_free(ar->levels);
+    ar->levels = NULL;
     dt_free(ar->scratch);
     dt_free(ar->wire_send);
     dt_free(ar->wire_recv);
@@ -216,6 +320,10 @@ static long long ring_volume(int p, size_t n) {
 /* One call of a concrete algorithm (shm only where init made its window). */
 static void run(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n) {
     const dt_world *w = ar->world;
+    if (algo == DT_ALLREDUCE_HIER) {
+        hier(ar, buf, n);
+        return;
+    }
     if (algo == DT_ALLREDUCE_SHM) {
         dt_shm_allreduce_sum(ar->shm, buf, n);
         ar->bytes_sent += ring_volume(w->size, n);
@@ -402,6 +510,10 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
 void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     const dt_world *w = ar->world;
     if (w->size == 1 || n == 0) return;
+    if (ar->algo == DT_ALLREDUCE_HIER) { /* a 16-bit wire between the nodes only */
+        hier(ar, buf, n);
+        return;
+    }
     if (ar->dtype != DT_COMM_FP32) {
         ring_wire(ar, buf, n); /* init refused mpi with a 16-bit wire */
         return;

@@ -4,8 +4,19 @@
  *   ring  reduce-scatter then all-gather around the ring of ranks over MPI
  *         point-to-point, each step cut into chunks so that the reduction of one
  *         chunk overlaps the transfer of the next (Horovod / Baidu ring);
+ *   hier  two levels, for ranks on several nodes with several a node (Horovod's
+ *         hierarchical all-reduce, NCCL's tree in spirit): the node's ranks sum the
+ *         buffer among themselves (shared memory where MPI may use it, else the ring),
+ *         local rank i all-reduces segment i of L with the ranks of local rank i on the
+ *         other nodes (a ring over the nodes, L rings at once), and the node's ranks
+ *         gather the segments (a second sum in which each rank gives only its own
+ *         segment). Between H nodes: 2(H-1) steps where the flat ring over P = HL
+ *         ranks takes 2(P-1), and 2(H-1)/H of the buffer out of each node against
+ *         2(P-1)/P (ranks numbered node by node; L times that when they alternate).
+ *         It needs as many ranks on every node;
  *   auto  measured, as Horovod's autotuning: for each call size (a DDP bucket) the
- *         candidates (shm where the ranks can share memory, ring, mpi) are timed on
+ *         candidates (shm where the ranks can share memory, hier where they span
+ *         nodes with several ranks on each, ring, mpi) are timed on
  *         the first calls, the fastest is kept, and the size is measured again when
  *         its time shifts by more than 2x. Every rank makes the same choices (the
  *         timings are agreed over the ranks). With 2 ranks every algorithm gives the
@@ -30,11 +41,12 @@ typedef enum dt_allreduce_algo {
     DT_ALLREDUCE_MPI,
     DT_ALLREDUCE_RING,
     DT_ALLREDUCE_SHM,
+    DT_ALLREDUCE_HIER,
 } dt_allreduce_algo;
 
 enum { DT_RING_MIN_BYTES = 1 << 16 };
 
-enum { DT_AUTO_SIZES = 16, DT_AUTO_CANDIDATES = 3, DT_AUTO_SAMPLES = 5 };
+enum { DT_AUTO_SIZES = 16, DT_AUTO_CANDIDATES = 4, DT_AUTO_SAMPLES = 5 };
 
 /* --allreduce auto's measurements for the calls of one size (allreduce.c). */
 typedef struct dt_allreduce_tuner {
@@ -53,7 +65,16 @@ typedef struct dt_allreduce_tuner {
     int tunings; /* measurings done */
 } dt_allreduce_tuner;
 
-typedef struct dt_allreduce {
+typedef struct dt_allreduce dt_allreduce;
+
+/* hier's two levels (allreduce.c). */
+typedef struct dt_allreduce_levels {
+    dt_world local, cross;           /* this node's ranks; local rank i on every node */
+    dt_allreduce *in_node, *between; /* over local (shm or ring), over cross (ring) */
+    int nodes;
+} dt_allreduce_levels;
+
+struct dt_allreduce {
     const dt_world *world;
     dt_allreduce_algo algo;
     dt_comm_dtype dtype;   /* on the wire; sums are fp32 */
@@ -67,10 +88,13 @@ typedef struct dt_allreduce {
     dt_allreduce_algo candidates[DT_AUTO_CANDIDATES]; /* auto: what it measures */
     int n_candidates;
     dt_allreduce_tuner tuners[DT_AUTO_SIZES]; /* auto: one per call size, in order of first call */
-} dt_allreduce;
+    dt_allreduce_levels *levels;              /* hier (asked, or a candidate of auto), else NULL */
+};
 
-/* Refuses algo mpi or shm with a 16-bit dtype, and shm where the ranks cannot share
- * memory. Collective over w when algo is auto or shm (they look for shared memory). */
+/* Refuses algo mpi or shm with a 16-bit dtype (hier sends it between nodes), shm where
+ * the ranks cannot share memory, and hier where nodes hold different numbers of ranks.
+ * Collective over w when algo is auto, shm or hier (they look for shared memory and
+ * nodes). */
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
                       dt_comm_dtype dtype, size_t max_floats, dt_error *err);
 /* Collective over the world when shared memory is in use. */

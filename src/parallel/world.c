@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/timer.h"
 
@@ -294,6 +295,36 @@ void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
     double fewest = same;
     dt_world_allreduce_doubles(w, &fewest, 1, DT_REDUCE_MIN);
     *spans_hosts = (int)fewest < w->size;
+}
+
+int dt_world_split_nodes(const dt_world *w, dt_world *local, dt_world *cross) {
+    enum { KEY = MPI_MAX_PROCESSOR_NAME + 64 };
+    char mine[KEY];
+    memset(mine, 0, sizeof mine);
+    int len = 0;
+    DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
+    /* the network namespace as the kernel names it, "net:[4026531840]" */
+    char ns[64] = "";
+    const ssize_t got = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[got > 0 ? got : 0] = 0;
+    snprintf(mine + strlen(mine), sizeof mine - strlen(mine), " %s", ns);
+    char *all = malloc((size_t)KEY * (size_t)w->size);
+    if (!all) dt_world_abort(w, "out of memory for the ranks' node names");
+    dt_world_allgather(w, mine, all, KEY, DT_U8, "the ranks' node names");
+    int color = w->rank, nodes = 0;
+    for (int r = 0; r < w->size; r++) {
+        int first = 1; /* r is the first rank of its node */
+        for (int q = 0; q < r && first; q++)
+            first = strncmp(all + (size_t)q * KEY, all + (size_t)r * KEY, KEY) != 0;
+        nodes += first;
+        if (first && color == w->rank && !strncmp(all + (size_t)r * KEY, mine, KEY)) color = r;
+    }
+    free(all);
+    dt_world_split(w, color, w->rank, local);
+    dt_world_split(w, local->rank, w->rank, cross);
+    double sizes[2] = {local->size, -local->size}; /* fewest and most ranks a node */
+    dt_world_allreduce_doubles(w, sizes, 2, DT_REDUCE_MIN);
+    return sizes[0] == -sizes[1] ? nodes : 0;
 }
 
 void dt_world_barrier(const dt_world *w, const char *what) {

@@ -15,6 +15,8 @@
 #include "core/proc.h"
 #include "core/textfile.h"
 #include "core/threads.h"
+#include "core/timer.h"
+#include "dtrain/dataset.h"
 #include "parallel/overlap.h"
 #include "perfmodel/simulate.h"
 #include "train/bench.h"
@@ -68,17 +70,29 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
     c->topology = DT_SIM_RING;
     int local_ranks = procs, spans = 0;
     if (net->hosts > 0 && procs > 1) {
-        /* dtrain's all-reduce across hosts is a flat ring over the ranks (no step inside
-         * a host first: shared memory is all the ranks' or none), and on the emulated
-         * hosts even ranks of one host talk over TCP: a ring of procs on the link, which
-         * is what 2 hosts x 2 ranks measured (bench/simulate_validation.sh: 42 ms for
-         * 2.8 MB at 1 Gbit/s, as 4 hosts; tree:2 would say 23) */
+        /* dtrain's all-reduce across hosts is a flat ring over the ranks unless told
+         * --allreduce hier (auto may choose it, a prediction cannot know), and on the
+         * emulated hosts even ranks of one host talk over TCP: a ring of procs on the
+         * link, which is what 2 hosts x 2 ranks measured with the ring
+         * (bench/simulate_validation.sh: 42 ms for 2.8 MB at 1 Gbit/s, as 4 hosts) */
         const int per = net->ranks_per_host > 0 ? net->ranks_per_host : 1;
         c->link = link_of(net->rate_bps, net->delay_s);
         spans = procs > per;
         local_ranks = procs < per ? procs : per;
-        snprintf(words, size, "emulated hosts: %g Mbit/s and %g us a message; %d rank(s) a host",
-                 net->rate_bps * 1e-6, net->delay_s * 1e6, per);
+        const int two_level = cfg->train.allreduce == DT_ALLREDUCE_HIER && per > 1;
+        if (two_level) {
+            /* --allreduce hier: the simulator's tree:K. Its step inside a host is a
+             * reduce-scatter and an all-gather; dtrain's is two whole sums (allreduce.c),
+             * twice the bytes and messages: the intra link at half its rate and twice
+             * its delay */
+            c->topology = DT_SIM_TREE;
+            c->per_node = per;
+            c->intra.bytes_per_s = SHM.bytes_per_s / 2;
+            c->intra.latency_s = SHM.latency_s * 2;
+        }
+        snprintf(words, size, "emulated hosts: %g Mbit/s and %g us a message; %d rank(s) a host%s",
+                 net->rate_bps * 1e-6, net->delay_s * 1e6, per,
+                 two_level ? ", two levels (hier)" : "");
     } else {
         snprintf(words, size, "shared memory: %g GB/s; %g us a message", SHM_BYTES_PER_S * 1e-9,
                  SHM_LATENCY_S * 1e6);
@@ -233,9 +247,9 @@ static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *ne
 /* cfg's model at batch on this machine as a rank of a run of 1 + beside processes
  * takes its step: its batches through train's loader from the study's data, bound to
  * `core` as that rank will be (-1: not bound), with the other ranks' loads running.
- * PROFILE_STEPS steps, then again over PROFILE_MIN_S when they were shorter. */
-static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, int batch, int threads,
-                          int beside, int core, dt_error *err) {
+ * PROFILE_STEPS steps, and more until PROFILE_MIN_S. */
+static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
+                          int batch, int threads, int beside, int core, dt_error *err) {
     cpu_set_t saved;
     if (core >= 0 && sched_getaffinity(0, sizeof saved, &saved))
         return dt_error_set(err, "cannot read this process's cores: %s", strerror(errno));
@@ -243,18 +257,11 @@ static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, int batch, 
     int rc = loads_start(&l, cfg, beside, core, batch, threads, err);
     if (rc == 0 && core >= 0 && bind_to_core(core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
-    const char *data = cfg->train.data;
-    const int workers = cfg->train.loader_workers;
+    const dt_bench_span span = {
+        .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
     if (rc == 0)
-        rc = dt_bench_profile(p, cfg->train.model, data, workers, batch, PROFILE_STEPS, threads,
-                              err);
-    if (rc == 0 && PROFILE_STEPS * p->step_s < PROFILE_MIN_S) {
-        double want = ceil(PROFILE_MIN_S / (p->step_s > 0 ? p->step_s : 1e-6));
-        const long steps = want > PROFILE_MAX_STEPS ? PROFILE_MAX_STEPS : (long)want;
-        dt_profile_free(p);
-        memset(p, 0, sizeof *p);
-        rc = dt_bench_profile(p, cfg->train.model, data, workers, batch, steps, threads, err);
-    }
+        rc = dt_bench_profile(p, cfg->train.model, data, cfg->train.loader_workers, batch, &span,
+                              threads, err);
     loads_stop(&l);
     if (core >= 0 && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
         rc = dt_error_set(err, "cannot restore this process's cores: %s", strerror(errno));
@@ -265,13 +272,14 @@ static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, int batch, 
  * with the ranks bound a core each, one per rank on its core, the slowest kept: a step
  * waits for its slowest rank, and this machine's two vCPUs ran lenet5's step at 5.2-5.8
  * and 5.6-6.3 ms (batch 128, each bound in turn, 3 times). */
-static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_scale_network *net,
-                       int procs, int batch, int threads, dt_error *err) {
+static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
+                       const dt_scale_network *net, int procs, int batch, int threads,
+                       dt_error *err) {
     if (!bound_to_cores(cfg, net, procs))
-        return profile_beside(p, cfg, batch, threads, procs - 1, -1, err);
+        return profile_beside(p, cfg, data, batch, threads, procs - 1, -1, err);
     for (int core = 0; core < procs; core++) {
         dt_profile rank = {0};
-        if (profile_beside(&rank, cfg, batch, threads, procs - 1, core, err)) {
+        if (profile_beside(&rank, cfg, data, batch, threads, procs - 1, core, err)) {
             dt_profile_free(&rank);
             return -1;
         }
@@ -362,8 +370,18 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         if (!cfg->quiet) fprintf(progress, "predictions kept from before the first runs\n");
         return 0;
     }
+    const double started = dt_now();
+    /* the study's data, open once for every profile (0.6 s a time for Fashion-MNIST) */
+    dt_dataset opened, *data = NULL;
+    if (cfg->train.data) {
+        if (dt_dataset_open(&opened, cfg->train.data, 1, err)) return -1;
+        data = &opened;
+    }
     dt_outfile f;
-    if (dt_make_dirs(cfg->out_dir, err) || dt_outfile_open(&f, path, err)) return -1;
+    if (dt_make_dirs(cfg->out_dir, err) || dt_outfile_open(&f, path, err)) {
+        if (data) dt_dataset_close(data);
+        return -1;
+    }
     for (int i = 0; i < N_COLUMNS; i++) fprintf(f.f, "%s%s", i ? "," : "", COLUMNS[i]);
     fputc('\n', f.f);
     const int saved_threads = dt_threads_get();
@@ -373,7 +391,7 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         dt_profile p = {0};
         dt_error why;
         /* alone: the grid's one process, and every worker past the machine (a host each) */
-        if (profile_beside(&p, cfg, cfg->batches[b], threads, 0, -1, &why)) {
+        if (profile_beside(&p, cfg, data, cfg->batches[b], threads, 0, -1, &why)) {
             /* e.g. a batch that does not fit: the sweep says so */
             if (!cfg->quiet)
                 fprintf(progress, "no prediction at batch %d: %s\n", cfg->batches[b], why.msg);
@@ -388,7 +406,7 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
             const int procs = cfg->procs[k];
             dt_profile beside = {0};
             if (procs > 1 &&
-                profile_run(&beside, cfg, net, procs, cfg->batches[b], threads, &why)) {
+                profile_run(&beside, cfg, data, net, procs, cfg->batches[b], threads, &why)) {
                 if (!cfg->quiet)
                     fprintf(progress, "no prediction at batch %d on %d processes: %s\n",
                             cfg->batches[b], procs, why.msg);
@@ -416,11 +434,14 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         dt_profile_free(&p);
     }
     dt_threads_set(saved_threads);
+    if (data) dt_dataset_close(data);
     if (rc) {
         dt_outfile_discard(&f);
         return -1;
     }
-    return dt_outfile_commit(&f, err);
+    if (dt_outfile_commit(&f, err)) return -1;
+    if (!cfg->quiet) fprintf(progress, "predicted in %.1f s\n", dt_now() - started);
+    return 0;
 }
 
 int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err) {

@@ -116,7 +116,7 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
         if (bad) return -1;
     }
     if (o->int8 && !o->infer) return dt_error_set(err, "--int8 times inference: add --infer");
-    if (o->feed && (!o->data || o->infer))
+    if (o->feed && ((!o->data && !o->dataset) || o->infer))
         return dt_error_set(err, "--feed takes training batches from --data: give --data, "
                                  "without --infer");
     if (o->load && (o->infer || o->profile || o->profile_out || o->profile_into))
@@ -327,7 +327,10 @@ static void feed_step(feed *f, dt_model *m, int32_t *labels) {
 
 static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_dataset *ds,
                        FILE *out, FILE *profile_table, dt_error *err) {
-    const long batch = o->batch, steps = o->steps;
+    const long batch = o->batch;
+    /* at least o->steps timed steps, and more (up to max_steps) until min_seconds */
+    const long most = o->min_seconds > 0 && o->max_steps > o->steps ? o->max_steps : o->steps;
+    long steps = 0; /* timed */
     dt_model m;
     dt_sgd opt_state = {0};
     spec->precision = o->precision;
@@ -335,7 +338,7 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
     m.conv_backend = o->backend;
     m.plain_layouts = o->plain_layouts;
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
-    double *times = malloc(sizeof(double) * (size_t)steps);
+    double *times = malloc(sizeof(double) * (size_t)most);
     if (!labels || !times || dt_model_alloc(&m, (int)batch, err) ||
         /* the recipe's momentum and weight decay: the update bench times is the one
          * train does; the rate does not change its cost, and a small one keeps steps on
@@ -367,10 +370,17 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
     }
     const int profile = o->profile || o->profile_out || o->profile_into;
     double total = 0.0, t_sgd = 0.0;
-    for (long s = -3; s < steps; s++) {
-        if (s == 0 && profile && dt_model_enable_profile(&m, err)) break;
+    int rc = 0;
+    for (long s = -3; s < o->steps || (s < most && total < o->min_seconds); s++) {
+        if (s == 0 && profile && dt_model_enable_profile(&m, err)) {
+            rc = -1;
+            break;
+        }
         if (s == 0 && o->load) { /* warm: say so, then load the core until killed */
-            if (puts("load: warm") == EOF || fflush(stdout)) break;
+            if (puts("load: warm") == EOF || fflush(stdout)) {
+                rc = dt_error_set(err, "--load: cannot write to the standard output");
+                break;
+            }
             for (;;) {
                 feed_step(&f, &m, labels);
                 dt_model_zero_grad(&m);
@@ -393,7 +403,16 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
             t_sgd += dt_now() - t_update;
             times[s] = dt;
             total += dt;
+            steps = s + 1;
         }
+    }
+    if (steps == 0) { /* the profile could not start, or --load's pipe is gone */
+        feed_close(&f);
+        free(labels);
+        free(times);
+        dt_sgd_free(&opt_state);
+        dt_model_free(&m);
+        return rc ? -1 : dt_error_set(err, "no step was timed");
     }
     qsort(times, (size_t)steps, sizeof(double), compare_double);
     double median = times[steps / 2];
@@ -412,7 +431,7 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
                             .ms_per_step = 1e3 * median,
                             .gflops = flops / median * 1e-9,
                             .blas_core = dt_blas_core_loaded()};
-    int rc = out ? write_line(out, 0, &r, err) : 0;
+    rc = out ? write_line(out, 0, &r, err) : 0;
     if (rc == 0 && o->profile && m.op_forward_s && write_kinds(profile_table, &m, steps, t_sgd))
         rc = dt_error_set(err, "cannot write the profile table");
     if (rc == 0 && (o->profile_out || o->profile_into)) {
@@ -438,32 +457,33 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
 
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err) {
     dt_model_spec spec = o->spec;
-    dt_dataset ds;
-    if (o->data) {
-        if (dt_dataset_open(&ds, o->data, 1, err)) return -1;
-        if (dt_train_model_spec(&spec, o->model, o->width, &ds, err)) {
-            dt_dataset_close(&ds);
-            return -1;
-        }
+    dt_dataset opened;
+    const dt_dataset *ds = o->dataset;
+    if (!ds && o->data) {
+        if (dt_dataset_open(&opened, o->data, 1, err)) return -1;
+        ds = &opened;
     }
-    const int rc =
-        o->infer ? bench_infer(o, &spec, out, err)
-                 : bench_train(o, &spec, o->data && o->feed ? &ds : NULL, out, profile_table, err);
-    if (o->data) dt_dataset_close(&ds);
+    int rc = ds ? dt_train_model_spec(&spec, o->model, o->width, ds, err) : 0;
+    if (rc == 0)
+        rc = o->infer ? bench_infer(o, &spec, out, err)
+                      : bench_train(o, &spec, o->feed ? ds : NULL, out, profile_table, err);
+    if (ds == &opened) dt_dataset_close(&opened);
     return rc;
 }
 
-int dt_bench_profile(dt_profile *p, const char *model, const char *data, int loader_workers,
-                     int batch, long steps, int threads, dt_error *err) {
+int dt_bench_profile(dt_profile *p, const char *model, const dt_dataset *data, int loader_workers,
+                     int batch, const dt_bench_span *span, int threads, dt_error *err) {
     dt_bench_options o = {.model = model,
-                          .data = data,
+                          .dataset = data,
                           .feed = data != NULL,
                           .loader_workers = loader_workers,
                           .backend = DT_CONV_DNNL,
                           .precision = DT_PRECISION_FP32,
                           .batch = batch,
                           .threads = threads,
-                          .steps = steps,
+                          .steps = span->steps,
+                          .min_seconds = span->min_seconds,
+                          .max_steps = span->max_steps,
                           .profile_into = p};
     if (dt_zoo_spec_of(&o.spec, model, err)) return -1;
     const dt_zoo_recipe *r = dt_zoo_recipe_of(model); /* the update train would do */

@@ -21,14 +21,17 @@ typedef struct dt_bench_options {
     const char *model;  /* the zoo name, as printed */
     dt_model_spec spec; /* the model to build (its width already taken from --width) */
     const char *data;   /* --data: the model takes its input shape and classes; or NULL */
-    int width;          /* --width as given (0: the model's own), for --data's spec */
-    const char *init;   /* --init: the weights (--infer), or NULL */
+    const struct dt_dataset *dataset; /* or the data already open (the caller's), or NULL */
+    int width;                        /* --width as given (0: the model's own), for --data's spec */
+    const char *init;                 /* --init: the weights (--infer), or NULL */
     int infer, int8, plain_layouts;
     dt_int8_engine engine;
     dt_conv_backend backend;
     dt_precision precision;
     int batch, threads;
-    long steps;
+    long steps;         /* timed, after 3 warm-up steps */
+    double min_seconds; /* training: more steps, up to max_steps, until they took this long */
+    long max_steps;
     float momentum, weight_decay;    /* the recipe's: the update train does */
     int profile;                     /* --profile: time per layer kind to `profile_table` */
     const char *profile_out;         /* --profile-out: each op's time as JSON, or NULL */
@@ -49,14 +52,22 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err);
  * file, with o->profile_into the profile in memory. */
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err);
 
+/* How many training steps a profile times: at least `steps`, and more, up to
+ * max_steps, until they add up to min_seconds. */
+typedef struct dt_bench_span {
+    long steps, max_steps;
+    double min_seconds;
+} dt_bench_span;
+
 /* Each op's forward and backward time of `model` (a zoo name or FILE.onnx, fp32 on
- * oneDNN) at `batch` over `steps` training steps on this machine with `threads` threads
- * (already set), as `dtrain bench --profile-out` takes it: what `simulate` and `scale`
- * predict from when given no profile. With `data` (else NULL: random samples, the
- * model's own input shape) the model takes the data's shape and each step its batch
- * through train's loader with `loader_workers` threads (bench --feed), whose time
- * lands in the profile's other_ms. */
-int dt_bench_profile(struct dt_profile *p, const char *model, const char *data, int loader_workers,
-                     int batch, long steps, int threads, dt_error *err);
+ * oneDNN) at `batch` over the span's training steps on this machine with `threads`
+ * threads (already set), as `dtrain bench --profile-out` takes it: what `simulate` and
+ * `scale` predict from when given no profile. With `data` (else NULL: random samples,
+ * the model's own input shape) the model takes the data's shape and each step its
+ * batch through train's loader with `loader_workers` threads (bench --feed), whose
+ * time lands in the profile's other_ms. */
+int dt_bench_profile(struct dt_profile *p, const char *model, const struct dt_dataset *data,
+                     int loader_workers, int batch, const dt_bench_span *span, int threads,
+                     dt_error *err);
 
 #endif

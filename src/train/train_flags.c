@@ -47,7 +47,7 @@ static const char *mode_of(const dt_train_config *cfg) {
 }
 
 static const char *allreduce_names(void) {
-    return "auto, shm, ring, mpi";
+    return "auto, shm, hier, ring, mpi";
 }
 static int allreduce_parse(dt_train_config *cfg, const char *text) {
     return dt_allreduce_parse(text, &cfg->allreduce);
@@ -221,10 +221,11 @@ static const dt_train_flag flags[] = {
     {.name = "allreduce",
      .value = "A",
      CHOICE_ROW(allreduce_names, allreduce_parse, allreduce_of),
-     .help = "auto (default: shm when all ranks share one host and MPI\n"
-             "may use shared memory, else ring for buckets >= 64 KiB and\n"
-             "mpi below) | shm (shared memory, exact) | ring (own\n"
-             "reduce-scatter + all-gather) | mpi"},
+     .help = "auto (default: timed over the first calls of each bucket\n"
+             "size, the fastest of shm, hier, ring and mpi where each\n"
+             "can run) | shm (shared memory, one host) | hier (two\n"
+             "levels: in each node, then a ring between the nodes) |\n"
+             "ring (own reduce-scatter + all-gather) | mpi"},
     {.name = "precision",
      .value = "P",
      CHOICE_ROW(precision_names, precision_parse, precision_of),
