@@ -83,12 +83,20 @@ check "bench --feed without --data: exit 2" test $? -eq 2
 check "... in one line naming --feed" sh -c "[ \$(wc -l <'$tmp/feed.err') -eq 1 ] && grep -q -- '--feed' '$tmp/feed.err'"
 # --load: a rank's load beside a measurement (scale's profiles): says when it is warm,
 # then runs until killed.
-mkfifo "$tmp/load.fifo"
-"$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --load >"$tmp/load.fifo" 2>/dev/null &
+# A byte on its stdin asks for its median step since the last ask.
+mkfifo "$tmp/load.fifo" "$tmp/ask.fifo"
+"$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --load <"$tmp/ask.fifo" \
+    >"$tmp/load.fifo" 2>/dev/null &
 load_pid=$!
-warm=$(timeout 120 head -n 1 "$tmp/load.fifo")
+exec 3>"$tmp/ask.fifo" 4<"$tmp/load.fifo"
+warm=$(timeout 120 head -n 1 <&4)
 check "bench --load says it is warm" test "$warm" = "load: warm"
 check "... and keeps running" kill -0 $load_pid
+printf '?' >&3
+answer=$(timeout 120 head -n 1 <&4)
+check "... and asked, tells its median step ($answer)" \
+    awk -v a="$answer" 'BEGIN { exit !(a ~ /^load: [0-9.e-]+$/ && substr(a, 7) + 0 > 0) }'
+exec 3>&- 4<&-
 kill $load_pid
 wait $load_pid 2>/dev/null
 "$DTRAIN" bench --model lenet5 --load --profile-out "$tmp/y.json" >/dev/null 2>"$tmp/load.err"

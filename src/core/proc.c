@@ -82,7 +82,7 @@ int dt_proc_spawn(dt_proc *p, const char *const *argv, const dt_proc_opts *o, dt
     p->group = o->new_group;
     int fds[3] = {-2, -2, -2}, report[2] = {-1, -1}, rc = -1;
     char **env = NULL;
-    if ((fds[0] = open_redirect(o->stdin_path, 0, 0, err)) == -1 ||
+    if ((fds[0] = open_redirect(o->stdin_path, o->stdin_fd, 0, err)) == -1 ||
         (fds[1] = open_redirect(o->stdout_path, o->stdout_fd, 1, err)) == -1 ||
         (fds[2] = open_redirect(o->stderr_path, o->stderr_fd, 1, err)) == -1)
         goto done;

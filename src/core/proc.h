@@ -19,7 +19,7 @@ typedef struct dt_proc_opts {
     /* Redirections: a path is opened here (stdin read-only, stdout/stderr created or
      * truncated), else a descriptor > 0 is put in place, else the stream is inherited. */
     const char *stdin_path, *stdout_path, *stderr_path;
-    int stdout_fd, stderr_fd;
+    int stdin_fd, stdout_fd, stderr_fd;
     /* "NAME=VALUE" entries, NULL-terminated, set in its environment where NAME is unset */
     const char *const *env_defaults;
 } dt_proc_opts;

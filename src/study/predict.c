@@ -139,6 +139,7 @@ enum { LOAD_WARM_MS = 600 * 1000 };
  * make run's study), which a profile taken alone did not see. */
 typedef struct loads {
     dt_proc *procs;
+    int *ask, *answer; /* each load's stdin (write end) and stdout (read end) */
     int n;
 } loads;
 
@@ -146,28 +147,52 @@ static void loads_stop(loads *l) {
     for (int i = 0; i < l->n; i++) {
         dt_proc_kill(&l->procs[i], SIGKILL);
         dt_proc_wait(&l->procs[i], 1, NULL, NULL);
+        close(l->ask[i]);
+        close(l->answer[i]);
     }
     free(l->procs);
-    l->procs = NULL;
-    l->n = 0;
+    free(l->ask);
+    free(l->answer);
+    memset(l, 0, sizeof *l);
 }
 
-/* Reads from fd until "load: warm\n" (1), end of file (0) or the wait is over (-1). */
-static int read_warm(int fd, int timeout_ms) {
-    static const char WARM[] = "load: warm\n";
-    char got[sizeof WARM];
+/* One line from fd into line[size] (without its newline): 1, or 0 at end of file, or -1
+ * when none came within timeout_ms. Byte by byte: the loads write nothing else. */
+static int read_line(int fd, char *line, size_t size, int timeout_ms) {
     size_t have = 0;
-    while (have < sizeof WARM - 1) {
+    for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         const int ready = poll(&pfd, 1, timeout_ms);
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) return -1;
-        const ssize_t k = read(fd, got + have, sizeof WARM - 1 - have);
+        char c;
+        const ssize_t k = read(fd, &c, 1);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return 0;
-        have += (size_t)k;
+        if (c == '\n') break;
+        if (have + 1 < size) line[have++] = c;
     }
-    return memcmp(got, WARM, sizeof WARM - 1) ? 0 : 1;
+    line[have] = 0;
+    return 1;
+}
+
+/* Asks every load for the median of its steps since the last ask (bench --load): the
+ * slowest into *slowest (0 when asked only to start a window); -1 with err. */
+static int loads_ask(loads *l, const dt_sweep_config *cfg, double *slowest, dt_error *err) {
+    *slowest = 0;
+    for (int i = 0; i < l->n; i++)
+        if (write(l->ask[i], "?", 1) != 1)
+            return dt_error_set(err, "the profile's load ended: %s", strerror(errno));
+    for (int i = 0; i < l->n; i++) {
+        char line[64], *end;
+        const int got = read_line(l->answer[i], line, sizeof line, LOAD_WARM_MS);
+        const double s = got == 1 && !strncmp(line, "load: ", 6) ? strtod(line + 6, &end) : -1;
+        if (!(s >= 0))
+            return dt_error_set(err, "the profile's load (%s bench --load) %s", cfg->dtrain,
+                                got < 0 ? "did not answer in 10 minutes" : "ended first");
+        if (s > *slowest) *slowest = s;
+    }
+    return 0;
 }
 
 /* This thread on core `core` alone (children started now inherit it); -1 with errno. */
@@ -178,13 +203,20 @@ static int bind_to_core(int core) {
     return sched_setaffinity(0, sizeof set, &set);
 }
 
-/* Starts n loads; with `core` >= 0 each is bound to a core of its own, every core
- * 0..n but `core` in turn (this thread's cores are changed: the caller restores them). */
+/* Starts n loads, each warm when this returns; with `core` >= 0 each is bound to a core
+ * of its own, every core 0..n but `core` in turn (this thread's cores are changed: the
+ * caller restores them). */
 static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, int batch,
                        int threads, dt_error *err) {
-    l->n = 0;
-    l->procs = n > 0 ? calloc((size_t)n, sizeof *l->procs) : NULL;
-    if (n > 0 && !l->procs) return dt_error_set(err, "out of memory for the profile's loads");
+    memset(l, 0, sizeof *l);
+    if (n == 0) return 0;
+    l->procs = calloc((size_t)n, sizeof *l->procs);
+    l->ask = calloc((size_t)n, sizeof *l->ask);
+    l->answer = calloc((size_t)n, sizeof *l->answer);
+    if (!l->procs || !l->ask || !l->answer) {
+        loads_stop(l);
+        return dt_error_set(err, "out of memory for the profile's loads");
+    }
     char batch_text[16], threads_text[16], workers_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
     snprintf(threads_text, sizeof threads_text, "%d", threads);
@@ -203,30 +235,42 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, in
             return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
                                 strerror(errno));
         }
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC)) {
+        int in[2], out[2];
+        if (pipe2(in, O_CLOEXEC)) {
             loads_stop(l);
             return dt_error_set(err, "cannot make a pipe for the profile's load: %s",
                                 strerror(errno));
         }
-        const dt_proc_opts o = {.new_group = 1, .death_signal = SIGKILL, .stdout_fd = fds[1]};
+        if (pipe2(out, O_CLOEXEC)) {
+            close(in[0]);
+            close(in[1]);
+            loads_stop(l);
+            return dt_error_set(err, "cannot make a pipe for the profile's load: %s",
+                                strerror(errno));
+        }
+        const dt_proc_opts o = {
+            .new_group = 1, .death_signal = SIGKILL, .stdin_fd = in[0], .stdout_fd = out[1]};
         const int bad = dt_proc_spawn(&l->procs[l->n], argv, &o, err);
-        close(fds[1]);
+        close(in[0]);
+        close(out[1]);
         if (bad) {
-            close(fds[0]);
+            close(in[1]);
+            close(out[0]);
             loads_stop(l);
             return -1;
         }
+        l->ask[l->n] = in[1];
+        l->answer[l->n] = out[0];
         l->n++;
-        const int warm = read_warm(fds[0], LOAD_WARM_MS);
-        close(fds[0]);
-        if (warm != 1) {
+        char line[64];
+        const int got = read_line(out[0], line, sizeof line, LOAD_WARM_MS);
+        if (got != 1 || strcmp(line, "load: warm")) {
             loads_stop(l);
             return dt_error_set(err,
                                 "the profile's load (%s bench --model %s --batch-size %d "
                                 "--load) %s",
                                 cfg->dtrain, cfg->train.model, batch,
-                                warm < 0 ? "was not warm after 10 minutes" : "ended first");
+                                got < 0 ? "was not warm after 10 minutes" : "ended first");
         }
     }
     return 0;
@@ -244,53 +288,49 @@ static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *ne
     return procs == 2 && net->hosts == 0 && !cfg->srun && dt_overlap_host_cores() >= procs;
 }
 
-/* cfg's model at batch on this machine as a rank of a run of 1 + beside processes
- * takes its step: its batches through train's loader from the study's data, bound to
- * `core` as that rank will be (-1: not bound), with the other ranks' loads running.
- * PROFILE_STEPS steps, and more until PROFILE_MIN_S. */
-static int profile_beside(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
-                          int batch, int threads, int beside, int core, dt_error *err) {
+/* Every time of p times k. */
+static void profile_scale(dt_profile *p, double k) {
+    p->step_s *= k;
+    p->sgd_s *= k;
+    p->other_s *= k;
+    for (int i = 0; i < p->n_ops; i++) {
+        p->ops[i].forward_s *= k;
+        p->ops[i].backward_s *= k;
+    }
+}
+
+/* cfg's model at batch on this machine as a rank of a run of procs processes takes its
+ * step: its batches through train's loader from the study's data, bound as rank 0 will
+ * be (where mpirun binds the ranks a core each), with the other ranks' steps running
+ * beside it (bench --load, bound as theirs will be), PROFILE_STEPS steps and more until
+ * PROFILE_MIN_S. A step waits for the slowest rank: when a load's median step over the
+ * profile's time was longer than the profile's, the profile is scaled up to it (this
+ * machine's two vCPUs ran lenet5's step at 5.2-5.8 and 5.6-6.3 ms, batch 128, each
+ * bound in turn, 3 times). */
+static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
+                       const dt_scale_network *net, int procs, int batch, int threads,
+                       double *slowest, dt_error *err) {
+    const int core = procs > 1 && bound_to_cores(cfg, net, procs) ? 0 : -1;
     cpu_set_t saved;
     if (core >= 0 && sched_getaffinity(0, sizeof saved, &saved))
         return dt_error_set(err, "cannot read this process's cores: %s", strerror(errno));
     loads l;
-    int rc = loads_start(&l, cfg, beside, core, batch, threads, err);
+    int rc = loads_start(&l, cfg, procs - 1, core, batch, threads, err);
     if (rc == 0 && core >= 0 && bind_to_core(core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
     const dt_bench_span span = {
         .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
+    *slowest = 0;
+    if (rc == 0) rc = loads_ask(&l, cfg, slowest, err); /* their window starts */
     if (rc == 0)
         rc = dt_bench_profile(p, cfg->train.model, data, cfg->train.loader_workers, batch, &span,
                               threads, err);
+    if (rc == 0) rc = loads_ask(&l, cfg, slowest, err);
+    if (rc == 0 && *slowest > p->step_s && p->step_s > 0) profile_scale(p, *slowest / p->step_s);
     loads_stop(&l);
     if (core >= 0 && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
         rc = dt_error_set(err, "cannot restore this process's cores: %s", strerror(errno));
     return rc;
-}
-
-/* The compute of a run of procs processes here: one profile beside procs - 1 loads, or,
- * with the ranks bound a core each, one per rank on its core, the slowest kept: a step
- * waits for its slowest rank, and this machine's two vCPUs ran lenet5's step at 5.2-5.8
- * and 5.6-6.3 ms (batch 128, each bound in turn, 3 times). */
-static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
-                       const dt_scale_network *net, int procs, int batch, int threads,
-                       dt_error *err) {
-    if (!bound_to_cores(cfg, net, procs))
-        return profile_beside(p, cfg, data, batch, threads, procs - 1, -1, err);
-    for (int core = 0; core < procs; core++) {
-        dt_profile rank = {0};
-        if (profile_beside(&rank, cfg, data, batch, threads, procs - 1, core, err)) {
-            dt_profile_free(&rank);
-            return -1;
-        }
-        if (core == 0 || rank.step_s > p->step_s) {
-            dt_profile_free(p);
-            *p = rank;
-        } else {
-            dt_profile_free(&rank);
-        }
-    }
-    return 0;
 }
 
 /* The past-the-machine worker counts: 1, 2, 4, .. and the largest. */
@@ -391,7 +431,8 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         dt_profile p = {0};
         dt_error why;
         /* alone: the grid's one process, and every worker past the machine (a host each) */
-        if (profile_beside(&p, cfg, data, cfg->batches[b], threads, 0, -1, &why)) {
+        double no_loads;
+        if (profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, &no_loads, &why)) {
             /* e.g. a batch that does not fit: the sweep says so */
             if (!cfg->quiet)
                 fprintf(progress, "no prediction at batch %d: %s\n", cfg->batches[b], why.msg);
@@ -405,8 +446,9 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         for (int k = 0; k < cfg->n_procs && rc == 0; k++) {
             const int procs = cfg->procs[k];
             dt_profile beside = {0};
-            if (procs > 1 &&
-                profile_run(&beside, cfg, data, net, procs, cfg->batches[b], threads, &why)) {
+            double slowest = 0; /* the loads' slowest median step */
+            if (procs > 1 && profile_run(&beside, cfg, data, net, procs, cfg->batches[b], threads,
+                                         &slowest, &why)) {
                 if (!cfg->quiet)
                     fprintf(progress, "no prediction at batch %d on %d processes: %s\n",
                             cfg->batches[b], procs, why.msg);
@@ -414,9 +456,10 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
                 continue;
             }
             if (procs > 1 && !cfg->quiet)
-                fprintf(progress, "  beside %d more%s: %.2f ms a step\n", procs - 1,
-                        bound_to_cores(cfg, net, procs) ? ", on the slowest rank's core" : "",
-                        beside.step_s * 1e3);
+                fprintf(progress,
+                        "  beside %d more%s: %.2f ms a step (the others' slowest: %.2f)\n",
+                        procs - 1, bound_to_cores(cfg, net, procs) ? ", a core each" : "",
+                        beside.step_s * 1e3, slowest * 1e3);
             dt_sim_config c = dt_sim_config_default();
             char words[160];
             network_config(cfg, net, procs, &c, words, sizeof words);
@@ -609,8 +652,8 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             "\n## Predicted before measuring\n\n`scale` profiled the model here at each batch "
             "size with the threads each run gets, as a rank takes its step (bench's training "
             "step fed by train's loader from the study's data; for P processes beside P-1 "
-            "copies of it, and with the ranks bound a core each, on each rank's core in turn, "
-            "the slowest kept) and simulated every config's step before the first run "
+            "copies of it, bound as mpirun binds the ranks, the slowest rank's median step "
+            "kept) and simulated every config's step before the first run "
             "(`predicted.csv`; communication over %s). Measured step: the measured epoch's "
             "time / its steps (the median over the repeats, their range beside it).\n\n| procs "
             "| batch | threads | predicted step (ms) | compute (ms) | exposed comm (ms) | "
