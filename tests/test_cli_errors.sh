@@ -36,7 +36,7 @@ expect "missing data dir" "cannot open $tmp/nodata/train-images-idx3-ubyte" "$DT
 expect "bad loader workers" "--loader-workers must be between 0 and 64" "$DTRAIN" train --loader-workers -1
 expect "bad schedule" "--lr-schedule must be constant, cosine or step" "$DTRAIN" train --lr-schedule fast
 expect "bad mode" "--mode must be allreduce" "$DTRAIN" train --mode gossip
-expect "bad all-reduce" "--allreduce must be auto, shm, ring or mpi" "$DTRAIN" train --allreduce tree
+expect "bad all-reduce" "--allreduce must be auto, shm, hier, ring or mpi" "$DTRAIN" train --allreduce tree
 expect "bad bucket size" "--bucket-mb must be between" "$DTRAIN" train --bucket-mb 0
 expect "bad lr scaling" "--lr-scaling must be linear or none" "$DTRAIN" train --lr-scaling sqrt
 expect "shape mismatch" "takes 3x32x32 inputs" "$DTRAIN" train --model resnet18 --data synthetic:mnist --quiet

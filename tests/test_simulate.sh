@@ -100,7 +100,7 @@ exec 3>&- 4<&-
 kill $load_pid
 wait $load_pid 2>/dev/null
 "$DTRAIN" bench --model lenet5 --load --profile-out "$tmp/y.json" >/dev/null 2>"$tmp/load.err"
-check "bench --load with a profile is refused" grep -q -- "--load runs training steps and times nothing" "$tmp/load.err"
+check "bench --load with a profile is refused" grep -q -- "--load runs training steps until killed" "$tmp/load.err"
 "$DTRAIN" bench --model lenet5 --steps 1 --profile-out "$tmp/none/x.json" >/dev/null \
     2>"$tmp/dir.err"
 check "bench --profile-out into a missing folder: one line" test "$(wc -l <"$tmp/dir.err")" -eq 1

@@ -52,9 +52,11 @@ static void bench_usage(const cli_flags *flags, FILE *out) {
             "  --feed               with --data: each timed step takes its batch from the data\n"
             "                       through train's loader (--loader-workers threads), as a\n"
             "                       training step does\n"
-            "  --load               run training steps until killed, timing nothing; prints\n"
-            "                       'load: warm' on stdout once the warm-up steps are done\n"
-            "                       (one more rank's load: scale profiles beside such loads)\n"
+            "  --load               run training steps until killed: prints 'load: warm' on\n"
+            "                       stdout once the warm-up steps are done, and for each\n"
+            "                       byte read on stdin 'load: S', the median seconds of the\n"
+            "                       steps since the last (up to --steps of them); one more\n"
+            "                       rank's load (scale profiles beside such loads)\n"
             "  --help               this text\n");
 }
 

@@ -65,12 +65,15 @@ static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_d
         levels_free(l);
         return dt_error_set(err, "out of memory for the two-level all-reduce");
     }
-    /* in a node: shared memory where MPI may use it (the ranks agree), else the ring */
+    /* in a node: shared memory where MPI may use it (the ranks agree), else the ring;
+     * a node of one rank has nothing to sum (no buffer) */
     dt_error why;
-    if (dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, max_floats,
-                          &why) &&
-        dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, max_floats,
-                          err)) {
+    if (l->local.size == 1
+            ? dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, 0, err)
+            : dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, max_floats,
+                                &why) &&
+                  dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32,
+                                    max_floats, err)) {
         levels_free(l);
         return -1;
     }
@@ -108,6 +111,7 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
         ar->world = w;
         ar->algo = algo;
         ar->dtype = dtype;
+        snprintf(ar->used, sizeof ar->used, "hier: one rank");
         if (w->size == 1) return 0;
         const int rc = levels_create(&ar->levels, w, dtype, max_floats, err);
         if (rc > 0) {
@@ -115,9 +119,13 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
             dt_error_set(err, "--allreduce hier: %s", why.msg);
         }
         if (rc) return -1;
-        snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node",
-                 ar->levels->nodes, ar->levels->local.size,
-                 dt_allreduce_name(ar->levels->in_node->algo));
+        if (ar->levels->local.size == 1)
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x 1 rank, the ring between them",
+                     ar->levels->nodes);
+        else
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node",
+                     ar->levels->nodes, ar->levels->local.size,
+                     dt_allreduce_name(ar->levels->in_node->algo));
         return 0;
     }
     if (dtype != DT_COMM_FP32 && algo == DT_ALLREDUCE_MPI) {

@@ -97,13 +97,14 @@ struct dt_allreduce {
  * nodes). */
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
                       dt_comm_dtype dtype, size_t max_floats, dt_error *err);
-/* Collective over the world when shared memory is in use. */
+/* Collective over the world when shared memory or hier's levels are in use. */
 void dt_allreduce_free(dt_allreduce *ar);
 
 /* In place: buf[0..n) becomes the element-wise sum over all ranks. */
 void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n);
 
-/* auto: one call with candidate algo (shm, ring or mpi; another aborts) on auto's own
+/* auto: one call with candidate algo (shm, hier, ring or mpi; one not among auto's
+ * candidates here aborts) on auto's own
  * resources, outside its tuning: what auto chooses from, timed on the same memory. */
 void dt_allreduce_sum_with(dt_allreduce *ar, dt_allreduce_algo algo, float *buf, size_t n);
 /* auto: whether the calls of n floats have a chosen algorithm yet, and which. */

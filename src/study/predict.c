@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -84,7 +85,10 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
             /* --allreduce hier: the simulator's tree:K. Its step inside a host is a
              * reduce-scatter and an all-gather; dtrain's is two whole sums (allreduce.c),
              * twice the bytes and messages: the intra link at half its rate and twice
-             * its delay */
+             * its delay. Taken as shared memory: scale's emulated hosts give MPI TCP
+             * only (netns.c), so there the step inside a host runs the ring over the
+             * namespace's loopback, not measured here (bench/simulate_validation.sh's
+             * 2 x 2 runs allow vader) */
             c->topology = DT_SIM_TREE;
             c->per_node = per;
             c->intra.bytes_per_s = SHM.bytes_per_s / 2;
@@ -180,34 +184,56 @@ static int read_line(int fd, char *line, size_t size, int timeout_ms) {
  * slowest into *slowest (0 when asked only to start a window); -1 with err. */
 static int loads_ask(loads *l, const dt_sweep_config *cfg, double *slowest, dt_error *err) {
     *slowest = 0;
-    for (int i = 0; i < l->n; i++)
-        if (write(l->ask[i], "?", 1) != 1)
-            return dt_error_set(err, "the profile's load ended: %s", strerror(errno));
+    /* a load that died closed its stdin: the write fails with EPIPE, and the SIGPIPE it
+     * raises here (which would end scale without a word) is blocked and taken back */
+    sigset_t pipe_signal, before;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, &before);
+    int dead = -1, why = 0;
+    for (int i = 0; i < l->n && dead < 0; i++)
+        if (write(l->ask[i], "?", 1) != 1) dead = i, why = errno;
+    if (why == EPIPE) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_signal, NULL, &now) == SIGPIPE) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    if (dead >= 0)
+        return dt_error_set(err, "the profile's load (%s bench --load) ended: %s", cfg->dtrain,
+                            strerror(why));
     for (int i = 0; i < l->n; i++) {
-        char line[64], *end;
+        char line[64], *end = NULL;
         const int got = read_line(l->answer[i], line, sizeof line, LOAD_WARM_MS);
         const double s = got == 1 && !strncmp(line, "load: ", 6) ? strtod(line + 6, &end) : -1;
-        if (!(s >= 0))
+        if (!(s >= 0) || !end || *end)
             return dt_error_set(err, "the profile's load (%s bench --load) %s", cfg->dtrain,
-                                got < 0 ? "did not answer in 10 minutes" : "ended first");
+                                got < 0   ? "did not answer in 10 minutes"
+                                : got > 0 ? "answered something else than its median step"
+                                          : "ended first");
         if (s > *slowest) *slowest = s;
     }
     return 0;
 }
 
-/* This thread on core `core` alone (children started now inherit it); -1 with errno. */
-static int bind_to_core(int core) {
+/* This thread on the `k`-th CPU (from 0) of `allowed` alone (children started now
+ * inherit it); -1 with errno. */
+static int bind_to_core(const cpu_set_t *allowed, int k) {
+    int cpu = 0;
+    for (int seen = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, allowed) && seen++ == k) break;
+    if (cpu == CPU_SETSIZE) return errno = EINVAL, -1;
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(core, &set);
+    CPU_SET(cpu, &set);
     return sched_setaffinity(0, sizeof set, &set);
 }
 
 /* Starts n loads, each warm when this returns; with `core` >= 0 each is bound to a core
  * of its own, every core 0..n but `core` in turn (this thread's cores are changed: the
  * caller restores them). */
-static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, int batch,
-                       int threads, dt_error *err) {
+static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *allowed, int n,
+                       int core, int batch, int threads, dt_error *err) {
     memset(l, 0, sizeof *l);
     if (n == 0) return 0;
     l->procs = calloc((size_t)n, sizeof *l->procs);
@@ -217,20 +243,22 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, in
         loads_stop(l);
         return dt_error_set(err, "out of memory for the profile's loads");
     }
-    char batch_text[16], threads_text[16], workers_text[16];
+    char batch_text[16], threads_text[16], workers_text[16], steps_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
     snprintf(threads_text, sizeof threads_text, "%d", threads);
     snprintf(workers_text, sizeof workers_text, "%d", cfg->train.loader_workers);
-    const char *argv[16] = {cfg->dtrain,      "bench",        "--model",
-                            cfg->train.model, "--batch-size", batch_text,
-                            "--threads",      threads_text,   "--load"};
+    /* --steps: how many of its last steps a load's median can cover */
+    snprintf(steps_text, sizeof steps_text, "%d", (int)PROFILE_MAX_STEPS);
+    const char *argv[18] = {cfg->dtrain,    "bench",    "--model",   cfg->train.model,
+                            "--batch-size", batch_text, "--threads", threads_text,
+                            "--steps",      steps_text, "--load"};
     if (cfg->train.data) { /* fed as the run's ranks are */
         const char *fed[] = {"--data", cfg->train.data, "--feed", "--loader-workers", workers_text};
-        memcpy(argv + 9, fed, sizeof fed);
+        memcpy(argv + 11, fed, sizeof fed);
     }
     for (int i = 0; i < n; i++) {
         const int its = i < core ? i : i + 1;
-        if (core >= 0 && bind_to_core(its)) {
+        if (core >= 0 && bind_to_core(allowed, its)) {
             loads_stop(l);
             return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
                                 strerror(errno));
@@ -281,11 +309,21 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, int n, int core, in
  * process runs without mpirun, unbound; emulated hosts' runs are not bound (netns.c). The
  * rank's loader thread then shares its core: lenet5 at batch 128 took 12% longer a step
  * with its batches decoded on the step's core than beside it. */
-static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *net, int procs) {
+static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
+                          const cpu_set_t *allowed) {
     dt_sim_mode mode = DT_SIM_ALLREDUCE;
     if (sim_mode_of(cfg, &mode) && mode != DT_SIM_ALLREDUCE) /* the servers are ranks too */
         procs += cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
-    return procs == 2 && net->hosts == 0 && !cfg->srun && dt_overlap_host_cores() >= procs;
+    /* one thread a rank: only this thread is bound here, not OpenMP's and OpenBLAS's */
+    const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
+    return procs == 2 && threads == 1 && net->hosts == 0 && !cfg->srun && !cfg->mpirun_extra &&
+           CPU_COUNT(allowed) >= procs;
+}
+
+/* Whether the ranks run on this machine (emulated hosts do; a hostfile's or srun's
+ * hosts do not, and their steps are not profiled beside loads here). */
+static int ranks_here(const dt_sweep_config *cfg, const dt_scale_network *net) {
+    return !cfg->srun && (net->hosts > 0 || !cfg->mpirun_extra);
 }
 
 /* Every time of p times k. */
@@ -310,13 +348,14 @@ static void profile_scale(dt_profile *p, double k) {
 static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
                        const dt_scale_network *net, int procs, int batch, int threads,
                        double *slowest, dt_error *err) {
-    const int core = procs > 1 && bound_to_cores(cfg, net, procs) ? 0 : -1;
     cpu_set_t saved;
-    if (core >= 0 && sched_getaffinity(0, sizeof saved, &saved))
+    if (sched_getaffinity(0, sizeof saved, &saved))
         return dt_error_set(err, "cannot read this process's cores: %s", strerror(errno));
+    const int core = procs > 1 && bound_to_cores(cfg, net, procs, &saved) ? 0 : -1;
     loads l;
-    int rc = loads_start(&l, cfg, procs - 1, core, batch, threads, err);
-    if (rc == 0 && core >= 0 && bind_to_core(core))
+    int rc = loads_start(&l, cfg, &saved, ranks_here(cfg, net) ? procs - 1 : 0, core, batch,
+                         threads, err);
+    if (rc == 0 && core >= 0 && bind_to_core(&saved, core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
     const dt_bench_span span = {
         .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
@@ -456,10 +495,8 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
                 continue;
             }
             if (procs > 1 && !cfg->quiet)
-                fprintf(progress,
-                        "  beside %d more%s: %.2f ms a step (the others' slowest: %.2f)\n",
-                        procs - 1, bound_to_cores(cfg, net, procs) ? ", a core each" : "",
-                        beside.step_s * 1e3, slowest * 1e3);
+                fprintf(progress, "  beside %d more: %.2f ms a step (the others' slowest: %.2f)\n",
+                        ranks_here(cfg, net) ? procs - 1 : 0, beside.step_s * 1e3, slowest * 1e3);
             dt_sim_config c = dt_sim_config_default();
             char words[160];
             network_config(cfg, net, procs, &c, words, sizeof words);

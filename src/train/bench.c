@@ -122,7 +122,7 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
         return dt_error_set(err, "--feed takes training batches from --data: give --data, "
                                  "without --infer");
     if (o->load && (o->infer || o->profile || o->profile_out || o->profile_into))
-        return dt_error_set(err, "--load runs training steps and times nothing: not with --infer "
+        return dt_error_set(err, "--load runs training steps until killed: not with --infer "
                                  "or a profile");
     return 0;
 }
@@ -384,8 +384,8 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
                 break;
             }
             /* A byte on stdin asks for the median of the steps since the last ask
-             * ("load: S" seconds; 0 when none finished), from the step that ends next:
-             * what this rank's step took beside a measurement. */
+             * (up to --steps of them; "load: S" seconds), answered when the step under
+             * way ends: what this rank's step took beside a measurement. */
             long done = 0;
             for (;;) {
                 const double t0 = dt_now();
