@@ -88,8 +88,11 @@ static double cpu_seconds(long *involuntary) {
 enum { ALGOS = 7, SHM = 0, PLAIN = 3, AUTO = 4, AGAIN = 5, HIER = 6, MAX_REPS = 64 };
 static const char *const algo_names[ALGOS] = {"shm",  "ring",         "mpi", "plain_ring",
                                               "auto", "chosen_again", "hier"};
-static const dt_allreduce_algo candidate_of[3] = {DT_ALLREDUCE_SHM, DT_ALLREDUCE_RING,
-                                                  DT_ALLREDUCE_MPI};
+/* the columns that are auto's candidates, by column */
+static const dt_allreduce_algo candidate_of[ALGOS] = {[SHM] = DT_ALLREDUCE_SHM,
+                                                      [1] = DT_ALLREDUCE_RING,
+                                                      [2] = DT_ALLREDUCE_MPI,
+                                                      [HIER] = DT_ALLREDUCE_HIER};
 
 /* One timed call of column a (a candidate on auto's resources, auto itself, or the
  * plain ring); the slowest rank's time is the operation's time. */
@@ -105,8 +108,6 @@ static double time_once(const dt_world *w, dt_allreduce *ar, int a, dt_allreduce
         plain_ring(w, buf, tmp, n);
     else if (a == AGAIN)
         dt_allreduce_sum_with(ar, chosen, buf, n);
-    else if (a == HIER)
-        dt_allreduce_sum_with(ar, DT_ALLREDUCE_HIER, buf, n);
     else
         dt_allreduce_sum_with(ar, candidate_of[a], buf, n);
     double dt = dt_now() - t0;
@@ -174,6 +175,9 @@ int main(int argc, char **argv) {
     const int have_shm = automatic.shm != NULL;
     /* hier where the ranks span nodes, several on each (auto's candidate then) */
     const int have_hier = automatic.levels != NULL;
+    /* the columns this run has */
+    int runs[ALGOS];
+    for (int a = 0; a < ALGOS; a++) runs[a] = (a != SHM || have_shm) && (a != HIER || have_hier);
     if (!have_shm && w.rank == 0) fprintf(stderr, "bench_allreduce: %s\n", automatic.used);
     const char *round = getenv("DTRAIN_SHM_ROUND"), *naps = getenv("DTRAIN_SHM_NAPS"),
                *spin = getenv("DTRAIN_SHM_SPIN_US");
@@ -217,7 +221,7 @@ int main(int argc, char **argv) {
             }
             for (int k = 0; k < ALGOS; k++) {
                 const int a = order[k];
-                if ((a == SHM && !have_shm) || (a == HIER && !have_hier)) continue;
+                if (!runs[a]) continue;
                 if (a == SHM) dt_shm_allreduce_stats(automatic.shm, &one, 1);
                 const double dt = time_once(&w, &automatic, a, choice, buf, copy, n,
                                             rep >= 0 ? &shares[a] : NULL);
@@ -228,7 +232,7 @@ int main(int argc, char **argv) {
         double sorted[ALGOS][MAX_REPS];
         for (int a = 0; a < ALGOS; a++) {
             med[a] = -1;
-            if ((a == SHM && !have_shm) || (a == HIER && !have_hier)) continue;
+            if (!runs[a]) continue;
             memcpy(sorted[a], t[a], (size_t)reps * sizeof(double));
             qsort(sorted[a], (size_t)reps, sizeof(double), cmp);
             med[a] = sorted[a][reps / 2];

@@ -47,16 +47,18 @@ static void levels_free(dt_allreduce_levels *l) {
 }
 
 /* hier's levels over w's nodes (collective over w): 0 with *out ready, 1 when the
- * nodes hold different numbers of ranks (err says so), -1 on an error. */
+ * nodes hold different numbers of ranks, or, with `two_levels`, there are not 2 nodes
+ * of 2 ranks or more (err says so), -1 on an error. */
 static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_dtype dtype,
-                         size_t max_floats, dt_error *err) {
+                         size_t max_floats, int two_levels, dt_error *err) {
     *out = NULL;
     dt_allreduce_levels *l = calloc(1, sizeof *l);
     if (!l) return dt_error_set(err, "out of memory for the two-level all-reduce");
     l->nodes = dt_world_split_nodes(w, &l->local, &l->cross);
-    if (l->nodes == 0) {
+    if (l->nodes == 0 || (two_levels && (l->nodes < 2 || l->local.size < 2))) {
+        dt_error_set(err, l->nodes ? "one node, or one rank a node"
+                                   : "the nodes hold different numbers of ranks");
         levels_free(l);
-        dt_error_set(err, "the nodes hold different numbers of ranks");
         return 1;
     }
     l->in_node = calloc(1, sizeof *l->in_node);
@@ -68,12 +70,10 @@ static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_d
     /* in a node: shared memory where MPI may use it (the ranks agree), else the ring;
      * a node of one rank has nothing to sum (no buffer) */
     dt_error why;
-    if (l->local.size == 1
-            ? dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, 0, err)
-            : dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, max_floats,
-                                &why) &&
-                  dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32,
-                                    max_floats, err)) {
+    const size_t in_node = l->local.size > 1 ? max_floats : 0;
+    if ((l->local.size == 1 ||
+         dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, in_node, &why)) &&
+        dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, in_node, err)) {
         levels_free(l);
         return -1;
     }
@@ -113,7 +113,7 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
         ar->dtype = dtype;
         snprintf(ar->used, sizeof ar->used, "hier: one rank");
         if (w->size == 1) return 0;
-        const int rc = levels_create(&ar->levels, w, dtype, max_floats, err);
+        const int rc = levels_create(&ar->levels, w, dtype, max_floats, 0, err);
         if (rc > 0) {
             dt_error why = *err;
             dt_error_set(err, "--allreduce hier: %s", why.msg);
@@ -160,16 +160,9 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
         /* no shared memory for all: hier where the ranks span nodes, several on each */
         if (rc > 0) {
             dt_error no_levels;
-            const int lv = levels_create(&ar->levels, w, dtype, max_floats, &no_levels);
-            if (lv < 0) {
-                dt_error_set(err, "%s", no_levels.msg);
-                return -1;
-            }
-            if (lv == 0 && (ar->levels->nodes < 2 || ar->levels->local.size < 2)) {
-                levels_free(ar->levels); /* one node, or one rank a node: the ring's */
-                ar->levels = NULL;
-            }
-            if (ar->levels) ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_HIER;
+            const int lv = levels_create(&ar->levels, w, dtype, max_floats, 1, &no_levels);
+            if (lv < 0) return dt_error_set(err, "%s", no_levels.msg);
+            if (lv == 0) ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_HIER;
         }
         ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_RING;
         ar->candidates[ar->n_candidates++] = DT_ALLREDUCE_MPI;

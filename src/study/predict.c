@@ -64,6 +64,16 @@ static void ps_config(const dt_sweep_config *cfg, dt_sim_config *c) {
     c->servers = cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
 }
 
+/* Whether each rank of a run of procs processes gets a core of its own: Open MPI 4.1's
+ * mpirun binds 2 ranks to cores and more to the socket; one process runs without
+ * mpirun (sweep.c), emulated hosts' runs with --bind-to none (netns.c). */
+static int ranks_bound(const dt_sweep_config *cfg, const dt_scale_network *net, int procs) {
+    dt_sim_mode mode = DT_SIM_ALLREDUCE;
+    if (sim_mode_of(cfg, &mode) && mode != DT_SIM_ALLREDUCE) /* the servers are ranks too */
+        procs += cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
+    return procs == 2 && net->hosts == 0 && !cfg->srun;
+}
+
 /* The simulator's view of the study's network for procs processes, and its words. */
 static void network_config(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
                            dt_sim_config *c, char *words, size_t size) {
@@ -101,13 +111,13 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
         snprintf(words, size, "shared memory: %g GB/s; %g us a message", SHM_BYTES_PER_S * 1e-9,
                  SHM_LATENCY_S * 1e6);
     }
-    /* the overlap the run gets: --overlap, else train's rule (mpirun binds each of
-     * one or two ranks to a core of its own, more to the socket: here the host) */
+    /* the overlap the run gets: --overlap, else train's rule on the cores mpirun gives
+     * each rank */
     int overlap = cfg->train.overlap == DT_OVERLAP_ON;
     if (cfg->train.overlap == DT_OVERLAP_AUTO) {
         char why[256];
         const int host = dt_overlap_host_cores();
-        overlap = dt_overlap_auto(host, local_ranks <= 2 ? 1 : host, local_ranks,
+        overlap = dt_overlap_auto(host, ranks_bound(cfg, net, procs) ? 1 : host, local_ranks,
                                   cfg->train.threads > 0 ? cfg->train.threads : 1, spans, why,
                                   sizeof why);
     }
@@ -263,18 +273,13 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *al
             return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
                                 strerror(errno));
         }
-        int in[2], out[2];
-        if (pipe2(in, O_CLOEXEC)) {
+        int in[2] = {-1, -1}, out[2] = {-1, -1};
+        if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
+            dt_error_set(err, "cannot make a pipe for the profile's load: %s", strerror(errno));
+            for (int k = 0; k < 2; k++)
+                if (in[k] >= 0) close(in[k]);
             loads_stop(l);
-            return dt_error_set(err, "cannot make a pipe for the profile's load: %s",
-                                strerror(errno));
-        }
-        if (pipe2(out, O_CLOEXEC)) {
-            close(in[0]);
-            close(in[1]);
-            loads_stop(l);
-            return dt_error_set(err, "cannot make a pipe for the profile's load: %s",
-                                strerror(errno));
+            return -1;
         }
         const dt_proc_opts o = {
             .new_group = 1, .death_signal = SIGKILL, .stdin_fd = in[0], .stdout_fd = out[1]};
@@ -304,68 +309,44 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *al
     return 0;
 }
 
-/* Whether a run of procs processes here has each bound to a core of its own, rank i on
- * core i: Open MPI 4.1's mpirun binds 2 ranks to cores and more to the socket; one
- * process runs without mpirun, unbound; emulated hosts' runs are not bound (netns.c). The
- * rank's loader thread then shares its core: lenet5 at batch 128 took 12% longer a step
- * with its batches decoded on the step's core than beside it. */
-static int bound_to_cores(const dt_sweep_config *cfg, const dt_scale_network *net, int procs,
-                          const cpu_set_t *allowed) {
-    dt_sim_mode mode = DT_SIM_ALLREDUCE;
-    if (sim_mode_of(cfg, &mode) && mode != DT_SIM_ALLREDUCE) /* the servers are ranks too */
-        procs += cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
-    /* one thread a rank: only this thread is bound here, not OpenMP's and OpenBLAS's */
-    const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
-    return procs == 2 && threads == 1 && net->hosts == 0 && !cfg->srun && !cfg->mpirun_extra &&
-           CPU_COUNT(allowed) >= procs;
-}
-
 /* Whether the ranks run on this machine (emulated hosts do; a hostfile's or srun's
  * hosts do not, and their steps are not profiled beside loads here). */
 static int ranks_here(const dt_sweep_config *cfg, const dt_scale_network *net) {
     return !cfg->srun && (net->hosts > 0 || !cfg->mpirun_extra);
 }
 
-/* Every time of p times k. */
-static void profile_scale(dt_profile *p, double k) {
-    p->step_s *= k;
-    p->sgd_s *= k;
-    p->other_s *= k;
-    for (int i = 0; i < p->n_ops; i++) {
-        p->ops[i].forward_s *= k;
-        p->ops[i].backward_s *= k;
-    }
-}
-
 /* cfg's model at batch on this machine as a rank of a run of procs processes takes its
- * step: its batches through train's loader from the study's data, bound as rank 0 will
- * be (where mpirun binds the ranks a core each), with the other ranks' steps running
- * beside it (bench --load, bound as theirs will be), PROFILE_STEPS steps and more until
- * PROFILE_MIN_S. A step waits for the slowest rank: when a load's median step over the
- * profile's time was longer than the profile's, the profile is scaled up to it (this
- * machine's two vCPUs ran lenet5's step at 5.2-5.8 and 5.6-6.3 ms, batch 128, each
- * bound in turn, 3 times). */
+ * step: its batches through train's loader from the study's data, with the other
+ * ranks' steps running beside it (bench --load), PROFILE_STEPS steps and more until
+ * PROFILE_MIN_S. Where mpirun binds the ranks a core each, the profile and the loads
+ * are bound so too (one thread a rank: only this thread is bound here, not OpenMP's
+ * and OpenBLAS's); a rank's loader thread then shares its core (lenet5 at batch 128
+ * took 12% longer a step with its batches decoded on the step's core than beside it).
+ * A step waits for the slowest rank: *slowest (may be NULL) gets the loads' slowest
+ * median step over the profile's time (this machine's two vCPUs ran lenet5's step at
+ * 5.2-5.8 and 5.6-6.3 ms, batch 128, each bound in turn, 3 times). */
 static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_dataset *data,
                        const dt_scale_network *net, int procs, int batch, int threads,
                        double *slowest, dt_error *err) {
     cpu_set_t saved;
     if (sched_getaffinity(0, sizeof saved, &saved))
         return dt_error_set(err, "cannot read this process's cores: %s", strerror(errno));
-    const int core = procs > 1 && bound_to_cores(cfg, net, procs, &saved) ? 0 : -1;
+    const int here = ranks_here(cfg, net);
+    const int core =
+        here && threads == 1 && ranks_bound(cfg, net, procs) && CPU_COUNT(&saved) >= procs ? 0 : -1;
+    double others = 0;
     loads l;
-    int rc = loads_start(&l, cfg, &saved, ranks_here(cfg, net) ? procs - 1 : 0, core, batch,
-                         threads, err);
+    int rc = loads_start(&l, cfg, &saved, here ? procs - 1 : 0, core, batch, threads, err);
     if (rc == 0 && core >= 0 && bind_to_core(&saved, core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
     const dt_bench_span span = {
         .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
-    *slowest = 0;
-    if (rc == 0) rc = loads_ask(&l, cfg, slowest, err); /* their window starts */
+    if (rc == 0) rc = loads_ask(&l, cfg, &others, err); /* their window starts */
     if (rc == 0)
         rc = dt_bench_profile(p, cfg->train.model, data, cfg->train.loader_workers, batch, &span,
                               threads, err);
-    if (rc == 0) rc = loads_ask(&l, cfg, slowest, err);
-    if (rc == 0 && *slowest > p->step_s && p->step_s > 0) profile_scale(p, *slowest / p->step_s);
+    if (rc == 0) rc = loads_ask(&l, cfg, &others, err);
+    if (slowest) *slowest = others;
     loads_stop(&l);
     if (core >= 0 && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
         rc = dt_error_set(err, "cannot restore this process's cores: %s", strerror(errno));
@@ -470,8 +451,7 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         dt_profile p = {0};
         dt_error why;
         /* alone: the grid's one process, and every worker past the machine (a host each) */
-        double no_loads;
-        if (profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, &no_loads, &why)) {
+        if (profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, NULL, &why)) {
             /* e.g. a batch that does not fit: the sweep says so */
             if (!cfg->quiet)
                 fprintf(progress, "no prediction at batch %d: %s\n", cfg->batches[b], why.msg);
@@ -484,24 +464,30 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
                     p.step_s * 1e3);
         for (int k = 0; k < cfg->n_procs && rc == 0; k++) {
             const int procs = cfg->procs[k];
-            dt_profile beside = {0};
-            double slowest = 0; /* the loads' slowest median step */
-            if (procs > 1 && profile_run(&beside, cfg, data, net, procs, cfg->batches[b], threads,
-                                         &slowest, &why)) {
-                if (!cfg->quiet)
-                    fprintf(progress, "no prediction at batch %d on %d processes: %s\n",
-                            cfg->batches[b], procs, why.msg);
-                dt_profile_free(&beside);
-                continue;
-            }
-            if (procs > 1 && !cfg->quiet)
-                fprintf(progress, "  beside %d more: %.2f ms a step (the others' slowest: %.2f)\n",
-                        ranks_here(cfg, net) ? procs - 1 : 0, beside.step_s * 1e3, slowest * 1e3);
             dt_sim_config c = dt_sim_config_default();
             char words[160];
             network_config(cfg, net, procs, &c, words, sizeof words);
-            rc = write_row(f.f, procs > 1 ? &beside : &p, &c, procs, cfg->batches[b], threads, cfg,
-                           words, 0, err);
+            if (procs == 1) {
+                rc = write_row(f.f, &p, &c, procs, cfg->batches[b], threads, cfg, words, 0, err);
+                continue;
+            }
+            dt_profile beside = {0};
+            double slowest = 0; /* the loads' slowest median step */
+            if (profile_run(&beside, cfg, data, net, procs, cfg->batches[b], threads, &slowest,
+                            &why)) {
+                if (!cfg->quiet)
+                    fprintf(progress, "no prediction at batch %d on %d processes: %s\n",
+                            cfg->batches[b], procs, why.msg);
+            } else {
+                if (!cfg->quiet)
+                    fprintf(
+                        progress, "  beside %d more: %.2f ms a step (the others' slowest: %.2f)\n",
+                        ranks_here(cfg, net) ? procs - 1 : 0, beside.step_s * 1e3, slowest * 1e3);
+                /* the step waits for the slowest rank: the simulator's compute scaled */
+                if (slowest > beside.step_s) c.compute_speedup = beside.step_s / slowest;
+                rc = write_row(f.f, &beside, &c, procs, cfg->batches[b], threads, cfg, words, 0,
+                               err);
+            }
             dt_profile_free(&beside);
         }
         for (int w = 1; w <= net->beyond_workers && rc == 0;

@@ -279,7 +279,6 @@ static int write_kinds(FILE *f, const dt_model *m, long steps, double t_sgd) {
 /* --feed: batches from the data through train's loader, in order, whole batches only,
  * epoch after epoch (the samples' order does not change the step's cost). */
 typedef struct feed {
-    const dt_dataset *ds;
     dt_transform tf;
     dt_loader *loader;
     int *order, count, epoch;
@@ -291,7 +290,6 @@ static int feed_open(feed *f, const dt_dataset *ds, int batch, int workers, dt_e
     if (ds->size < batch)
         return dt_error_set(err, "--feed: the data has %d samples, fewer than a batch of %d",
                             ds->size, batch);
-    f->ds = ds;
     f->count = ds->size - ds->size % batch;
     f->order = malloc(sizeof(int) * (size_t)f->count);
     if (!f->order) return dt_error_set(err, "out of memory for the samples' order");
@@ -327,6 +325,84 @@ static void feed_step(feed *f, dt_model *m, int32_t *labels) {
     dt_loader_release(f->loader);
 }
 
+/* One training step (trainer.c's train_step without the synchronisation and the run
+ * log, and without the loader unless fed): batch, zero, forward, loss, backward, then
+ * the update, whose start goes to *t_update. */
+static void train_step(feed *f, dt_model *m, dt_sgd *opt, int32_t *labels, int batch,
+                       double *t_update) {
+    feed_step(f, m, labels);
+    dt_model_zero_grad(m);
+    dt_model_forward(m, batch);
+    dt_model_loss(m, labels, batch, NULL);
+    dt_model_backward(m, labels, batch);
+    *t_update = dt_now();
+    dt_sgd_step(opt, m->params, m->grads);
+}
+
+/* --load, once warm: says so, then runs steps until killed. A byte on stdin asks for
+ * the median of the steps since the last ask (the last `room` of them, times[room];
+ * "load: S" seconds), answered when the step under way ends: what this rank's step
+ * took beside a measurement. Returns only when stdout is gone. */
+static int run_load(feed *f, dt_model *m, dt_sgd *opt, int32_t *labels, int batch, double *times,
+                    long room, dt_error *err) {
+    if (puts("load: warm") != EOF && fflush(stdout) == 0)
+        for (long done = 0;;) {
+            double t0 = dt_now(), t_update;
+            train_step(f, m, opt, labels, batch, &t_update);
+            times[done++ % room] = dt_now() - t0;
+            struct pollfd asked = {.fd = 0, .events = POLLIN};
+            char byte;
+            if (poll(&asked, 1, 0) <= 0 || read(0, &byte, 1) != 1) continue;
+            const long n = done < room ? done : room;
+            qsort(times, (size_t)n, sizeof(double), compare_double);
+            if (printf("load: %.9g\n", times[n / 2]) < 0 || fflush(stdout)) break;
+            done = 0;
+        }
+    return dt_error_set(err, "--load: cannot write to the standard output");
+}
+
+/* The timed steps' JSON line, and with a profile its table or file (times: the steps'
+ * times, sorted here). */
+static int write_results(const dt_bench_options *o, const dt_model_spec *spec, const dt_model *m,
+                         double *times, long steps, double total, double t_sgd, FILE *out,
+                         FILE *profile_table, dt_error *err) {
+    const long batch = o->batch;
+    qsort(times, (size_t)steps, sizeof(double), compare_double);
+    double median = times[steps / 2];
+    double flops = dt_model_train_flops(m, (int)batch);
+    const bench_record r = {.model = o->model,
+                            .conv = o->backend == DT_CONV_DNNL ? "dnnl" : "im2col",
+                            .width = spec->width,
+                            .params = m->n_params,
+                            .batch_size = batch,
+                            .threads = o->threads,
+                            .layouts =
+                                o->plain_layouts || o->backend != DT_CONV_DNNL ? "nchw" : "blocked",
+                            .precision = dt_precision_name(o->precision),
+                            .steps = steps,
+                            .images_per_s = batch * steps / total,
+                            .ms_per_step = 1e3 * median,
+                            .gflops = flops / median * 1e-9,
+                            .blas_core = dt_blas_core_loaded()};
+    int rc = out ? write_line(out, 0, &r, err) : 0;
+    if (rc == 0 && o->profile && m->op_forward_s && write_kinds(profile_table, m, steps, t_sgd))
+        rc = dt_error_set(err, "cannot write the profile table");
+    if (rc == 0 && (o->profile_out || o->profile_into)) {
+        dt_profile p = {0};
+        if (!m->op_forward_s ||
+            dt_profile_from_model(&p, m, spec->width, (int)batch, o->threads, steps,
+                                  total / (double)steps, median, t_sgd / (double)steps, err) ||
+            (o->profile_out && dt_profile_write(&p, o->profile_out, err)))
+            rc = -1;
+        if (rc == 0 && o->profile_into) {
+            *o->profile_into = p; /* the caller's now */
+            memset(&p, 0, sizeof p);
+        }
+        dt_profile_free(&p);
+    }
+    return rc;
+}
+
 static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_dataset *ds,
                        FILE *out, FILE *profile_table, dt_error *err) {
     const long batch = o->batch;
@@ -359,63 +435,17 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
     for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
     for (long i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, (uint32_t)m.classes);
 
-    /* the step train takes (trainer.c's train_step) without the synchronisation and
-     * the run log, and without the loader unless fed: zero, forward, loss, backward,
-     * update */
     feed f;
-    if (feed_open(&f, ds, (int)batch, o->loader_workers, err)) {
-        free(labels);
-        free(times);
-        dt_sgd_free(&opt_state);
-        dt_model_free(&m);
-        return -1;
-    }
+    int rc = feed_open(&f, ds, (int)batch, o->loader_workers, err);
     const int profile = o->profile || o->profile_out || o->profile_into;
     double total = 0.0, t_sgd = 0.0;
-    int rc = 0;
-    for (long s = -3; s < o->steps || (s < most && total < o->min_seconds); s++) {
-        if (s == 0 && profile && dt_model_enable_profile(&m, err)) {
-            rc = -1;
-            break;
-        }
-        if (s == 0 && o->load) { /* warm: say so, then load the core until killed */
-            if (puts("load: warm") == EOF || fflush(stdout)) {
-                rc = dt_error_set(err, "--load: cannot write to the standard output");
-                break;
-            }
-            /* A byte on stdin asks for the median of the steps since the last ask
-             * (up to --steps of them; "load: S" seconds), answered when the step under
-             * way ends: what this rank's step took beside a measurement. */
-            long done = 0;
-            for (;;) {
-                const double t0 = dt_now();
-                feed_step(&f, &m, labels);
-                dt_model_zero_grad(&m);
-                dt_model_forward(&m, (int)batch);
-                dt_model_loss(&m, labels, (int)batch, NULL);
-                dt_model_backward(&m, labels, (int)batch);
-                dt_sgd_step(&opt_state, m.params, m.grads);
-                times[done % most] = dt_now() - t0;
-                done++;
-                struct pollfd asked = {.fd = 0, .events = POLLIN};
-                char byte;
-                if (poll(&asked, 1, 0) <= 0 || read(0, &byte, 1) != 1) continue;
-                const long n = done < most ? done : most;
-                qsort(times, (size_t)n, sizeof(double), compare_double);
-                if (printf("load: %.9g\n", times[n / 2]) < 0 || fflush(stdout)) break;
-                done = 0;
-            }
-            rc = dt_error_set(err, "--load: cannot write to the standard output");
-            break;
-        }
-        double t0 = dt_now();
-        feed_step(&f, &m, labels);
-        dt_model_zero_grad(&m);
-        dt_model_forward(&m, (int)batch);
-        dt_model_loss(&m, labels, (int)batch, NULL);
-        dt_model_backward(&m, labels, (int)batch);
-        double t_update = dt_now();
-        dt_sgd_step(&opt_state, m.params, m.grads);
+    for (long s = -3; rc == 0 && (s < o->steps || (s < most && total < o->min_seconds)); s++) {
+        if (s == 0 && profile && dt_model_enable_profile(&m, err)) rc = -1;
+        if (s == 0 && o->load)
+            rc = run_load(&f, &m, &opt_state, labels, (int)batch, times, most, err);
+        if (rc) break;
+        double t0 = dt_now(), t_update;
+        train_step(&f, &m, &opt_state, labels, (int)batch, &t_update);
         double dt = dt_now() - t0;
         if (s >= 0) {
             t_sgd += dt_now() - t_update;
@@ -424,47 +454,8 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
             steps = s + 1;
         }
     }
-    if (steps == 0) { /* the profile could not start, or --load's pipe is gone */
-        feed_close(&f);
-        free(labels);
-        free(times);
-        dt_sgd_free(&opt_state);
-        dt_model_free(&m);
-        return rc ? -1 : dt_error_set(err, "no step was timed");
-    }
-    qsort(times, (size_t)steps, sizeof(double), compare_double);
-    double median = times[steps / 2];
-    double flops = dt_model_train_flops(&m, (int)batch);
-    const bench_record r = {.model = o->model,
-                            .conv = o->backend == DT_CONV_DNNL ? "dnnl" : "im2col",
-                            .width = spec->width,
-                            .params = m.n_params,
-                            .batch_size = batch,
-                            .threads = o->threads,
-                            .layouts =
-                                o->plain_layouts || o->backend != DT_CONV_DNNL ? "nchw" : "blocked",
-                            .precision = dt_precision_name(o->precision),
-                            .steps = steps,
-                            .images_per_s = batch * steps / total,
-                            .ms_per_step = 1e3 * median,
-                            .gflops = flops / median * 1e-9,
-                            .blas_core = dt_blas_core_loaded()};
-    rc = out ? write_line(out, 0, &r, err) : 0;
-    if (rc == 0 && o->profile && m.op_forward_s && write_kinds(profile_table, &m, steps, t_sgd))
-        rc = dt_error_set(err, "cannot write the profile table");
-    if (rc == 0 && (o->profile_out || o->profile_into)) {
-        dt_profile p = {0};
-        if (!m.op_forward_s ||
-            dt_profile_from_model(&p, &m, spec->width, (int)batch, o->threads, steps,
-                                  total / (double)steps, median, t_sgd / (double)steps, err) ||
-            (o->profile_out && dt_profile_write(&p, o->profile_out, err)))
-            rc = -1;
-        if (rc == 0 && o->profile_into) {
-            *o->profile_into = p; /* the caller's now */
-            memset(&p, 0, sizeof p);
-        }
-        dt_profile_free(&p);
-    }
+    if (rc == 0)
+        rc = write_results(o, spec, &m, times, steps, total, t_sgd, out, profile_table, err);
     feed_close(&f);
     free(labels);
     free(times);

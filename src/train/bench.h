@@ -40,7 +40,8 @@ typedef struct dt_bench_options {
     int feed;           /* --feed: steps take their batches from data through train's loader */
     int loader_workers; /* with feed: its threads (0: the step decodes) */
     int load;           /* --load: after the warm-up steps print "load: warm" and run steps until
-                           killed (what a rank puts on the machine, beside a measurement) */
+                           killed, answering each byte on stdin with their median (bench.c's
+                           run_load): what a rank puts on the machine, beside a measurement */
 } dt_bench_options;
 
 /* The flags that cannot go together and the files of --profile-out, before any work
