@@ -397,34 +397,51 @@ static void test_maxpool_matches_f32(void **state) {
         }
 }
 
-static void check_avgpool(int n, int c, int h, int w, int kernel, int stride, int add) {
+/* blocked: the input (and its gradient) nChw16c, also checked bit for bit against the
+ * f32 pool of the same data in NCHW (the same sums in the same order). */
+static void check_avgpool(int n, int c, int h, int w, int kernel, int stride, int blocked,
+                          int add) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * ho * wo;
-    float *x = bf16_valued(in_n, 30, -2, 2), *y = test_alloc(sizeof(float) * out_n);
+    float *x_plain = bf16_valued(in_n, 30, -2, 2), *y = test_alloc(sizeof(float) * out_n);
+    float *x = blocked ? blocked_f32(x_plain, n, c, h * w) : copy_f32(x_plain, in_n);
     uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
-    dt_avgpool2d_forward(y, x, n, c, h, w, kernel, stride);
-    dt_bf16_avgpool2d_forward(yh, xh, n, c, h, w, kernel, stride);
+    dt_avgpool2d_forward(y, x, n, c, h, w, kernel, stride, blocked);
+    dt_bf16_avgpool2d_forward(yh, xh, n, c, h, w, kernel, stride, blocked);
     expect_rounded(yh, y, out_n, "avgpool forward");
     float *dy = bf16_valued(out_n, 31, -1, 1), *dx = bf16_valued(in_n, 32, -1, 1);
     uint16_t *dyh = to_bf16(dy, out_n), *dxh = to_bf16(dx, in_n);
     if (!add) memset(dx, 0, sizeof(float) * in_n);
-    dt_avgpool2d_backward(dx, dy, n, c, h, w, kernel, stride);
-    dt_bf16_avgpool2d_backward(dxh, dyh, n, c, h, w, kernel, stride, add);
+    float *dx_plain = copy_f32(dx, in_n); /* blocked or not, zeros stay zeros */
+    dt_avgpool2d_backward(dx, dy, n, c, h, w, kernel, stride, blocked);
+    dt_bf16_avgpool2d_backward(dxh, dyh, n, c, h, w, kernel, stride, blocked, add);
     if (add)
         expect_close(dxh, dx, in_n, "avgpool backward (add)");
     else
         expect_rounded(dxh, dx, in_n, "avgpool backward (write)");
-    free(x), free(y), free(xh), free(yh), free(dy), free(dx), free(dyh), free(dxh);
+    if (blocked && !add) {
+        float *y_plain = test_alloc(sizeof(float) * out_n);
+        dt_avgpool2d_forward(y_plain, x_plain, n, c, h, w, kernel, stride, 0);
+        assert_memory_equal(y_plain, y, sizeof(float) * out_n);
+        dt_avgpool2d_backward(dx_plain, dy, n, c, h, w, kernel, stride, 0);
+        float *dx_reblocked = blocked_f32(dx_plain, n, c, h * w);
+        assert_memory_equal(dx_reblocked, dx, sizeof(float) * in_n);
+        free(y_plain), free(dx_reblocked);
+    }
+    free(x_plain), free(x), free(y), free(xh), free(yh), free(dy), free(dx), free(dyh), free(dxh);
+    free(dx_plain);
 }
 
 static void test_avgpool_matches_f32(void **state) {
     (void)state;
-    for (int add = 0; add < 2; add++) {
-        check_avgpool(2, 3, 8, 8, 2, 2, add);
-        check_avgpool(2, 3, 9, 11, 3, 2, add); /* overlapping windows */
-        check_avgpool(1, 2, 4, 4, 4, 4, add);
-    }
+    for (int add = 0; add < 2; add++)
+        for (int blocked = 0; blocked < 2; blocked++) {
+            const int c = blocked ? 32 : 3;
+            check_avgpool(2, c, 8, 8, 2, 2, blocked, add);
+            check_avgpool(2, c, 9, 11, 3, 2, blocked, add); /* overlapping windows */
+            check_avgpool(1, c, 4, 4, 4, 4, blocked, add);  /* resnet18's global 4x4 */
+        }
 }
 
 static void check_adaptive(int n, int c, int h, int w, int ho, int wo, int blocked, int add) {
@@ -613,11 +630,14 @@ static void test_linear_matches_f32(void **state) {
 
 /* A conv with bf16 activations against the same conv (bf16 multiplications) with f32
  * ones on the same bf16-valued data: the products and sums are the same primitives'
- * (or equal), so outputs differ by the final rounding only. */
-static void check_conv(dt_dnnl *ctx, int in_blocked, int out_blocked, int sole_writer) {
-    const int n = 3, c_in = 16, c_out = 32, h = 9, w = 7;
+ * (or equal), so outputs differ by the final rounding only. Output planes of up to 16
+ * positions with a blocked bf16 input take the weight gradient as a matmul of the
+ * unfolded input (conv2d_dnnl.c): the same products summed in another order. */
+static void check_conv(dt_dnnl *ctx, int h, int w, int stride, int in_blocked, int out_blocked,
+                       int sole_writer) {
+    const int n = 3, c_in = 16, c_out = 32;
     dt_conv2d_shape s;
-    assert_int_equal(dt_conv2d_shape_make(&s, n, c_in, h, w, c_out, 3, 3, 1, 1), 0);
+    assert_int_equal(dt_conv2d_shape_make(&s, n, c_in, h, w, c_out, 3, 3, stride, 1), 0);
     const size_t in_n = (size_t)n * c_in * h * w, out_n = (size_t)n * c_out * s.h_out * s.w_out,
                  wei_n = (size_t)c_out * c_in * 9;
     dt_conv2d_plan *plans[2];
@@ -644,14 +664,26 @@ static void check_conv(dt_dnnl *ctx, int in_blocked, int out_blocked, int sole_w
     /* layouts are the plans' business: both see the same (blocked or not) bytes */
     uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
     uint16_t *dyh = to_bf16(dy, out_n), *dxh = to_bf16(dx, in_n);
-    dt_conv2d_plan_forward(plans[0], &scratch, n, y, x, wt, b);
-    dt_conv2d_plan_forward(plans[1], &scratch, n, yh, xh, wt, b);
-    expect_close(yh, y, out_n, "conv forward");
-    dt_conv2d_plan_backward(plans[0], &scratch, n, dx, dw, db, dy, x, wt);
-    dt_conv2d_plan_backward(plans[1], &scratch, n, dxh, dw2, db2, dyh, xh, wt);
-    expect_close(dxh, dx, in_n, "conv din");
-    expect_rel(dw2, dw, wei_n, FP32_NOISE, "conv dweight");
-    expect_rel(db2, db, c_out, FP32_NOISE, "conv dbias");
+    /* the planned batch, then a smaller one (a last partial batch: its own primitives) */
+    for (int m = n; m >= n - 1; m--) {
+        const size_t in_m = in_n / n * m, out_m = out_n / n * m;
+        if (m < n) { /* input gradients from their start again: one rounding each */
+            if (sole_writer)
+                memset(dx, 0, sizeof(float) * in_n);
+            else
+                memcpy(dx, d0, sizeof(float) * in_n);
+            free(dxh);
+            dxh = to_bf16(dx, in_n);
+        }
+        dt_conv2d_plan_forward(plans[0], &scratch, m, y, x, wt, b);
+        dt_conv2d_plan_forward(plans[1], &scratch, m, yh, xh, wt, b);
+        expect_close(yh, y, out_m, "conv forward");
+        dt_conv2d_plan_backward(plans[0], &scratch, m, dx, dw, db, dy, x, wt);
+        dt_conv2d_plan_backward(plans[1], &scratch, m, dxh, dw2, db2, dyh, xh, wt);
+        expect_close(dxh, dx, in_m, "conv din");
+        expect_rel(dw2, dw, wei_n, FP32_NOISE, "conv dweight");
+        expect_rel(db2, db, c_out, FP32_NOISE, "conv dbias");
+    }
     for (int k = 0; k < 2; k++) dt_conv2d_plan_destroy(plans[k]);
     for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) free(scratch.act[i]);
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
@@ -663,7 +695,11 @@ static void test_conv_bf16_activations_match_f32(void **state) {
     dt_dnnl *ctx = *state;
     for (int in_blocked = 0; in_blocked < 2; in_blocked++)
         for (int out_blocked = 0; out_blocked < 2; out_blocked++)
-            for (int sole = 0; sole < 2; sole++) check_conv(ctx, in_blocked, out_blocked, sole);
+            for (int sole = 0; sole < 2; sole++) {
+                check_conv(ctx, 9, 7, 1, in_blocked, out_blocked, sole);
+                check_conv(ctx, 4, 4, 1, in_blocked, out_blocked, sole); /* 16 positions */
+                check_conv(ctx, 8, 7, 2, in_blocked, out_blocked, sole); /* 4x4, strided */
+            }
 }
 
 static int dnnl_setup(void **state) {

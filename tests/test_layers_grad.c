@@ -354,7 +354,7 @@ static double simple_fwd(void *p) {
                              c->ceil);
         break;
     case 2:
-        dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     case 4:
         dt_adaptive_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
@@ -381,7 +381,7 @@ static void simple_bwd(void *p) {
                               c->ceil);
         break;
     case 2:
-        dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     case 4:
         dt_adaptive_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);

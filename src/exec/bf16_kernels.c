@@ -242,7 +242,7 @@ const dt_kernel dt_maxpool2d_bf16_kernel = {
 static void avgpool_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     dt_bf16_avgpool2d_forward(data16(m, op->out), data16(m, op->in), n, x->c, x->h, x->w,
-                              op->kernel, op->stride);
+                              op->kernel, op->stride, dt_model_value_blocked(m, op->in));
 }
 
 static void avgpool_backward(dt_model *m, dt_op *op, int n) {
@@ -250,14 +250,14 @@ static void avgpool_backward(dt_model *m, dt_op *op, int n) {
     uint16_t *din = grad16(m, op->in);
     if (din)
         dt_bf16_avgpool2d_backward(din, grad16(m, op->out), n, x->c, x->h, x->w, op->kernel,
-                                   op->stride, adds(m, op->in));
+                                   op->stride, dt_model_value_blocked(m, op->in), adds(m, op->in));
 }
 
 const dt_kernel dt_avgpool2d_bf16_kernel = {
     .kind = DT_OP_AVGPOOL2D,
     .name = "avgpool2d.bf16",
     .dtype = DT_BF16,
-    .layouts = DT_OP_PLAIN_ONLY,
+    .layouts = DT_OP_ANY_IN_PLAIN_OUT,
     .plan = claim_plan,
     .forward = avgpool_forward,
     .backward = avgpool_backward,

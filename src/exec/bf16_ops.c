@@ -1110,34 +1110,36 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
 }
 
 void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
-                               int kernel, int stride) {
+                               int kernel, int stride, int in_blocked) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        const uint16_t *x = in + (size_t)plane * h * w;
+        size_t st;
+        const uint16_t *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         uint16_t *y = out + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
                 float acc = 0.0f;
                 for (int i = 0; i < kernel; i++)
                     for (int j = 0; j < kernel; j++)
-                        acc += bf(x[(oy * stride + i) * w + ox * stride + j]);
+                        acc += bf(x[(size_t)((oy * stride + i) * w + ox * stride + j) * st]);
                 y[oy * wo + ox] = rn(acc * inv);
             }
     }
 }
 
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
-                                int kernel, int stride, int add) {
+                                int kernel, int stride, int in_blocked, int add) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const windows wy = {0, h, ho, kernel, stride, 0}, wx = {0, w, wo, kernel, stride, 0};
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        uint16_t *dx = din + (size_t)plane * h * w;
+        size_t st;
+        uint16_t *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         const uint16_t *dy = dout + (size_t)plane * ho * wo;
         int ylo = 0, yhi = -1;
         for (int i = 0; i < h; i++) {
@@ -1148,18 +1150,14 @@ void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int 
                 float g = 0.0f;
                 for (int oy = ylo; oy <= yhi; oy++)
                     for (int ox = xlo; ox <= xhi; ox++) g += bf(dy[oy * wo + ox]) * inv;
-                dx[i * w + j] = rn(add ? bf(dx[i * w + j]) + g : g);
+                uint16_t *d = &dx[(size_t)(i * w + j) * st];
+                *d = rn(add ? bf(*d) + g : g);
             }
         }
     }
 }
 
 /* Where channel ch of sample m starts in the input and how far apart its pixels are. */
-static size_t adaptive_base(int m, int ch, int c, int hw, int blocked, size_t *step) {
-    *step = blocked ? BLK : 1;
-    if (!blocked) return ((size_t)m * c + ch) * hw;
-    return ((size_t)m * (c / BLK) + ch / BLK) * hw * BLK + ch % BLK;
-}
 
 /* nChw16c input: the 16 channels of a block side by side, each summed in the order of
  * the per-channel loop (the same bits). */
@@ -1217,7 +1215,7 @@ void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         size_t st;
-        const uint16_t *x = in + adaptive_base(plane / c, plane % c, c, h * w, in_blocked, &st);
+        const uint16_t *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         uint16_t *y = out + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++) {
             const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
@@ -1242,7 +1240,7 @@ void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, in
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         size_t st;
-        uint16_t *dx = din + adaptive_base(plane / c, plane % c, c, h * w, in_blocked, &st);
+        uint16_t *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         const uint16_t *dy = dout + (size_t)plane * ho * wo;
         int ylo = 0, yhi = -1;
         for (int i = 0; i < h; i++) {

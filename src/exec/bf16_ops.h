@@ -114,11 +114,12 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
                                 int c, int h, int w, int kernel, int stride, int pad, int ceil_mode,
                                 int blocked, int add);
 
-/* dt_avgpool2d_*: NCHW, no padding, floor mode. */
+/* dt_avgpool2d_*: no padding, floor mode; the input (and din) NCHW or, in_blocked,
+ * nChw16c; the output (and dout) NCHW. */
 void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
-                               int kernel, int stride);
+                               int kernel, int stride, int in_blocked);
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
-                                int kernel, int stride, int add);
+                                int kernel, int stride, int in_blocked, int add);
 
 /* dt_adaptive_avgpool2d_*: the input (and din) NCHW or, in_blocked, nChw16c; the
  * output (and dout) NCHW [n, c, ho, wo]. */

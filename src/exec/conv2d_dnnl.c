@@ -4,11 +4,13 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dnnl_ctx.h"
+#include "dtrain/dtype.h"
 
 /* A tensor as dtrain holds it (plain NCHW/OIHW) and as a primitive wants it. */
 typedef struct port {
@@ -31,6 +33,12 @@ typedef struct variant {
                               bwd-weights finds it (no second conversion) */
     dnnl_memory_t f_bias, bw_dbias;
     float *dbias_tmp;
+    /* The weight gradient as one bf16 matmul (see use_matmul_bwd_weights): bw_ddst
+     * reorders diff_dst to [c_out][n, h, w], the input is unfolded into act slot
+     * DT_DNNL_COL_SLOT as [n, h, w][kh, kw, c_in], bw_dwei takes the product
+     * [c_out][kh, kw, c_in] back to OIHW. NULL: oneDNN's convolution primitive. */
+    dnnl_primitive_t bw_matmul;
+    dnnl_memory_t mm_ddst, mm_col, mm_dwei;
 } variant;
 
 struct dt_conv2d_plan {
@@ -182,6 +190,10 @@ static void variant_destroy(variant *v) {
     if (v->fwd) dnnl_primitive_destroy(v->fwd);
     if (v->bwd_data) dnnl_primitive_destroy(v->bwd_data);
     if (v->bwd_weights) dnnl_primitive_destroy(v->bwd_weights);
+    if (v->bw_matmul) dnnl_primitive_destroy(v->bw_matmul);
+    dnnl_memory_t mms[] = {v->mm_ddst, v->mm_col, v->mm_dwei};
+    for (size_t i = 0; i < sizeof mms / sizeof *mms; i++)
+        if (mms[i]) dnnl_memory_destroy(mms[i]);
     if (v->f_bias) dnnl_memory_destroy(v->f_bias);
     if (v->bw_dbias) dnnl_memory_destroy(v->bw_dbias);
     free(v->dbias_tmp);
@@ -263,6 +275,87 @@ static dnnl_data_type_t act_type(dt_dtype t) {
     return t == DT_BF16 ? dnnl_bf16 : dnnl_f32;
 }
 
+/* oneDNN 2.6's bf16 weight-gradient kernel is slow where the output plane is small:
+ * resnet18's 512-channel 3x3 convs on 4x4 maps take 29 ms at batch 128 against 10 ms
+ * forward, while the same product as one bf16 matmul ([c_out] x [n*16] times
+ * [n*16] x [9*c_in]) takes 16 ms (AMD EPYC, 2 threads; docs/performance.md). At
+ * 8x8 both take 16 ms, and at 16x16 and beyond the matmul is slower. So planes of
+ * up to 16 positions take the matmul where the input is bf16 in nChw16c (the
+ * unfolding below reads that layout) and the convolution is not grouped. */
+static int use_matmul_bwd_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_io *io,
+                                  int bf16_fwd) {
+    return bf16_fwd && io->in_dtype == DT_BF16 && io->in_blocked && s->groups == 1 &&
+           s->h_out * s->w_out <= 16;
+}
+
+/* Builds the matmul weight gradient; 1 if oneDNN has no fast matmul for it (the
+ * caller then takes the convolution primitive). */
+static int matmul_bwd_weights_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s, int n,
+                                   const dnnl_memory_desc_t *dst_u, const dnnl_memory_desc_t *wei_u,
+                                   dt_dnnl_scratch *needs, dt_error *err) {
+    const dnnl_dim_t rows = (dnnl_dim_t)n * s->h_out * s->w_out,
+                     taps = (dnnl_dim_t)s->kh * s->kw * s->c_in;
+    dnnl_dims_t a_dims = {s->c_out, rows}, b_dims = {rows, taps}, c_dims = {s->c_out, taps};
+    dnnl_memory_desc_t a, b, c;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&a, 2, a_dims, dnnl_bf16, dnnl_ab), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&b, 2, b_dims, dnnl_bf16, dnnl_ab), "md");
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&c, 2, c_dims, dnnl_f32, dnnl_ab), "md");
+    dnnl_matmul_desc_t md;
+    DNNL_TRY(dnnl_matmul_desc_init(&md, &a, &b, NULL, &c), "matmul descriptor");
+    dnnl_primitive_desc_t pd;
+    if (dnnl_primitive_desc_create(&pd, &md, NULL, ctx->engine, NULL) != dnnl_success) return 1;
+    if (!dt_dnnl_fast_impl(pd)) {
+        dnnl_primitive_desc_destroy(pd);
+        return 1;
+    }
+    int rc = make_primitive(&v->bw_matmul, pd, err);
+    dnnl_primitive_desc_destroy(pd);
+    if (rc) return rc;
+    /* diff_dst as [c_out][n, h, w]: dims (n, c, h, w) with c outermost */
+    dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
+    dnnl_memory_desc_t ddst_cnhw, dwei_ohwi;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&ddst_cnhw, 4, dst_dims, dnnl_bf16, dnnl_bacd), "md");
+    dnnl_dims_t wei_dims = {s->c_out, s->c_in, s->kh, s->kw};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&dwei_ohwi, 4, wei_dims, dnnl_f32, dnnl_acdb), "md");
+    if (port_init(&v->bw_ddst, ctx, dst_u, &ddst_cnhw, 0, 0, 0, 1, needs, err) ||
+        port_init(&v->bw_dwei, ctx, wei_u, &dwei_ohwi, 1, 1, 1, 2, needs, err))
+        return -1;
+    DNNL_TRY(dnnl_memory_create(&v->mm_ddst, &a, ctx->engine, DNNL_MEMORY_NONE), "memory");
+    DNNL_TRY(dnnl_memory_create(&v->mm_col, &b, ctx->engine, DNNL_MEMORY_NONE), "memory");
+    DNNL_TRY(dnnl_memory_create(&v->mm_dwei, &c, ctx->engine, DNNL_MEMORY_NONE), "memory");
+    size_t col_bytes = (size_t)rows * (size_t)taps * sizeof(uint16_t);
+    if (col_bytes > needs->act_bytes[DT_DNNL_COL_SLOT])
+        needs->act_bytes[DT_DNNL_COL_SLOT] = col_bytes;
+    return 0;
+}
+
+/* The bf16 input x (nChw16c) unfolded as col[n, oh, ow][kh, kw, c_in]: each tap's
+ * channels are 16-channel blocks of x, copied whole; taps in the padding are zeros. */
+static void unfold_nchw16c(uint16_t *col, const uint16_t *x, const dt_conv2d_shape *s, int n) {
+    const int cb_n = s->c_in / 16, plane = s->h_out * s->w_out;
+    const size_t taps = (size_t)s->kh * s->kw * s->c_in, rows = (size_t)n * plane;
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+        const int b = (int)(r / plane), oh = (int)(r % plane) / s->w_out,
+                  ow = (int)(r % plane) % s->w_out;
+        uint16_t *row = col + r * taps;
+        for (int kh = 0; kh < s->kh; kh++)
+            for (int kw = 0; kw < s->kw; kw++) {
+                uint16_t *dst = row + (size_t)(kh * s->kw + kw) * s->c_in;
+                const int ih = oh * s->stride - s->pad + kh * s->dilation,
+                          iw = ow * s->stride - s->pad + kw * s->dilation;
+                if (ih < 0 || ih >= s->h_in || iw < 0 || iw >= s->w_in) {
+                    memset(dst, 0, sizeof(uint16_t) * s->c_in);
+                    continue;
+                }
+                for (int cb = 0; cb < cb_n; cb++)
+                    memcpy(dst + 16 * cb,
+                           x + ((((size_t)b * cb_n + cb) * s->h_in + ih) * s->w_in + iw) * 16,
+                           16 * sizeof(uint16_t));
+            }
+    }
+}
+
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
                         const dt_exec_conv2d_io *io, int bf16, dt_dnnl_scratch *needs,
                         dt_error *err) {
@@ -335,9 +428,18 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
             : port_init(&v->f_dst, ctx, &dst_u,
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
-    if (rc == 0 && conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, dnnl_f32, fpd_bf16, fpd_f32))
+    int conv_bwd_weights = 1; /* 0: the weight gradient is a matmul */
+    if (rc == 0 && use_matmul_bwd_weights(s, io, fpd == fpd_bf16)) {
+        int m = matmul_bwd_weights_init(v, ctx, s, n, &dst_u, &wei_u, needs, err);
+        if (m < 0)
+            rc = m;
+        else
+            conv_bwd_weights = m; /* 1: no fast matmul */
+    }
+    if (rc == 0 && conv_bwd_weights &&
+        conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, dnnl_f32, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-weights failed");
-    if (rc == 0) {
+    if (rc == 0 && conv_bwd_weights) {
         rc = make_primitive(&v->bwd_weights, bwpd, err);
         rc = rc ? rc
                 : port_init(&v->bw_src, ctx, &src_u,
@@ -361,7 +463,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     if (rc == 0) {
         const dnnl_memory_desc_t *ddst =
             dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_dst_md, 0);
-        v->bd_ddst_shares_bw = dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
+        v->bd_ddst_shares_bw = !v->bw_matmul && dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
         rc = make_primitive(&v->bwd_data, bdpd, err);
         if (!v->bd_ddst_shares_bw)
             rc = rc ? rc : port_init(&v->bd_ddst, ctx, &dst_u, ddst, 0, 0, 0, 2, needs, err);
@@ -479,11 +581,10 @@ void dt_conv2d_plan_forward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch
     dt_dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
 }
 
-void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *din,
-                             float *dweight, float *dbias, const void *dout, const void *in,
-                             const float *weight) {
+/* The weight (and bias) gradient by oneDNN's convolution primitive. */
+static void conv_backward_weights(dt_conv2d_plan *plan, variant *v, const dt_dnnl_scratch *scratch,
+                                  float *dweight, float *dbias, const void *dout, const void *in) {
     dt_dnnl *ctx = plan->ctx;
-    variant *v = variant_for(plan, n);
     dnnl_memory_t src;
     if (v->keeps_src && plan->src_keep) { /* the forward's conversion of this input */
         dt_dnnl_run(dnnl_memory_set_data_handle(v->bw_src.prim_mem, plan->src_keep), "set handle");
@@ -501,10 +602,55 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
     port_leave(&v->bw_dwei, ctx);
     if (v->bw_dbias && dbias)
         for (int o = 0; o < plan->s.c_out; o++) dbias[o] += v->dbias_tmp[o];
+}
+
+/* The weight (and bias) gradient as one bf16 matmul: diff_dst [c_out][rows] times the
+ * unfolded input [rows][taps], rows = n * h_out * w_out. */
+static void matmul_backward_weights(dt_conv2d_plan *plan, variant *v,
+                                    const dt_dnnl_scratch *scratch, int n, float *dweight,
+                                    float *dbias, const void *dout, const void *in) {
+    dt_dnnl *ctx = plan->ctx;
+    const dt_conv2d_shape *s = &plan->s;
+    dnnl_memory_t ddst = port_enter(&v->bw_ddst, ctx, scratch, dout);
+    void *ddst_data = NULL;
+    dt_dnnl_run(dnnl_memory_get_data_handle(ddst, &ddst_data), "get handle");
+    uint16_t *col = scratch->act[DT_DNNL_COL_SLOT];
+    unfold_nchw16c(col, in, s, n);
+    dnnl_memory_t dwei = port_enter(&v->bw_dwei, ctx, scratch, dweight);
+    void *dwei_data = NULL;
+    dt_dnnl_run(dnnl_memory_get_data_handle(dwei, &dwei_data), "get handle");
+    dt_dnnl_run(dnnl_memory_set_data_handle(v->mm_ddst, ddst_data), "set handle");
+    dt_dnnl_run(dnnl_memory_set_data_handle(v->mm_col, col), "set handle");
+    dt_dnnl_run(dnnl_memory_set_data_handle(v->mm_dwei, dwei_data), "set handle");
+    dnnl_exec_arg_t args[3] = {
+        {DNNL_ARG_SRC, v->mm_ddst}, {DNNL_ARG_WEIGHTS, v->mm_col}, {DNNL_ARG_DST, v->mm_dwei}};
+    dt_dnnl_run(dnnl_primitive_execute(v->bw_matmul, ctx->stream, 3, args), "backward weights");
+    port_leave(&v->bw_dwei, ctx);
+    if (dbias) { /* the sum of each output channel's diff_dst, a row of ddst_data */
+        const size_t rows = (size_t)n * s->h_out * s->w_out;
+        const uint16_t *d = ddst_data;
+        for (int o = 0; o < s->c_out; o++) {
+            float sum = 0;
+            for (size_t r = 0; r < rows; r++) sum += dt_bf16_to_f32(d[(size_t)o * rows + r]);
+            dbias[o] += sum;
+        }
+    }
+}
+
+void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratch, int n, void *din,
+                             float *dweight, float *dbias, const void *dout, const void *in,
+                             const float *weight) {
+    dt_dnnl *ctx = plan->ctx;
+    variant *v = variant_for(plan, n);
+    if (v->bw_matmul) {
+        matmul_backward_weights(plan, v, scratch, n, dweight, dbias, dout, in);
+    } else {
+        conv_backward_weights(plan, v, scratch, dweight, dbias, dout, in);
+    }
     if (din) {
         /* diff_dst already sits in act slot 1 in the layout bwd-data wants, if shared. */
-        dnnl_memory_t ddst =
-            v->bd_ddst_shares_bw ? wargs[1].memory : port_enter(&v->bd_ddst, ctx, scratch, dout);
+        dnnl_memory_t ddst = v->bd_ddst_shares_bw ? v->bw_ddst.prim_mem
+                                                  : port_enter(&v->bd_ddst, ctx, scratch, dout);
         dnnl_exec_arg_t dargs[3] = {
             {DNNL_ARG_DIFF_DST, ddst},
             {DNNL_ARG_WEIGHTS, port_enter(&v->bd_wei, ctx, scratch, weight)},

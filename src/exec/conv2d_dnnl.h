@@ -18,7 +18,9 @@
 typedef struct dt_dnnl dt_dnnl;               /* engine + stream, one per model */
 typedef struct dt_conv2d_plan dt_conv2d_plan; /* one per conv layer */
 
-enum { DT_DNNL_ACT_SLOTS = 3, DT_DNNL_WEIGHT_SLOTS = 3 };
+/* act slot DT_DNNL_COL_SLOT holds the unfolded input of a weight gradient computed as
+ * a matmul (conv2d_dnnl.c's use_matmul_bwd_weights). */
+enum { DT_DNNL_ACT_SLOTS = 4, DT_DNNL_WEIGHT_SLOTS = 3, DT_DNNL_COL_SLOT = 3 };
 
 /* Scratch shared by all conv layers of a model (blocked copies of activations and
  * weights); a plan reports how many bytes of each slot it needs. */

@@ -4,22 +4,14 @@
 
 #include "dtrain/kernel.h"
 #include "dtrain/model.h"
-
-/* Where plane (sample m, channel ch) of the input starts and how far apart its
- * pixels are: NCHW, or nChw16c ([n, c/16, h, w, 16]) when blocked. */
-static size_t plane_base(int plane, int c, int hw, int blocked, size_t *stride) {
-    *stride = blocked ? 16 : 1;
-    if (!blocked) return (size_t)plane * hw;
-    const int m = plane / c, ch = plane % c;
-    return ((size_t)m * (c / 16) + ch / 16) * hw * 16 + ch % 16;
-}
+#include "nn/pool2d.h"
 
 static void pool_forward(float *out, const float *in, int n, int c, int h, int w, int ho, int wo,
                          int blocked) {
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         size_t st;
-        const float *x = in + plane_base(plane, c, h * w, blocked, &st);
+        const float *x = in + dt_pool2d_plane_base(plane, c, h * w, blocked, &st);
         float *y = out + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++) {
             const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
@@ -40,7 +32,7 @@ static void pool_backward(float *din, const float *dout, int n, int c, int h, in
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         size_t st;
-        float *dx = din + plane_base(plane, c, h * w, blocked, &st);
+        float *dx = din + dt_pool2d_plane_base(plane, c, h * w, blocked, &st);
         const float *dy = dout + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++) {
             const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);

@@ -214,40 +214,42 @@ void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t 
 }
 
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
-                          int stride) {
+                          int stride, int in_blocked) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        const float *x = in + (size_t)plane * h * w;
+        size_t st;
+        const float *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         float *y = out + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
                 float acc = 0.0f;
                 for (int i = 0; i < kernel; i++)
                     for (int j = 0; j < kernel; j++)
-                        acc += x[(oy * stride + i) * w + ox * stride + j];
+                        acc += x[(size_t)((oy * stride + i) * w + ox * stride + j) * st];
                 y[oy * wo + ox] = acc * inv;
             }
     }
 }
 
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
-                           int stride) {
+                           int stride, int in_blocked) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
-        float *dx = din + (size_t)plane * h * w;
+        size_t st;
+        float *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
         const float *dy = dout + (size_t)plane * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
                 float g = dy[oy * wo + ox] * inv;
                 for (int i = 0; i < kernel; i++)
                     for (int j = 0; j < kernel; j++)
-                        dx[(oy * stride + i) * w + ox * stride + j] += g;
+                        dx[(size_t)((oy * stride + i) * w + ox * stride + j) * st] += g;
             }
     }
 }
@@ -309,7 +311,7 @@ const dt_kernel dt_maxpool2d_f32_kernel = {
 static void avgpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     dt_avgpool2d_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in), n, x->c,
-                         x->h, x->w, op->kernel, op->stride);
+                         x->h, x->w, op->kernel, op->stride, dt_model_value_blocked(m, op->in));
 }
 
 static void avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
@@ -317,7 +319,7 @@ static void avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     float *din = dt_model_value_grad(m, op->in);
     if (din)
         dt_avgpool2d_backward(din, dt_model_value_grad(m, op->out), n, x->c, x->h, x->w, op->kernel,
-                              op->stride);
+                              op->stride, dt_model_value_blocked(m, op->in));
 }
 
 const dt_op_class dt_avgpool2d_op = {
@@ -329,7 +331,7 @@ const dt_kernel dt_avgpool2d_f32_kernel = {
     .kind = DT_OP_AVGPOOL2D,
     .name = "avgpool2d.f32",
     .dtype = DT_F32,
-    .layouts = DT_OP_PLAIN_ONLY,
+    .layouts = DT_OP_ANY_IN_PLAIN_OUT,
     .forward = avgpool2d_op_forward,
     .backward = avgpool2d_op_backward,
 };
