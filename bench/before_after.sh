@@ -7,7 +7,9 @@
 # per step outside conv2d and linear (BatchNorm, ReLU, adds, pooling, the rest of the
 # layers and SGD: the time `bench --profile` gives to the other layer kinds). The
 # machine's limits are measured first, in the same run: oneDNN's f32 and bf16 GEMM
-# (bench_dnnl_peak of the AFTER build) and the achieved GFLOP/s is given as their share.
+# (bench_dnnl_peak of the AFTER build) and the achieved GFLOP/s is given as their share:
+# %peak of the 2048^3 GEMM (the yardstick of earlier figures), %best of the fastest size
+# (the limit: operands in cache).
 # Check that the machine is quiet first (top; other processes' CPU shows in "other").
 #   bench/before_after.sh BEFORE_DTRAIN AFTER_DTRAIN [CASE...]
 #   CASE: "model:precision:batch[:profile]" (default: the issue-27 set below)
@@ -24,9 +26,11 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 HZ=$(getconf CLK_TCK)
 peak_dir=$(dirname "$AFTER")
-f32_peak=$("$peak_dir/bench_dnnl_peak" f32 "$THREADS" | field f32_gflops)
-bf16_peak=$("$peak_dir/bench_dnnl_peak" bf16 "$THREADS" | field bf16_gflops)
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; oneDNN GEMM peak f32 $f32_peak, bf16 $bf16_peak GFLOP/s"
+f32_json=$("$peak_dir/bench_dnnl_peak" f32 "$THREADS")
+bf16_json=$("$peak_dir/bench_dnnl_peak" bf16 "$THREADS")
+f32_peak=$(echo "$f32_json" | field f32_gflops) bf16_peak=$(echo "$bf16_json" | field bf16_gflops)
+f32_best=$(echo "$f32_json" | field best) bf16_best=$(echo "$bf16_json" | field best)
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; oneDNN GEMM peak (2048^3) f32 $f32_peak, bf16 $bf16_peak GFLOP/s; best size (the limit, %best) f32 $f32_best, bf16 $bf16_best"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # one BIN CASE REP: one run, its JSON line, peak RSS and outside-conv time appended
@@ -53,7 +57,7 @@ one() {
     echo "$ms $gf $rss $rest $other" >>"$tmp/$tag"
 }
 printf '%-26s %s %14s %14s %7s %9s %9s %12s %12s %7s\n' case "" "before ms" "after ms" ratio \
-    "before MB" "after MB" "before rest" "after rest" "%peak"
+    "before MB" "after MB" "before rest" "after rest" "%peak %best"
 for c in $CASES; do
     model=$(echo "$c" | cut -d: -f1) prec=$(echo "$c" | cut -d: -f2)
     batch=$(echo "$c" | cut -d: -f3) prof=$(echo "$c" | cut -d: -f4)
@@ -71,9 +75,10 @@ for c in $CASES; do
     agf=$(cut -d' ' -f2 "$tmp/a" | median)
     oth=$(cut -d' ' -f5 "$tmp/a" "$tmp/b" | sort -n | tail -1)
     peak=$([ "$prec" = bf16 ] && echo "$bf16_peak" || echo "$f32_peak")
-    printf '%-26s %s %14s %14s %7.3f %9d %9d %12s %12s %6.0f%%  (spread %s / %s ms; other processes up to %s core-s)\n' \
+    best=$([ "$prec" = bf16 ] && echo "$bf16_best" || echo "$f32_best")
+    printf '%-26s %s %14s %14s %7.3f %9d %9d %12s %12s %6.0f%% %4.0f%%  (spread %s / %s ms; other processes up to %s core-s)\n' \
         "$c" "" "$bm" "$am" "$(echo "$bm $am" | awk '{ print $1 / $2 }')" \
         "$((brss / 1024))" "$((arss / 1024))" "$([ -n "$prof" ] && echo "$brest" || echo -)" \
         "$([ -n "$prof" ] && echo "$arest" || echo -)" "$(echo "$agf $peak" | awk '{ print 100 * $1 / $2 }')" \
-        "$bs" "$as" "$oth"
+        "$(echo "$agf $best" | awk '{ print 100 * $1 / $2 }')" "$bs" "$as" "$oth"
 done

@@ -53,22 +53,24 @@ other_cores() { # the mark files before and after
         v = wall > 0 ? (busy - hz * (ka - kb)) / wall : 0; printf "%.2f", v < 0 ? 0 : v }'
 }
 
-# The yardstick for the %peak column, measured first (before anything else runs):
-# OpenBLAS sgemm for fp32, oneDNN's bf16 inner product for bf16.
+# The yardsticks for the %peak and %best columns, measured first (before anything else
+# runs): oneDNN's f32 or bf16 inner product at 2048^3 and at its fastest size.
 if [ "$PRECISION" = bf16 ]; then
     peak_json=$("$(dirname "$DTRAIN")/bench_dnnl_peak" bf16 "$THREADS")
     peak=$(echo "$peak_json" | field bf16_gflops) peak_what="oneDNN bf16 GEMM"
+    best=$(echo "$peak_json" | field best)
 else
     peak_json=$("$(dirname "$DTRAIN")/bench_dnnl_peak" f32 "$THREADS")
     peak=$(echo "$peak_json" | field f32_gflops) peak_what="oneDNN f32 GEMM"
+    best=$(echo "$peak_json" | field best)
 fi
 avx512=0
 grep -q ' avx512f ' /proc/cpuinfo && avx512=1
 
 torch_variants="1"
 [ "$THREADS" -gt 1 ] && torch_variants="1 $THREADS"
-printf '%-9s %5s %7s %6s %13s %13s %-25s %6s %9s %6s\n' model batch threads other \
-    dtrain_img/s torch_img/s torch_best ratio dtr_GF/s %peak
+printf '%-9s %5s %7s %6s %13s %13s %-25s %6s %9s %6s %6s\n' model batch threads other \
+    dtrain_img/s torch_img/s torch_best ratio dtr_GF/s %peak %best
 for model in $MODELS; do
     steps=1000
     layouts="plain"
@@ -141,13 +143,14 @@ for model in $MODELS; do
             done
         done
     done
-    printf '%-9s %5s %7s %6s %13.1f %13.1f %-25s %6.2f %9s %6.0f\n' "$model" "$BATCH" "$THREADS" \
+    printf '%-9s %5s %7s %6s %13.1f %13.1f %-25s %6.2f %9s %6.0f %6.0f\n' "$model" "$BATCH" "$THREADS" \
         "$load" "$(awk -v m="$dms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" \
         "$(awk -v m="$best_ms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" "$best" \
         "$(awk -v a="$dms" -v b="$best_ms" 'BEGIN { print b / a }')" "$gf" \
-        "$(awk -v g="$gf" -v p="$peak" 'BEGIN { print 100 * g / p }')"
+        "$(awk -v g="$gf" -v p="$peak" 'BEGIN { print 100 * g / p }')" \
+        "$(awk -v g="$gf" -v p="$best" 'BEGIN { print 100 * g / p }')"
 done
 rm -f "$out.d" "$out.before" "$out.after"
 echo "$peak_json" >>"$out"
-echo "peak at $THREADS threads (2048^3, best of 10): $peak_what $peak GFLOP/s"
+echo "peak at $THREADS threads: $peak_what $peak GFLOP/s at 2048^3 (%peak), $best at its fastest size (%best: the limit, operands in cache)"
 echo "precision $PRECISION (torch: ${torch_prec:-fp32}); medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"

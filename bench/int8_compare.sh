@@ -32,9 +32,10 @@ rate() { field ms_per_batch | awk -v b="$BATCH" '{ printf "%.1f\n", 1000 * b / $
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # The yardsticks for the %peak columns, measured before anything else runs.
-peak32=$("$(dirname "$DTRAIN")/bench_dnnl_peak" f32 "$THREADS" | field f32_gflops)
-peak8=$("$(dirname "$DTRAIN")/bench_dnnl_peak" int8 "$THREADS" | field int8_gops)
-echo "oneDNN GEMM peaks at $THREADS threads: f32 $peak32 GFLOP/s, int8 $peak8 GOP/s"
+json32=$("$(dirname "$DTRAIN")/bench_dnnl_peak" f32 "$THREADS")
+json8=$("$(dirname "$DTRAIN")/bench_dnnl_peak" int8 "$THREADS")
+peak32=$(echo "$json32" | field f32_gflops) peak8=$(echo "$json8" | field int8_gops)
+echo "oneDNN GEMM peaks at $THREADS threads (2048^3, the %peak yardsticks): f32 $peak32 GFLOP/s, int8 $peak8 GOP/s; at the fastest size: f32 $(echo "$json32" | field best), int8 $(echo "$json8" | field best)"
 
 printf '%-9s %5s %3s %11s %11s %11s %11s %8s %8s %8s %6s %8s %6s %9s %9s\n' model batch thr \
     dtrain_fp32 dtrain_int8 torch_fp32 torch_int8 d8/d32 d8/t8 d32_GF/s %peak d8_GOP/s %peak \
