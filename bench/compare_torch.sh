@@ -58,11 +58,11 @@ other_cores() { # the mark files before and after
 if [ "$PRECISION" = bf16 ]; then
     peak_json=$("$(dirname "$DTRAIN")/bench_dnnl_peak" bf16 "$THREADS")
     peak=$(echo "$peak_json" | field bf16_gflops) peak_what="oneDNN bf16 GEMM"
-    best=$(echo "$peak_json" | field best)
+    limit=$(echo "$peak_json" | field best)
 else
     peak_json=$("$(dirname "$DTRAIN")/bench_dnnl_peak" f32 "$THREADS")
     peak=$(echo "$peak_json" | field f32_gflops) peak_what="oneDNN f32 GEMM"
-    best=$(echo "$peak_json" | field best)
+    limit=$(echo "$peak_json" | field best)
 fi
 avx512=0
 grep -q ' avx512f ' /proc/cpuinfo && avx512=1
@@ -148,9 +148,9 @@ for model in $MODELS; do
         "$(awk -v m="$best_ms" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" "$best" \
         "$(awk -v a="$dms" -v b="$best_ms" 'BEGIN { print b / a }')" "$gf" \
         "$(awk -v g="$gf" -v p="$peak" 'BEGIN { print 100 * g / p }')" \
-        "$(awk -v g="$gf" -v p="$best" 'BEGIN { print 100 * g / p }')"
+        "$(awk -v g="$gf" -v p="$limit" 'BEGIN { print 100 * g / p }')"
 done
 rm -f "$out.d" "$out.before" "$out.after"
 echo "$peak_json" >>"$out"
-echo "peak at $THREADS threads: $peak_what $peak GFLOP/s at 2048^3 (%peak), $best at its fastest size (%best: the limit, operands in cache)"
+echo "peak at $THREADS threads: $peak_what $peak GFLOP/s at 2048^3 (%peak), $limit at its fastest size (%best: the limit, operands in cache)"
 echo "precision $PRECISION (torch: ${torch_prec:-fp32}); medians of $REPEATS alternating runs (img/s = batch / median step); raw results: $out"
