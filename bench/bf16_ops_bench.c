@@ -119,7 +119,7 @@ static void add_bwd_bf16(env *e) {
 
 static void bn_f32(env *e) {
     dt_batchnorm2d_forward_train_blocked(e->y, e->mean, e->invstd, e->rm, e->rv, e->x, e->wt,
-                                         e->bias, e->n, e->c, e->h * e->w, 0.1f, 1e-5f);
+                                         e->bias, e->n, e->c, e->h * e->w, 0.1f, 1e-5f, 0);
 }
 static void bn_bf16(env *e) {
     dt_bf16_batchnorm_forward_train(e->bn, e->n, e->hy, e->mean, e->invstd, e->rm, e->rv, e->hx,
@@ -127,7 +127,7 @@ static void bn_bf16(env *e) {
 }
 static void bn_nchw_f32(env *e) {
     dt_batchnorm2d_forward_train(e->y, e->mean, e->invstd, e->rm, e->rv, e->x, e->wt, e->bias, e->n,
-                                 e->c, e->h * e->w, 0.1f, 1e-5f);
+                                 e->c, e->h * e->w, 0.1f, 1e-5f, 0);
 }
 static void bn_nchw_bf16(env *e) {
     dt_bf16_batchnorm_forward_train(e->bn_nchw, e->n, e->hy, e->mean, e->invstd, e->rm, e->rv,
@@ -145,7 +145,7 @@ static void bn_relu_bf16(env *e) {
 static void bn_relu_bwd_f32(env *e) {
     dt_relu_backward(e->dy, e->dy, e->y, e->count);
     dt_batchnorm2d_backward_blocked(e->dx, e->dw, e->db, e->dy, e->x, e->mean, e->invstd, e->wt,
-                                    e->n, e->c, e->h * e->w, 0);
+                                    e->n, e->c, e->h * e->w, 0, NULL);
 }
 static void bn_relu_bwd_bf16(env *e) {
     dt_bf16_batchnorm_backward(e->bn_relu, e->n, e->hdx, e->dw, e->db, e->hdy, e->hx, e->hy,

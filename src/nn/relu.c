@@ -41,3 +41,18 @@ const dt_kernel dt_relu_f32_kernel = {
     .forward = relu_op_forward,
     .backward = relu_op_backward,
 };
+
+/* The ReLU the f32 BatchNorm before it applied already (dt_op.relu_fused on the
+ * BatchNorm): not in any table, the backend puts it in place of dt_relu_f32_kernel. */
+static void nothing(dt_model *m, dt_op *op, int n) {
+    (void)m, (void)op, (void)n;
+}
+
+const dt_kernel dt_relu_fused_f32_kernel = {
+    .kind = DT_OP_RELU,
+    .name = "relu.fused",
+    .dtype = DT_F32,
+    .layouts = DT_OP_SAME_LAYOUT,
+    .forward = nothing,
+    .backward = nothing,
+};
