@@ -257,7 +257,7 @@ static int plan_dtypes(dt_model *m, dt_error *err) {
         if (m->values[relu->in].storage != m->values[bn->out].storage) continue;
         if (bn->impl == &dt_batchnorm2d_bf16_kernel && relu->impl == &dt_relu_bf16_kernel) {
             bn->relu_fused = 1;
-            relu->impl = &dt_relu_fused_kernel;
+            relu->impl = &dt_relu_fused_bf16_kernel;
         } else if (bn->impl == &dt_batchnorm2d_f32_kernel && relu->impl == &dt_relu_f32_kernel) {
             bn->relu_fused = 1;
             relu->impl = &dt_relu_fused_f32_kernel;

@@ -42,8 +42,9 @@ const dt_kernel dt_relu_f32_kernel = {
     .backward = relu_op_backward,
 };
 
-/* The ReLU the f32 BatchNorm before it applied already (dt_op.relu_fused on the
- * BatchNorm): not in any table, the backend puts it in place of dt_relu_f32_kernel. */
+/* The ReLU the BatchNorm before it applied already (dt_op.relu_fused on the
+ * BatchNorm), one row per dtype: in no table, the backend puts it in place of the
+ * ReLU's kernel. */
 static void nothing(dt_model *m, dt_op *op, int n) {
     (void)m, (void)op, (void)n;
 }
@@ -52,6 +53,15 @@ const dt_kernel dt_relu_fused_f32_kernel = {
     .kind = DT_OP_RELU,
     .name = "relu.fused",
     .dtype = DT_F32,
+    .layouts = DT_OP_SAME_LAYOUT,
+    .forward = nothing,
+    .backward = nothing,
+};
+
+const dt_kernel dt_relu_fused_bf16_kernel = {
+    .kind = DT_OP_RELU,
+    .name = "relu.fused",
+    .dtype = DT_BF16,
     .layouts = DT_OP_SAME_LAYOUT,
     .forward = nothing,
     .backward = nothing,
