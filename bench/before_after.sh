@@ -56,7 +56,7 @@ one() {
         END { d = busy[2] - busy[1] - hz * cpu; printf "%.2f", (d > 0 ? d / hz : 0) }')
     echo "$ms $gf $rss $rest $other" >>"$tmp/$tag"
 }
-printf '%-26s %s %14s %14s %7s %9s %9s %12s %12s %7s\n' case "" "before ms" "after ms" ratio \
+printf '%-26s %s %14s %14s %7s %9s %9s %12s %12s %12s\n' case "" "before ms" "after ms" ratio \
     "before MB" "after MB" "before rest" "after rest" "%peak %best"
 for c in $CASES; do
     model=$(echo "$c" | cut -d: -f1) prec=$(echo "$c" | cut -d: -f2)

@@ -633,24 +633,35 @@ static void test_linear_matches_f32(void **state) {
  * (or equal), so outputs differ by the final rounding only. Output planes of up to 16
  * positions with a blocked bf16 input take the weight gradient as a matmul of the
  * unfolded input (conv2d_dnnl.c): the same products summed in another order. */
-static void check_conv(dt_dnnl *ctx, int h, int w, int stride, int in_blocked, int out_blocked,
+typedef struct conv_case {
+    int h, w, kh, kw, stride, pad, dilation;
+} conv_case;
+
+static void check_conv(dt_dnnl *ctx, const conv_case *k, int in_blocked, int out_blocked,
                        int sole_writer) {
-    const int n = 3, c_in = 16, c_out = 32;
+    const int n = 3, c_in = 32, c_out = 32; /* two channel blocks */
     dt_conv2d_shape s;
-    assert_int_equal(dt_conv2d_shape_make(&s, n, c_in, h, w, c_out, 3, 3, stride, 1), 0);
+    assert_int_equal(dt_conv2d_shape_make_grouped(&s, n, c_in, k->h, k->w, c_out, k->kh, k->kw,
+                                                  k->stride, k->pad, k->dilation, 1),
+                     0);
+    const int h = k->h, w = k->w;
     const size_t in_n = (size_t)n * c_in * h * w, out_n = (size_t)n * c_out * s.h_out * s.w_out,
-                 wei_n = (size_t)c_out * c_in * 9;
+                 wei_n = (size_t)c_out * c_in * k->kh * k->kw;
     dt_conv2d_plan *plans[2];
     dt_dnnl_scratch scratch;
     memset(&scratch, 0, sizeof scratch);
     dt_error err;
-    for (int k = 0; k < 2; k++) {
-        const dt_dtype t = k ? DT_BF16 : DT_F32;
+    for (int j = 0; j < 2; j++) {
+        const dt_dtype t = j ? DT_BF16 : DT_F32;
         dt_exec_conv2d_io io = {in_blocked, out_blocked, sole_writer, t, t};
-        if (dt_conv2d_plan_create(&plans[k], ctx, &s, 1, &io, 1, &scratch, &err) ||
-            dt_conv2d_plan_alloc(plans[k], &err))
+        if (dt_conv2d_plan_create(&plans[j], ctx, &s, 1, &io, 1, &scratch, &err) ||
+            dt_conv2d_plan_alloc(plans[j], &err))
             fail_msg("%s", err.msg);
     }
+    /* the bf16 plan's weight gradient is the matmul exactly where the rule says */
+    assert_int_equal(dt_conv2d_plan_wgrad_is_matmul(plans[0]), 0);
+    assert_int_equal(dt_conv2d_plan_wgrad_is_matmul(plans[1]),
+                     in_blocked && s.h_out * s.w_out <= 16);
     for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) scratch.act[i] = test_alloc(scratch.act_bytes[i]);
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++)
         scratch.weight[i] = test_alloc(scratch.weight_bytes[i]);
@@ -684,22 +695,29 @@ static void check_conv(dt_dnnl *ctx, int h, int w, int stride, int in_blocked, i
         expect_rel(dw2, dw, wei_n, FP32_NOISE, "conv dweight");
         expect_rel(db2, db, c_out, FP32_NOISE, "conv dbias");
     }
-    for (int k = 0; k < 2; k++) dt_conv2d_plan_destroy(plans[k]);
+    for (int j = 0; j < 2; j++) dt_conv2d_plan_destroy(plans[j]);
     for (int i = 0; i < DT_DNNL_ACT_SLOTS; i++) free(scratch.act[i]);
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
     free(x), free(wt), free(b), free(dy), free(d0), free(y), free(dx), free(dw), free(db);
     free(dw2), free(db2), free(xh), free(yh), free(dyh), free(dxh);
 }
 
+static const conv_case conv_cases[] = {
+    {9, 7, 3, 3, 1, 1, 1}, /* 63 positions: oneDNN's weight gradient */
+    {4, 4, 3, 3, 1, 1, 1}, /* 16 positions: the matmul of the unfolded input */
+    {8, 7, 3, 3, 2, 1, 1}, /* 4x4, strided */
+    {8, 8, 1, 1, 2, 0, 1}, /* resnet18's 1x1 stride-2 shortcut to 4x4 */
+    {5, 5, 3, 3, 1, 1, 2}, /* dilated: 3x3 out */
+    {2, 4, 3, 1, 1, 1, 1}, /* a 3x1 kernel: 2x6 out */
+};
+
 static void test_conv_bf16_activations_match_f32(void **state) {
     dt_dnnl *ctx = *state;
     for (int in_blocked = 0; in_blocked < 2; in_blocked++)
         for (int out_blocked = 0; out_blocked < 2; out_blocked++)
-            for (int sole = 0; sole < 2; sole++) {
-                check_conv(ctx, 9, 7, 1, in_blocked, out_blocked, sole);
-                check_conv(ctx, 4, 4, 1, in_blocked, out_blocked, sole); /* 16 positions */
-                check_conv(ctx, 8, 7, 2, in_blocked, out_blocked, sole); /* 4x4, strided */
-            }
+            for (int sole = 0; sole < 2; sole++)
+                for (size_t k = 0; k < sizeof conv_cases / sizeof *conv_cases; k++)
+                    check_conv(ctx, &conv_cases[k], in_blocked, out_blocked, sole);
 }
 
 static int dnnl_setup(void **state) {

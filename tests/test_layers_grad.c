@@ -338,14 +338,17 @@ static void test_batchnorm2d_fused_relu_matches_relu_after(void **state) {
         (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
             y_fused, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f, 1);
         dt_relu_backward(dy_masked, dy, y_fused, nx);
-        memset(dg, 0, cb), memset(db, 0, cb), memset(dg_fused, 0, cb), memset(db_fused, 0, cb);
-        (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-            dx, dg, db, dy_masked, x, mean, invstd, g, n, c, hw, 1, NULL);
-        (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-            dx_fused, dg_fused, db_fused, dy, x, mean, invstd, g, n, c, hw, 1, y_fused);
-        assert_memory_equal(dx, dx_fused, bytes);
-        assert_memory_equal(dg, dg_fused, cb);
-        assert_memory_equal(db, db_fused, cb);
+        for (int add = 0; add < 2; add++) { /* din added to, and written (its sole writer) */
+            memset(dg, 0, cb), memset(db, 0, cb), memset(dg_fused, 0, cb);
+            memset(db_fused, 0, cb);
+            (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
+                dx, dg, db, dy_masked, x, mean, invstd, g, n, c, hw, add, NULL);
+            (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
+                dx_fused, dg_fused, db_fused, dy, x, mean, invstd, g, n, c, hw, add, y_fused);
+            assert_memory_equal(dx, dx_fused, bytes);
+            assert_memory_equal(dg, dg_fused, cb);
+            assert_memory_equal(db, db_fused, cb);
+        }
         size_t zeros = 0;
         for (size_t i = 0; i < nx; i++) zeros += y_fused[i] == 0.0f;
         assert_true(zeros > nx / 4 && zeros < 3 * nx / 4); /* the mask masks */

@@ -1157,8 +1157,6 @@ void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int 
     }
 }
 
-/* Where channel ch of sample m starts in the input and how far apart its pixels are. */
-
 /* nChw16c input: the 16 channels of a block side by side, each summed in the order of
  * the per-channel loop (the same bits). */
 static void adaptive_forward_blocked(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,

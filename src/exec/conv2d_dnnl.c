@@ -47,6 +47,10 @@ struct dt_conv2d_plan {
     int has_bias;
     dt_exec_conv2d_io io;
     int bf16; /* multiply in bf16: inputs, weights and incoming gradients converted */
+    /* the weight gradient is a matmul (use_matmul_bwd_weights), decided by the full
+     * batch's variant and followed by the others: their scratch needs are the full
+     * batch's */
+    int wgrad_matmul;
     /* The forward's converted input (bf16, or blocked from NCHW), kept for the weight
      * gradient when both primitives want it alike; owned by the plan, sized for the
      * largest batch. NULL when no variant keeps it. */
@@ -279,12 +283,11 @@ static dnnl_data_type_t act_type(dt_dtype t) {
  * resnet18's 512-channel 3x3 convs on 4x4 maps take 29 ms at batch 128 against 10 ms
  * forward, while the same product as one bf16 matmul ([c_out] x [n*16] times
  * [n*16] x [9*c_in]) takes 16 ms (AMD EPYC, 2 threads; docs/performance.md). At
- * 8x8 both take 16 ms, and at 16x16 and beyond the matmul is slower. So planes of
- * up to 16 positions take the matmul where the input is bf16 in nChw16c (the
- * unfolding below reads that layout) and the convolution is not grouped. */
-static int use_matmul_bwd_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_io *io,
-                                  int bf16_fwd) {
-    return bf16_fwd && io->in_dtype == DT_BF16 && io->in_blocked && s->groups == 1 &&
+ * 8x8 both take 16 ms, and at 16x16 and beyond the matmul is slower. So a bf16
+ * plan's planes of up to 16 positions take the matmul where the input is bf16 in
+ * nChw16c (the unfolding below reads that layout) and the convolution is not grouped. */
+static int use_matmul_bwd_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_io *io, int bf16) {
+    return bf16 && io->in_dtype == DT_BF16 && io->in_blocked && s->groups == 1 &&
            s->h_out * s->w_out <= 16;
 }
 
@@ -301,9 +304,10 @@ static int matmul_bwd_weights_init(variant *v, dt_dnnl *ctx, const dt_conv2d_sha
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&b, 2, b_dims, dnnl_bf16, dnnl_ab), "md");
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&c, 2, c_dims, dnnl_f32, dnnl_ab), "md");
     dnnl_matmul_desc_t md;
-    DNNL_TRY(dnnl_matmul_desc_init(&md, &a, &b, NULL, &c), "matmul descriptor");
     dnnl_primitive_desc_t pd;
-    if (dnnl_primitive_desc_create(&pd, &md, NULL, ctx->engine, NULL) != dnnl_success) return 1;
+    if (dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, ctx->engine, NULL) != dnnl_success)
+        return 1;
     if (!dt_dnnl_fast_impl(pd)) {
         dnnl_primitive_desc_destroy(pd);
         return 1;
@@ -357,8 +361,8 @@ static void unfold_nchw16c(uint16_t *col, const uint16_t *x, const dt_conv2d_sha
 }
 
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
-                        const dt_exec_conv2d_io *io, int bf16, dt_dnnl_scratch *needs,
-                        dt_error *err) {
+                        const dt_exec_conv2d_io *io, int bf16, int matmul_ok,
+                        dt_dnnl_scratch *needs, dt_error *err) {
     const dt_conv2d_shape *s = s0;
     dnnl_dims_t src_dims = {n, s->c_in, s->h_in, s->w_in};
     dnnl_dims_t dst_dims = {n, s->c_out, s->h_out, s->w_out};
@@ -429,7 +433,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
     int conv_bwd_weights = 1; /* 0: the weight gradient is a matmul */
-    if (rc == 0 && use_matmul_bwd_weights(s, io, fpd == fpd_bf16)) {
+    if (rc == 0 && matmul_ok && use_matmul_bwd_weights(s, io, bf16)) {
         int m = matmul_bwd_weights_init(v, ctx, s, n, &dst_u, &wei_u, needs, err);
         if (m < 0)
             rc = m;
@@ -508,17 +512,22 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
         free(p);
         return dt_error_set(err, "conv2d: activations must be f32 or bf16");
     }
-    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, bf16, needs, err)) {
+    if (variant_init(&p->v[0], ctx, s, s->n, has_bias, &p->io, bf16, 1, needs, err)) {
         variant_destroy(&p->v[0]);
         free(p);
         return -1;
     }
     if (p->v[0].keeps_src) p->src_keep_bytes = dnnl_memory_desc_get_size(&p->v[0].f_src.prim_md);
     p->n_variants = 1;
+    p->wgrad_matmul = p->v[0].bw_matmul != NULL;
     p->next_evict = 1;
     p->limits = *needs;
     *plan = p;
     return 0;
+}
+
+int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan) {
+    return plan->wgrad_matmul;
 }
 
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan) {
@@ -549,7 +558,8 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     dt_dnnl_scratch needs;
     memset(&needs, 0, sizeof needs);
     dt_error err;
-    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, p->bf16, &needs, &err)) {
+    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, p->bf16, p->wgrad_matmul, &needs,
+                     &err)) {
         fprintf(stderr, "dtrain: conv2d for batch %d: %s\n", n, err.msg);
         exit(1);
     }
@@ -627,8 +637,10 @@ static void matmul_backward_weights(dt_conv2d_plan *plan, variant *v,
     dt_dnnl_run(dnnl_primitive_execute(v->bw_matmul, ctx->stream, 3, args), "backward weights");
     port_leave(&v->bw_dwei, ctx);
     if (dbias) { /* the sum of each output channel's diff_dst, a row of ddst_data */
+        dt_dnnl_run(dnnl_stream_wait(ctx->stream), "stream wait");
         const size_t rows = (size_t)n * s->h_out * s->w_out;
         const uint16_t *d = ddst_data;
+#pragma omp parallel for schedule(static)
         for (int o = 0; o < s->c_out; o++) {
             float sum = 0;
             for (size_t r = 0; r < rows; r++) sum += dt_bf16_to_f32(d[(size_t)o * rows + r]);

@@ -49,6 +49,10 @@ void dt_conv2d_plan_destroy(dt_conv2d_plan *plan);
  * see dt_conv2d_plan_backward), and its allocation, after the model's memory check;
  * a plan never allocated converts the input twice instead. */
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan);
+/* 1 when the plan computes the weight gradient as a bf16 matmul of the unfolded input
+ * (small output planes, bf16 nChw16c input; conv2d_dnnl.c), 0 for oneDNN's
+ * convolution primitive. */
+int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan);
 int dt_conv2d_plan_alloc(dt_conv2d_plan *plan, dt_error *err);
 
 /* Forward for n <= the plan's batch; out and in (and din, dout below) of the types
