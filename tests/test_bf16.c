@@ -208,8 +208,8 @@ static void test_bf16_needs_onednn(void **state) {
 
 /* bf16 end to end: with --precision bf16 every activation of these models but the
  * input (the loader's f32) and the logits (the loss's f32) is stored bf16, since the
- * CPU backend has a bf16 kernel for each of their ops. In fp32 all stay f32. In both,
- * each BatchNorm followed by the in-place ReLU of its output applies that ReLU itself. */
+ * CPU backend has a bf16 kernel for each of their ops; each BatchNorm followed by
+ * the in-place ReLU of its output applies that ReLU itself. In fp32 all stay f32. */
 static void check_dtypes(const char *name, int width, int in_hw) {
     for (int bf16 = 0; bf16 <= 1; bf16++) {
         dt_model_spec spec;
@@ -237,7 +237,7 @@ static void check_dtypes(const char *name, int width, int in_hw) {
                 m.values[m.ops[i + 1].in].storage == m.values[op->out].storage)
                 fusable++;
         }
-        assert_int_equal(fused, fusable);
+        assert_int_equal(fused, bf16 ? fusable : 0);
         dt_model_free(&m);
     }
 }

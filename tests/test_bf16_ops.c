@@ -243,7 +243,7 @@ static void check_bn(const bn_case *k, dt_dnnl *ctx) {
     float *y = test_alloc(sizeof(float) * count), *mean = test_alloc(sizeof(float) * c),
           *invstd = test_alloc(sizeof(float) * c);
     (k->blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
-        y, mean, invstd, rm, rv, x, w, b, n, c, hw, 0.1f, eps, 0);
+        y, mean, invstd, rm, rv, x, w, b, n, c, hw, 0.1f, eps);
     if (k->relu) dt_relu_forward(y, y, count);
     uint16_t *xh = to_bf16(x, count), *yh = test_alloc(sizeof(uint16_t) * count);
     float *mean2 = test_alloc(sizeof(float) * c), *invstd2 = test_alloc(sizeof(float) * c);
@@ -262,7 +262,7 @@ static void check_bn(const bn_case *k, dt_dnnl *ctx) {
     float *ye = test_alloc(sizeof(float) * count);
     uint16_t *yeh = test_alloc(sizeof(uint16_t) * count);
     (k->blocked ? dt_batchnorm2d_forward_eval_blocked
-                : dt_batchnorm2d_forward_eval)(ye, x, rm, rv, w, b, n, c, hw, eps, 0);
+                : dt_batchnorm2d_forward_eval)(ye, x, rm, rv, w, b, n, c, hw, eps);
     if (k->relu) dt_relu_forward(ye, ye, count);
     if (bn)
         dt_bf16_batchnorm_forward_eval(bn, n, yeh, xh, rm, rv, w, b);
@@ -285,8 +285,8 @@ static void check_bn(const bn_case *k, dt_dnnl *ctx) {
     float *dx = k->add ? copy_f32(d0, count) : test_alloc(sizeof(float) * count);
     float *dw = bf16_valued(c, 17, -1, 1), *db = bf16_valued(c, 18, -1, 1);
     float *dw2 = copy_f32(dw, c), *db2 = copy_f32(db, c);
-    (k->blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-        dx, dw, db, dyr, x, mean2, invstd2, w, n, c, hw, 1, NULL);
+    (k->blocked ? dt_batchnorm2d_backward_blocked
+                : dt_batchnorm2d_backward)(dx, dw, db, dyr, x, mean2, invstd2, w, n, c, hw, 1);
     uint16_t *dyh = to_bf16(dy, count), *dxh = to_bf16(d0, count);
     if (bn)
         dt_bf16_batchnorm_backward(bn, n, dxh, dw2, db2, dyh, xh, yh, mean2, invstd2, w, k->add);

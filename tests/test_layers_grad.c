@@ -225,14 +225,14 @@ typedef struct {
 static double bn_fwd(void *p) {
     bn_ctx *c = p;
     dt_batchnorm2d_forward_train(c->out, c->mean, c->invstd, c->rm, c->rv, c->x, c->g, c->b, c->n,
-                                 c->c, c->hw, 0.1f, c->eps, 0);
+                                 c->c, c->hw, 0.1f, c->eps);
     return dot(c->out, c->r, (size_t)c->n * c->c * c->hw);
 }
 
 static void bn_bwd(void *p) {
     bn_ctx *c = p;
     dt_batchnorm2d_backward(c->dx, c->dg, c->db, c->r, c->x, c->mean, c->invstd, c->g, c->n, c->c,
-                            c->hw, 1, NULL);
+                            c->hw, 1);
 }
 
 static void check_batchnorm2d(float eps) {
@@ -283,12 +283,12 @@ static void test_batchnorm2d_backward_writes_din(void **state) {
     fill_uniform(b, c, 34, -1, 1);
     for (int blocked = 0; blocked < 2; blocked++) {
         (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
-            y, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f, 0);
+            y, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f);
         for (size_t i = 0; i < nx; i++) added[i] = 0.0f, written[i] = NAN;
-        (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-            added, dg, db, dy, x, mean, invstd, g, n, c, hw, 1, NULL);
-        (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-            written, dg, db, dy, x, mean, invstd, g, n, c, hw, 0, NULL);
+        (blocked ? dt_batchnorm2d_backward_blocked
+                 : dt_batchnorm2d_backward)(added, dg, db, dy, x, mean, invstd, g, n, c, hw, 1);
+        (blocked ? dt_batchnorm2d_backward_blocked
+                 : dt_batchnorm2d_backward)(written, dg, db, dy, x, mean, invstd, g, n, c, hw, 0);
         for (size_t i = 0; i < nx; i++)
             if (memcmp(&added[i], &written[i], sizeof(float)))
                 fail_msg("%s layout: din[%zu] written %g, added to zero %g",
@@ -296,66 +296,6 @@ static void test_batchnorm2d_backward_writes_din(void **state) {
     }
     free(x), free(dy), free(y), free(added), free(written), free(g), free(b), free(mean);
     free(invstd), free(rm), free(rv), free(dg), free(db);
-}
-
-/* A ReLU fused into BatchNorm gives the bits of the BatchNorm followed by the graph's
- * in-place ReLU, in both layouts: forward (train and eval) the same outputs, backward
- * from the unmasked gradient and the forward's output the same din, dweight, dbias as
- * from the gradient ReLU's backward masked. */
-static void test_batchnorm2d_fused_relu_matches_relu_after(void **state) {
-    (void)state;
-    const int n = 3, c = 32, hw = 7;
-    const size_t nx = (size_t)n * c * hw, bytes = 4 * nx, cb = 4 * (size_t)c;
-    float *x = test_alloc(bytes), *dy = test_alloc(bytes), *dy_masked = test_alloc(bytes);
-    float *y = test_alloc(bytes), *y_fused = test_alloc(bytes);
-    float *dx = test_alloc(bytes), *dx_fused = test_alloc(bytes);
-    float *g = test_alloc(cb), *b = test_alloc(cb), *mean = test_alloc(cb);
-    float *invstd = test_alloc(cb), *rm = test_alloc(cb), *rv = test_alloc(cb);
-    float *dg = test_alloc(cb), *db = test_alloc(cb), *dg_fused = test_alloc(cb);
-    float *db_fused = test_alloc(cb);
-    fill_uniform(x, nx, 41, -2, 2);
-    fill_uniform(dy, nx, 42, -1, 1);
-    fill_uniform(g, c, 43, 0.5f, 1.5f);
-    fill_uniform(b, c, 44, -1, 1);
-    fill_uniform(dx, nx, 45, -1, 1); /* accumulated into: both start alike */
-    memcpy(dx_fused, dx, bytes);
-    for (int blocked = 0; blocked < 2; blocked++) {
-        for (int relu = 0; relu < 2; relu++) {
-            for (int i = 0; i < c; i++) rm[i] = 0.0f, rv[i] = 1.0f;
-            float *out = relu ? y_fused : y;
-            (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
-                out, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f, relu);
-        }
-        dt_relu_forward(y, y, nx);
-        assert_memory_equal(y, y_fused, bytes);
-        (blocked ? dt_batchnorm2d_forward_eval_blocked
-                 : dt_batchnorm2d_forward_eval)(y, x, rm, rv, g, b, n, c, hw, 1e-5f, 0);
-        dt_relu_forward(y, y, nx);
-        (blocked ? dt_batchnorm2d_forward_eval_blocked
-                 : dt_batchnorm2d_forward_eval)(y_fused, x, rm, rv, g, b, n, c, hw, 1e-5f, 1);
-        assert_memory_equal(y, y_fused, bytes);
-        /* backward after the training forward (its output is the mask) */
-        (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
-            y_fused, mean, invstd, rm, rv, x, g, b, n, c, hw, 0.1f, 1e-5f, 1);
-        dt_relu_backward(dy_masked, dy, y_fused, nx);
-        for (int add = 0; add < 2; add++) { /* din added to, and written (its sole writer) */
-            memset(dg, 0, cb), memset(db, 0, cb), memset(dg_fused, 0, cb);
-            memset(db_fused, 0, cb);
-            (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-                dx, dg, db, dy_masked, x, mean, invstd, g, n, c, hw, add, NULL);
-            (blocked ? dt_batchnorm2d_backward_blocked : dt_batchnorm2d_backward)(
-                dx_fused, dg_fused, db_fused, dy, x, mean, invstd, g, n, c, hw, add, y_fused);
-            assert_memory_equal(dx, dx_fused, bytes);
-            assert_memory_equal(dg, dg_fused, cb);
-            assert_memory_equal(db, db_fused, cb);
-        }
-        size_t zeros = 0;
-        for (size_t i = 0; i < nx; i++) zeros += y_fused[i] == 0.0f;
-        assert_true(zeros > nx / 4 && zeros < 3 * nx / 4); /* the mask masks */
-    }
-    free(x), free(dy), free(dy_masked), free(y), free(y_fused), free(dx), free(dx_fused);
-    free(g), free(b), free(mean), free(invstd), free(rm), free(rv), free(dg), free(db);
-    free(dg_fused), free(db_fused);
 }
 
 /* The op normalises with its own eps: a batch of 2 x 2x2x2 whose channels have
@@ -384,13 +324,13 @@ static void test_batchnorm2d_running_stats_are_unbiased(void **state) {
     (void)state;
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}; /* n=2, c=1, hw=4 */
     float out[8], mean, invstd, rm = 0.0f, rv = 1.0f, g = 1.0f, b = 0.0f;
-    dt_batchnorm2d_forward_train(out, &mean, &invstd, &rm, &rv, x, &g, &b, 2, 1, 4, 0.1f, 1e-5f, 0);
+    dt_batchnorm2d_forward_train(out, &mean, &invstd, &rm, &rv, x, &g, &b, 2, 1, 4, 0.1f, 1e-5f);
     assert_float_equal(mean, 4.5f, 1e-6);
     assert_float_equal(invstd, 1.0f / sqrtf(5.25f + 1e-5f), 1e-6);
     assert_float_equal(rm, 0.45f, 1e-6);
     assert_float_equal(rv, 0.9f + 0.1f * 6.0f, 1e-6); /* unbiased var = 42/7 = 6 */
     float y[8];
-    dt_batchnorm2d_forward_eval(y, x, &rm, &rv, &g, &b, 2, 1, 4, 1e-5f, 0);
+    dt_batchnorm2d_forward_eval(y, x, &rm, &rv, &g, &b, 2, 1, 4, 1e-5f);
     assert_float_equal(y[0], (1.0f - 0.45f) / sqrtf(1.5f + 1e-5f), 1e-5);
 }
 
@@ -901,7 +841,6 @@ int main(void) {
         cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),
         cmocka_unit_test(test_maxpool2d_blocked_ties_and_nan),
         cmocka_unit_test(test_batchnorm2d_backward_writes_din),
-        cmocka_unit_test(test_batchnorm2d_fused_relu_matches_relu_after),
         cmocka_unit_test(test_pool2d_out_size_follows_pytorch),
         cmocka_unit_test(test_avgpool2d_grad_matches_fd),
         cmocka_unit_test(test_adaptive_avgpool2d_grad_matches_fd),

@@ -78,7 +78,5 @@ typedef struct dt_backend {
 extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_f32_kernel,
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
-/* A ReLU that does nothing: the BatchNorm before it applied it (dt_op.relu_fused). */
-extern const dt_kernel dt_relu_fused_f32_kernel, dt_relu_fused_bf16_kernel;
 
 #endif

@@ -250,17 +250,14 @@ static int plan_dtypes(dt_model *m, dt_error *err) {
             return dt_error_set(err, "backend %s has no %s kernel for op %d (%s)", m->backend->name,
                                 dt_op_kind_name(op->kind), i, op->name);
     }
-    /* A BatchNorm followed by the in-place ReLU of its output applies the ReLU itself
-     * (one pass over the activations instead of two, each way; the same bits). */
+    /* A bf16 BatchNorm followed by the in-place ReLU of its output applies the ReLU
+     * itself (one pass over the activations instead of two, each way). */
     for (int i = 0; i + 1 < m->n_ops; i++) {
         dt_op *bn = &m->ops[i], *relu = &m->ops[i + 1];
-        if (m->values[relu->in].storage != m->values[bn->out].storage) continue;
-        if (bn->impl == &dt_batchnorm2d_bf16_kernel && relu->impl == &dt_relu_bf16_kernel) {
+        if (bn->impl == &dt_batchnorm2d_bf16_kernel && relu->impl == &dt_relu_bf16_kernel &&
+            m->values[relu->in].storage == m->values[bn->out].storage) {
             bn->relu_fused = 1;
-            relu->impl = &dt_relu_fused_bf16_kernel;
-        } else if (bn->impl == &dt_batchnorm2d_f32_kernel && relu->impl == &dt_relu_f32_kernel) {
-            bn->relu_fused = 1;
-            relu->impl = &dt_relu_fused_f32_kernel;
+            relu->impl = &dt_relu_fused_kernel;
         }
     }
     return 0;

@@ -65,6 +65,20 @@ const dt_kernel dt_relu_bf16_kernel = {
     .backward = relu_backward,
 };
 
+/* The ReLU a BatchNorm kernel applied already (op->relu_fused on the BatchNorm). */
+static void nothing(dt_model *m, dt_op *op, int n) {
+    (void)m, (void)op, (void)n;
+}
+
+const dt_kernel dt_relu_fused_kernel = {
+    .kind = DT_OP_RELU,
+    .name = "relu.fused",
+    .dtype = DT_BF16,
+    .layouts = DT_OP_SAME_LAYOUT,
+    .forward = nothing,
+    .backward = nothing,
+};
+
 /* Residual add. */
 
 static int add_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {

@@ -10,21 +10,10 @@
 /* Each channel is reduced by one thread in a fixed order (double accumulators), so
  * results do not depend on the thread count's scheduling. */
 
-/* A ReLU fused into the BatchNorm (relu != 0), as dt_relu_forward computes it. */
-static inline float relu_of(float v, int relu) {
-    return relu ? (v > 0.0f ? v : 0.0f) : v;
-}
-
-/* dout[i] through the fused ReLU's mask (relu_out: the op's output, after the ReLU;
- * NULL when none is fused), as dt_relu_backward computes it. */
-static inline float masked(const float *dout, const float *relu_out, size_t i) {
-    return !relu_out || relu_out[i] > 0.0f ? dout[i] : 0.0f;
-}
-
 void dt_batchnorm2d_forward_train(float *out, float *save_mean, float *save_invstd,
                                   float *running_mean, float *running_var, const float *in,
                                   const float *weight, const float *bias, int n, int c, int hw,
-                                  float momentum, float eps, int relu) {
+                                  float momentum, float eps) {
     const double count = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
@@ -54,14 +43,14 @@ void dt_batchnorm2d_forward_train(float *out, float *save_mean, float *save_invs
         for (int m = 0; m < n; m++) {
             const float *x = in + ((size_t)m * c + ch) * hw;
             float *y = out + ((size_t)m * c + ch) * hw;
-            for (int p = 0; p < hw; p++) y[p] = relu_of((x[p] - fmean) * scale + shift, relu);
+            for (int p = 0; p < hw; p++) y[p] = (x[p] - fmean) * scale + shift;
         }
     }
 }
 
 void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *running_mean,
                                  const float *running_var, const float *weight, const float *bias,
-                                 int n, int c, int hw, float eps, int relu) {
+                                 int n, int c, int hw, float eps) {
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
         const float scale = weight[ch] / sqrtf(running_var[ch] + eps);
@@ -69,27 +58,25 @@ void dt_batchnorm2d_forward_eval(float *out, const float *in, const float *runni
         for (int m = 0; m < n; m++) {
             const float *x = in + ((size_t)m * c + ch) * hw;
             float *y = out + ((size_t)m * c + ch) * hw;
-            for (int p = 0; p < hw; p++) y[p] = relu_of((x[p] - mean) * scale + shift, relu);
+            for (int p = 0; p < hw; p++) y[p] = (x[p] - mean) * scale + shift;
         }
     }
 }
 
 void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const float *dout,
                              const float *in, const float *save_mean, const float *save_invstd,
-                             const float *weight, int n, int c, int hw, int add_to_din,
-                             const float *relu_out) {
+                             const float *weight, int n, int c, int hw, int add_to_din) {
     const double count = (double)n * hw;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < c; ch++) {
         const float mean = save_mean[ch], invstd = save_invstd[ch];
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (int m = 0; m < n; m++) {
-            const size_t base = ((size_t)m * c + ch) * hw;
-            const float *x = in + base;
+            const float *x = in + ((size_t)m * c + ch) * hw;
+            const float *dy = dout + ((size_t)m * c + ch) * hw;
             for (int p = 0; p < hw; p++) {
-                const float dy = masked(dout, relu_out, base + p);
-                sum_dy += dy;
-                sum_dy_xhat += (double)dy * ((x[p] - mean) * invstd);
+                sum_dy += dy[p];
+                sum_dy_xhat += (double)dy[p] * ((x[p] - mean) * invstd);
             }
         }
         dbias[ch] += (float)sum_dy;
@@ -100,12 +87,12 @@ void dt_batchnorm2d_backward(float *din, float *dweight, float *dbias, const flo
         const float mean_dy = (float)(sum_dy / count);
         const float mean_dy_xhat = (float)(sum_dy_xhat / count);
         for (int m = 0; m < n; m++) {
-            const size_t base = ((size_t)m * c + ch) * hw;
-            const float *x = in + base;
-            float *dx = din + base;
+            const float *x = in + ((size_t)m * c + ch) * hw;
+            const float *dy = dout + ((size_t)m * c + ch) * hw;
+            float *dx = din + ((size_t)m * c + ch) * hw;
             for (int p = 0; p < hw; p++) {
                 float xhat = (x[p] - mean) * invstd;
-                float g = k * (masked(dout, relu_out, base + p) - mean_dy - xhat * mean_dy_xhat);
+                float g = k * (dy[p] - mean_dy - xhat * mean_dy_xhat);
                 dx[p] = add_to_din ? dx[p] + g : g;
             }
         }
@@ -121,7 +108,7 @@ enum { BLK = 16 };
 void dt_batchnorm2d_forward_train_blocked(float *out, float *save_mean, float *save_invstd,
                                           float *running_mean, float *running_var, const float *in,
                                           const float *weight, const float *bias, int n, int c,
-                                          int hw, float momentum, float eps, int relu) {
+                                          int hw, float momentum, float eps) {
     const double count = (double)n * hw;
     const int blocks = c / BLK;
 #pragma omp parallel for schedule(static)
@@ -161,15 +148,14 @@ void dt_batchnorm2d_forward_train_blocked(float *out, float *save_mean, float *s
             for (int p = 0; p < hw; p++)
                 for (int l = 0; l < BLK; l++)
                     out[base + p * BLK + l] =
-                        relu_of((in[base + p * BLK + l] - fmean[l]) * scale[l] + shift[l], relu);
+                        (in[base + p * BLK + l] - fmean[l]) * scale[l] + shift[l];
         }
     }
 }
 
 void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const float *running_mean,
                                          const float *running_var, const float *weight,
-                                         const float *bias, int n, int c, int hw, float eps,
-                                         int relu) {
+                                         const float *bias, int n, int c, int hw, float eps) {
     const int blocks = c / BLK;
 #pragma omp parallel for schedule(static)
     for (int cb = 0; cb < blocks; cb++) {
@@ -185,7 +171,7 @@ void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const floa
             for (int p = 0; p < hw; p++)
                 for (int l = 0; l < BLK; l++)
                     out[base + p * BLK + l] =
-                        relu_of((in[base + p * BLK + l] - mean[l]) * scale[l] + shift[l], relu);
+                        (in[base + p * BLK + l] - mean[l]) * scale[l] + shift[l];
         }
     }
 }
@@ -193,7 +179,7 @@ void dt_batchnorm2d_forward_eval_blocked(float *out, const float *in, const floa
 void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, const float *dout,
                                      const float *in, const float *save_mean,
                                      const float *save_invstd, const float *weight, int n, int c,
-                                     int hw, int add_to_din, const float *relu_out) {
+                                     int hw, int add_to_din) {
     const double count = (double)n * hw;
     const int blocks = c / BLK;
 #pragma omp parallel for schedule(static)
@@ -208,8 +194,7 @@ void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, c
             const size_t base = ((size_t)m * blocks + cb) * hw * BLK;
             for (int p = 0; p < hw; p++)
                 for (int l = 0; l < BLK; l++) {
-                    const float x = in[base + p * BLK + l],
-                                dy = masked(dout, relu_out, base + p * BLK + l);
+                    const float x = in[base + p * BLK + l], dy = dout[base + p * BLK + l];
                     sum_dy[l] += dy;
                     sum_dy_xhat[l] += (double)dy * ((x - mean[l]) * invstd[l]);
                 }
@@ -230,16 +215,14 @@ void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, c
                     for (int l = 0; l < BLK; l++) {
                         const size_t i = base + p * BLK + l;
                         float xhat = (in[i] - mean[l]) * invstd[l];
-                        din[i] += k[l] *
-                                  (masked(dout, relu_out, i) - mean_dy[l] - xhat * mean_dy_xhat[l]);
+                        din[i] += k[l] * (dout[i] - mean_dy[l] - xhat * mean_dy_xhat[l]);
                     }
             else
                 for (int p = 0; p < hw; p++)
                     for (int l = 0; l < BLK; l++) {
                         const size_t i = base + p * BLK + l;
                         float xhat = (in[i] - mean[l]) * invstd[l];
-                        din[i] = k[l] *
-                                 (masked(dout, relu_out, i) - mean_dy[l] - xhat * mean_dy_xhat[l]);
+                        din[i] = k[l] * (dout[i] - mean_dy[l] - xhat * mean_dy_xhat[l]);
                     }
         }
     }
@@ -295,13 +278,12 @@ static void batchnorm2d_op_forward(dt_model *m, dt_op *op, int n) {
         (blocked ? dt_batchnorm2d_forward_train_blocked : dt_batchnorm2d_forward_train)(
             out, saved->mean, saved->invstd, dt_model_param(m, op->running_mean),
             dt_model_param(m, op->running_var), in, dt_model_param(m, op->weight),
-            dt_model_param(m, op->bias), n, x->c, x->h * x->w, momentum, eps, op->relu_fused);
+            dt_model_param(m, op->bias), n, x->c, x->h * x->w, momentum, eps);
         op->num_batches_tracked++;
     } else {
         (blocked ? dt_batchnorm2d_forward_eval_blocked : dt_batchnorm2d_forward_eval)(
             out, in, dt_model_param(m, op->running_mean), dt_model_param(m, op->running_var),
-            dt_model_param(m, op->weight), dt_model_param(m, op->bias), n, x->c, x->h * x->w, eps,
-            op->relu_fused);
+            dt_model_param(m, op->weight), dt_model_param(m, op->bias), n, x->c, x->h * x->w, eps);
     }
 }
 
@@ -312,8 +294,7 @@ static void batchnorm2d_op_backward(dt_model *m, dt_op *op, int n) {
         dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
         dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
         dt_model_value_data(m, op->in), saved->mean, saved->invstd, dt_model_param(m, op->weight),
-        n, x->c, x->h * x->w, !m->storages[x->storage].grad_written,
-        op->relu_fused ? dt_model_value_data(m, op->out) : NULL);
+        n, x->c, x->h * x->w, !m->storages[x->storage].grad_written);
 }
 
 const dt_op_class dt_batchnorm2d_op = {

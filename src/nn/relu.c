@@ -41,28 +41,3 @@ const dt_kernel dt_relu_f32_kernel = {
     .forward = relu_op_forward,
     .backward = relu_op_backward,
 };
-
-/* The ReLU the BatchNorm before it applied already (dt_op.relu_fused on the
- * BatchNorm), one row per dtype: in no table, the backend puts it in place of the
- * ReLU's kernel. */
-static void nothing(dt_model *m, dt_op *op, int n) {
-    (void)m, (void)op, (void)n;
-}
-
-const dt_kernel dt_relu_fused_f32_kernel = {
-    .kind = DT_OP_RELU,
-    .name = "relu.fused",
-    .dtype = DT_F32,
-    .layouts = DT_OP_SAME_LAYOUT,
-    .forward = nothing,
-    .backward = nothing,
-};
-
-const dt_kernel dt_relu_fused_bf16_kernel = {
-    .kind = DT_OP_RELU,
-    .name = "relu.fused",
-    .dtype = DT_BF16,
-    .layouts = DT_OP_SAME_LAYOUT,
-    .forward = nothing,
-    .backward = nothing,
-};

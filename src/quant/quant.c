@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "core/parse.h"
-#include "dtrain/kernel.h"
 
 /* The largest float below 2^31: a bias beyond it does not fit in int32. */
 #define INT32_FLOAT_LIMIT 2147483520.0f
@@ -415,15 +414,8 @@ static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, in
             if (calibrated(q, v) && read_point(q, v, pass) < 0)
                 observe(q, v, x, dt_model_input_floats_per_sample(m) * (size_t)n, pass);
         for (int i = 0; i < m->n_ops; i++) {
-            /* A value may be read between a BatchNorm and its ReLU: a BatchNorm that
-             * applies the ReLU itself (relu_fused) runs without it here, and the ReLU
-             * after it on the f32 kernel. */
             dt_op *op = &m->ops[i];
-            const int fused = op->relu_fused;
-            op->relu_fused = 0;
-            (op->impl == &dt_relu_fused_f32_kernel ? &dt_relu_f32_kernel : op->impl)
-                ->forward(m, op, n);
-            op->relu_fused = fused;
+            op->impl->forward(m, op, n);
             for (int v = 0; v < q->n_values; v++) {
                 if (!calibrated(q, v) || read_point(q, v, pass) != i) continue;
                 const dt_storage *s = &m->storages[q->values[v].float_storage];
