@@ -240,9 +240,11 @@ int main(int argc, char **argv) {
         /* auto against the best of the three it chooses from (by median): the median of
          * the per-rep ratios, each rep's two calls a moment apart, so that the machine's
          * slow minutes (shm's 44.7 MB call took 4-15 ms over one hour here) cancel */
-        int best_candidate = med[1] < med[2] ? 1 : 2;
-        if (med[SHM] > 0 && med[SHM] < med[best_candidate]) best_candidate = SHM;
-        if (med[HIER] > 0 && med[HIER] < med[best_candidate]) best_candidate = HIER;
+        int best_candidate = -1; /* ring and mpi always run */
+        for (int a = 0; a < ALGOS; a++)
+            if (candidate_of[a] != DT_ALLREDUCE_AUTO && med[a] > 0 &&
+                (best_candidate < 0 || med[a] < med[best_candidate]))
+                best_candidate = a;
         double ratio[MAX_REPS], control[MAX_REPS];
         for (int rep = 0; rep < reps; rep++) {
             ratio[rep] = t[AUTO][rep] / t[best_candidate][rep];

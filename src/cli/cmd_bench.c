@@ -151,7 +151,7 @@ int cmd_bench(int argc, char **argv) {
                           .backend = backend,
                           .precision = cfg.precision,
                           .batch = (int)cfg.batch_size,
-                          .steps = steps,
+                          .span = {.steps = steps},
                           .profile = profile,
                           .profile_out = profile_out,
                           .load = load,

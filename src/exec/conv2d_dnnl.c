@@ -47,10 +47,6 @@ struct dt_conv2d_plan {
     int has_bias;
     dt_exec_conv2d_io io;
     int bf16; /* multiply in bf16: inputs, weights and incoming gradients converted */
-    /* the weight gradient is a matmul (use_matmul_bwd_weights), decided by the full
-     * batch's variant and followed by the others: their scratch needs are the full
-     * batch's */
-    int wgrad_matmul;
     /* The forward's converted input (bf16, or blocked from NCHW), kept for the weight
      * gradient when both primitives want it alike; owned by the plan, sized for the
      * largest batch. NULL when no variant keeps it. */
@@ -519,7 +515,6 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
     }
     if (p->v[0].keeps_src) p->src_keep_bytes = dnnl_memory_desc_get_size(&p->v[0].f_src.prim_md);
     p->n_variants = 1;
-    p->wgrad_matmul = p->v[0].bw_matmul != NULL;
     p->next_evict = 1;
     p->limits = *needs;
     *plan = p;
@@ -527,7 +522,7 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
 }
 
 int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan) {
-    return plan->wgrad_matmul;
+    return plan->v[0].bw_matmul != NULL; /* the full batch's variant, never evicted */
 }
 
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan) {
@@ -558,8 +553,10 @@ static variant *variant_for(dt_conv2d_plan *p, int n) {
     dt_dnnl_scratch needs;
     memset(&needs, 0, sizeof needs);
     dt_error err;
-    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, p->bf16, p->wgrad_matmul, &needs,
-                     &err)) {
+    /* the full batch's variant chose the weight gradient's path; this one follows it
+     * (its scratch is the full batch's) */
+    if (variant_init(v, p->ctx, &p->s, n, p->has_bias, &p->io, p->bf16,
+                     dt_conv2d_plan_wgrad_is_matmul(p), &needs, &err)) {
         fprintf(stderr, "dtrain: conv2d for batch %d: %s\n", n, err.msg);
         exit(1);
     }

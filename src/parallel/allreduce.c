@@ -511,12 +511,10 @@ static void tune_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size_
 void dt_allreduce_sum(dt_allreduce *ar, float *buf, size_t n) {
     const dt_world *w = ar->world;
     if (w->size == 1 || n == 0) return;
-    if (ar->algo == DT_ALLREDUCE_HIER) { /* a 16-bit wire between the nodes only */
-        hier(ar, buf, n);
-        return;
-    }
-    if (ar->dtype != DT_COMM_FP32) {
-        ring_wire(ar, buf, n); /* init refused mpi with a 16-bit wire */
+    /* a 16-bit wire: the ring's (init refused mpi and shm with one); hier's is between
+     * the nodes only, in its `between` level */
+    if (ar->dtype != DT_COMM_FP32 && ar->algo != DT_ALLREDUCE_HIER) {
+        ring_wire(ar, buf, n);
         return;
     }
     dt_allreduce_algo algo = ar->algo;

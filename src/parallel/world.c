@@ -276,20 +276,34 @@ void dt_world_allgather(const dt_world *w, const void *mine, void *all, size_t n
     dt_world_wait_all(w, 1, &req, -1, what);
 }
 
+/* Every rank's key into a buffer of w->size keys of NODE_KEY bytes (free it): its host
+ * name, and with `netns` also its network namespace as the kernel names it
+ * ("net:[4026531840]"); mine gets this rank's. */
+enum { NODE_KEY = MPI_MAX_PROCESSOR_NAME + 64 };
+static char *gather_keys(const dt_world *w, int netns, char mine[NODE_KEY]) {
+    memset(mine, 0, NODE_KEY);
+    int len = 0;
+    DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
+    if (netns) {
+        char ns[64] = "";
+        const ssize_t got = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+        ns[got > 0 ? got : 0] = 0;
+        snprintf(mine + strlen(mine), NODE_KEY - strlen(mine), " %s", ns);
+    }
+    char *all = malloc((size_t)NODE_KEY * (size_t)w->size);
+    if (!all) dt_world_abort(w, "out of memory for the ranks' host names");
+    dt_world_allgather(w, mine, all, NODE_KEY, DT_U8, "the ranks' host names");
+    return all;
+}
+
 /* By host name, not MPI_Comm_split_type: emulated hosts (network namespaces) share the
  * machine's name and its cores, which is what the callers want counted, and Open MPI
  * 4.1's split by shared memory crashed there (TCP between ranks it thought local). */
 void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
-    char mine[MPI_MAX_PROCESSOR_NAME];
-    memset(mine, 0, sizeof mine);
-    int len = 0;
-    DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
-    char *all = malloc((size_t)MPI_MAX_PROCESSOR_NAME * (size_t)w->size);
-    if (!all) dt_world_abort(w, "out of memory for the ranks' host names");
-    dt_world_allgather(w, mine, all, MPI_MAX_PROCESSOR_NAME, DT_U8, "the ranks' host names");
+    char mine[NODE_KEY];
+    char *all = gather_keys(w, 0, mine);
     int same = 0;
-    for (int r = 0; r < w->size; r++)
-        same += !strncmp(all + (size_t)r * MPI_MAX_PROCESSOR_NAME, mine, MPI_MAX_PROCESSOR_NAME);
+    for (int r = 0; r < w->size; r++) same += !strncmp(all + (size_t)r * NODE_KEY, mine, NODE_KEY);
     free(all);
     *local_ranks = same;
     double fewest = same;
@@ -298,26 +312,16 @@ void dt_world_hosts(const dt_world *w, int *local_ranks, int *spans_hosts) {
 }
 
 int dt_world_split_nodes(const dt_world *w, dt_world *local, dt_world *cross) {
-    enum { KEY = MPI_MAX_PROCESSOR_NAME + 64 };
-    char mine[KEY];
-    memset(mine, 0, sizeof mine);
-    int len = 0;
-    DT_CHECK_MPI(MPI_Get_processor_name(mine, &len));
-    /* the network namespace as the kernel names it, "net:[4026531840]" */
-    char ns[64] = "";
-    const ssize_t got = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
-    ns[got > 0 ? got : 0] = 0;
-    snprintf(mine + strlen(mine), sizeof mine - strlen(mine), " %s", ns);
-    char *all = malloc((size_t)KEY * (size_t)w->size);
-    if (!all) dt_world_abort(w, "out of memory for the ranks' node names");
-    dt_world_allgather(w, mine, all, KEY, DT_U8, "the ranks' node names");
+    char mine[NODE_KEY];
+    char *all = gather_keys(w, 1, mine);
     int color = w->rank, nodes = 0;
     for (int r = 0; r < w->size; r++) {
         int first = 1; /* r is the first rank of its node */
         for (int q = 0; q < r && first; q++)
-            first = strncmp(all + (size_t)q * KEY, all + (size_t)r * KEY, KEY) != 0;
+            first = strncmp(all + (size_t)q * NODE_KEY, all + (size_t)r * NODE_KEY, NODE_KEY) != 0;
         nodes += first;
-        if (first && color == w->rank && !strncmp(all + (size_t)r * KEY, mine, KEY)) color = r;
+        if (first && color == w->rank && !strncmp(all + (size_t)r * NODE_KEY, mine, NODE_KEY))
+            color = r;
     }
     free(all);
     dt_world_split(w, color, w->rank, local);

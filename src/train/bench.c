@@ -217,14 +217,14 @@ static int bench_infer(const dt_bench_options *a, const dt_model_spec *spec, FIL
         ctx = &m;
         macs = dt_model_forward_flops(&m, 1) / 2.0;
     }
-    double *times = malloc(sizeof(double) * (size_t)a->steps);
+    double *times = malloc(sizeof(double) * (size_t)a->span.steps);
     if (rc == 0 && !times) rc = dt_error_set(err, "out of memory");
     if (rc == 0) {
         const size_t count = (size_t)spec->in_c * spec->in_h * spec->in_w * (size_t)a->batch;
         dt_rng rng = dt_rng_make(1, 1);
         for (size_t i = 0; i < count; i++) x[i] = dt_rng_normal(&rng);
         double total = 0.0;
-        for (long s = -3; s < a->steps; s++) {
+        for (long s = -3; s < a->span.steps; s++) {
             const double t0 = dt_now();
             forward(ctx, a->batch);
             const double dt = dt_now() - t0;
@@ -233,8 +233,8 @@ static int bench_infer(const dt_bench_options *a, const dt_model_spec *spec, FIL
                 total += dt;
             }
         }
-        qsort(times, (size_t)a->steps, sizeof(double), compare_double);
-        const double median = times[a->steps / 2];
+        qsort(times, (size_t)a->span.steps, sizeof(double), compare_double);
+        const double median = times[a->span.steps / 2];
         const bench_record r = {.model = a->model,
                                 .mode = "infer",
                                 .dtype = a->int8 ? "int8" : "fp32",
@@ -244,8 +244,8 @@ static int bench_infer(const dt_bench_options *a, const dt_model_spec *spec, FIL
                                 .width = spec->width,
                                 .batch_size = a->batch,
                                 .threads = a->threads,
-                                .steps = a->steps,
-                                .images_per_s = a->batch * a->steps / total,
+                                .steps = a->span.steps,
+                                .images_per_s = a->batch * a->span.steps / total,
                                 .ms_per_batch = 1e3 * median,
                                 .gops = 2.0 * macs * a->batch / median * 1e-9,
                                 .blas_core = dt_blas_core_loaded()};
@@ -406,8 +406,9 @@ static int write_results(const dt_bench_options *o, const dt_model_spec *spec, c
 static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_dataset *ds,
                        FILE *out, FILE *profile_table, dt_error *err) {
     const long batch = o->batch;
-    /* at least o->steps timed steps, and more (up to max_steps) until min_seconds */
-    const long most = o->min_seconds > 0 && o->max_steps > o->steps ? o->max_steps : o->steps;
+    const dt_bench_span *span = &o->span;
+    const long most =
+        span->min_seconds > 0 && span->max_steps > span->steps ? span->max_steps : span->steps;
     long steps = 0; /* timed */
     dt_model m;
     dt_sgd opt_state = {0};
@@ -439,7 +440,8 @@ static int bench_train(const dt_bench_options *o, dt_model_spec *spec, const dt_
     int rc = feed_open(&f, ds, (int)batch, o->loader_workers, err);
     const int profile = o->profile || o->profile_out || o->profile_into;
     double total = 0.0, t_sgd = 0.0;
-    for (long s = -3; rc == 0 && (s < o->steps || (s < most && total < o->min_seconds)); s++) {
+    for (long s = -3; rc == 0 && (s < span->steps || (s < most && total < span->min_seconds));
+         s++) {
         if (s == 0 && profile && dt_model_enable_profile(&m, err)) rc = -1;
         if (s == 0 && o->load)
             rc = run_load(&f, &m, &opt_state, labels, (int)batch, times, most, err);
@@ -490,9 +492,7 @@ int dt_bench_profile(dt_profile *p, const char *model, const dt_dataset *data, i
                           .precision = DT_PRECISION_FP32,
                           .batch = batch,
                           .threads = threads,
-                          .steps = span->steps,
-                          .min_seconds = span->min_seconds,
-                          .max_steps = span->max_steps,
+                          .span = *span,
                           .profile_into = p};
     if (dt_zoo_spec_of(&o.spec, model, err)) return -1;
     const dt_zoo_recipe *r = dt_zoo_recipe_of(model); /* the update train would do */

@@ -17,6 +17,13 @@
 #include "exec/exec.h"
 #include "quant/qrun.h"
 
+/* How many steps bench times (after 3 warm-up steps): at least `steps`, and in
+ * training more, up to max_steps, until they add up to min_seconds (0: just steps). */
+typedef struct dt_bench_span {
+    long steps, max_steps;
+    double min_seconds;
+} dt_bench_span;
+
 typedef struct dt_bench_options {
     const char *model;  /* the zoo name, as printed */
     dt_model_spec spec; /* the model to build (its width already taken from --width) */
@@ -29,9 +36,7 @@ typedef struct dt_bench_options {
     dt_conv_backend backend;
     dt_precision precision;
     int batch, threads;
-    long steps;         /* timed, after 3 warm-up steps */
-    double min_seconds; /* training: more steps, up to max_steps, until they took this long */
-    long max_steps;
+    dt_bench_span span;              /* the steps timed */
     float momentum, weight_decay;    /* the recipe's: the update train does */
     int profile;                     /* --profile: time per layer kind to `profile_table` */
     const char *profile_out;         /* --profile-out: each op's time as JSON, or NULL */
@@ -52,13 +57,6 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err);
  * o->profile the per-kind table to `profile_table`, with o->profile_out the profile
  * file, with o->profile_into the profile in memory. */
 int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_error *err);
-
-/* How many training steps a profile times: at least `steps`, and more, up to
- * max_steps, until they add up to min_seconds. */
-typedef struct dt_bench_span {
-    long steps, max_steps;
-    double min_seconds;
-} dt_bench_span;
 
 /* Each op's forward and backward time of `model` (a zoo name or FILE.onnx, fp32 on
  * oneDNN) at `batch` over the span's training steps on this machine with `threads`
