@@ -1109,52 +1109,76 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
     }
 }
 
-void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
-                               int kernel, int stride, int in_blocked) {
+/* As nn/pool2d.c's: `lanes` channels side by side (1: NCHW, BLK: nChw16c), block mb's
+ * lane l the output plane mb * lanes + l; a constant lanes vectorises the blocked case
+ * and every channel keeps the per-plane order of its sums (the same bits). */
+static inline void avgpool_forward_lanes(uint16_t *out, const uint16_t *in, int blocks, int lanes,
+                                         int h, int w, int kernel, int stride) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        const uint16_t *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        uint16_t *y = out + (size_t)plane * ho * wo;
+    for (int mb = 0; mb < blocks; mb++) {
+        const uint16_t *x = in + (size_t)mb * h * w * lanes;
+        uint16_t *y = out + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
-                float acc = 0.0f;
+                float acc[BLK] = {0};
                 for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++)
-                        acc += bf(x[(size_t)((oy * stride + i) * w + ox * stride + j) * st]);
-                y[oy * wo + ox] = rn(acc * inv);
+                    for (int j = 0; j < kernel; j++) {
+                        const uint16_t *px =
+                            x + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                        for (int l = 0; l < lanes; l++) acc[l] += bf(px[l]);
+                    }
+                for (int l = 0; l < lanes; l++)
+                    y[((size_t)l * ho + oy) * wo + ox] = rn(acc[l] * inv);
             }
     }
 }
 
-void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
-                                int kernel, int stride, int in_blocked, int add) {
+static inline void avgpool_backward_lanes(uint16_t *din, const uint16_t *dout, int blocks,
+                                          int lanes, int h, int w, int kernel, int stride,
+                                          int add) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const windows wy = {0, h, ho, kernel, stride, 0}, wx = {0, w, wo, kernel, stride, 0};
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        uint16_t *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        const uint16_t *dy = dout + (size_t)plane * ho * wo;
+    for (int mb = 0; mb < blocks; mb++) {
+        uint16_t *dx = din + (size_t)mb * h * w * lanes;
+        const uint16_t *dy = dout + (size_t)mb * lanes * ho * wo;
         int ylo = 0, yhi = -1;
         for (int i = 0; i < h; i++) {
             cover_next(&wy, i, &ylo, &yhi);
             int xlo = 0, xhi = -1;
             for (int j = 0; j < w; j++) {
                 cover_next(&wx, j, &xlo, &xhi);
-                float g = 0.0f;
+                float g[BLK] = {0};
                 for (int oy = ylo; oy <= yhi; oy++)
-                    for (int ox = xlo; ox <= xhi; ox++) g += bf(dy[oy * wo + ox]) * inv;
-                uint16_t *d = &dx[(size_t)(i * w + j) * st];
-                *d = rn(add ? bf(*d) + g : g);
+                    for (int ox = xlo; ox <= xhi; ox++)
+                        for (int l = 0; l < lanes; l++)
+                            g[l] += bf(dy[((size_t)l * ho + oy) * wo + ox]) * inv;
+                uint16_t *d = dx + (size_t)(i * w + j) * lanes;
+                for (int l = 0; l < lanes; l++) d[l] = rn(add ? bf(d[l]) + g[l] : g[l]);
             }
         }
     }
+}
+
+void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
+                               int kernel, int stride, int in_blocked) {
+    if (in_blocked)
+        avgpool_forward_lanes(out, in, n * c / BLK, BLK, h, w, kernel, stride);
+    else
+        avgpool_forward_lanes(out, in, n * c, 1, h, w, kernel, stride);
+}
+
+void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
+                                int kernel, int stride, int in_blocked, int add) {
+    if (in_blocked)
+        avgpool_backward_lanes(din, dout, n * c / BLK, BLK, h, w, kernel, stride, add);
+    else
+        avgpool_backward_lanes(din, dout, n * c, 1, h, w, kernel, stride, add);
 }
 
 /* nChw16c input: the 16 channels of a block side by side, each summed in the order of

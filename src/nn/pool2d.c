@@ -213,45 +213,69 @@ void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t 
     }
 }
 
-void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
-                          int stride, int in_blocked) {
+/* One loop for both layouts: `lanes` channels side by side (1: an NCHW plane, 16: an
+ * nChw16c block), so block mb's input starts at mb * h * w * lanes and its lane l is
+ * output plane mb * lanes + l. Inlined with a constant lanes, the blocked case runs
+ * 16 channels a vector; each channel's sum keeps the per-plane order (the same bits). */
+static inline void avgpool_forward_lanes(float *out, const float *in, int blocks, int lanes, int h,
+                                         int w, int kernel, int stride) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        const float *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        float *y = out + (size_t)plane * ho * wo;
+    for (int mb = 0; mb < blocks; mb++) {
+        const float *x = in + (size_t)mb * h * w * lanes;
+        float *y = out + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
-                float acc = 0.0f;
+                float acc[16] = {0};
                 for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++)
-                        acc += x[(size_t)((oy * stride + i) * w + ox * stride + j) * st];
-                y[oy * wo + ox] = acc * inv;
+                    for (int j = 0; j < kernel; j++) {
+                        const float *px =
+                            x + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                        for (int l = 0; l < lanes; l++) acc[l] += px[l];
+                    }
+                for (int l = 0; l < lanes; l++) y[((size_t)l * ho + oy) * wo + ox] = acc[l] * inv;
             }
     }
 }
 
-void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
-                           int stride, int in_blocked) {
+static inline void avgpool_backward_lanes(float *din, const float *dout, int blocks, int lanes,
+                                          int h, int w, int kernel, int stride) {
     const int ho = dt_pool2d_out_size(h, kernel, stride),
               wo = dt_pool2d_out_size(w, kernel, stride);
     const float inv = 1.0f / (float)(kernel * kernel);
 #pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        float *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        const float *dy = dout + (size_t)plane * ho * wo;
+    for (int mb = 0; mb < blocks; mb++) {
+        float *dx = din + (size_t)mb * h * w * lanes;
+        const float *dy = dout + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
-                float g = dy[oy * wo + ox] * inv;
+                float g[16];
+                for (int l = 0; l < lanes; l++) g[l] = dy[((size_t)l * ho + oy) * wo + ox] * inv;
                 for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++)
-                        dx[(size_t)((oy * stride + i) * w + ox * stride + j) * st] += g;
+                    for (int j = 0; j < kernel; j++) {
+                        float *px = dx + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                        for (int l = 0; l < lanes; l++) px[l] += g[l];
+                    }
             }
     }
+}
+
+void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
+                          int stride, int in_blocked) {
+    if (in_blocked)
+        avgpool_forward_lanes(out, in, n * c / 16, 16, h, w, kernel, stride);
+    else
+        avgpool_forward_lanes(out, in, n * c, 1, h, w, kernel, stride);
+}
+
+void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
+                           int stride, int in_blocked) {
+    if (in_blocked)
+        avgpool_backward_lanes(din, dout, n * c / 16, 16, h, w, kernel, stride);
+    else
+        avgpool_backward_lanes(din, dout, n * c, 1, h, w, kernel, stride);
 }
 
 /* The ops in the model graph. Max pooling's state is the argmax of every output
