@@ -2,7 +2,8 @@
  * same parameters as one process with batch N*b on the same samples (models without
  * BatchNorm; relative error <= 1e-5 after several steps), for both all-reduce
  * algorithms, with and without overlap, and bucket sizes that put bucket boundaries
- * inside tensors. Run under mpirun -np 2. */
+ * inside tensors, or that change between steps (--bucket-mb auto, which then says what
+ * it measured and chose in the epoch record). Run under mpirun -np 2. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,29 @@
 #include "train/trainer.h"
 
 static dt_world world;
+
+/* The whole of a small text file (a run log), NUL-terminated; NULL if unreadable. */
+static char *read_text_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    while (text) {
+        n += fread(text + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break;
+        char *more = realloc(text, cap *= 2);
+        if (!more) free(text);
+        text = more;
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (!text || bad) {
+        free(text);
+        return NULL;
+    }
+    text[n] = 0;
+    return text;
+}
 static char single_path[128];
 
 /* Rank 0 trains alone with batch world*b, writing single_path. */
@@ -42,6 +66,9 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
     cfg.overlap = overlap ? DT_OVERLAP_ON : DT_OVERLAP_OFF;
     cfg.bucket_mb = bucket_mb;
     cfg.save_path = path;
+    char log[128];
+    snprintf(log, sizeof log, "/tmp/dtrain_ddp_%d_dist.jsonl", (int)getppid());
+    cfg.log_path = log;
     dt_error err;
     dt_train_result res;
     if (dt_train(&cfg, &world, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
@@ -50,14 +77,41 @@ static void check_distributed(const char *model, int b, dt_allreduce_algo algo, 
     double e = 0.0;
     if (world.rank == 0) {
         e = safetensors_rel_error(path, single_path);
-        print_message("%s: %d ranks x batch %d vs 1 x %d, %s, %s, buckets of %g MiB: relative "
+        char buckets[32] = "auto";
+        if (bucket_mb > 0) snprintf(buckets, sizeof buckets, "%g MiB", bucket_mb);
+        print_message("%s: %d ranks x batch %d vs 1 x %d, %s, %s, buckets of %s: relative "
                       "error %.2e\n",
                       model, world.size, b, b * world.size, dt_allreduce_name(algo),
-                      overlap ? "overlap" : "no overlap", bucket_mb, e);
+                      overlap ? "overlap" : "no overlap", buckets, e);
         unlink(path);
     }
     dt_world_broadcast(&world, &e, 1, DT_F64, 0, "the error");
     assert_true(e <= 1e-5);
+    if (world.rank == 0) {
+        char *text = read_text_file(log);
+        assert_non_null(text);
+        const char *said = strstr(text, "\"bucket_auto\":\"");
+        if (bucket_mb > 0) {
+            assert_true(!said || said[15] == '"'); /* nothing to say */
+        } else if (algo != DT_ALLREDUCE_AUTO) {
+            /* mlp's 269,322 floats: 2 buckets of 1 MiB, 1 of anything larger; with a
+             * fixed algorithm every step counts: 1 each in turn, then 2 more each */
+            assert_non_null(said);
+            print_message("%.*s\n", (int)strcspn(said + 15, "\"") + 16, said);
+            assert_non_null(strstr(said, "\"bucket_auto\":\"1 MiB (2) "));
+            assert_non_null(strstr(said, ", 4 MiB (1) "));
+            assert_null(strstr(said, "25 MiB"));
+            assert_true(strstr(said, " bucket, after 6 steps)\"") ||
+                        strstr(said, " buckets, after 6 steps)\""));
+        } else {
+            /* auto's algorithm measures each new size over many calls first: 6 steps
+             * are still measuring */
+            assert_non_null(said);
+            assert_non_null(strstr(said, " -> measuring (6 steps so far)\""));
+        }
+        free(text);
+        unlink(log);
+    }
 }
 
 static void test_two_ranks_equal_one_rank_lenet5(void **state) {
@@ -76,6 +130,8 @@ static void test_two_ranks_equal_one_rank_mlp(void **state) {
     check_distributed("mlp", 8, DT_ALLREDUCE_RING, 1, 0.3);
     check_distributed("mlp", 8, DT_ALLREDUCE_AUTO, 1, 25);
     check_distributed("mlp", 8, DT_ALLREDUCE_MPI, 0, 0.3);
+    check_distributed("mlp", 8, DT_ALLREDUCE_RING, 1, DT_BUCKET_AUTO);
+    check_distributed("mlp", 8, DT_ALLREDUCE_AUTO, 0, DT_BUCKET_AUTO);
     if (world.rank == 0) unlink(single_path);
 }
 

@@ -114,6 +114,7 @@ static const field EPOCH_FIELDS[] = {
     FIELD(dt_epoch_record, bytes_sent, F_LLONG, NULL, 0),
     FIELD(dt_epoch_record, images, F_LLONG, NULL, 0),
     FIELD(dt_epoch_record, allreduce_auto, F_STRING, NULL, 0),
+    FIELD(dt_epoch_record, bucket_auto, F_STRING, NULL, 0),
 };
 
 static const field PS_SERVER_FIELDS[] = {

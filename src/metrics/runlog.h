@@ -91,7 +91,8 @@ typedef struct dt_epoch_record {
     long long bytes_sent; /* all ranks */
     long long images;     /* all ranks */
     /* --allreduce auto: per bucket size, what it measured and chose ("" otherwise) */
-    char allreduce_auto[512];
+    char allreduce_auto[1024];
+    char bucket_auto[256]; /* --bucket-mb auto: each size's median step and the choice */
 } dt_epoch_record;
 
 /* Staleness histogram bins (the last holds >= bins-1); the parameter server's count. */

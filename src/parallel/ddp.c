@@ -1,6 +1,7 @@
 #include "parallel/ddp.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,29 @@ typedef struct bucket {
     size_t produced;     /* floats of it backward has written this step */
 } bucket;
 
+/* --bucket-mb auto: the sizes tried, those of them that cut the buffer into different
+ * numbers of buckets. Each is first used until the all-reduce has an algorithm for all
+ * of its call sizes (--allreduce auto measures new sizes over their first calls: those
+ * steps say nothing about the bucket size), then the candidates take one step each in
+ * turn, SAMPLES times; the median step time (begin of backward to the end of the
+ * exchange, the slowest rank's) decides. After MAX_STEPS the best measured so far. */
+enum { BUCKET_CHOICES = 4, BUCKET_SAMPLES = 3, BUCKET_MAX_STEPS = 400 };
+static const double bucket_choices_mib[BUCKET_CHOICES] = {1, 4, 25, 100};
+
+typedef struct bucket_tuner {
+    int n; /* candidates; 0: a fixed size (--bucket-mb X) */
+    double mib[BUCKET_CHOICES];
+    double step_s[BUCKET_CHOICES][BUCKET_SAMPLES];
+    int counted[BUCKET_CHOICES];
+    int current;  /* the candidate the buckets are cut for */
+    int chosen;   /* -1 while measuring */
+    int sampling; /* 0: each candidate in turn until its sizes have an algorithm */
+    long steps;   /* steps while measuring */
+    double t_begin;
+    int ready; /* at this step's begin, every bucket size had its algorithm */
+    int asked; /* --bucket-mb auto (n is 0 when every candidate cuts alike) */
+} bucket_tuner;
+
 struct dt_ddp {
     const dt_world *world;
     dt_model *model;
@@ -18,6 +42,8 @@ struct dt_ddp {
     int overlap;
     bucket *buckets; /* buckets[0] is the last range of the buffer: ready first */
     int n_buckets;
+    double bucket_mb; /* what the buckets are cut for now */
+    bucket_tuner tune;
 
     /* Communication thread: takes ready buckets in order, all-reduces them. */
     pthread_t thread;
@@ -96,6 +122,112 @@ void dt_ddp_bucket_range(size_t n_params, size_t per, int b, size_t *begin, size
     *count = end - *begin;
 }
 
+/* Cuts the buffer into buckets of mib (between steps; buckets has room for the most). */
+static void cut_buckets(dt_ddp *d, double mib) {
+    const size_t per = dt_ddp_bucket_floats(mib);
+    d->bucket_mb = mib;
+    d->n_buckets = dt_ddp_bucket_total(d->model->n_params, per);
+    for (int b = 0; b < d->n_buckets; b++)
+        dt_ddp_bucket_range(d->model->n_params, per, b, &d->buckets[b].begin, &d->buckets[b].count);
+}
+
+/* Whether every bucket's call size has its algorithm (always, unless --allreduce auto). */
+static int buckets_have_algorithms(const dt_ddp *d) {
+    if (d->ar.algo != DT_ALLREDUCE_AUTO) return 1;
+    dt_allreduce_algo algo;
+    for (int b = 0; b < d->n_buckets; b++)
+        if (!dt_allreduce_auto_chosen(&d->ar, d->buckets[b].count, &algo)) return 0;
+    return 1;
+}
+
+static double median_of(const double *v, int n) {
+    double s[BUCKET_SAMPLES];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
+            const double t = s[j];
+            s[j] = s[j - 1], s[j - 1] = t;
+        }
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static void choose_bucket(dt_ddp *d) {
+    bucket_tuner *t = &d->tune;
+    int best = -1;
+    double best_s = 0.0;
+    for (int c = 0; c < t->n; c++) {
+        if (!t->counted[c]) continue;
+        const double m = median_of(t->step_s[c], t->counted[c]);
+        if (best < 0 || m < best_s) best = c, best_s = m;
+    }
+    t->chosen = best < 0 ? t->current : best;
+    cut_buckets(d, t->mib[t->chosen]);
+}
+
+/* After a measuring step: its time, agreed over the ranks, then the next cut. */
+static void tune_after_step(dt_ddp *d) {
+    bucket_tuner *t = &d->tune;
+    double v[2] = {dt_now() - t->t_begin, t->ready ? 0.0 : 1.0};
+    dt_world_allreduce_doubles(d->world, v, 2, DT_REDUCE_MAX); /* the slowest; any not ready */
+    t->steps++;
+    const int c = t->current;
+    if (v[1] == 0.0 && t->counted[c] < BUCKET_SAMPLES) t->step_s[c][t->counted[c]++] = v[0];
+    if (!t->sampling && t->counted[c] > 0) {
+        if (c + 1 < t->n) {
+            t->current = c + 1;
+            cut_buckets(d, t->mib[t->current]);
+            return;
+        }
+        t->sampling = 1;
+    }
+    if (t->sampling) {
+        int next = 0;
+        for (int k = 1; k < t->n; k++)
+            if (t->counted[k] < t->counted[next]) next = k;
+        if (t->counted[next] >= BUCKET_SAMPLES) {
+            choose_bucket(d);
+            return;
+        }
+        if (next != t->current) {
+            t->current = next;
+            cut_buckets(d, t->mib[next]);
+        }
+    }
+    if (t->steps >= BUCKET_MAX_STEPS) choose_bucket(d);
+}
+
+void dt_ddp_bucket_report(const dt_ddp *d, char *out, size_t size) {
+    const bucket_tuner *t = &d->tune;
+    out[0] = 0;
+    if (!size || !t->asked) return;
+    if (!t->n) {
+        snprintf(out, size, "%g MiB (%d): every size tried makes as many buckets", d->bucket_mb,
+                 d->n_buckets);
+        return;
+    }
+    size_t used = 0;
+    for (int c = 0; c < t->n && used < size; c++) {
+        const int buckets =
+            dt_ddp_bucket_total(d->model->n_params, dt_ddp_bucket_floats(t->mib[c]));
+        int k = t->counted[c]
+                    ? snprintf(out + used, size - used, "%s%g MiB (%d) %.1f ms", c ? ", " : "",
+                               t->mib[c], buckets, 1e3 * median_of(t->step_s[c], t->counted[c]))
+                    : snprintf(out + used, size - used, "%s%g MiB (%d) -", c ? ", " : "", t->mib[c],
+                               buckets);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    if (used >= size) return;
+    if (t->chosen >= 0)
+        snprintf(out + used, size - used, " -> %g MiB (%d bucket%s, after %ld steps)", d->bucket_mb,
+                 d->n_buckets, d->n_buckets == 1 ? "" : "s", t->steps);
+    else
+        snprintf(out + used, size - used, " -> measuring (%ld steps so far)", t->steps);
+}
+
+double dt_ddp_bucket_mb(const dt_ddp *d) {
+    return d->bucket_mb;
+}
+
 const char *dt_ddp_allreduce_used(const dt_ddp *ddp) {
     return ddp->ar.used;
 }
@@ -111,17 +243,34 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
     d->world = w;
     d->model = m;
     d->overlap = overlap;
-    const size_t per = dt_ddp_bucket_floats(bucket_mb);
-    d->n_buckets = dt_ddp_bucket_total(m->n_params, per);
-    d->buckets = calloc((size_t)d->n_buckets, sizeof(bucket));
-    if (!d->buckets ||
-        dt_allreduce_init(&d->ar, w, algo, dtype, per < m->n_params ? per : m->n_params, err)) {
+    d->tune.chosen = -1;
+    /* auto: the candidates that make different numbers of buckets, smallest first */
+    if (bucket_mb > 0) {
+        d->tune.mib[0] = bucket_mb;
+        d->tune.chosen = 0;
+    } else {
+        d->tune.asked = 1;
+        for (int c = 0, last = -1; c < BUCKET_CHOICES; c++) {
+            const int k =
+                dt_ddp_bucket_total(m->n_params, dt_ddp_bucket_floats(bucket_choices_mib[c]));
+            if (k == last) continue;
+            d->tune.mib[d->tune.n++] = bucket_choices_mib[c];
+            last = k;
+        }
+        if (d->tune.n == 1)
+            d->tune.n = 0, d->tune.chosen = 0; /* one way to cut: nothing to measure */
+    }
+    const int kinds = d->tune.n ? d->tune.n : 1;
+    const int most = dt_ddp_bucket_total(m->n_params, dt_ddp_bucket_floats(d->tune.mib[0]));
+    const size_t largest = dt_ddp_bucket_floats(d->tune.mib[kinds - 1]);
+    d->buckets = calloc((size_t)most, sizeof(bucket));
+    if (!d->buckets || dt_allreduce_init(&d->ar, w, algo, dtype,
+                                         largest < m->n_params ? largest : m->n_params, err)) {
         free(d->buckets);
         free(d);
         return err && err->msg[0] ? -1 : dt_error_set(err, "out of memory for the buckets");
     }
-    for (int b = 0; b < d->n_buckets; b++)
-        dt_ddp_bucket_range(m->n_params, per, b, &d->buckets[b].begin, &d->buckets[b].count);
+    cut_buckets(d, d->tune.mib[0]);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->wake, NULL);
     pthread_cond_init(&d->done, NULL);
@@ -166,6 +315,10 @@ void dt_ddp_broadcast_model(dt_ddp *d) {
 }
 
 void dt_ddp_begin_step(dt_ddp *d) {
+    if (d->tune.n && d->tune.chosen < 0) {
+        d->tune.ready = buckets_have_algorithms(d);
+        d->tune.t_begin = dt_now();
+    }
     for (int b = 0; b < d->n_buckets; b++) d->buckets[b].produced = 0;
     pthread_mutex_lock(&d->lock);
     d->next_ready = d->next_done = 0;
@@ -191,4 +344,5 @@ void dt_ddp_finish_step(dt_ddp *d, dt_comm_stats *stats) {
         stats->t_comm = stats->t_comm_exposed = dt_now() - t0;
     }
     stats->bytes_sent = d->ar.bytes_sent - d->bytes_at_begin;
+    if (d->tune.n && d->tune.chosen < 0) tune_after_step(d);
 }

@@ -23,7 +23,9 @@ typedef struct dt_comm_stats {
     long long bytes_sent;
 } dt_comm_stats;
 
-/* Hooks itself into m's backward (m->on_grads_ready). */
+/* Hooks itself into m's backward (m->on_grads_ready). bucket_mb <= 0: auto, measured
+ * over the first steps among 1, 4, 25 and 100 MiB (those that cut the buffer
+ * differently), the same choice on every rank (ddp.c). */
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err);
 void dt_ddp_destroy(dt_ddp *ddp);
@@ -40,6 +42,13 @@ void dt_ddp_begin_step(dt_ddp *ddp);
 /* After backward: every bucket all-reduced and averaged. */
 void dt_ddp_finish_step(dt_ddp *ddp, dt_comm_stats *stats);
 int dt_ddp_bucket_count(const dt_ddp *ddp);
+/* The bucket size the buffer is cut for now (auto: the candidate being measured, then
+ * the choice). */
+double dt_ddp_bucket_mb(const dt_ddp *ddp);
+/* --bucket-mb auto: each candidate's median step and the choice, e.g. "1 MiB (43)
+ * 512.3 ms, 4 MiB (11) 498.2 ms, ... -> 4 MiB (11 buckets, after 140 steps)"; "" for a
+ * fixed size. Call between steps. */
+void dt_ddp_bucket_report(const dt_ddp *ddp, char *out, size_t size);
 
 /* The bucket plan, without MPI (the simulator uses it too): floats per bucket for
  * --bucket-mb (at least 1), how many buckets n_params makes, and bucket b's range of

@@ -38,7 +38,7 @@ typedef struct dt_sync_setup {
     dt_sgd *opt;
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype; /* allreduce's wire format (ps: in ps.comm_dtype) */
-    double bucket_mb;
+    double bucket_mb;         /* 0: 25; < 0: auto (measured, ddp.h) */
     dt_overlap_mode overlap;
     dt_ps_config ps;
     int epochs; /* of the run: per-epoch statistics */
@@ -75,6 +75,7 @@ struct dt_sync {
     int overlap;             /* 1 if communication overlaps backward */
     char overlap_why[160];   /* how --overlap was decided (allreduce; for the run record) */
     char allreduce_used[96]; /* the all-reduce that runs and why (allreduce; ditto) */
+    char bucket_auto[256];   /* --bucket-mb auto: measured and chosen, at each epoch's end */
 };
 
 extern const dt_sync_kind dt_sync_local;     /* one worker: plain SGD */

@@ -34,7 +34,7 @@ static int allreduce_create(dt_sync *s, dt_error *err) {
     const int overlap = choose_overlap(s);
     dt_ddp *ddp;
     if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce, u->comm_dtype,
-                      u->bucket_mb > 0 ? u->bucket_mb : 25.0, overlap, err))
+                      u->bucket_mb == 0 ? 25.0 : u->bucket_mb, overlap, err))
         return -1;
     dt_ddp_broadcast_model(ddp);
     s->impl = ddp;
@@ -66,6 +66,13 @@ static void allreduce_update(dt_sync *s, dt_step_comm *c) {
     dt_sgd_step(s->setup.opt, s->setup.model->params, s->setup.model->grads);
 }
 
+/* --bucket-mb auto: what the epoch record says (the measuring may still go on). */
+static void allreduce_epoch_end(dt_sync *s, int epoch) {
+    (void)epoch;
+    dt_ddp_bucket_report(s->impl, s->bucket_auto, sizeof s->bucket_auto);
+    s->buckets = dt_ddp_bucket_count(s->impl);
+}
+
 static void allreduce_describe(const dt_sync *s, char *out, size_t size) {
     if (s->setup.allreduce == DT_ALLREDUCE_AUTO) dt_ddp_allreduce_report(s->impl, out, size);
 }
@@ -76,4 +83,5 @@ const dt_sync_kind dt_sync_allreduce = {.name = "allreduce",
                                         .step_begin = allreduce_step_begin,
                                         .after_backward = allreduce_after_backward,
                                         .update = allreduce_update,
+                                        .epoch_end = allreduce_epoch_end,
                                         .describe = allreduce_describe};

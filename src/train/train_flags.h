@@ -43,6 +43,9 @@ typedef struct dt_train_flag {
     size_t offset, offset2; /* offsetof(dt_train_config, ...); offset2: a pair's 2nd */
     long imin, imax;
     double fmin, fmax;
+    /* float rows: a word taken for a value outside [fmin, fmax] ("auto"), or NULL */
+    const char *word;
+    double word_value;
     int switch_value;
     /* choice rows: the accepted names ("a, b, c"), parse (0, or -1 if unknown) and the
      * current name */

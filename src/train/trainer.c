@@ -368,7 +368,10 @@ static void log_run(trainer *t) {
                        .weight_decay = cfg->weight_decay,
                        .threads = t->threads.threads,
                        .loader_workers = cfg->loader_workers,
-                       .bucket_mb = cfg->bucket_mb > 0 ? cfg->bucket_mb : 25.0,
+                       /* auto: 0, its choice in the epoch records' bucket_auto */
+                       .bucket_mb = cfg->bucket_mb == 0  ? 25.0
+                                    : cfg->bucket_mb > 0 ? cfg->bucket_mb
+                                                         : 0,
                        .buckets = t->sync.buckets,
                        .overlap = t->sync.overlap,
                        .seed = (unsigned long long)cfg->seed,
@@ -688,6 +691,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         dt_sync_epoch_end(&t->sync, epoch);
         dt_epoch_record er = epoch_record(t, epoch, &e);
         dt_sync_describe(&t->sync, er.allreduce_auto, sizeof er.allreduce_auto);
+        snprintf(er.bucket_auto, sizeof er.bucket_auto, "%s", t->sync.bucket_auto);
         const double eval_start = dt_now();
         if (evaluate(t, &test_loss, &test_acc, err)) return -1;
         if (!isfinite(test_loss) || dt_model_first_non_finite(&t->state.model) >= 0)

@@ -13,6 +13,9 @@
 #include "parallel/overlap.h"
 #include "parallel/ps.h"
 
+/* dt_train_config.bucket_mb: measure the bucket size (--bucket-mb auto). */
+#define DT_BUCKET_AUTO (-1.0)
+
 typedef struct dt_train_config {
     const char *model;
     int width; /* resnet18 width; 0 = 64 */
@@ -37,7 +40,7 @@ typedef struct dt_train_config {
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype;   /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
     dt_precision precision;     /* conv2d multiplies in fp32 (0) or bf16 (mixed precision) */
-    double bucket_mb;           /* 0 = 25 */
+    double bucket_mb;           /* 0 = 25; DT_BUCKET_AUTO: measured (--bucket-mb auto) */
     dt_overlap_mode overlap;    /* the gradient all-reduce during backward: auto (0), on, off */
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
