@@ -38,6 +38,7 @@ expect "bad schedule" "--lr-schedule must be constant, cosine or step" "$DTRAIN"
 expect "bad mode" "--mode must be allreduce" "$DTRAIN" train --mode gossip
 expect "bad all-reduce" "--allreduce must be auto, shm, hier, ring or mpi" "$DTRAIN" train --allreduce tree
 expect "bad bucket size" "--bucket-mb must be auto or a number from 1e-06 to 100000, got '0'" "$DTRAIN" train --bucket-mb 0
+expect "scale refuses a measured bucket size" "--bucket-mb auto is for train" "$DTRAIN" scale --bucket-mb auto
 expect "bad lr scaling" "--lr-scaling must be linear or none" "$DTRAIN" train --lr-scaling sqrt
 expect "shape mismatch" "takes 3x32x32 inputs" "$DTRAIN" train --model resnet18 --data synthetic:mnist --quiet
 expect "input below the minimum" "needs inputs of at least 63x63" "$DTRAIN" train --model alexnet --data synthetic:cifar10 --quiet

@@ -260,6 +260,11 @@ int cmd_scale(int argc, char **argv) {
             return 0;
         }
     }
+    /* the link table, the predictions and the bucket studies model one bucket size */
+    if (cfg.train.bucket_mb < 0)
+        return cli_fail(cmd, "--bucket-mb auto is for train: a study's link table and "
+                             "predictions need a size (give one, or several with --bucket-sizes)"),
+               2;
     /* every run gets the same rate, momentum, decay and schedule: the model's recipe
      * for those not given, written out in each child's arguments */
     if (dt_train_config_resolve(&cfg.train, &err)) return cli_fail(cmd, "%s", err.msg), 2;

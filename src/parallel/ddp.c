@@ -131,9 +131,10 @@ static void cut_buckets(dt_ddp *d, double mib) {
         dt_ddp_bucket_range(d->model->n_params, per, b, &d->buckets[b].begin, &d->buckets[b].count);
 }
 
-/* Whether every bucket's call size has its algorithm (always, unless --allreduce auto). */
+/* Whether every bucket's call size has its algorithm: always, unless --allreduce auto
+ * measures (a 16-bit wire takes the ring at every size, allreduce.c). */
 static int buckets_have_algorithms(const dt_ddp *d) {
-    if (d->ar.algo != DT_ALLREDUCE_AUTO) return 1;
+    if (d->ar.algo != DT_ALLREDUCE_AUTO || d->ar.dtype != DT_COMM_FP32) return 1;
     dt_allreduce_algo algo;
     for (int b = 0; b < d->n_buckets; b++)
         if (!dt_allreduce_auto_chosen(&d->ar, d->buckets[b].count, &algo)) return 0;

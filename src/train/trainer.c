@@ -372,7 +372,7 @@ static void log_run(trainer *t) {
                        .bucket_mb = cfg->bucket_mb == 0  ? 25.0
                                     : cfg->bucket_mb > 0 ? cfg->bucket_mb
                                                          : 0,
-                       .buckets = t->sync.buckets,
+                       .buckets = cfg->bucket_mb < 0 ? 0 : t->sync.buckets,
                        .overlap = t->sync.overlap,
                        .seed = (unsigned long long)cfg->seed,
                        .workers = t->workers.size,
