@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 
 #include "world_mpi.h"
@@ -390,11 +391,6 @@ static dt_allreduce_tuner *tuner_of(dt_allreduce *ar, size_t n) {
     return NULL; /* more sizes than tuners: the rule below */
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* The slowest rank's time from the barrier: the call is over when every rank holds the
  * sum, and the step waits for the last. (The fastest rank's time, used before, favoured
  * algorithms that finish unevenly: on 2 hosts x 2 ranks MPI's all-reduce of 2.8 MB was
@@ -449,8 +445,7 @@ static void watch_call(dt_allreduce *ar, dt_allreduce_tuner *t, float *buf, size
     if (k < WATCH - 1) return;
     double sorted[SAMPLES];
     memcpy(sorted, t->window, sizeof sorted);
-    qsort(sorted, SAMPLES, sizeof *sorted, cmp_double);
-    const double now = agreed(ar, sorted[SAMPLES / 2]);
+    const double now = agreed(ar, dt_median(sorted, SAMPLES));
     t->watched_s = now;
     int again = now > SHIFT * t->chosen_s || now * SHIFT < t->chosen_s;
     for (int c = 0; c < ar->n_candidates; c++) {

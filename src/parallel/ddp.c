@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 
 typedef struct bucket {
@@ -141,15 +142,11 @@ static int buckets_have_algorithms(const dt_ddp *d) {
     return 1;
 }
 
+/* The median of a candidate's counted steps (a copy: the samples keep their order). */
 static double median_of(const double *v, int n) {
     double s[BUCKET_SAMPLES];
     memcpy(s, v, (size_t)n * sizeof *s);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && s[j] < s[j - 1]; j--) {
-            const double t = s[j];
-            s[j] = s[j - 1], s[j - 1] = t;
-        }
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    return dt_median(s, n);
 }
 
 static void choose_bucket(dt_ddp *d) {

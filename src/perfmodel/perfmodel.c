@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/stats.h"
 #include "perfmodel/nnls.h"
 
 double dt_loss_at(const dt_loss_fit *f, double k) {
@@ -194,11 +195,6 @@ double dt_speed_step_time(const dt_speed_fit *fit, double w, double p, double ba
     return t;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int dt_speed_leave_one_out(dt_speed_kind kind, const dt_speed_point *pts, int n, double *pred,
                            double *rel_err, dt_loo_summary *summary, dt_error *err) {
     dt_speed_point *rest = malloc(sizeof *rest * (size_t)(n > 1 ? n - 1 : 1));
@@ -221,11 +217,8 @@ int dt_speed_leave_one_out(dt_speed_kind kind, const dt_speed_point *pts, int n,
             sorted[n_ok++] = rel_err[i];
         }
     }
-    qsort(sorted, (size_t)n_ok, sizeof *sorted, cmp_double);
     summary->n = n_ok;
-    summary->median = n_ok == 0       ? -1
-                      : n_ok % 2 == 1 ? sorted[n_ok / 2]
-                                      : 0.5 * (sorted[n_ok / 2 - 1] + sorted[n_ok / 2]);
+    summary->median = dt_median(sorted, n_ok); /* sorts them */
     summary->worst = n_ok > 0 ? sorted[n_ok - 1] : -1;
     free(rest);
     free(sorted);

@@ -14,6 +14,7 @@
 
 #include "core/outfile.h"
 #include "core/proc.h"
+#include "core/stats.h"
 #include "core/textfile.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -660,7 +661,7 @@ void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *
     double *errors = malloc(sizeof(double) * (size_t)(s->n_predicted + 1));
     int left_busy = 0, left_over = 0;
     const int count = errors ? grid_errors(s, errors, &left_busy, &left_over) : 0;
-    const double mid = errors ? dt_scale_median(errors, count) : -1; /* sorts them */
+    const double mid = errors ? dt_median(errors, count) : -1; /* sorts them */
     if (median) *median = mid;
     if (worst) *worst = count ? errors[count - 1] : -1;
     if (n) *n = count;

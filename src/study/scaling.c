@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
+
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err) {
     /* the report's tables and plots hold 64 process counts and 64 batch sizes: more is
      * refused rather than some silently left out */
@@ -65,17 +67,6 @@ void dt_scale_free(dt_scale_study *s) {
     s->n_rows = s->cap_rows = 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double dt_scale_median(double *v, int n) {
-    if (n <= 0) return -1;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Median of the known (>= 0) values of one field over a config's rows; -1 if none.
  * v: room for n values. */
 static double median_of(const dt_scale_row *const *g, int n, size_t offset, double *v, double *lo,
@@ -88,7 +79,7 @@ static double median_of(const dt_scale_row *const *g, int n, size_t offset, doub
     if (lo) *lo = k ? INFINITY : -1;
     if (hi) *hi = k ? -INFINITY : -1;
     if (k == 0) return -1;
-    const double median = dt_scale_median(v, k);
+    const double median = dt_median(v, k);
     if (lo) *lo = v[0];
     if (hi) *hi = v[k - 1];
     return median;

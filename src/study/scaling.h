@@ -105,9 +105,6 @@ void dt_scale_free(dt_scale_study *s);
  * report. */
 int dt_scale_combine(dt_scale_study *s, dt_error *err);
 
-/* The median of v[0..n) (sorted in place, so v[n-1] is then the largest); -1 when n is 0. */
-double dt_scale_median(double *v, int n);
-
 /* The row for (procs, batch, lr_scaled), or NULL. */
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
 /* The distinct process counts (batch = 0) or batch sizes (batch = 1) of the rows

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/stats.h"
 #include "metrics/runlog.h"
 #include "perfmodel/nnls.h"
 #include "study/predict.h"
@@ -78,7 +79,7 @@ static void read_targets(dt_scale_tta *t, double target, const double (*k)[DT_TT
     int finite = 0;
     for (int i = 0; i < t->n_runs; i++)
         if (isfinite(firsts[i])) firsts[finite++] = firsts[i];
-    t->first_loss = finite ? dt_scale_median(firsts, finite) : NAN;
+    t->first_loss = finite ? dt_median(firsts, finite) : NAN;
     t->lowest_final = INFINITY;
     for (int i = 0; i < t->n_runs; i++)
         if (t->runs[i].final_loss < t->lowest_final) t->lowest_final = t->runs[i].final_loss;
@@ -127,7 +128,7 @@ static void check_steps(dt_scale_tta *t) {
     }
     t->median = t->worst = -1;
     if (t->n_errors > 0) {
-        t->median = dt_scale_median(errors, t->n_errors);
+        t->median = dt_median(errors, t->n_errors);
         t->worst = errors[t->n_errors - 1];
     }
 }
