@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "core/textfile.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/world.h"
 #include "testutil.h"
@@ -22,28 +23,6 @@
 
 static dt_world world;
 
-/* The whole of a small text file (a run log), NUL-terminated; NULL if unreadable. */
-static char *read_text_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *text = malloc(cap);
-    while (text) {
-        n += fread(text + n, 1, cap - 1 - n, f);
-        if (n < cap - 1) break;
-        char *more = realloc(text, cap *= 2);
-        if (!more) free(text);
-        text = more;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (!text || bad) {
-        free(text);
-        return NULL;
-    }
-    text[n] = 0;
-    return text;
-}
 static char single_path[128];
 
 /* Rank 0 trains alone with batch world*b, writing single_path. */
@@ -63,9 +42,13 @@ static void train_single(const char *model, int b) {
  * auto's algorithm measures each new size over many calls, so 6 steps are still
  * measuring. A fixed size says nothing. Removes the log. */
 static double bucket_record_ok(const char *log, dt_allreduce_algo algo, double bucket_mb) {
-    char *text = read_text_file(log);
+    dt_error err;
+    char *text = dt_text_file_read(log, "run log", (size_t)1 << 20, &err);
     unlink(log);
-    if (!text) return 0.0;
+    if (!text) {
+        print_message("%s\n", err.msg);
+        return 0.0;
+    }
     const char *said = strstr(text, "\"bucket_auto\":\"");
     int ok;
     if (bucket_mb > 0) {

@@ -14,26 +14,26 @@ typedef struct bucket {
 } bucket;
 
 /* --bucket-mb auto: the sizes tried, those of them that cut the buffer into different
- * numbers of buckets. Each is first used until the all-reduce has an algorithm for all
- * of its call sizes (--allreduce auto measures new sizes over their first calls: those
- * steps say nothing about the bucket size), then the candidates take one step each in
- * turn, SAMPLES times; the median step time (begin of backward to the end of the
- * exchange, the slowest rank's) decides. After MAX_STEPS the best measured so far. */
+ * numbers of buckets. The next step always goes to the candidate with the fewest
+ * counted steps (the first among equals), so each is used until it counts one — until
+ * the all-reduce has an algorithm for all of its call sizes (--allreduce auto measures
+ * new sizes over their first calls: those steps say nothing about the bucket size) —
+ * and then they take turns, to SAMPLES each; the median step time (begin of backward
+ * to the end of the exchange, the slowest rank's) decides. After MAX_STEPS the best
+ * measured so far. */
 enum { BUCKET_CHOICES = 4, BUCKET_SAMPLES = 3, BUCKET_MAX_STEPS = 400 };
 static const double bucket_choices_mib[BUCKET_CHOICES] = {1, 4, 25, 100};
 
 typedef struct bucket_tuner {
-    int n; /* candidates; 0: a fixed size (--bucket-mb X) */
+    int n; /* candidates (1: every size cuts alike); 0: a fixed size in mib[0] */
     double mib[BUCKET_CHOICES];
     double step_s[BUCKET_CHOICES][BUCKET_SAMPLES];
     int counted[BUCKET_CHOICES];
-    int current;  /* the candidate the buckets are cut for */
-    int chosen;   /* -1 while measuring */
-    int sampling; /* 0: each candidate in turn until its sizes have an algorithm */
-    long steps;   /* steps while measuring */
+    int current; /* the candidate the buckets are cut for */
+    int chosen;  /* -1 while measuring */
+    long steps;  /* steps while measuring */
     double t_begin;
     int ready; /* at this step's begin, every bucket size had its algorithm */
-    int asked; /* --bucket-mb auto (n is 0 when every candidate cuts alike) */
 } bucket_tuner;
 
 struct dt_ddp {
@@ -43,7 +43,6 @@ struct dt_ddp {
     int overlap;
     bucket *buckets; /* buckets[0] is the last range of the buffer: ready first */
     int n_buckets;
-    double bucket_mb; /* what the buckets are cut for now */
     bucket_tuner tune;
 
     /* Communication thread: takes ready buckets in order, all-reduces them. */
@@ -126,7 +125,6 @@ void dt_ddp_bucket_range(size_t n_params, size_t per, int b, size_t *begin, size
 /* Cuts the buffer into buckets of mib (between steps; buckets has room for the most). */
 static void cut_buckets(dt_ddp *d, double mib) {
     const size_t per = dt_ddp_bucket_floats(mib);
-    d->bucket_mb = mib;
     d->n_buckets = dt_ddp_bucket_total(d->model->n_params, per);
     for (int b = 0; b < d->n_buckets; b++)
         dt_ddp_bucket_range(d->model->n_params, per, b, &d->buckets[b].begin, &d->buckets[b].count);
@@ -170,36 +168,23 @@ static void tune_after_step(dt_ddp *d) {
     t->steps++;
     const int c = t->current;
     if (v[1] == 0.0 && t->counted[c] < BUCKET_SAMPLES) t->step_s[c][t->counted[c]++] = v[0];
-    if (!t->sampling && t->counted[c] > 0) {
-        if (c + 1 < t->n) {
-            t->current = c + 1;
-            cut_buckets(d, t->mib[t->current]);
-            return;
-        }
-        t->sampling = 1;
+    int next = 0;
+    for (int k = 1; k < t->n; k++)
+        if (t->counted[k] < t->counted[next]) next = k;
+    if (t->counted[next] >= BUCKET_SAMPLES || t->steps >= BUCKET_MAX_STEPS) {
+        choose_bucket(d);
+    } else if (next != c) {
+        t->current = next;
+        cut_buckets(d, t->mib[next]);
     }
-    if (t->sampling) {
-        int next = 0;
-        for (int k = 1; k < t->n; k++)
-            if (t->counted[k] < t->counted[next]) next = k;
-        if (t->counted[next] >= BUCKET_SAMPLES) {
-            choose_bucket(d);
-            return;
-        }
-        if (next != t->current) {
-            t->current = next;
-            cut_buckets(d, t->mib[next]);
-        }
-    }
-    if (t->steps >= BUCKET_MAX_STEPS) choose_bucket(d);
 }
 
 void dt_ddp_bucket_report(const dt_ddp *d, char *out, size_t size) {
     const bucket_tuner *t = &d->tune;
     out[0] = 0;
-    if (!size || !t->asked) return;
-    if (!t->n) {
-        snprintf(out, size, "%g MiB (%d): every size tried makes as many buckets", d->bucket_mb,
+    if (!size || !t->n) return;
+    if (t->n == 1) {
+        snprintf(out, size, "%g MiB (%d): every size tried makes as many buckets", t->mib[0],
                  d->n_buckets);
         return;
     }
@@ -216,14 +201,10 @@ void dt_ddp_bucket_report(const dt_ddp *d, char *out, size_t size) {
     }
     if (used >= size) return;
     if (t->chosen >= 0)
-        snprintf(out + used, size - used, " -> %g MiB (%d bucket%s, after %ld steps)", d->bucket_mb,
-                 d->n_buckets, d->n_buckets == 1 ? "" : "s", t->steps);
+        snprintf(out + used, size - used, " -> %g MiB (%d bucket%s, after %ld steps)",
+                 t->mib[t->chosen], d->n_buckets, d->n_buckets == 1 ? "" : "s", t->steps);
     else
         snprintf(out + used, size - used, " -> measuring (%ld steps so far)", t->steps);
-}
-
-double dt_ddp_bucket_mb(const dt_ddp *d) {
-    return d->bucket_mb;
 }
 
 const char *dt_ddp_allreduce_used(const dt_ddp *ddp) {
@@ -241,13 +222,10 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
     d->world = w;
     d->model = m;
     d->overlap = overlap;
-    d->tune.chosen = -1;
     /* auto: the candidates that make different numbers of buckets, smallest first */
     if (bucket_mb > 0) {
         d->tune.mib[0] = bucket_mb;
-        d->tune.chosen = 0;
     } else {
-        d->tune.asked = 1;
         for (int c = 0, last = -1; c < BUCKET_CHOICES; c++) {
             const int k =
                 dt_ddp_bucket_total(m->n_params, dt_ddp_bucket_floats(bucket_choices_mib[c]));
@@ -255,9 +233,8 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
             d->tune.mib[d->tune.n++] = bucket_choices_mib[c];
             last = k;
         }
-        if (d->tune.n == 1)
-            d->tune.n = 0, d->tune.chosen = 0; /* one way to cut: nothing to measure */
     }
+    d->tune.chosen = d->tune.n > 1 ? -1 : 0; /* one way to cut: nothing to measure */
     const int kinds = d->tune.n ? d->tune.n : 1;
     const int most = dt_ddp_bucket_total(m->n_params, dt_ddp_bucket_floats(d->tune.mib[0]));
     const size_t largest = dt_ddp_bucket_floats(d->tune.mib[kinds - 1]);
@@ -313,7 +290,7 @@ void dt_ddp_broadcast_model(dt_ddp *d) {
 }
 
 void dt_ddp_begin_step(dt_ddp *d) {
-    if (d->tune.n && d->tune.chosen < 0) {
+    if (d->tune.chosen < 0) {
         d->tune.ready = buckets_have_algorithms(d);
         d->tune.t_begin = dt_now();
     }
@@ -342,5 +319,5 @@ void dt_ddp_finish_step(dt_ddp *d, dt_comm_stats *stats) {
         stats->t_comm = stats->t_comm_exposed = dt_now() - t0;
     }
     stats->bytes_sent = d->ar.bytes_sent - d->bytes_at_begin;
-    if (d->tune.n && d->tune.chosen < 0) tune_after_step(d);
+    if (d->tune.chosen < 0) tune_after_step(d);
 }

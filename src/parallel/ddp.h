@@ -42,9 +42,6 @@ void dt_ddp_begin_step(dt_ddp *ddp);
 /* After backward: every bucket all-reduced and averaged. */
 void dt_ddp_finish_step(dt_ddp *ddp, dt_comm_stats *stats);
 int dt_ddp_bucket_count(const dt_ddp *ddp);
-/* The bucket size the buffer is cut for now (auto: the candidate being measured, then
- * the choice). */
-double dt_ddp_bucket_mb(const dt_ddp *ddp);
 /* --bucket-mb auto: each candidate's median step and the choice, e.g. "1 MiB (43)
  * 512.3 ms, 4 MiB (11) 498.2 ms, ... -> 4 MiB (11 buckets, after 140 steps)"; "" for a
  * fixed size. Call between steps. */

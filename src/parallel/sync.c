@@ -36,9 +36,9 @@ int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *e
     return s->kind->finish ? s->kind->finish(s, log, params_replaced, err) : 0;
 }
 
-void dt_sync_describe(const dt_sync *s, char *out, size_t size) {
-    if (size) out[0] = 0;
-    if (s->kind && s->kind->describe) s->kind->describe(s, out, size);
+void dt_sync_describe(const dt_sync *s, dt_epoch_record *er) {
+    er->allreduce_auto[0] = er->bucket_auto[0] = 0;
+    if (s->kind && s->kind->describe) s->kind->describe(s, er);
 }
 
 int dt_sync_collect(dt_sync *s, dt_error *err) {

@@ -61,10 +61,10 @@ typedef struct dt_sync_kind {
      * training state (parameters, momentum, optimizer steps) into the first worker's
      * model and optimizer (ps: from the servers). NULL: it is there already. */
     int (*collect)(dt_sync *s, dt_error *err);
-    /* What the strategy measured and chose so far, one line for the epoch record
-     * (allreduce auto: per bucket size, each algorithm's time and the choice). NULL:
-     * nothing to say. */
-    void (*describe)(const dt_sync *s, char *out, size_t size);
+    /* What the strategy measured and chose so far, into the epoch record (allreduce:
+     * with --allreduce auto per bucket size each algorithm's time and the choice, with
+     * --bucket-mb auto each size's step and the choice). NULL: nothing to say. */
+    void (*describe)(const dt_sync *s, dt_epoch_record *er);
 } dt_sync_kind;
 
 struct dt_sync {
@@ -75,7 +75,6 @@ struct dt_sync {
     int overlap;             /* 1 if communication overlaps backward */
     char overlap_why[160];   /* how --overlap was decided (allreduce; for the run record) */
     char allreduce_used[96]; /* the all-reduce that runs and why (allreduce; ditto) */
-    char bucket_auto[256];   /* --bucket-mb auto: measured and chosen, at each epoch's end */
 };
 
 extern const dt_sync_kind dt_sync_local;     /* one worker: plain SGD */
@@ -90,6 +89,6 @@ void dt_sync_update(dt_sync *s, dt_step_comm *c);
 void dt_sync_epoch_end(dt_sync *s, int epoch);
 int dt_sync_finish(dt_sync *s, dt_runlog *log, int *params_replaced, dt_error *err);
 int dt_sync_collect(dt_sync *s, dt_error *err);
-void dt_sync_describe(const dt_sync *s, char *out, size_t size);
+void dt_sync_describe(const dt_sync *s, dt_epoch_record *er);
 
 #endif

@@ -66,15 +66,10 @@ static void allreduce_update(dt_sync *s, dt_step_comm *c) {
     dt_sgd_step(s->setup.opt, s->setup.model->params, s->setup.model->grads);
 }
 
-/* --bucket-mb auto: what the epoch record says (the measuring may still go on). */
-static void allreduce_epoch_end(dt_sync *s, int epoch) {
-    (void)epoch;
-    dt_ddp_bucket_report(s->impl, s->bucket_auto, sizeof s->bucket_auto);
-    s->buckets = dt_ddp_bucket_count(s->impl);
-}
-
-static void allreduce_describe(const dt_sync *s, char *out, size_t size) {
-    if (s->setup.allreduce == DT_ALLREDUCE_AUTO) dt_ddp_allreduce_report(s->impl, out, size);
+static void allreduce_describe(const dt_sync *s, dt_epoch_record *er) {
+    if (s->setup.allreduce == DT_ALLREDUCE_AUTO)
+        dt_ddp_allreduce_report(s->impl, er->allreduce_auto, sizeof er->allreduce_auto);
+    dt_ddp_bucket_report(s->impl, er->bucket_auto, sizeof er->bucket_auto);
 }
 
 const dt_sync_kind dt_sync_allreduce = {.name = "allreduce",
@@ -83,5 +78,4 @@ const dt_sync_kind dt_sync_allreduce = {.name = "allreduce",
                                         .step_begin = allreduce_step_begin,
                                         .after_backward = allreduce_after_backward,
                                         .update = allreduce_update,
-                                        .epoch_end = allreduce_epoch_end,
                                         .describe = allreduce_describe};

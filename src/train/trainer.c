@@ -690,8 +690,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         e.t[E_T_LOOP] = dt_now() - epoch_start - (eval_time - eval_before);
         dt_sync_epoch_end(&t->sync, epoch);
         dt_epoch_record er = epoch_record(t, epoch, &e);
-        dt_sync_describe(&t->sync, er.allreduce_auto, sizeof er.allreduce_auto);
-        snprintf(er.bucket_auto, sizeof er.bucket_auto, "%s", t->sync.bucket_auto);
+        dt_sync_describe(&t->sync, &er);
         const double eval_start = dt_now();
         if (evaluate(t, &test_loss, &test_acc, err)) return -1;
         if (!isfinite(test_loss) || dt_model_first_non_finite(&t->state.model) >= 0)
