@@ -1109,14 +1109,23 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
     }
 }
 
-/* As nn/pool2d.c's: `lanes` channels side by side (1: NCHW, BLK: nChw16c), block mb's
- * lane l the output plane mb * lanes + l; a constant lanes vectorises the blocked case
- * and every channel keeps the per-plane order of its sums (the same bits). */
-static inline void avgpool_forward_lanes(uint16_t *out, const uint16_t *in, int blocks, int lanes,
-                                         int h, int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
-    const float inv = 1.0f / (float)(kernel * kernel);
+/* Average pooling, fixed windows (kernel, stride, no padding) or adaptive ones (the
+ * `windows` above), in one loop per direction: `lanes` channels side by side (1: NCHW,
+ * BLK: nChw16c), block mb's lane l the output plane mb * lanes + l. A constant lanes
+ * vectorises the blocked case, and every channel keeps its twin's order and arithmetic
+ * (fixed: times 1/k^2, adaptive: over the window's cells), so the same bits as the
+ * fp32 kernels on the same inputs. */
+static inline float avg_scale(const windows *wy, const windows *wx, float acc, int oy, int ox,
+                              float inv) {
+    if (!wy->adaptive) return acc * inv;
+    return acc /
+           (float)((win_end(wy, oy) - win_start(wy, oy)) * (win_end(wx, ox) - win_start(wx, ox)));
+}
+
+static inline void avg_forward_lanes(uint16_t *out, const uint16_t *in, int blocks, int lanes,
+                                     const windows *wy, const windows *wx) {
+    const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
+    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         const uint16_t *x = in + (size_t)mb * h * w * lanes;
@@ -1124,40 +1133,37 @@ static inline void avgpool_forward_lanes(uint16_t *out, const uint16_t *in, int 
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
                 float acc[BLK] = {0};
-                for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++) {
-                        const uint16_t *px =
-                            x + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                for (int i = win_start(wy, oy); i < win_end(wy, oy); i++)
+                    for (int j = win_start(wx, ox); j < win_end(wx, ox); j++) {
+                        const uint16_t *px = x + (size_t)(i * w + j) * lanes;
                         for (int l = 0; l < lanes; l++) acc[l] += bf(px[l]);
                     }
                 for (int l = 0; l < lanes; l++)
-                    y[((size_t)l * ho + oy) * wo + ox] = rn(acc[l] * inv);
+                    y[((size_t)l * ho + oy) * wo + ox] = rn(avg_scale(wy, wx, acc[l], oy, ox, inv));
             }
     }
 }
 
-static inline void avgpool_backward_lanes(uint16_t *din, const uint16_t *dout, int blocks,
-                                          int lanes, int h, int w, int kernel, int stride,
-                                          int add) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
-    const windows wy = {0, h, ho, kernel, stride, 0}, wx = {0, w, wo, kernel, stride, 0};
-    const float inv = 1.0f / (float)(kernel * kernel);
+static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int blocks, int lanes,
+                                      const windows *wy, const windows *wx, int add) {
+    const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
+    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         uint16_t *dx = din + (size_t)mb * h * w * lanes;
         const uint16_t *dy = dout + (size_t)mb * lanes * ho * wo;
         int ylo = 0, yhi = -1;
         for (int i = 0; i < h; i++) {
-            cover_next(&wy, i, &ylo, &yhi);
+            cover_next(wy, i, &ylo, &yhi);
             int xlo = 0, xhi = -1;
             for (int j = 0; j < w; j++) {
-                cover_next(&wx, j, &xlo, &xhi);
+                cover_next(wx, j, &xlo, &xhi);
                 float g[BLK] = {0};
                 for (int oy = ylo; oy <= yhi; oy++)
                     for (int ox = xlo; ox <= xhi; ox++)
                         for (int l = 0; l < lanes; l++)
-                            g[l] += bf(dy[((size_t)l * ho + oy) * wo + ox]) * inv;
+                            g[l] += avg_scale(wy, wx, bf(dy[((size_t)l * ho + oy) * wo + ox]), oy,
+                                              ox, inv);
                 uint16_t *d = dx + (size_t)(i * w + j) * lanes;
                 for (int l = 0; l < lanes; l++) d[l] = rn(add ? bf(d[l]) + g[l] : g[l]);
             }
@@ -1165,46 +1171,34 @@ static inline void avgpool_backward_lanes(uint16_t *din, const uint16_t *dout, i
     }
 }
 
+static void avg_forward(uint16_t *out, const uint16_t *in, int n, int c, const windows *wy,
+                        const windows *wx, int in_blocked) {
+    if (in_blocked)
+        avg_forward_lanes(out, in, n * c / BLK, BLK, wy, wx);
+    else
+        avg_forward_lanes(out, in, n * c, 1, wy, wx);
+}
+
+static void avg_backward(uint16_t *din, const uint16_t *dout, int n, int c, const windows *wy,
+                         const windows *wx, int in_blocked, int add) {
+    if (in_blocked)
+        avg_backward_lanes(din, dout, n * c / BLK, BLK, wy, wx, add);
+    else
+        avg_backward_lanes(din, dout, n * c, 1, wy, wx, add);
+}
+
 void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
                                int kernel, int stride, int in_blocked) {
-    if (in_blocked)
-        avgpool_forward_lanes(out, in, n * c / BLK, BLK, h, w, kernel, stride);
-    else
-        avgpool_forward_lanes(out, in, n * c, 1, h, w, kernel, stride);
+    const windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                  wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
                                 int kernel, int stride, int in_blocked, int add) {
-    if (in_blocked)
-        avgpool_backward_lanes(din, dout, n * c / BLK, BLK, h, w, kernel, stride, add);
-    else
-        avgpool_backward_lanes(din, dout, n * c, 1, h, w, kernel, stride, add);
-}
-
-/* nChw16c input: the 16 channels of a block side by side, each summed in the order of
- * the per-channel loop (the same bits). */
-static void adaptive_forward_blocked(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
-                                     int ho, int wo) {
-    const int blocks = c / BLK;
-#pragma omp parallel for schedule(static)
-    for (int mb = 0; mb < n * blocks; mb++) {
-        const int m = mb / blocks, cb = mb % blocks;
-        const uint16_t *x = in + (size_t)mb * h * w * BLK;
-        for (int oy = 0; oy < ho; oy++) {
-            const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
-            for (int ox = 0; ox < wo; ox++) {
-                const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
-                const float cells = (float)((y1 - y0) * (x1 - x0));
-                float acc[BLK] = {0};
-                for (int i = y0; i < y1; i++)
-                    for (int j = x0; j < x1; j++)
-                        for (int l = 0; l < BLK; l++)
-                            acc[l] += bf(x[(size_t)(i * w + j) * BLK + l]);
-                for (int l = 0; l < BLK; l++)
-                    out[(((size_t)m * c + cb * BLK + l) * ho + oy) * wo + ox] = rn(acc[l] / cells);
-            }
-        }
-    }
+    const windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                  wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 
 /* The global pool's backward (one cell): every pixel gets its plane's dy / (h w). */
@@ -1230,26 +1224,8 @@ static void global_backward(uint16_t *din, const uint16_t *dout, int n, int c, i
 
 void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
                                         int w, int ho, int wo, int in_blocked) {
-    if (in_blocked) {
-        adaptive_forward_blocked(out, in, n, c, h, w, ho, wo);
-        return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        const uint16_t *x = in + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        uint16_t *y = out + (size_t)plane * ho * wo;
-        for (int oy = 0; oy < ho; oy++) {
-            const int y0 = dt_adaptive_start(oy, h, ho), y1 = dt_adaptive_end(oy, h, ho);
-            for (int ox = 0; ox < wo; ox++) {
-                const int x0 = dt_adaptive_start(ox, w, wo), x1 = dt_adaptive_end(ox, w, wo);
-                float acc = 0.0f;
-                for (int i = y0; i < y1; i++)
-                    for (int j = x0; j < x1; j++) acc += bf(x[(size_t)(i * w + j) * st]);
-                y[oy * wo + ox] = rn(acc / (float)((y1 - y0) * (x1 - x0)));
-            }
-        }
-    }
+    const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h,
@@ -1259,29 +1235,7 @@ void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, in
         return;
     }
     const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
-#pragma omp parallel for schedule(static)
-    for (int plane = 0; plane < n * c; plane++) {
-        size_t st;
-        uint16_t *dx = din + dt_pool2d_plane_base(plane, c, h * w, in_blocked, &st);
-        const uint16_t *dy = dout + (size_t)plane * ho * wo;
-        int ylo = 0, yhi = -1;
-        for (int i = 0; i < h; i++) {
-            cover_next(&wy, i, &ylo, &yhi);
-            int xlo = 0, xhi = -1;
-            for (int j = 0; j < w; j++) {
-                cover_next(&wx, j, &xlo, &xhi);
-                float g = 0.0f;
-                for (int oy = ylo; oy <= yhi; oy++) {
-                    const int cells_y = win_end(&wy, oy) - win_start(&wy, oy);
-                    for (int ox = xlo; ox <= xhi; ox++)
-                        g += bf(dy[oy * wo + ox]) /
-                             (float)(cells_y * (win_end(&wx, ox) - win_start(&wx, ox)));
-                }
-                uint16_t *d = dx + (size_t)(i * w + j) * st;
-                *d = rn(add ? bf(*d) + g : g);
-            }
-        }
-    }
+    avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 
 /* ---- Dropout, concat, shortcut_pad ---- */
