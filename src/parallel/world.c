@@ -153,6 +153,20 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
     exit(1);
 }
 
+/* How long a rank waits for another's abort to end it before it ends itself (the
+ * launcher then ends the job): far longer than an abort takes (< 1 s). */
+#define ABORT_WAIT_S 60.0
+
+/* Waits for the rank that aborts the job to end this process, outside MPI_Finalize:
+ * Open MPI 4.1's mpirun (with PMIx 4.2) hung or crashed in 9-12 of 40 jobs whose abort
+ * came while some ranks were in MPI_Finalize and others were not, and in none of 120
+ * where no rank was in it or all were (docs/distributed.md, "Ending a failed job"). */
+static _Noreturn void await_abort(int status) {
+    const double until = dt_now() + ABORT_WAIT_S;
+    while (dt_now() < until) sleep(1);
+    _exit(status);
+}
+
 void dt_world_exit(int status, dt_world_exit_how how) {
     int initialized = 0, finalized = 0, rank = 0;
     MPI_Initialized(&initialized);
@@ -165,10 +179,15 @@ void dt_world_exit(int status, dt_world_exit_how how) {
         initialized = MPI_Init(NULL, NULL) == MPI_SUCCESS;
     }
     if (initialized && !finalized) {
-        if (how == DT_EXIT_TOGETHER && mpirun) MPI_Comm_rank(job_comm(), &rank);
-        if (how == DT_EXIT_ENDS_JOB || (how == DT_EXIT_TOGETHER && mpirun && rank == 0))
-            MPI_Abort(job_comm(), status);
-        MPI_Finalize(); /* waits for the rank that ends the job, or ends with every rank */
+        if (how == DT_EXIT_ENDS_JOB) MPI_Abort(job_comm(), status);
+        if (how == DT_EXIT_WAIT) await_abort(status);
+        if (mpirun) { /* together: every rank past MPI_Init before rank 0 aborts */
+            MPI_Barrier(job_comm());
+            MPI_Comm_rank(job_comm(), &rank);
+            if (rank == 0) MPI_Abort(job_comm(), status);
+            await_abort(status);
+        }
+        MPI_Finalize(); /* together elsewhere (srun): every rank ends with its status */
     }
     exit(status);
 }

@@ -1,0 +1,36 @@
+/* Driver for test_world_exit.sh: a job ends the way dtrain's failures end it, with
+ * the roles of a parameter-server job whose workers agreed on a failure (the mix that
+ * hung Open MPI's mpirun): rank 0 still at work (polling, as a server waits on its
+ * workers), rank 1 speaks and ends the job, the others wait for it. With "together",
+ * every rank ends at the same point. Run under mpirun with 4 ranks. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timer.h"
+#include "dtrain/world.h"
+
+int main(int argc, char **argv) {
+    const int together = argc > 1 && strcmp(argv[1], "together") == 0;
+    dt_world w;
+    dt_error err;
+    if (dt_world_init(&w, &argc, &argv, &err)) {
+        fprintf(stderr, "world_exit: %s\n", err.msg);
+        return 2;
+    }
+    if (together) {
+        if (w.rank == 0) fprintf(stderr, "world_exit: ended together\n");
+        dt_world_exit(1, DT_EXIT_TOGETHER);
+    }
+    if (w.rank == 1) {
+        fprintf(stderr, "world_exit: rank 1 ends the job\n");
+        dt_world_exit(1, DT_EXIT_ENDS_JOB);
+    }
+    if (w.rank > 1) dt_world_exit(1, DT_EXIT_WAIT);
+    /* rank 0: at work until the abort ends it; 30 s without one is a failure */
+    const double until = dt_now() + 30.0;
+    const struct timespec poll = {0, 10000000};
+    while (dt_now() < until) nanosleep(&poll, NULL);
+    fprintf(stderr, "world_exit: rank 0 was not ended by rank 1's abort\n");
+    return 3;
+}
