@@ -2,7 +2,9 @@
  * the roles of a parameter-server job whose workers agreed on a failure (the mix that
  * hung Open MPI's mpirun): rank 0 still at work (polling, as a server waits on its
  * workers), rank 1 speaks and ends the job, the others wait for it. With "together",
- * every rank ends at the same point. Run under mpirun with 4 ranks. */
+ * every rank ends at the same point; with "late", every rank but 1 ends well
+ * (dt_world_finalize) and rank 1 then fails alone, as a final save failing on one rank
+ * would. Run under mpirun with 4 ranks. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,7 +13,8 @@
 #include "dtrain/world.h"
 
 int main(int argc, char **argv) {
-    const int together = argc > 1 && strcmp(argv[1], "together") == 0;
+    const char *how = argc > 1 ? argv[1] : "mixed";
+    const int together = strcmp(how, "together") == 0;
     dt_world w;
     dt_error err;
     if (dt_world_init(&w, &argc, &argv, &err)) {
@@ -21,6 +24,15 @@ int main(int argc, char **argv) {
     if (together) {
         if (w.rank == 0) fprintf(stderr, "world_exit: ended together\n");
         dt_world_exit(1, DT_EXIT_TOGETHER);
+    }
+    if (strcmp(how, "late") == 0) { /* rank 1 fails after the others ended well */
+        if (w.rank != 1) {
+            dt_world_finalize(&w);
+            return 0;
+        }
+        const struct timespec late = {0, 200000000};
+        nanosleep(&late, NULL);
+        dt_world_abort(&w, "world_exit: rank 1 fails last");
     }
     if (w.rank == 1) {
         fprintf(stderr, "world_exit: rank 1 ends the job\n");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/timer.h"
@@ -122,7 +123,18 @@ void dt_world_finalize(dt_world *w) {
     w->comm = NULL;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (finalized) return;
+    /* No rank enters MPI_Finalize before every rank is past its last chance to abort
+     * (a final save failing on rank 0; see await_abort). Polled without a timeout (a rank
+     * may still be evaluating or saving) and with a sleep (not spinning on its core). */
+    MPI_Request req;
+    if (MPI_Ibarrier(job_comm(), &req) == MPI_SUCCESS) {
+        const struct timespec poll = {0, 1000000};
+        int done = 0;
+        while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+            nanosleep(&poll, NULL);
+    }
+    MPI_Finalize();
 }
 
 void dt_world_split(const dt_world *parent, int color, int key, dt_world *out) {
