@@ -56,7 +56,8 @@ int dt_world_launched(void);
 
 /* The process world. Initialises MPI with at least MPI_THREAD_SERIALIZED (a
  * communication thread and the trainer take turns; they never communicate at the same
- * time). dt_world_finalize ends it. */
+ * time). dt_world_finalize ends it well, collectively: every rank waits there for the
+ * others before MPI ends (a rank failing meanwhile ends the job with MPI's abort). */
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err);
 void dt_world_finalize(dt_world *w);
 
