@@ -193,8 +193,7 @@ void dt_world_exit(int status, dt_world_exit_how how) {
     if (initialized && !finalized) {
         if (how == DT_EXIT_ENDS_JOB) MPI_Abort(job_comm(), status);
         if (how == DT_EXIT_WAIT) await_abort(status);
-        if (mpirun) { /* together: every rank past MPI_Init before rank 0 aborts */
-            MPI_Barrier(job_comm());
+        if (mpirun) { /* together: rank 0 ends the job */
             MPI_Comm_rank(job_comm(), &rank);
             if (rank == 0) MPI_Abort(job_comm(), status);
             await_abort(status);
