@@ -41,6 +41,15 @@ alone "a --log in a folder that does not exist" 1 \
     "dtrain train: cannot write $tmp/none/run.jsonl: folder $tmp/none: No such file or directory" \
     $M --log "$tmp/none/run.jsonl"
 [ ! -e "$tmp/none" ] || fail "the missing folder was created"
+# parameter servers: every rank a server (no worker to speak: each refuses alike), and
+# workers that agree on a failure while the server waits (the first worker ends the job)
+alone "ps-sync without a worker" 1 \
+    "dtrain train: ps-sync needs more processes than --servers 2 (got 2)" \
+    $M --mode ps-sync --servers 2
+alone "ps-sync, the workers' data missing" 1 \
+    "dtrain train: cannot open $tmp/none/train-images-idx3-ubyte: neither it nor train-images-idx3-ubyte.gz exists" \
+    mpirun -np 3 "$DTRAIN" train --threads 1 --model logreg --max-samples 256 --mode ps-sync \
+    --servers 1 --data "mnist:$tmp/none"
 mkdir ro && chmod 555 ro
 if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
     alone "a --log in a folder that cannot be written" 1 \

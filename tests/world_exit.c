@@ -13,7 +13,11 @@
 #include "dtrain/world.h"
 
 int main(int argc, char **argv) {
-    const char *how = argc > 1 ? argv[1] : "mixed";
+    const char *how = argc > 1 ? argv[1] : "";
+    if (strcmp(how, "mixed") && strcmp(how, "together") && strcmp(how, "late")) {
+        fprintf(stderr, "usage: world_exit mixed|together|late (under mpirun -np 4)\n");
+        return 2;
+    }
     const int together = strcmp(how, "together") == 0;
     dt_world w;
     dt_error err;

@@ -83,25 +83,30 @@ int cmd_train(int argc, char **argv) {
         }
         job = &world;
     }
-    /* rank 0 reports; in parameter-server mode the first worker, after the servers */
+    /* rank 0 reports; in parameter-server mode the first worker, after the servers (rank
+     * 0 where there is none: every rank refuses that job alike) */
     const dt_train_mode *mode = dt_train_mode_find(cfg.mode);
     const int rank = job ? job->rank : 0;
-    if (rank != (mode->has_servers ? cfg.ps.servers : 0)) con.quiet = 1;
+    const int workers_from =
+        mode->has_servers && job && cfg.ps.servers > 0 && cfg.ps.servers < job->size
+            ? cfg.ps.servers
+            : 0;
+    if (rank != workers_from) con.quiet = 1;
     if (dt_train(&cfg, job, show_progress, &con, &res, &err)) {
         if (con.tty && !con.quiet) fputc('\n', stderr);
         if (!job) return cli_fail(cmd, "%s", err.msg), 1;
         /* one rank's failure: it ends the job; one every worker returned: the first
          * says it, then every rank ends (the servers, waiting on workers, by an abort) */
         if (res.alone && job->size > 1) dt_world_abort(job, "%s", err.msg);
-        const int speaker = rank == (mode->has_servers ? cfg.ps.servers : 0);
+        const int speaker = rank == workers_from;
         if (speaker) cli_say(cmd, "%s", err.msg);
-        dt_world_exit(1, !mode->has_servers ? DT_EXIT_TOGETHER
-                         : speaker          ? DT_EXIT_ENDS_JOB
-                                            : DT_EXIT_WAIT);
+        dt_world_exit(1, workers_from == 0 ? DT_EXIT_TOGETHER
+                         : speaker         ? DT_EXIT_ENDS_JOB
+                                           : DT_EXIT_WAIT);
     }
     if (job) dt_world_finalize(job);
     if (res.finished) { /* not an error: a restart after the last checkpoint lands here */
-        if (rank == (mode->has_servers ? cfg.ps.servers : 0))
+        if (rank == workers_from)
             fprintf(stderr, "dtrain train: --resume %s: the run already finished at step %ld\n",
                     cfg.resume_dir, res.steps);
         return 0;

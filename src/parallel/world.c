@@ -171,8 +171,9 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
 
 /* Waits for the rank that aborts the job to end this process, outside MPI_Finalize:
  * Open MPI 4.1's mpirun (with PMIx 4.2) hung or crashed in 9-12 of 40 jobs whose abort
- * came while some ranks were in MPI_Finalize and others were not, and in none of 120
- * where no rank was in it or all were (docs/distributed.md, "Ending a failed job"). */
+ * came while some ranks were in MPI_Finalize and others were not, and in none of 40
+ * each where no rank was in it or all were (docs/distributed.md, "Failures"). _exit:
+ * MPI is neither finalized nor to be torn down by exit's handlers; output is flushed. */
 static _Noreturn void await_abort(int status) {
     const double until = dt_now() + ABORT_WAIT_S;
     while (dt_now() < until) sleep(1);
