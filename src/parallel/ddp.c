@@ -223,8 +223,8 @@ int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_alg
     d->model = m;
     d->overlap = overlap;
     /* auto: the candidates that make different numbers of buckets, smallest first */
-    if (bucket_mb > 0) {
-        d->tune.mib[0] = bucket_mb;
+    if (bucket_mb >= 0) {
+        d->tune.mib[0] = bucket_mb > 0 ? bucket_mb : DT_DDP_BUCKET_MB_DEFAULT;
     } else {
         for (int c = 0, last = -1; c < BUCKET_CHOICES; c++) {
             const int k =

@@ -23,9 +23,12 @@ typedef struct dt_comm_stats {
     long long bytes_sent;
 } dt_comm_stats;
 
-/* Hooks itself into m's backward (m->on_grads_ready). bucket_mb <= 0: auto, measured
- * over the first steps among 1, 4, 25 and 100 MiB (those that cut the buffer
- * differently), the same choice on every rank (ddp.c). */
+/* The bucket size when none is given, in MiB (PyTorch DDP's bucket_cap_mb). */
+#define DT_DDP_BUCKET_MB_DEFAULT 25.0
+
+/* Hooks itself into m's backward (m->on_grads_ready). bucket_mb: > 0 that size, 0 the
+ * default, < 0 auto: measured over the first steps among 1, 4, 25 and 100 MiB (those
+ * that cut the buffer differently), the same choice on every rank (ddp.c). */
 int dt_ddp_create(dt_ddp **ddp, const dt_world *w, dt_model *m, dt_allreduce_algo algo,
                   dt_comm_dtype dtype, double bucket_mb, int overlap, dt_error *err);
 void dt_ddp_destroy(dt_ddp *ddp);

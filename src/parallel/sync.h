@@ -38,7 +38,7 @@ typedef struct dt_sync_setup {
     dt_sgd *opt;
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype; /* allreduce's wire format (ps: in ps.comm_dtype) */
-    double bucket_mb;         /* 0: 25; < 0: auto (measured, ddp.h) */
+    double bucket_mb;         /* 0: the default; < 0: auto (measured; ddp.h) */
     dt_overlap_mode overlap;
     dt_ps_config ps;
     int epochs; /* of the run: per-epoch statistics */

@@ -33,8 +33,8 @@ static int allreduce_create(dt_sync *s, dt_error *err) {
     const dt_sync_setup *u = &s->setup;
     const int overlap = choose_overlap(s);
     dt_ddp *ddp;
-    if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce, u->comm_dtype,
-                      u->bucket_mb == 0 ? 25.0 : u->bucket_mb, overlap, err))
+    if (dt_ddp_create(&ddp, u->workers, u->model, u->allreduce, u->comm_dtype, u->bucket_mb,
+                      overlap, err))
         return -1;
     dt_ddp_broadcast_model(ddp);
     s->impl = ddp;

@@ -18,7 +18,7 @@ dt_sim_config dt_sim_config_default(void) {
                            .intra = {0.0, 0.0},
                            .batch = 0,
                            .compute_speedup = 1.0,
-                           .bucket_mb = 25.0,
+                           .bucket_mb = DT_DDP_BUCKET_MB_DEFAULT,
                            .bytes_per_param = 4.0};
 }
 

@@ -28,6 +28,7 @@
 #include "nn/onnx.h"
 #include "metrics/runlog.h"
 #include "metrics/sysmon.h"
+#include "parallel/ddp.h"
 #include "parallel/sync.h"
 #include "parallel/sys_records.h"
 #include "train/fingerprint.h"
@@ -369,7 +370,7 @@ static void log_run(trainer *t) {
                        .threads = t->threads.threads,
                        .loader_workers = cfg->loader_workers,
                        /* auto: 0, its choice in the epoch records' bucket_auto */
-                       .bucket_mb = cfg->bucket_mb == 0  ? 25.0
+                       .bucket_mb = cfg->bucket_mb == 0  ? DT_DDP_BUCKET_MB_DEFAULT
                                     : cfg->bucket_mb > 0 ? cfg->bucket_mb
                                                          : 0,
                        .buckets = cfg->bucket_mb < 0 ? 0 : t->sync.buckets,

@@ -40,7 +40,7 @@ typedef struct dt_train_config {
     dt_allreduce_algo allreduce;
     dt_comm_dtype comm_dtype;   /* gradients on the wire (all-reduce, ps pushes); fp32 = 0 */
     dt_precision precision;     /* conv2d multiplies in fp32 (0) or bf16 (mixed precision) */
-    double bucket_mb;           /* 0 = 25; DT_BUCKET_AUTO: measured (--bucket-mb auto) */
+    double bucket_mb;           /* 0: ddp.h's default (25); DT_BUCKET_AUTO: measured */
     dt_overlap_mode overlap;    /* the gradient all-reduce during backward: auto (0), on, off */
     int lr_scaling_linear;      /* multiply lr by the number of processes (with warm-up) */
     dt_ps_config ps;            /* servers, replicas, staleness of the parameter-server modes */
