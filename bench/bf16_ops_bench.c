@@ -179,13 +179,13 @@ static void maxpool_bwd_bf16(env *e) {
                                e->ppad, e->pceil, e->pblocked, 0);
 }
 static void gap_f32(env *e) {
-    dt_adaptive_avgpool2d_forward_blocked_in(e->y, e->x, e->n, e->c, e->h, e->w, 1, 1);
+    dt_adaptive_avgpool2d_forward(e->y, e->x, e->n, e->c, e->h, e->w, 1, 1, 1);
 }
 static void gap_bf16(env *e) {
     dt_bf16_adaptive_avgpool2d_forward(e->hy, e->hx, e->n, e->c, e->h, e->w, 1, 1, 1);
 }
 static void gap_bwd_f32(env *e) {
-    dt_adaptive_avgpool2d_backward_blocked_in(e->dx, e->dy, e->n, e->c, e->h, e->w, 1, 1);
+    dt_adaptive_avgpool2d_backward(e->dx, e->dy, e->n, e->c, e->h, e->w, 1, 1, 1);
 }
 static void gap_bwd_bf16(env *e) {
     dt_bf16_adaptive_avgpool2d_backward(e->hdx, e->hdy, e->n, e->c, e->h, e->w, 1, 1, 1, 0);

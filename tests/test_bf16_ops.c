@@ -452,15 +452,13 @@ static void check_adaptive(int n, int c, int h, int w, int ho, int wo, int block
         free(x), x = t;
     }
     uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
-    (blocked ? dt_adaptive_avgpool2d_forward_blocked_in
-             : dt_adaptive_avgpool2d_forward)(y, x, n, c, h, w, ho, wo);
+    dt_adaptive_avgpool2d_forward(y, x, n, c, h, w, ho, wo, blocked);
     dt_bf16_adaptive_avgpool2d_forward(yh, xh, n, c, h, w, ho, wo, blocked);
     expect_rounded(yh, y, out_n, "adaptive avgpool forward");
     float *dy = bf16_valued(out_n, 41, -1, 1), *dx = bf16_valued(in_n, 42, -1, 1);
     uint16_t *dyh = to_bf16(dy, out_n), *dxh = to_bf16(dx, in_n);
     if (!add) memset(dx, 0, sizeof(float) * in_n);
-    (blocked ? dt_adaptive_avgpool2d_backward_blocked_in
-             : dt_adaptive_avgpool2d_backward)(dx, dy, n, c, h, w, ho, wo);
+    dt_adaptive_avgpool2d_backward(dx, dy, n, c, h, w, ho, wo, blocked);
     dt_bf16_adaptive_avgpool2d_backward(dxh, dyh, n, c, h, w, ho, wo, blocked, add);
     if (add)
         expect_close(dxh, dx, in_n, "adaptive avgpool backward (add)");

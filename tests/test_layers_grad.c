@@ -357,7 +357,7 @@ static double simple_fwd(void *p) {
         dt_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     case 4:
-        dt_adaptive_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_adaptive_avgpool2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     default:
         dt_residual_add_forward(c->out, c->x, c->x2, c->nx);
@@ -384,7 +384,7 @@ static void simple_bwd(void *p) {
         dt_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     case 4:
-        dt_adaptive_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s);
+        dt_adaptive_avgpool2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->k, c->s, 0);
         break;
     default:
         dt_residual_add_backward(c->dx, c->dx2, c->r, c->nx);
@@ -582,7 +582,7 @@ static void test_adaptive_avgpool2d_cells_follow_pytorch(void **state) {
         assert_int_equal(dt_adaptive_end(i, 5, 3), want[i][1]);
     }
     float x[5] = {1, 2, 3, 4, 5}, y[3];
-    dt_adaptive_avgpool2d_forward(y, x, 1, 1, 5, 1, 3, 1);
+    dt_adaptive_avgpool2d_forward(y, x, 1, 1, 5, 1, 3, 1, 0);
     assert_float_equal(y[0], 1.5f, 1e-6);
     assert_float_equal(y[1], 3.0f, 1e-6);
     assert_float_equal(y[2], 4.5f, 1e-6);

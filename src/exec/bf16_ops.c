@@ -12,7 +12,6 @@
 
 #include "core/rng.h"
 #include "dnnl_ctx.h"
-#include "nn/adaptive_avgpool2d.h"
 #include "nn/pool2d.h"
 #include "nn/shortcut_pad.h"
 
@@ -623,29 +622,6 @@ static inline int takes_over(float x, float v) {
     return x > v || (x != x && v == v);
 }
 
-/* The output windows along one axis: window o covers inputs [start(o), end(o)).
- * Starts and ends never decrease with o, so the windows covering input i form a range
- * [lo, hi] that only moves forward as i grows (cover_next). */
-typedef struct windows {
-    int adaptive; /* dt_adaptive_start/end over (in, out); else o*stride - pad, + kernel */
-    int in, out, kernel, stride, pad;
-} windows;
-
-static inline int win_start(const windows *w, int o) {
-    return w->adaptive ? dt_adaptive_start(o, w->in, w->out) : o * w->stride - w->pad;
-}
-
-static inline int win_end(const windows *w, int o) {
-    return w->adaptive ? dt_adaptive_end(o, w->in, w->out) : o * w->stride - w->pad + w->kernel;
-}
-
-/* Moves [*lo, *hi] to the windows covering input i (i ascending from 0; start with
- * *lo = 0, *hi = -1). Empty when *hi < *lo. */
-static inline void cover_next(const windows *w, int i, int *lo, int *hi) {
-    while (*lo < w->out && win_end(w, *lo) <= i) (*lo)++;
-    while (*hi + 1 < w->out && win_start(w, *hi + 1) <= i) (*hi)++;
-}
-
 /* The scalar loops, for CPUs without AVX-512 and the shapes the vector paths leave
  * out. `lanes`: 1 (an NCHW plane) or BLK (a block of 16 channels side by side). */
 static void mp_forward_plane(uint16_t *y, int32_t *am, const uint16_t *x, int h, int w, int ho,
@@ -679,13 +655,14 @@ static void mp_forward_plane(uint16_t *y, int32_t *am, const uint16_t *x, int h,
  * fp32 scatter adds them, and is stored once. */
 static void mp_backward_plane(uint16_t *dx, const uint16_t *dy, const int32_t *am, int h, int w,
                               int ho, int wo, int kernel, int stride, int pad, int lanes, int add) {
-    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
+    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad},
+                          wx = {0, w, wo, kernel, stride, pad};
     int ylo = 0, yhi = -1;
     for (int i = 0; i < h; i++) {
-        cover_next(&wy, i, &ylo, &yhi);
+        dt_pool_cover_next(&wy, i, &ylo, &yhi);
         int xlo = 0, xhi = -1;
         for (int j = 0; j < w; j++) {
-            cover_next(&wx, j, &xlo, &xhi);
+            dt_pool_cover_next(&wx, j, &xlo, &xhi);
             const int32_t pix = i * w + j;
             const size_t at = (size_t)pix * lanes;
             float g[BLK] = {0};
@@ -883,13 +860,14 @@ AVX512_BF16 static void mp_forward_blocked(uint16_t *y, int32_t *am, const uint1
 AVX512_BF16 static void mp_backward_blocked(uint16_t *dx, const uint16_t *dy, const int32_t *am,
                                             int h, int w, int ho, int wo, int kernel, int stride,
                                             int pad, int add) {
-    const windows wy = {0, h, ho, kernel, stride, pad}, wx = {0, w, wo, kernel, stride, pad};
+    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad},
+                          wx = {0, w, wo, kernel, stride, pad};
     int ylo = 0, yhi = -1;
     for (int i = 0; i < h; i++) {
-        cover_next(&wy, i, &ylo, &yhi);
+        dt_pool_cover_next(&wy, i, &ylo, &yhi);
         int xlo = 0, xhi = -1;
         for (int j = 0; j < w; j++) {
-            cover_next(&wx, j, &xlo, &xhi);
+            dt_pool_cover_next(&wx, j, &xlo, &xhi);
             const __m512i pix = _mm512_set1_epi32(i * w + j);
             __m512 g = _mm512_setzero_ps();
             for (int oy = ylo; oy <= yhi; oy++)
@@ -1109,21 +1087,13 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
     }
 }
 
-/* Average pooling, fixed windows (kernel, stride, no padding) or adaptive ones (the
- * `windows` above), in one loop per direction: `lanes` channels side by side (1: NCHW,
- * BLK: nChw16c), block mb's lane l the output plane mb * lanes + l. A constant lanes
- * vectorises the blocked case, and every channel keeps its twin's order and arithmetic
- * (fixed: times 1/k^2, adaptive: over the window's cells), so the same bits as the
- * fp32 kernels on the same inputs. */
-static inline float avg_scale(const windows *wy, const windows *wx, float acc, int oy, int ox,
-                              float inv) {
-    if (!wy->adaptive) return acc * inv;
-    return acc /
-           (float)((win_end(wy, oy) - win_start(wy, oy)) * (win_end(wx, ox) - win_start(wx, ox)));
-}
-
+/* Average pooling, fixed windows (kernel, stride, no padding) or adaptive ones
+ * (nn/pool2d.h's dt_pool_windows), in one loop per direction: `lanes` channels side by
+ * side (1: NCHW, BLK: nChw16c), block mb's lane l the output plane mb * lanes + l. A
+ * constant lanes vectorises the blocked case; the forward sums in the fp32 kernel's
+ * order and scales by its rule (dt_pool_avg_scale), so the same bits before rounding. */
 static inline void avg_forward_lanes(uint16_t *out, const uint16_t *in, int blocks, int lanes,
-                                     const windows *wy, const windows *wx) {
+                                     const dt_pool_windows *wy, const dt_pool_windows *wx) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
     const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
@@ -1132,20 +1102,24 @@ static inline void avg_forward_lanes(uint16_t *out, const uint16_t *in, int bloc
         uint16_t *y = out + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
+                const int y0 = dt_pool_win_start(wy, oy), y1 = dt_pool_win_end(wy, oy),
+                          x0 = dt_pool_win_start(wx, ox), x1 = dt_pool_win_end(wx, ox);
                 float acc[BLK] = {0};
-                for (int i = win_start(wy, oy); i < win_end(wy, oy); i++)
-                    for (int j = win_start(wx, ox); j < win_end(wx, ox); j++) {
+                for (int i = y0; i < y1; i++)
+                    for (int j = x0; j < x1; j++) {
                         const uint16_t *px = x + (size_t)(i * w + j) * lanes;
                         for (int l = 0; l < lanes; l++) acc[l] += bf(px[l]);
                     }
                 for (int l = 0; l < lanes; l++)
-                    y[((size_t)l * ho + oy) * wo + ox] = rn(avg_scale(wy, wx, acc[l], oy, ox, inv));
+                    y[((size_t)l * ho + oy) * wo + ox] =
+                        rn(dt_pool_avg_scale(wy->adaptive, acc[l], (y1 - y0) * (x1 - x0), inv));
             }
     }
 }
 
 static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int blocks, int lanes,
-                                      const windows *wy, const windows *wx, int add) {
+                                      const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                      int add) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
     const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
@@ -1154,16 +1128,19 @@ static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int b
         const uint16_t *dy = dout + (size_t)mb * lanes * ho * wo;
         int ylo = 0, yhi = -1;
         for (int i = 0; i < h; i++) {
-            cover_next(wy, i, &ylo, &yhi);
+            dt_pool_cover_next(wy, i, &ylo, &yhi);
             int xlo = 0, xhi = -1;
             for (int j = 0; j < w; j++) {
-                cover_next(wx, j, &xlo, &xhi);
+                dt_pool_cover_next(wx, j, &xlo, &xhi);
                 float g[BLK] = {0};
                 for (int oy = ylo; oy <= yhi; oy++)
-                    for (int ox = xlo; ox <= xhi; ox++)
+                    for (int ox = xlo; ox <= xhi; ox++) {
+                        const int cells = (dt_pool_win_end(wy, oy) - dt_pool_win_start(wy, oy)) *
+                                          (dt_pool_win_end(wx, ox) - dt_pool_win_start(wx, ox));
                         for (int l = 0; l < lanes; l++)
-                            g[l] += avg_scale(wy, wx, bf(dy[((size_t)l * ho + oy) * wo + ox]), oy,
-                                              ox, inv);
+                            g[l] += dt_pool_avg_scale(
+                                wy->adaptive, bf(dy[((size_t)l * ho + oy) * wo + ox]), cells, inv);
+                    }
                 uint16_t *d = dx + (size_t)(i * w + j) * lanes;
                 for (int l = 0; l < lanes; l++) d[l] = rn(add ? bf(d[l]) + g[l] : g[l]);
             }
@@ -1171,16 +1148,17 @@ static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int b
     }
 }
 
-static void avg_forward(uint16_t *out, const uint16_t *in, int n, int c, const windows *wy,
-                        const windows *wx, int in_blocked) {
+static void avg_forward(uint16_t *out, const uint16_t *in, int n, int c, const dt_pool_windows *wy,
+                        const dt_pool_windows *wx, int in_blocked) {
     if (in_blocked)
         avg_forward_lanes(out, in, n * c / BLK, BLK, wy, wx);
     else
         avg_forward_lanes(out, in, n * c, 1, wy, wx);
 }
 
-static void avg_backward(uint16_t *din, const uint16_t *dout, int n, int c, const windows *wy,
-                         const windows *wx, int in_blocked, int add) {
+static void avg_backward(uint16_t *din, const uint16_t *dout, int n, int c,
+                         const dt_pool_windows *wy, const dt_pool_windows *wx, int in_blocked,
+                         int add) {
     if (in_blocked)
         avg_backward_lanes(din, dout, n * c / BLK, BLK, wy, wx, add);
     else
@@ -1189,15 +1167,15 @@ static void avg_backward(uint16_t *din, const uint16_t *dout, int n, int c, cons
 
 void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
                                int kernel, int stride, int in_blocked) {
-    const windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                  wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
     avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
                                 int kernel, int stride, int in_blocked, int add) {
-    const windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                  wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
     avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 
@@ -1224,7 +1202,7 @@ static void global_backward(uint16_t *din, const uint16_t *dout, int n, int c, i
 
 void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
                                         int w, int ho, int wo, int in_blocked) {
-    const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
     avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
@@ -1234,7 +1212,7 @@ void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, in
         global_backward(din, dout, n, c, h * w, in_blocked, add);
         return;
     }
-    const windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
     avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 

@@ -217,65 +217,89 @@ void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t 
  * nChw16c block), so block mb's input starts at mb * h * w * lanes and its lane l is
  * output plane mb * lanes + l. Inlined with a constant lanes, the blocked case runs
  * 16 channels a vector; each channel's sum keeps the per-plane order (the same bits). */
-static inline void avgpool_forward_lanes(float *out, const float *in, int blocks, int lanes, int h,
-                                         int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
-    const float inv = 1.0f / (float)(kernel * kernel);
+static inline void avgpool_forward_lanes(float *out, const float *in, int blocks, int lanes,
+                                         const dt_pool_windows *wy, const dt_pool_windows *wx) {
+    const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
+    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         const float *x = in + (size_t)mb * h * w * lanes;
         float *y = out + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
+                const int y0 = dt_pool_win_start(wy, oy), y1 = dt_pool_win_end(wy, oy),
+                          x0 = dt_pool_win_start(wx, ox), x1 = dt_pool_win_end(wx, ox);
                 float acc[16] = {0};
-                for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++) {
-                        const float *px =
-                            x + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                for (int i = y0; i < y1; i++)
+                    for (int j = x0; j < x1; j++) {
+                        const float *px = x + (size_t)(i * w + j) * lanes;
                         for (int l = 0; l < lanes; l++) acc[l] += px[l];
                     }
-                for (int l = 0; l < lanes; l++) y[((size_t)l * ho + oy) * wo + ox] = acc[l] * inv;
+                for (int l = 0; l < lanes; l++)
+                    y[((size_t)l * ho + oy) * wo + ox] =
+                        dt_pool_avg_scale(wy->adaptive, acc[l], (y1 - y0) * (x1 - x0), inv);
             }
     }
 }
 
+/* Each output's scaled gradient added to its window's cells, outputs in order (a cell
+ * of overlapping windows gets them in that order). */
 static inline void avgpool_backward_lanes(float *din, const float *dout, int blocks, int lanes,
-                                          int h, int w, int kernel, int stride) {
-    const int ho = dt_pool2d_out_size(h, kernel, stride),
-              wo = dt_pool2d_out_size(w, kernel, stride);
-    const float inv = 1.0f / (float)(kernel * kernel);
+                                          const dt_pool_windows *wy, const dt_pool_windows *wx) {
+    const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
+    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         float *dx = din + (size_t)mb * h * w * lanes;
         const float *dy = dout + (size_t)mb * lanes * ho * wo;
         for (int oy = 0; oy < ho; oy++)
             for (int ox = 0; ox < wo; ox++) {
+                const int y0 = dt_pool_win_start(wy, oy), y1 = dt_pool_win_end(wy, oy),
+                          x0 = dt_pool_win_start(wx, ox), x1 = dt_pool_win_end(wx, ox);
                 float g[16];
-                for (int l = 0; l < lanes; l++) g[l] = dy[((size_t)l * ho + oy) * wo + ox] * inv;
-                for (int i = 0; i < kernel; i++)
-                    for (int j = 0; j < kernel; j++) {
-                        float *px = dx + (size_t)((oy * stride + i) * w + ox * stride + j) * lanes;
+                for (int l = 0; l < lanes; l++)
+                    g[l] = dt_pool_avg_scale(wy->adaptive, dy[((size_t)l * ho + oy) * wo + ox],
+                                             (y1 - y0) * (x1 - x0), inv);
+                for (int i = y0; i < y1; i++)
+                    for (int j = x0; j < x1; j++) {
+                        float *px = dx + (size_t)(i * w + j) * lanes;
                         for (int l = 0; l < lanes; l++) px[l] += g[l];
                     }
             }
     }
 }
 
+/* Two calls each, a constant lane count in each: the inlined loop is specialised. */
+void dt_avgpool2d_windows_forward(float *out, const float *in, int n, int c,
+                                  const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                  int in_blocked) {
+    if (in_blocked)
+        avgpool_forward_lanes(out, in, n * c / 16, 16, wy, wx);
+    else
+        avgpool_forward_lanes(out, in, n * c, 1, wy, wx);
+}
+
+void dt_avgpool2d_windows_backward(float *din, const float *dout, int n, int c,
+                                   const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                   int in_blocked) {
+    if (in_blocked)
+        avgpool_backward_lanes(din, dout, n * c / 16, 16, wy, wx);
+    else
+        avgpool_backward_lanes(din, dout, n * c, 1, wy, wx);
+}
+
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride, int in_blocked) {
-    if (in_blocked)
-        avgpool_forward_lanes(out, in, n * c / 16, 16, h, w, kernel, stride);
-    else
-        avgpool_forward_lanes(out, in, n * c, 1, h, w, kernel, stride);
+    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    dt_avgpool2d_windows_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
                            int stride, int in_blocked) {
-    if (in_blocked)
-        avgpool_backward_lanes(din, dout, n * c / 16, 16, h, w, kernel, stride);
-    else
-        avgpool_backward_lanes(din, dout, n * c, 1, h, w, kernel, stride);
+    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
+                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    dt_avgpool2d_windows_backward(din, dout, n, c, &wy, &wx, in_blocked);
 }
 
 /* The ops in the model graph. Max pooling's state is the argmax of every output

@@ -31,21 +31,61 @@ void dt_maxpool2d_forward(float *out,      /* [n, c, ho, wo] */
 void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
                            int h, int w, int kernel, int stride, int pad, int ceil_mode);
 
-/* Where plane (sample, channel) = `plane` of an [n, c, h, w] input starts and how
- * far apart its pixels are (*step): NCHW, or nChw16c ([n, c/16, h, w, 16], c a
- * multiple of 16) when blocked. */
-static inline size_t dt_pool2d_plane_base(int plane, int c, int hw, int blocked, size_t *step) {
-    *step = blocked ? 16 : 1;
-    if (!blocked) return (size_t)plane * hw;
-    const int m = plane / c, ch = plane % c;
-    return ((size_t)m * (c / 16) + ch / 16) * hw * 16 + ch % 16;
+/* PyTorch's adaptive pooling start_index / end_index: output cell i's first input row
+ * and one past its last. */
+static inline int dt_adaptive_start(int i, int in, int out) {
+    return (int)(((long long)i * in) / out);
 }
 
-/* The input NCHW, or nChw16c when in_blocked (the same values per channel, summed in
- * the same order); the output NCHW. */
+static inline int dt_adaptive_end(int i, int in, int out) {
+    return (int)(((long long)(i + 1) * in + out - 1) / out);
+}
+
+/* The output windows along one axis, for the fp32 and bf16 pools alike: window o covers
+ * inputs [start(o), end(o)). Starts and ends never decrease with o, so the windows
+ * covering input i form a range [lo, hi] that only moves forward as i grows
+ * (dt_pool_cover_next). */
+typedef struct dt_pool_windows {
+    int adaptive; /* dt_adaptive_start/end over (in, out); else o*stride - pad, + kernel */
+    int in, out, kernel, stride, pad;
+} dt_pool_windows;
+
+static inline int dt_pool_win_start(const dt_pool_windows *w, int o) {
+    return w->adaptive ? dt_adaptive_start(o, w->in, w->out) : o * w->stride - w->pad;
+}
+
+static inline int dt_pool_win_end(const dt_pool_windows *w, int o) {
+    return w->adaptive ? dt_adaptive_end(o, w->in, w->out) : o * w->stride - w->pad + w->kernel;
+}
+
+/* Moves [*lo, *hi] to the windows covering input i (i ascending from 0; start with
+ * *lo = 0, *hi = -1). Empty when *hi < *lo. */
+static inline void dt_pool_cover_next(const dt_pool_windows *w, int i, int *lo, int *hi) {
+    while (*lo < w->out && dt_pool_win_end(w, *lo) <= i) (*lo)++;
+    while (*hi + 1 < w->out && dt_pool_win_start(w, *hi + 1) <= i) (*hi)++;
+}
+
+/* Average pooling's scale of a window's sum (or of its output's gradient): fixed windows
+ * times inv = 1/k^2, adaptive ones over the window's cells. One rule, so the fp32 and
+ * bf16 kernels give the same bits on the same inputs. */
+static inline float dt_pool_avg_scale(int adaptive, float acc, int cells, float inv) {
+    return adaptive ? acc / (float)cells : acc * inv;
+}
+
+/* Average pooling over windows wy x wx (fixed without padding, or adaptive). The input
+ * NCHW, or nChw16c when in_blocked (the same values per channel, summed in the same
+ * order); the output NCHW. */
+void dt_avgpool2d_windows_forward(float *out, const float *in, int n, int c,
+                                  const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                  int in_blocked);
+/* Accumulates (+=) into din (of the input's layout). */
+void dt_avgpool2d_windows_backward(float *din, const float *dout, int n, int c,
+                                   const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                   int in_blocked);
+
+/* Fixed windows (kernel, stride), through the above. */
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride, int in_blocked);
-/* Accumulates (+=) into din (of the input's layout). */
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
                            int stride, int in_blocked);
 
