@@ -1,6 +1,8 @@
 /* Max and average pooling over square windows, NCHW. Average pooling: no padding,
- * floor mode (PyTorch defaults). Max pooling also takes PyTorch's padding (as -inf)
- * and ceil_mode, and saves the argmax for backward. */
+ * floor mode (PyTorch defaults), or adaptive windows (adaptive_avgpool2d.h); the
+ * windows' description below serves the bf16 kernels too (exec/bf16_ops.c). Max
+ * pooling also takes PyTorch's padding (as -inf) and ceil_mode, and saves the argmax
+ * for backward. */
 #ifndef DTRAIN_POOL2D_H
 #define DTRAIN_POOL2D_H
 
