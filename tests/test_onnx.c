@@ -35,6 +35,7 @@ typedef struct graph {
     Onnx__TensorShapeProto shape;
     Onnx__TensorShapeProto__Dimension dims[4], *dim_ptrs[4];
     Onnx__GraphProto g;
+    Onnx__OperatorSetIdProto opset, *opset_ptr;
     Onnx__ModelProto model;
 } graph;
 
@@ -73,6 +74,13 @@ static void graph_init(graph *gr, int rank) {
     gr->g.node = gr->node_ptrs;
     gr->g.initializer = gr->init_ptrs;
     gr->model.graph = &gr->g;
+    onnx__operator_set_id_proto__init(&gr->opset);
+    gr->opset.domain = "";
+    gr->opset.has_version = 1;
+    gr->opset.version = 14; /* PyTorch's exports' (tests/fixtures/onnx) */
+    gr->opset_ptr = &gr->opset;
+    gr->model.n_opset_import = 1;
+    gr->model.opset_import = &gr->opset_ptr;
 }
 
 /* Appends a node op(ins...) -> out; returns it for attributes. */

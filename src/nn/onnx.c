@@ -4,12 +4,16 @@
 #include "nn/onnx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/outfile.h"
 #include "core/textfile.h"
@@ -19,6 +23,15 @@
 #define MAX_FILE_BYTES ((size_t)2 << 30)
 /* a dimension beyond this is a corrupt or hostile file, not a model */
 #define MAX_DIM (1 << 24)
+/* values a sample of any activation (1 GiB of floats): C*H*W past it, or past int,
+ * is a hostile file, not an image model */
+#define MAX_SAMPLE_VALUES (1LL << 28)
+/* the largest CNN exports have a few thousand nodes (GoogLeNet's: 199); a file of more is
+ * refused before any work */
+#define MAX_NODES 20000
+/* the opsets of ONNX's default domain dtrain imports: up to ONNX 1.12's newest (the
+ * exports and conformance cases it is tested on: 1 to 15) */
+#define MAX_OPSET 17
 
 int dt_onnx_is_path(const char *name) {
     const size_t n = name ? strlen(name) : 0;
@@ -27,10 +40,79 @@ int dt_onnx_is_path(const char *name) {
 
 /* ------------------------------------------------------------------ reading */
 
+/* protobuf-c unpacks nested messages by recursion: a file of subgraphs nested thousands
+ * deep (an attribute's graph holding a node whose attribute holds a graph...) would
+ * overflow the stack. This walks the wire format first, with a stack of its own, the
+ * schema telling which length-delimited fields are messages. An exported CNN nests 8
+ * deep (model, graph, value info, type, tensor type, shape, dimension). Returns 1 past
+ * MAX_NESTING; 0 otherwise (a malformed file is left to unpack to refuse). */
+#define MAX_NESTING 32
+static int too_deep(const uint8_t *p, size_t len) {
+    struct {
+        const ProtobufCMessageDescriptor *desc;
+        size_t end;
+    } stack[MAX_NESTING];
+    int depth = 0;
+    stack[0].desc = &onnx__model_proto__descriptor;
+    stack[0].end = len;
+    size_t pos = 0;
+    for (;;) {
+        while (depth > 0 && pos == stack[depth].end) depth--;
+        if (pos >= stack[depth].end) return 0; /* the end of the file (or malformed) */
+        uint64_t key = 0, size = 0;
+        int shift = 0;
+        do { /* the varint key */
+            if (pos >= stack[depth].end || shift > 63) return 0;
+            key |= (uint64_t)(p[pos] & 0x7F) << shift;
+            shift += 7;
+        } while (p[pos++] & 0x80);
+        const unsigned wire = (unsigned)(key & 7);
+        size_t skip = 0;
+        if (wire == 0) { /* a varint */
+            while (pos < stack[depth].end && (p[pos] & 0x80)) pos++;
+            skip = 1;
+        } else if (wire == 1) {
+            skip = 8;
+        } else if (wire == 5) {
+            skip = 4;
+        } else if (wire == 2) {
+            shift = 0;
+            do {
+                if (pos >= stack[depth].end || shift > 63) return 0;
+                size |= (uint64_t)(p[pos] & 0x7F) << shift;
+                shift += 7;
+            } while (p[pos++] & 0x80);
+            if (size > stack[depth].end - pos) return 0;
+            const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field(stack[depth].desc, (unsigned)(key >> 3));
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (depth + 1 >= MAX_NESTING) return 1;
+                depth++;
+                stack[depth].desc = f->descriptor;
+                stack[depth].end = pos + (size_t)size;
+                continue;
+            }
+            skip = (size_t)size;
+        } else {
+            return 0; /* groups or garbage: not protobuf-c's to parse either */
+        }
+        if (skip > stack[depth].end - pos) return 0;
+        pos += skip;
+    }
+}
+
 static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
     size_t len = 0;
     char *bytes = dt_file_read(path, "ONNX model", MAX_FILE_BYTES, &len, err);
     if (!bytes) return NULL;
+    if (too_deep((const uint8_t *)bytes, len)) {
+        free(bytes);
+        dt_error_set(err,
+                     "%s: messages nested more than %d deep (subgraphs, which dtrain does not "
+                     "import)",
+                     path, MAX_NESTING);
+        return NULL;
+    }
     Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
     free(bytes);
     if (!model) {
@@ -57,6 +139,8 @@ typedef struct onnx_value {
     int kind;         /* V_ACT (an activation: dtrain value `id`) or V_CONST (`tensor`) */
     int id;
     const Onnx__TensorProto *tensor;
+    int from_constant;               /* V_CONST: a Constant node's value */
+    const Onnx__NodeProto *taken_by; /* V_CONST: the node that took it as a weight */
     /* a MatMul's output whose bias no Add has given yet: that MatMul and the bias's
      * tensor entry (matmul NULL otherwise) */
     const Onnx__NodeProto *matmul;
@@ -68,7 +152,18 @@ typedef struct pending_copy {
     int entry;
     const Onnx__TensorProto *tensor;
     int transpose; /* a Gemm's B given [in, out]: stored [out, in] */
+    int variance;  /* a BatchNormalization's running variance: no value below 0 */
 } pending_copy;
+
+/* A name of the graph: its value (an index into values, -1 until defined) and how many
+ * node inputs read it (counted once, over the whole graph). */
+typedef struct name_slot {
+    const char *name;
+    int value;
+    int readers;
+    int is_initializer;
+    int transposed; /* (writing back) a Gemm's B of transB 0 or a MatMul's: [in, out] */
+} name_slot;
 
 typedef struct importer {
     const char *path;
@@ -77,6 +172,13 @@ typedef struct importer {
     dt_model *m;
     onnx_value *values;
     int n_values, cap_values;
+    name_slot *slots; /* an open-addressing hash table of every name, n_slots a power of 2 */
+    size_t n_slots;
+    /* per dtrain storage: the reads still to come of any name it holds (an Identity,
+     * Flatten, Reshape or Pad gives a storage a second name); an in-place ReLU needs 1 */
+    int *storage_readers;
+    int cap_storage_readers;
+    long long opset; /* of the default domain */
     pending_copy *copies;
     int n_copies, cap_copies;
     dt_error *err;
@@ -108,13 +210,32 @@ static int fail_node(importer *im, const Onnx__NodeProto *n, const char *fmt, ..
                 n->op_type ? n->op_type : "?", why);
 }
 
-static onnx_value *find_value(importer *im, const char *name) {
-    if (!name || !*name) return NULL;
-    for (int i = im->n_values - 1; i >= 0; i--)
-        if (!strcmp(im->values[i].name, name)) return &im->values[i];
-    return NULL;
+static size_t name_hash(const char *name) {
+    size_t h = 1469598103934665603u; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 1099511628211u;
+    return h;
 }
 
+/* The name's slot; added when absent if `add` (the table is sized for every name of the
+ * graph before the import: it never fills). */
+static name_slot *slot_of(const importer *im, const char *name, int add) {
+    if (!name || !*name || !im->n_slots) return NULL;
+    for (size_t i = name_hash(name) & (im->n_slots - 1);; i = (i + 1) & (im->n_slots - 1)) {
+        name_slot *s = &im->slots[i];
+        if (!s->name) {
+            if (!add) return NULL;
+            *s = (name_slot){name, -1, 0, 0, 0};
+            return s;
+        }
+        if (!strcmp(s->name, name)) return s;
+    }
+}
+
+static onnx_value *find_value(importer *im, const char *name) {
+    const name_slot *s = slot_of(im, name, 0);
+    return s && s->value >= 0 ? &im->values[s->value] : NULL;
+}
 static onnx_value *add_value(importer *im, const char *name, int kind) {
     if (!name || !*name) {
         fail(im, "a value without a name");
@@ -134,6 +255,7 @@ static onnx_value *add_value(importer *im, const char *name, int kind) {
         im->values = v;
         im->cap_values = cap;
     }
+    slot_of(im, name, 1)->value = im->n_values;
     onnx_value *v = &im->values[im->n_values++];
     memset(v, 0, sizeof *v);
     v->name = name;
@@ -150,7 +272,7 @@ static int add_copy(importer *im, int entry, const Onnx__TensorProto *t, int tra
         im->copies = c;
         im->cap_copies = cap;
     }
-    im->copies[im->n_copies++] = (pending_copy){entry, t, transpose};
+    im->copies[im->n_copies++] = (pending_copy){entry, t, transpose, 0};
     return 0;
 }
 
@@ -217,10 +339,38 @@ static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want,
     if (strncmp(real_file, real_folder, fl) || (real_file[fl] != '/' && fl > 1))
         return fail(im, "initializer '%s': external data '%s' leads outside the model's folder",
                     tname(t), location);
-    FILE *f = fopen(real_file, "rb");
-    if (!f)
+    /* non-blocking: a FIFO without a writer opens at once (and is refused), as
+     * core/textfile opens; then blocking reads of a regular file */
+    const int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
                     strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st)) {
+        const int why = errno;
+        close(fd);
+        return fail(im, "initializer '%s': cannot read its external data %s: %s", tname(t), file,
+                    strerror(why));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(im, "initializer '%s': its external data %s is %s, not a regular file",
+                    tname(t), file,
+                    S_ISFIFO(st.st_mode)   ? "a FIFO"
+                    : S_ISDIR(st.st_mode)  ? "a directory"
+                    : S_ISCHR(st.st_mode)  ? "a character device"
+                    : S_ISBLK(st.st_mode)  ? "a block device"
+                    : S_ISSOCK(st.st_mode) ? "a socket"
+                                           : "something else");
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        const int why = errno;
+        close(fd);
+        return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
+                    strerror(why));
+    }
     /* out NULL: only that the bytes are there */
     int rc = 0;
     if (fseeko(f, (off_t)offset, SEEK_SET) ||
@@ -326,13 +476,53 @@ static int explicit_pads(const Onnx__NodeProto *n) {
     return a->s.len == 6 && !memcmp(a->s.data, "NOTSET", 6);
 }
 
-/* How many nodes read the value `name`. */
+/* How many node inputs read the value `name`. */
 static int readers(const importer *im, const char *name) {
-    int count = 0;
-    for (size_t j = 0; j < im->g->n_node; j++)
-        for (size_t q = 0; q < im->g->node[j]->n_input; q++)
-            count += im->g->node[j]->input[q] && !strcmp(im->g->node[j]->input[q], name);
-    return count;
+    const name_slot *s = slot_of(im, name, 0);
+    return s ? s->readers : 0;
+}
+
+/* Counts the graph's names and their readers, once: the table then answers both in
+ * constant time (the import was quadratic in the node count). */
+static int index_names(importer *im) {
+    const Onnx__GraphProto *g = im->g;
+    size_t names = g->n_input + g->n_initializer + 1;
+    for (size_t i = 0; i < g->n_node; i++) names += g->node[i]->n_input + g->node[i]->n_output;
+    size_t n = 64;
+    while (n < 2 * names) n *= 2;
+    im->slots = calloc(n, sizeof *im->slots);
+    if (!im->slots) return fail(im, "out of memory for %zu names", names);
+    im->n_slots = n;
+    for (size_t i = 0; i < g->n_node; i++)
+        for (size_t q = 0; q < g->node[i]->n_input; q++) {
+            name_slot *s = slot_of(im, g->node[i]->input[q], 1);
+            if (s) s->readers++;
+        }
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        name_slot *s = slot_of(im, g->initializer[i]->name, 1);
+        if (s) s->is_initializer = 1;
+    }
+    return 0;
+}
+
+/* Value id's storage now holds the name `name` too: its reads still to come add up
+ * (alias = 1: the name is another for a storage whose reads are counted, and the node
+ * making it was one of those reads; 0: a storage new, or rewritten in place). */
+static int note_readers(importer *im, int id, const char *name, int alias) {
+    const int st = im->m->values[id].storage;
+    if (st >= im->cap_storage_readers) {
+        int cap = im->cap_storage_readers ? im->cap_storage_readers : 64;
+        while (cap <= st) cap *= 2;
+        int *grown = realloc(im->storage_readers, (size_t)cap * sizeof *grown);
+        if (!grown) return fail(im, "out of memory");
+        memset(grown + im->cap_storage_readers, 0,
+               (size_t)(cap - im->cap_storage_readers) * sizeof *grown);
+        im->storage_readers = grown;
+        im->cap_storage_readers = cap;
+    }
+    im->storage_readers[st] =
+        alias ? im->storage_readers[st] + readers(im, name) - 1 : readers(im, name);
+    return 0;
 }
 
 /* The node's i-th input as an activation, or NULL after failing. */
@@ -384,10 +574,29 @@ static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
     }
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return fail_node(im, n, "it has no output");
+    const dt_value *x = &im->m->values[id];
+    if ((long long)x->c * x->h * x->w > MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                         (long long)x->c * x->h * x->w, MAX_SAMPLE_VALUES);
     onnx_value *v = add_value(im, n->output[0], V_ACT);
     if (!v) return -1;
     v->id = id;
-    return 0;
+    return note_readers(im, id, n->output[0], 0);
+}
+
+/* The node's output as another name of input x's storage (Identity, a Pad of zeros,
+ * Flatten, Reshape, a MatMul's Add). */
+static int set_alias(importer *im, const Onnx__NodeProto *n, int id) {
+    if (id < 0) {
+        fail_node(im, n, "%s", im->m->build_error.msg);
+        return -1;
+    }
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_ACT);
+    if (!v) return -1;
+    v->id = id;
+    return note_readers(im, id, n->output[0], 1);
 }
 
 /* The dtrain op name for a node: the prefix of its weight's name when that ends in
@@ -408,6 +617,21 @@ static void op_name(const Onnx__NodeProto *n, const Onnx__TensorProto *weight, c
 static int take(importer *im, const Onnx__NodeProto *n, int entry, const Onnx__TensorProto *t,
                 int transpose) {
     dt_tensor_entry *e = &im->m->tensors[entry];
+    /* what --save and checkpoints could not write back is refused before any training */
+    onnx_value *v = t->name && *t->name ? find_value(im, t->name) : NULL;
+    if (!v || v->kind != V_CONST || v->tensor != t || v->from_constant)
+        return fail_node(im, n,
+                         "its weight '%s' is a Constant node's value: dtrain trains initializers "
+                         "only (--save writes those back)",
+                         tname(t));
+    if (v->taken_by) {
+        const Onnx__NodeProto *o = v->taken_by;
+        return fail_node(im, n,
+                         "initializer '%s' is also node '%s''s: tied weights are not supported "
+                         "(each layer trains its own)",
+                         tname(t), o->name && *o->name ? o->name : "(unnamed)");
+    }
+    v->taken_by = n;
     if (numel_of(t) != (long long)e->numel) {
         return fail_node(im, n, "initializer '%s' has %lld values where dtrain's %s has %zu",
                          tname(t), numel_of(t), e->name, e->numel);
@@ -482,14 +706,18 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
     const float momentum = attr_float(n, "momentum", 0.9f);
     if (momentum < 0.8999f || momentum > 0.9001f)
         return fail_node(im, n, "momentum other than 0.9 (PyTorch's 0.1) is not supported");
+    const float eps = attr_float(n, "epsilon", 1e-5f);
+    if (!(isfinite(eps) && eps > 0.0f))
+        return fail_node(im, n, "its epsilon %g is not a positive finite number", (double)eps);
     char name[80];
     op_name(n, t[0], name, sizeof name);
-    const int y = dt_model_batchnorm2d_eps(im->m, name, x->id, attr_float(n, "epsilon", 1e-5f));
+    const int y = dt_model_batchnorm2d_eps(im->m, name, x->id, eps);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     const int entries[4] = {op->weight, op->bias, op->running_mean, op->running_var};
     for (int i = 0; i < 4; i++)
         if (take(im, n, entries[i], t[i], 0)) return -1;
+    im->copies[im->n_copies - 1].variance = 1;
     return 0;
 }
 
@@ -540,7 +768,8 @@ static int import_flatten(importer *im, const Onnx__NodeProto *n, int reshape) {
     } else if (attr_int(n, "axis", 1) != 1) {
         return fail_node(im, n, "only Flatten at axis 1 is supported");
     }
-    return set_output(im, n, dt_model_flatten(im->m, x->id));
+    /* x's C*H*W was checked against MAX_SAMPLE_VALUES when it was made: an int */
+    return set_alias(im, n, dt_model_flatten(im->m, x->id));
 }
 
 static int import_gemm(importer *im, const Onnx__NodeProto *n) {
@@ -617,10 +846,7 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
     if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
     act->matmul = NULL;
     /* the Add's output is the linear layer's own */
-    onnx_value *v = add_value(im, n->output[0], V_ACT);
-    if (!v) return -1;
-    v->id = act->id;
-    return 0;
+    return set_alias(im, n, act->id);
 }
 
 static int import_concat(importer *im, const Onnx__NodeProto *n) {
@@ -648,10 +874,30 @@ static int import_dropout(importer *im, const Onnx__NodeProto *n) {
     return set_output(im, n, dt_model_dropout(im->m, x->id, p));
 }
 
+/* The first opset whose version of an operator is the one imported here (ONNX's
+ * Changelog): BatchNormalization before 9 had `spatial`, Add and Gemm before 7 their
+ * `broadcast`, Concat before 4 a default axis, Reshape before 5 a shape attribute, Pad
+ * before 2 `paddings`, Dropout before 7 `is_test`; the others are unchanged from 1. */
+static const struct {
+    const char *op;
+    int since;
+} first_opset[] = {{"BatchNormalization", 9},
+                   {"Add", 7},
+                   {"Gemm", 7},
+                   {"Concat", 4},
+                   {"Reshape", 5},
+                   {"Pad", 2},
+                   {"Dropout", 7}};
+
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
         return fail_node(im, n, "an operator outside the standard ONNX domain");
+    for (size_t i = 0; i < sizeof first_opset / sizeof *first_opset; i++)
+        if (!strcmp(op, first_opset[i].op) && im->opset < first_opset[i].since)
+            return fail_node(im, n,
+                             "opset %lld's %s is not the one dtrain imports (opset %d or later)",
+                             im->opset, op, first_opset[i].since);
     if (!strcmp(op, "Constant")) {
         const Onnx__AttributeProto *a = attr(n, "value");
         if (!a || !a->t || n->n_output < 1)
@@ -659,6 +905,7 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         onnx_value *v = add_value(im, n->output[0], V_CONST);
         if (!v) return -1;
         v->tensor = a->t;
+        v->from_constant = 1;
         return 0;
     }
     if (!strcmp(op, "Conv")) return import_conv(im, n);
@@ -666,9 +913,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Relu")) {
         onnx_value *x = act_input(im, n, 0);
         if (!x) return -1;
-        if (readers(im, x->name) > 1)
+        if (im->storage_readers[im->m->values[x->id].storage] > 1)
             return fail_node(im, n,
-                             "its input is also read by another node, and dtrain's ReLU "
+                             "its input is also read by another node (under this name or one of "
+                             "its aliases: Identity, Flatten, Reshape, Pad), and dtrain's ReLU "
                              "works in place");
         return set_output(im, n, dt_model_relu(im->m, x->id));
     }
@@ -706,11 +954,7 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     }
     if (!strcmp(op, "Identity") || !strcmp(op, "Pad")) {
         onnx_value *x = act_input(im, n, 0);
-        if (!x) return -1;
-        onnx_value *v = add_value(im, n->output[0], V_ACT);
-        if (!v) return -1;
-        v->id = x->id;
-        return 0;
+        return x ? set_alias(im, n, x->id) : -1;
     }
     return fail_node(im, n,
                      "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
@@ -726,11 +970,7 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *in = g->input[i];
         if (!in->name || !*in->name) return fail(im, "a graph input without a name");
-        int is_init = 0;
-        for (size_t k = 0; k < g->n_initializer && !is_init; k++)
-            is_init =
-                in->name && g->initializer[k]->name && !strcmp(in->name, g->initializer[k]->name);
-        if (is_init) continue;
+        if (slot_of(im, in->name, 1)->is_initializer) continue;
         if (*out)
             return fail(im, "the graph has more than one data input ('%s', '%s')", (*out)->name,
                         in->name);
@@ -759,13 +999,34 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
                         (*out)->name, i);
         dims[i - 1] = (int)d->dim_value;
     }
+    const long long values = (long long)dims[0] * dims[1] * dims[2];
+    if (values > MAX_SAMPLE_VALUES)
+        return fail(im,
+                    "the input '%s' has %dx%dx%d = %lld values a sample, past the %lld dtrain "
+                    "takes",
+                    (*out)->name, dims[0], dims[1], dims[2], values, MAX_SAMPLE_VALUES);
     *c = dims[0], *h = dims[1], *w = dims[2];
     return 0;
 }
 
 static void importer_free(importer *im) {
+    free(im->slots);
+    free(im->storage_readers);
     free(im->values);
     free(im->copies);
+}
+
+/* Starting values training would fail on late, under another name (a NaN loss, a
+ * diverged test loss): refused at import, naming the initializer, as --init refuses
+ * weights that hold NaN. */
+static int check_values(importer *im, const pending_copy *pc, const float *v, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        if (!isfinite(v[i]))
+            return fail(im, "initializer '%s' holds NaN or infinite values", tname(pc->tensor));
+        if (pc->variance && v[i] < 0.0f)
+            return fail(im, "initializer '%s' holds a negative variance", tname(pc->tensor));
+    }
+    return 0;
 }
 
 /* Maps the graph onto m (built, not allocated) and fills m->imported. */
@@ -773,7 +1034,9 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     const Onnx__GraphProto *g = im->g;
     const Onnx__ValueInfoProto *input;
     int c = 0, h = 0, w = 0;
-    if (data_input(im, &input, &c, &h, &w)) return -1;
+    if (g->n_node > MAX_NODES)
+        return fail(im, "%zu nodes, past the %d that dtrain imports", g->n_node, MAX_NODES);
+    if (index_names(im) || data_input(im, &input, &c, &h, &w)) return -1;
     if (spec->in_c && (spec->in_c != c || spec->in_h != h || spec->in_w != w))
         return fail(im, "the graph takes %dx%dx%d inputs, not %dx%dx%d", c, h, w, spec->in_c,
                     spec->in_h, spec->in_w);
@@ -783,9 +1046,16 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     onnx_value *v = add_value(im, input->name, V_ACT);
     if (!v) return -1;
     v->id = x;
+    if (note_readers(im, x, input->name, 0)) return -1;
     for (size_t i = 0; i < g->n_initializer; i++) {
         const Onnx__TensorProto *t = g->initializer[i];
         if (!t->name || !*t->name) return fail(im, "an initializer without a name");
+        /* safetensors' header entry, the checkpoint's momentum and step counts */
+        const size_t len = strlen(t->name), tail = strlen(".num_batches_tracked");
+        if (!strcmp(t->name, "__metadata__") || !strncmp(t->name, "optimizer.momentum.", 19) ||
+            (len >= tail && !strcmp(t->name + len - tail, ".num_batches_tracked")))
+            return fail(im, "initializer '%s': a name safetensors and checkpoints reserve",
+                        t->name);
         if (numel_of(t) < 0) return fail(im, "initializer '%s': dimensions out of range", t->name);
         if (find_value(im, t->name)) continue; /* an input with a default: the input wins */
         v = add_value(im, t->name, V_CONST);
@@ -835,12 +1105,15 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
             return fail_node(im, im->values[i].matmul,
                              "no Add of a bias follows it (dtrain's linear layers have one)");
     /* every trainable tensor must come from the file */
-    for (int t = 0; t < m->n_tensors; t++) {
-        int found = 0;
-        for (int k = 0; k < im->n_copies && !found; k++) found = im->copies[k].entry == t;
-        if (!found)
+    char *found = calloc((size_t)m->n_tensors + 1, 1);
+    if (!found) return fail(im, "out of memory");
+    for (int k = 0; k < im->n_copies; k++) found[im->copies[k].entry] = 1;
+    for (int t = 0; t < m->n_tensors; t++)
+        if (!found[t]) {
+            free(found);
             return fail(im, "dtrain's %s has no initializer in the file", m->tensors[t].name);
-    }
+        }
+    free(found);
     /* the starting values, parameters then buffers; with reinit (and for the spec) only
      * checked, not copied: the graph, not its numbers */
     if (!spec->reinit) {
@@ -855,6 +1128,7 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         float *dst = m->imported ? m->imported + (e->is_param ? 0 : m->n_params) + e->offset : NULL;
         if (!pc->transpose || !dst) {
             rc = tensor_floats(im, pc->tensor, dst, e->numel);
+            if (rc == 0 && dst) rc = check_values(im, pc, dst, e->numel);
             continue;
         }
         float *grown = realloc(tmp, e->numel * sizeof(float) + 1);
@@ -867,6 +1141,7 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         const int rows = e->shape[0], cols = e->shape[1]; /* [out, in] from [in, out] */
         for (int r = 0; rc == 0 && r < rows; r++)
             for (int q = 0; q < cols; q++) dst[(size_t)r * cols + q] = tmp[(size_t)q * rows + r];
+        if (rc == 0) rc = check_values(im, pc, dst, e->numel);
     }
     free(tmp);
     return rc;
@@ -888,6 +1163,29 @@ static void model_name(const char *path, char *out, size_t size) {
     snprintf(out, size, "%s", base);
 }
 
+/* The opset of ONNX's default domain ("" or "ai.onnx") the model declares: within
+ * 1..MAX_OPSET (each operator's own first version is checked by its node). */
+static int default_opset(const Onnx__ModelProto *model, long long *opset, const char *path,
+                         dt_error *err) {
+    *opset = -1;
+    for (size_t i = 0; i < model->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = model->opset_import[i];
+        if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx"))
+            *opset = o->has_version ? (long long)o->version : -1;
+    }
+    if (*opset < 0)
+        return dt_error_set(err, "%s: the model declares no opset of ONNX's default domain", path);
+    if (*opset < 1)
+        return dt_error_set(err, "%s: opset %lld of ONNX's default domain is not a version", path,
+                            *opset);
+    if (*opset > MAX_OPSET)
+        return dt_error_set(err,
+                            "%s: opset %lld of ONNX's default domain is past %d, the newest "
+                            "dtrain imports (ONNX 1.12)",
+                            path, *opset, MAX_OPSET);
+    return 0;
+}
+
 static int build(dt_model *m, const dt_model_spec *spec, int any_output, dt_error *err) {
     memset(m, 0, sizeof *m);
     Onnx__ModelProto *model = load_model(spec->name, err);
@@ -899,7 +1197,8 @@ static int build(dt_model *m, const dt_model_spec *spec, int any_output, dt_erro
     importer im = {
         .path = spec->name, .g = model->graph, .m = m, .err = err, .any_output = any_output};
     folder_of(spec->name, im.folder, sizeof im.folder);
-    int rc = import_graph(&im, spec);
+    int rc = default_opset(model, &im.opset, spec->name, err);
+    if (rc == 0) rc = import_graph(&im, spec);
     if (rc == 0 && spec->classes && spec->classes != m->classes)
         rc = dt_error_set(err, "%s: the graph outputs %d classes, not %d", spec->name, m->classes,
                           spec->classes);
@@ -950,6 +1249,17 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
     saved_data *saved = calloc(g->n_initializer + 1, sizeof *saved);
     int n_saved = 0, rc = saved ? 0 : dt_error_set(err, "out of memory");
     size_t total = 0;
+    /* the weights the import transposed from [in, out] into dtrain's [out, in] go back
+     * as the file holds them */
+    importer names = {.path = source, .g = g, .err = err};
+    if (rc == 0 && index_names(&names)) rc = -1;
+    for (size_t i = 0; rc == 0 && i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        const char *op = n->op_type ? n->op_type : "";
+        name_slot *s = n->n_input > 1 ? slot_of(&names, n->input[1], 0) : NULL;
+        if (s && (!strcmp(op, "MatMul") || (!strcmp(op, "Gemm") && !attr_int(n, "transB", 0))))
+            s->transposed = 1;
+    }
     for (size_t i = 0; rc == 0 && i < g->n_initializer; i++) {
         Onnx__TensorProto *t = g->initializer[i];
         const int k = t->name ? dt_model_find_tensor(m, t->name) : -1;
@@ -969,7 +1279,15 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
         }
         /* dt_model_tensor_data's arrays, read only */
         const float *values = (e->is_param ? m->params : m->buffers) + e->offset;
-        memcpy(s->ours, values, bytes);
+        const name_slot *ns = slot_of(&names, t->name, 0);
+        if (ns && ns->transposed && e->ndim == 2) {
+            const size_t rows = (size_t)e->shape[0], cols = (size_t)e->shape[1]; /* [out, in] */
+            float *file = (float *)(void *)s->ours;                              /* [in, out] */
+            for (size_t r = 0; r < rows; r++)
+                for (size_t q = 0; q < cols; q++) file[q * rows + r] = values[r * cols + q];
+        } else {
+            memcpy(s->ours, values, bytes);
+        }
         t->has_raw_data = 1;
         t->raw_data.data = s->ours;
         t->raw_data.len = bytes;
@@ -1004,6 +1322,7 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
         *saved[i].t = saved[i].as_read;
     }
     free(saved);
+    free(names.slots);
     onnx__model_proto__free_unpacked(model, NULL);
     return rc ? -1 : 0;
 }
