@@ -3,6 +3,7 @@
  * crash or a guess. The graphs are written here with protobuf-c (the same generated
  * code the importer reads with); PyTorch's own exports are test_parity's fixtures.
  * Also: what a good file gives (shape, classes, names, starting weights). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,9 @@
 
 #include <cmocka.h>
 
+#include "dtrain/backend.h"
 #include "dtrain/zoo.h"
+#include "nn/onnx.h"
 #include "onnx/onnx.pb-c.h"
 #include "testutil.h"
 
@@ -383,6 +386,149 @@ static void test_a_relu_whose_input_has_other_readers_is_refused(void **state) {
     refused(write_graph(&gr, "inplace.onnx"), 2, "node 'relu' (Relu)", "in place");
 }
 
+/* y = x + relu(identity(x)): the ReLU, in place, would overwrite x under its other name
+ * (y = 2 relu(x)); refused. relu(identity(x)) + itself reads only the ReLU's output:
+ * it imports and computes 2 relu(x) exactly. */
+static void test_a_relu_through_an_alias_counts_every_name(void **state) {
+    (void)state;
+    graph gr;
+    graph_init(&gr, 4);
+    node(&gr, "Identity", "alias", "a", 1, "x");
+    node(&gr, "Relu", "relu", "r", 1, "a");
+    node(&gr, "Add", "add", "y", 2, "x", "r");
+    gr.dims[2].dim_value = gr.dims[3].dim_value = 1;
+    refused(write_graph(&gr, "alias.onnx"), 2, "node 'relu' (Relu)", "one of its aliases");
+    gr.node_in[2][0] = "r";
+    const char *path = write_graph(&gr, "alias.onnx");
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    m.plain_layouts = 1;
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 0);
+    const float x[2] = {-1.5f, 2.25f}; /* [2, 1, 1, 1] */
+    memcpy(dt_model_input_data(&m), x, sizeof x);
+    dt_model_forward(&m, 2);
+    const float *y = dt_model_value_data(&m, m.n_values - 1);
+    assert_float_equal(y[0], 0.0f, 0.0f);
+    assert_float_equal(y[1], 4.5f, 0.0f);
+    dt_model_free(&m);
+}
+
+/* Prepends one length-delimited field (its key and length) before the `len` bytes at *pos. */
+static void prepend_field(uint8_t *buf, size_t *pos, int number, size_t len) {
+    uint8_t head[20];
+    size_t n = 0;
+    for (uint64_t v = (uint64_t)number << 3 | 2, k = 0; k < 2; k++, v = len) {
+        do {
+            head[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+            v >>= 7;
+        } while (v);
+    }
+    *pos -= n;
+    memcpy(buf + *pos, head, n);
+}
+
+/* 3,000 graphs each in an attribute of a node of the one above: protobuf-c's recursive
+ * unpack overflowed the stack on it; refused before unpacking. */
+static void test_deeply_nested_subgraphs_are_refused(void **state) {
+    (void)state;
+    enum { SIZE = 1 << 17 };
+    uint8_t *buf = test_alloc(SIZE);
+    size_t pos = SIZE;
+    for (int level = 0; level < 3000; level++) {
+        prepend_field(buf, &pos, 6, SIZE - pos); /* AttributeProto.g: the graph below */
+        const uint8_t attr_head[] = {0x0A, 1, 'g', 0xA0, 0x01, 5}; /* name "g", type GRAPH */
+        pos -= sizeof attr_head;
+        memcpy(buf + pos, attr_head, sizeof attr_head);
+        prepend_field(buf, &pos, 5, SIZE - pos);  /* NodeProto.attribute */
+        const uint8_t op[] = {0x22, 2, 'I', 'f'}; /* op_type "If" */
+        pos -= sizeof op;
+        memcpy(buf + pos, op, sizeof op);
+        prepend_field(buf, &pos, 1, SIZE - pos); /* GraphProto.node */
+        assert_true(pos > 64);
+    }
+    prepend_field(buf, &pos, 7, SIZE - pos); /* ModelProto.graph */
+    char path[512];
+    snprintf(path, sizeof path, "%s/deep.onnx", folder);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf + pos, 1, SIZE - pos, f), SIZE - pos);
+    assert_int_equal(fclose(f), 0);
+    free(buf);
+    refused(path, 1, "nested more than 32 deep");
+}
+
+/* A Gemm of transB 0 holds its weight [in, out], dtrain [out, in]: --save writes it
+ * back as the file held it. */
+static void test_save_writes_weights_in_the_files_layout(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.attrs[4][0].i = 0; /* transB 0: head.weight [in 2, out 3] */
+    gr.init_dims[2][0] = 2;
+    gr.init_dims[2][1] = 3;
+    const char *written = write_graph(&gr, "layout.onnx");
+    char path[512], out[512];
+    snprintf(path, sizeof path, "%s", written);
+    snprintf(out, sizeof out, "%s/layout_saved.onnx", folder);
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 0);
+    const int hw = dt_model_find_tensor(&m, "head.weight");
+    assert_int_equal(m.tensors[hw].shape[0], 3);                         /* [out, in] */
+    assert_float_equal(m.params[m.tensors[hw].offset + 1], 0.03f, 0.0f); /* [0][1] = file [1][0] */
+    if (dt_onnx_save(&m, path, out, &err)) fail_msg("%s", err.msg);
+    dt_model_free(&m);
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    static uint8_t bytes[1 << 16];
+    const size_t len = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    Onnx__ModelProto *saved = onnx__model_proto__unpack(NULL, len, bytes);
+    assert_non_null(saved);
+    const Onnx__TensorProto *t = saved->graph->initializer[2];
+    assert_string_equal(t->name, "head.weight");
+    assert_int_equal(t->raw_data.len, 6 * sizeof(float));
+    float values[6];
+    memcpy(values, t->raw_data.data, sizeof values);
+    for (int i = 0; i < 6; i++) assert_float_equal(values[i], 0.01f * (float)i, 0.0f);
+    onnx__model_proto__free_unpacked(saved, NULL);
+}
+
+/* What --save and checkpoints could not write back, and operators of an older opset
+ * than the one imported, are refused at import. */
+static void test_untrainable_weights_and_old_opsets_are_refused(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.opset.version = 18;
+    refused(write_graph(&gr, "opset.onnx"), 1, "opset 18 of ONNX's default domain is past 17");
+    good_graph(&gr);
+    gr.opset.version = 6;
+    refused(write_graph(&gr, "opset.onnx"), 2, "node 'gemm' (Gemm)", "opset 6's Gemm");
+    good_graph(&gr);
+    gr.model.n_opset_import = 0;
+    refused(write_graph(&gr, "opset.onnx"), 1, "declares no opset");
+    good_graph(&gr);
+    gr.inits[2].name = "__metadata__";
+    gr.node_in[4][1] = "__metadata__";
+    refused(write_graph(&gr, "reserved.onnx"), 1, "a name safetensors and checkpoints reserve");
+    good_graph(&gr);
+    gr.init_data[3][1] = NAN; /* head.bias: the spec (the graph) imports, the build refuses */
+    const char *path = write_graph(&gr, "nan.onnx");
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err)) fail_msg("%s", err.msg);
+    assert_int_not_equal(dt_zoo_build(&m, &spec, &err), 0);
+    assert_non_null(strstr(err.msg, "initializer 'head.bias' holds NaN or infinite values"));
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -396,16 +542,21 @@ int main(void) {
         cmocka_unit_test(test_external_data_outside_the_folder_is_refused),
         cmocka_unit_test(test_external_data_inside_the_folder_is_read),
         cmocka_unit_test(test_a_relu_whose_input_has_other_readers_is_refused),
+        cmocka_unit_test(test_a_relu_through_an_alias_counts_every_name),
+        cmocka_unit_test(test_deeply_nested_subgraphs_are_refused),
+        cmocka_unit_test(test_save_writes_weights_in_the_files_layout),
+        cmocka_unit_test(test_untrainable_weights_and_old_opsets_are_refused),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "%s", folder);
     /* the scratch folder's files, then the folder (no shell) */
-    const char *names[] = {"good.onnx",      "text.onnx",     "whole.onnx",   "truncated.onnx",
-                           "softmax.onnx",   "group.onnx",    "dilated.onnx", "undefined.onnx",
-                           "cycle.onnx",     "channels.onnx", "short.onnx",   "huge.onnx",
-                           "hugeinput.onnx", "flat.onnx",     "outside.onnx", "head.bin",
-                           "external.onnx",  "inplace.onnx"};
+    const char *names[] = {
+        "good.onnx",   "text.onnx",         "whole.onnx",     "truncated.onnx", "softmax.onnx",
+        "group.onnx",  "dilated.onnx",      "undefined.onnx", "cycle.onnx",     "channels.onnx",
+        "short.onnx",  "huge.onnx",         "hugeinput.onnx", "flat.onnx",      "outside.onnx",
+        "head.bin",    "external.onnx",     "inplace.onnx",   "alias.onnx",     "deep.onnx",
+        "layout.onnx", "layout_saved.onnx", "opset.onnx",     "reserved.onnx",  "nan.onnx"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", folder, names[i]);
