@@ -854,11 +854,17 @@ static int import_concat(importer *im, const Onnx__NodeProto *n) {
     if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
         return fail_node(im, n, "a Concat of 1 to 8 inputs is supported");
     int ids[DT_OP_MAX_INPUTS];
+    long long values = 0; /* a sample's, summed in 64 bits: eight inputs of 2^28 pass int */
     for (size_t i = 0; i < n->n_input; i++) {
         const onnx_value *v = act_input(im, n, i);
         if (!v) return -1;
         ids[i] = v->id;
+        const dt_value *x = &im->m->values[v->id];
+        values += (long long)x->c * x->h * x->w;
     }
+    if (values > MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                         values, MAX_SAMPLE_VALUES);
     return set_output(im, n, dt_model_concat(im->m, ids, (int)n->n_input));
 }
 
