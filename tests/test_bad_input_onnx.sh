@@ -85,6 +85,8 @@ os.mkfifo("fifo.bin")
 external("fifo.onnx", "fifo.bin")
 os.mkdir("folder.bin")
 external("folder.onnx", "folder.bin")
+os.symlink("/etc/passwd", "link.bin")
+external("link.onnx", "link.bin")
 open("good.bin", "wb").write(arr("w", 3072, 10).raw_data)
 external("ext_good.onnx", "good.bin")
 
@@ -186,6 +188,9 @@ expect "external data naming a FIFO" \
 expect "external data naming a folder" \
     "dtrain models: folder.onnx: initializer 'fc.weight': its external data ./folder.bin is a directory, not a regular file" \
     "" "$DTRAIN" models folder.onnx
+expect "external data through a link leading out of the folder" \
+    "dtrain models: link.onnx: initializer 'fc.weight': external data 'link.bin' leads outside the model's folder" \
+    "" "$DTRAIN" models link.onnx
 ok_case "external data in a regular file beside the model imports" \
     "$DTRAIN" train --model ext_good.onnx $T
 
