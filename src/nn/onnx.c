@@ -29,6 +29,8 @@
 /* the largest CNN exports have a few thousand nodes (GoogLeNet's: 199); a file of more is
  * refused before any work */
 #define MAX_NODES 20000
+/* and the names of values (node inputs and outputs, initializers, graph inputs) */
+#define MAX_NAMES (1 << 20)
 /* the opsets of ONNX's default domain dtrain imports: up to ONNX 1.12's newest (the
  * exports and conformance cases it is tested on: 1 to 15) */
 #define MAX_OPSET 17
@@ -44,15 +46,21 @@ int dt_onnx_is_path(const char *name) {
  * deep (an attribute's graph holding a node whose attribute holds a graph...) would
  * overflow the stack. This walks the wire format first, with a stack of its own, the
  * schema telling which length-delimited fields are messages. An exported CNN nests 8
- * deep (model, graph, value info, type, tensor type, shape, dimension). Returns 1 past
- * MAX_NESTING; 0 otherwise (a malformed file is left to unpack to refuse). */
+ * deep (model, graph, value info, type, tensor type, shape, dimension). It also counts
+ * the nodes and the length-delimited fields (each an allocation of protobuf-c's: a
+ * file of millions of tiny ones would cost gigabytes before the node cap could refuse
+ * it). Returns what is past its bound (0 if none: a malformed file is left to unpack to
+ * refuse). */
 #define MAX_NESTING 32
-static int too_deep(const uint8_t *p, size_t len) {
+#define MAX_FIELDS  (1 << 24)
+enum { WIRE_OK, WIRE_TOO_DEEP, WIRE_TOO_MANY_NODES, WIRE_TOO_MANY_FIELDS };
+static int wire_check(const uint8_t *p, size_t len) {
     struct {
         const ProtobufCMessageDescriptor *desc;
         size_t end;
     } stack[MAX_NESTING];
     int depth = 0;
+    long long nodes = 0, fields = 0;
     stack[0].desc = &onnx__model_proto__descriptor;
     stack[0].end = len;
     size_t pos = 0;
@@ -83,10 +91,13 @@ static int too_deep(const uint8_t *p, size_t len) {
                 shift += 7;
             } while (p[pos++] & 0x80);
             if (size > stack[depth].end - pos) return 0;
+            if (++fields > MAX_FIELDS) return WIRE_TOO_MANY_FIELDS;
             const ProtobufCFieldDescriptor *f =
                 protobuf_c_message_descriptor_get_field(stack[depth].desc, (unsigned)(key >> 3));
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
-                if (depth + 1 >= MAX_NESTING) return 1;
+                if (depth + 1 >= MAX_NESTING) return WIRE_TOO_DEEP;
+                if (f->descriptor == &onnx__node_proto__descriptor && ++nodes > MAX_NODES)
+                    return WIRE_TOO_MANY_NODES;
                 depth++;
                 stack[depth].desc = f->descriptor;
                 stack[depth].end = pos + (size_t)size;
@@ -105,12 +116,19 @@ static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
     size_t len = 0;
     char *bytes = dt_file_read(path, "ONNX model", MAX_FILE_BYTES, &len, err);
     if (!bytes) return NULL;
-    if (too_deep((const uint8_t *)bytes, len)) {
+    const int wire = wire_check((const uint8_t *)bytes, len);
+    if (wire != WIRE_OK) {
         free(bytes);
-        dt_error_set(err,
-                     "%s: messages nested more than %d deep (subgraphs, which dtrain does not "
-                     "import)",
-                     path, MAX_NESTING);
+        if (wire == WIRE_TOO_DEEP)
+            dt_error_set(err,
+                         "%s: messages nested more than %d deep (subgraphs, which dtrain does "
+                         "not import)",
+                         path, MAX_NESTING);
+        else if (wire == WIRE_TOO_MANY_NODES)
+            dt_error_set(err, "%s: more than the %d nodes that dtrain imports", path, MAX_NODES);
+        else
+            dt_error_set(err, "%s: more than %d names, strings and messages (not a CNN's graph)",
+                         path, MAX_FIELDS);
         return NULL;
     }
     Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
@@ -488,6 +506,8 @@ static int index_names(importer *im) {
     const Onnx__GraphProto *g = im->g;
     size_t names = g->n_input + g->n_initializer + 1;
     for (size_t i = 0; i < g->n_node; i++) names += g->node[i]->n_input + g->node[i]->n_output;
+    if (names > MAX_NAMES)
+        return fail(im, "%zu names of values, past the %d that dtrain imports", names, MAX_NAMES);
     size_t n = 64;
     while (n < 2 * names) n *= 2;
     im->slots = calloc(n, sizeof *im->slots);
