@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "core/textfile.h"
 
 enum { IDX_IMAGES = 0x00000803, IDX_LABELS = 0x00000801 };
 
@@ -79,11 +82,18 @@ size_t dt_idx_labels_size(const uint8_t *head, size_t n) {
 
 int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_bytes,
                      uint8_t **data, size_t *bytes, dt_error *err) {
-    FILE *probe = fopen(path, "rb");
-    if (!probe) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    /* a regular file only, opened without blocking (textfile.h): a FIFO in place of a
+     * data file is refused at once instead of waiting for a writer forever */
+    FILE *probe = dt_text_open(path, "", max_bytes, err);
+    if (!probe) return -1;
+    const int fd = dup(fileno(probe));
     fclose(probe);
-    gzFile f = gzopen(path, "rb");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        const int why = errno;
+        if (fd >= 0) close(fd);
+        return dt_error_set(err, "cannot open %s: %s", path, strerror(why));
+    }
     size_t cap = 1 << 20, used = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) {

@@ -23,6 +23,7 @@
 #include "dtrain/zoo.h"
 #include "perfmodel/profile.h"
 #include "quant/quant.h"
+#include "train/inputs.h"
 
 /* ---- the JSON line: one record, one field table per mode, one writer ---- */
 
@@ -112,6 +113,7 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
         dt_fileset files;
         dt_fileset_init(&files);
         dt_fileset_input(&files, "--init", o->init);
+        dt_train_inputs_add(&files, o->model, o->data);
         dt_fileset_output(&files, "--profile-out", o->profile_out);
         const int bad = dt_fileset_check(&files, err);
         dt_fileset_free(&files);

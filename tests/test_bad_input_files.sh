@@ -1,0 +1,123 @@
+#!/bin/bash
+# The bad-input catalogue, the files a command reads (issue 40): the --model file and
+# the data's files are inputs no output may replace; a FIFO in place of a data file is
+# refused at once; the float weights a quantized file names are bounded by the network,
+# not by that file; a 0-class head is refused; scale keeps no foreign log; simulate
+# --out never replaces a study's plots; a log without times gives no speed-up; a long
+# ONNX path is not cut in a profile.
+set -u
+DTRAIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$SRC/tests/bad_input_lib.sh"
+
+Q="--max-samples 64 --test-samples 32 --threads 1 --quiet"
+cp "$SRC/tests/fixtures/onnx/lenet5.onnx" m.onnx
+mkdir -p fm cf
+cp /usr/share/datasets/fashion-mnist/*.gz fm/ 2>/dev/null || {
+    echo "skip: Debian's dataset-fashion-mnist is not installed"
+    exit 77
+}
+# a CIFAR-10 folder in the official format (labels 0..9, random pixels)
+python3 - <<'PY'
+import os
+rec = 3073
+for name, n in [("data_batch_%d.bin" % i, 20) for i in range(1, 6)] + [("test_batch.bin", 20)]:
+    with open(os.path.join("cf", name), "wb") as f:
+        for k in range(n):
+            f.write(bytes([k % 10]) + os.urandom(rec - 1))
+PY
+"$DTRAIN" train $Q --max-steps 1 --save w.st || fail "cannot save weights"
+
+# --- 1. the model file and the data's files are inputs: no output replaces them
+expect "--log onto the ONNX model" "dtrain train: --log m.onnx would overwrite --model m.onnx (the same file)" \
+    "m.onnx" "$DTRAIN" train --model m.onnx $Q --max-steps 1 --log m.onnx
+expect "--save onto the ONNX model" "dtrain train: --save m.onnx would overwrite --model m.onnx (the same file)" \
+    "m.onnx" "$DTRAIN" train --model m.onnx $Q --max-steps 1 --save m.onnx
+expect "--log onto a Fashion-MNIST file" \
+    "dtrain train: --log fm/train-labels-idx1-ubyte.gz would overwrite --data fm/train-labels-idx1-ubyte.gz (the same file)" \
+    "fm/train-labels-idx1-ubyte.gz" "$DTRAIN" train --data fashion-mnist:fm $Q --max-steps 1 --log fm/train-labels-idx1-ubyte.gz
+expect "--save onto a Fashion-MNIST file" \
+    "dtrain train: --save fm/t10k-images-idx3-ubyte.gz would overwrite --data fm/t10k-images-idx3-ubyte.gz (the same file)" \
+    "fm/t10k-images-idx3-ubyte.gz" "$DTRAIN" train --data fashion-mnist:fm $Q --max-steps 1 --save fm/t10k-images-idx3-ubyte.gz
+expect "--save onto the raw name a .gz data file would be shadowed by" \
+    "dtrain train: --save fm/train-images-idx3-ubyte would overwrite --data fm/train-images-idx3-ubyte (the same file)" \
+    "fm/train-images-idx3-ubyte.gz" "$DTRAIN" train --data fashion-mnist:fm $Q --max-steps 1 --save fm/train-images-idx3-ubyte
+[ ! -e fm/train-images-idx3-ubyte ] || fail "a raw file now shadows the .gz data file"
+expect "--save onto a CIFAR-10 batch" \
+    "dtrain train: --save cf/data_batch_3.bin would overwrite --data cf/data_batch_3.bin (the same file)" \
+    "cf/data_batch_3.bin" "$DTRAIN" train --model lenet_cifar --data cifar10:cf $Q --max-steps 1 --save cf/data_batch_3.bin
+ln -s cf cflink
+expect "--log onto the CIFAR-10 test batch through a symlinked folder" \
+    "dtrain train: --log cflink/test_batch.bin would overwrite --data cf/test_batch.bin (the same file)" \
+    "cf/test_batch.bin" "$DTRAIN" train --model lenet_cifar --data cifar10:cf $Q --max-steps 1 --log cflink/test_batch.bin
+expect "eval --logits onto the ONNX model" "dtrain eval: --logits m.onnx would overwrite --model m.onnx (the same file)" \
+    "m.onnx" "$DTRAIN" eval --model m.onnx --init w.st --logits m.onnx --test-samples 32
+expect "eval --logits onto a data file" \
+    "dtrain eval: --logits fm/t10k-labels-idx1-ubyte.gz would overwrite --data fm/t10k-labels-idx1-ubyte.gz (the same file)" \
+    "fm/t10k-labels-idx1-ubyte.gz" "$DTRAIN" eval --model lenet5 --data fashion-mnist:fm --init w.st --logits fm/t10k-labels-idx1-ubyte.gz --test-samples 32
+expect "quantize --out onto the ONNX model" "dtrain quantize: --out m.onnx would overwrite --model m.onnx (the same file)" \
+    "m.onnx" "$DTRAIN" quantize --model m.onnx --init w.st --out m.onnx --calib-samples 32
+expect "quantize --out onto a data file" \
+    "dtrain quantize: --out fm/train-images-idx3-ubyte.gz would overwrite --data fm/train-images-idx3-ubyte.gz (the same file)" \
+    "fm/train-images-idx3-ubyte.gz" "$DTRAIN" quantize --model lenet5 --data fashion-mnist:fm --init w.st --out fm/train-images-idx3-ubyte.gz --calib-samples 32
+expect "bench --profile-out onto the ONNX model" \
+    "dtrain bench: --profile-out m.onnx would overwrite --model m.onnx (the same file)" \
+    "m.onnx" "$DTRAIN" bench --model m.onnx --profile-out m.onnx --steps 2 --threads 1
+expect "bench --profile-out onto a data file" \
+    "dtrain bench: --profile-out cf/data_batch_1.bin would overwrite --data cf/data_batch_1.bin (the same file)" \
+    "cf/data_batch_1.bin" "$DTRAIN" bench --model lenet_cifar --data cifar10:cf --profile-out cf/data_batch_1.bin --steps 2 --threads 1
+cmp -s m.onnx "$SRC/tests/fixtures/onnx/lenet5.onnx" || fail "the model file changed"
+
+# --- 2. a FIFO in place of a data file is refused at once, never waited on
+mkdir -p ff fc
+cp fm/* ff/ && rm ff/train-images-idx3-ubyte.gz && mkfifo ff/train-images-idx3-ubyte.gz
+expect "a FIFO as Fashion-MNIST's training images" \
+    "dtrain train: cannot read ff/train-images-idx3-ubyte.gz: a FIFO, not a regular file" "" \
+    "$DTRAIN" train --data fashion-mnist:ff $Q --max-steps 1
+cp cf/* fc/ && rm fc/test_batch.bin && mkfifo fc/test_batch.bin
+expect "a FIFO as CIFAR-10's test batch" \
+    "dtrain train: cannot read fc/test_batch.bin: a FIFO, not a regular file" "" \
+    "$DTRAIN" train --model lenet_cifar --data cifar10:fc $Q --max-steps 1
+expect "eval on a FIFO data file" \
+    "dtrain eval: cannot read fc/test_batch.bin: a FIFO, not a regular file" "" \
+    "$DTRAIN" eval --model lenet_cifar --data cifar10:fc --init w.st --test-samples 32
+
+# --- 3. the float weights a quantized file names: bounded by the network's size
+"$DTRAIN" quantize --model lenet5 --init w.st --out q.st --calib-samples 32 >/dev/null ||
+    fail "cannot quantize"
+truncate -s 1G big.st
+python3 - q.st qbig.st "$tmp/big.st" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["float_weights"] = sys.argv[3]
+h["__metadata__"]["float_weights_bytes"] = str(1 << 30)
+j = json.dumps(h).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+expect_match "eval of a quantized file naming a 1 GiB file as its float weights" \
+    "^dtrain eval: qbig.st names $tmp/big.st as its float weights: 1073741824 bytes, which lenet5's cannot be \([0-9]+ to [0-9]+\); give --compare FILE$" \
+    "" timeout 10 "$DTRAIN" eval --model lenet5 --init qbig.st --test-samples 32
+
+# --- 8. a head of 0 classes is refused where the model is made
+/usr/bin/python3 - <<'PY' || fail "cannot write a 0-class ONNX file"
+import numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+W = numpy_helper.from_array(np.zeros((0, 784), np.float32), "fc.weight")
+B = numpy_helper.from_array(np.zeros((0,), np.float32), "fc.bias")
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"], axis=1),
+                       helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1)],
+                      "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 0])], [W, B])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "zero.onnx")
+PY
+expect "bench of a 0-class ONNX head" "dtrain bench: model zero.onnx outputs 0 classes (a classifier needs at least 1)" \
+    "" "$DTRAIN" bench --model zero.onnx --steps 3 --threads 1
+expect "models of a 0-class ONNX head" "dtrain models: model zero.onnx outputs 0 classes (a classifier needs at least 1)" \
+    "" "$DTRAIN" models zero.onnx
+expect "bench --infer of a 0-class ONNX head" "dtrain bench: model zero.onnx outputs 0 classes (a classifier needs at least 1)" \
+    "" "$DTRAIN" bench --model zero.onnx --infer --steps 3 --threads 1
+
+bad_input_done
