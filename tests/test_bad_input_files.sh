@@ -120,4 +120,28 @@ expect "models of a 0-class ONNX head" "dtrain models: model zero.onnx outputs 0
 expect "bench --infer of a 0-class ONNX head" "dtrain bench: model zero.onnx outputs 0 classes (a classifier needs at least 1)" \
     "" "$DTRAIN" bench --model zero.onnx --infer --steps 3 --threads 1
 
+# --- 5. simulate --out never writes into a scaling study's folder (its plots have the
+# names of the simulated ones), nor over the profile it reads
+printf 'procs,batch_size,t_train\n1,32,10\n2,32,6\n' >times.csv
+"$DTRAIN" report --times times.csv --out study >/dev/null 2>&1 || fail "report --times"
+"$DTRAIN" bench --model lenet5 --steps 3 --threads 1 --profile-out prof.json >/dev/null ||
+    fail "bench --profile-out"
+files=$(cd study && ls | sed 's|^|study/|' | tr '\n' ' ')
+expect "simulate --out into a study's folder" \
+    "dtrain simulate: --out study holds a scaling study (runs.csv): the simulated plots would replace its own; give another --out" \
+    "$files" "$DTRAIN" simulate --profile prof.json --link 10gbit --workers 1,2 --out study
+[ ! -e study/simulate.csv ] || fail "simulate wrote into the study's folder"
+mkdir -p lonely && cp study/*.png lonely/ 2>/dev/null; cp times.csv lonely/report.md
+expect "simulate --out into a folder with a study's report" \
+    "dtrain simulate: --out lonely holds a scaling study (report.md): the simulated plots would replace its own; give another --out" \
+    "lonely/report.md" "$DTRAIN" simulate --profile prof.json --link 10gbit --workers 1,2 --out lonely
+"$DTRAIN" simulate --profile prof.json --link 10gbit --workers 1,2 --out sim >/dev/null 2>&1 ||
+    fail "simulate --out a new folder"
+if "$DTRAIN" simulate --profile prof.json --link 10gbit --workers 1,2 --out sim >/dev/null 2>&1; then
+    pass; else fail "simulate --out its own folder again"; fi
+cp prof.json sim/split.dat
+expect "simulate --out over the --profile read" \
+    "dtrain simulate: sim/split.dat would be overwritten by the report's sim/split.dat (give --out DIR)" \
+    "sim/split.dat" "$DTRAIN" simulate --profile sim/split.dat --link 10gbit --workers 1,2 --out sim
+
 bad_input_done

@@ -80,6 +80,14 @@ size_t dt_idx_labels_size(const uint8_t *head, size_t n) {
     return (size_t)(8 + (uint64_t)be32(head + 4));
 }
 
+/* zlib's message without the "<fd:N>: " it puts first for a stream opened by gzdopen
+ * (the error already names the file). */
+static const char *gz_why(gzFile f, int *code) {
+    const char *why = gzerror(f, code);
+    const char *past = !strncmp(why, "<fd:", 4) ? strstr(why, ">: ") : NULL;
+    return past ? past + 3 : why;
+}
+
 int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_bytes,
                      uint8_t **data, size_t *bytes, dt_error *err) {
     /* a regular file only, opened without blocking (textfile.h): a FIFO in place of a
@@ -125,7 +133,7 @@ int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_
         int got = gzread(f, buf + used, (unsigned)want);
         if (got < 0) {
             int code;
-            const char *why = gzerror(f, &code);
+            const char *why = gz_why(f, &code);
             dt_error_set(err, "%s: corrupt gzip data (%s)", path, why);
             free(buf);
             gzclose(f);
@@ -141,7 +149,7 @@ int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_
     }
     /* zlib reports a stream cut short only as an error at the end. */
     int code;
-    const char *why = gzerror(f, &code);
+    const char *why = gz_why(f, &code);
     if (code != Z_OK && code != Z_STREAM_END) {
         dt_error_set(err, "%s: truncated or corrupt gzip stream (%s)", path, why);
         free(buf);
