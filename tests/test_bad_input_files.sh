@@ -144,4 +144,81 @@ expect "simulate --out over the --profile read" \
     "dtrain simulate: sim/split.dat would be overwritten by the report's sim/split.dat (give --out DIR)" \
     "sim/split.dat" "$DTRAIN" simulate --profile sim/split.dat --link 10gbit --workers 1,2 --out sim
 
+# --- 4. scale keeps a config's log only if its run record is that config's: a log of
+# another run copied over the name (its .args left as they were) is not reported
+S="$DTRAIN scale --data synthetic:mnist --procs 1 --batch-sizes 32 --epochs 1 --max-samples 64 --test-samples 32 --threads 1 --quiet --out st4"
+$S --model logreg >/dev/null 2>&1 || fail "the first sweep"
+"$DTRAIN" train --model mlp --data synthetic:mnist --batch-size 32 --epochs 1 $Q --log mlp.jsonl ||
+    fail "a run of mlp"
+cp mlp.jsonl st4/run_p1_b32.jsonl
+expect "scale over a foreign log under a config's name" \
+    "dtrain scale: --out st4 holds runs of other settings (run_p1_b32.jsonl: its run record says model mlp, this config logreg); give another --out, or --force to run them again" \
+    "st4/run_p1_b32.jsonl st4/report.md" $S --model logreg
+"$DTRAIN" train --model logreg --data synthetic:mnist --batch-size 16 --epochs 1 $Q --log b16.jsonl ||
+    fail "a run at batch 16"
+cp b16.jsonl st4/run_p1_b32.jsonl
+expect "scale over a log of another batch size under a config's name" \
+    "dtrain scale: --out st4 holds runs of other settings (run_p1_b32.jsonl: its run record says batch size 16, this config 32); give another --out, or --force to run them again" \
+    "st4/run_p1_b32.jsonl st4/report.md" $S --model logreg
+if $S --model logreg --force >/dev/null 2>&1 && grep -q '"model":"logreg","params":7850,"procs":1,"mode":"single","batch_size":32' st4/run_p1_b32.jsonl; then
+    pass; else fail "scale --force did not measure the config again"; fi
+
+# Studies made of one real run's log, rewritten as the log of 1 or 2 processes with the
+# times and load under test (the report reads these, not how the log came about)
+twoproc() { # in, out, procs, t_train and t_epoch ("" drops them), other processes' cores
+    python3 - "$@" <<'PY'
+import json, sys
+src, out, procs, t_train, t_epoch, other = sys.argv[1:7]
+lines = []
+for line in open(src):
+    d = json.loads(line)
+    if d["event"] == "run":
+        d["procs"] = d["workers"] = int(procs)
+    if d["event"] == "epoch":
+        for k, v in (("t_train", t_train), ("t_epoch", t_epoch)):
+            if v == "":
+                d.pop(k, None)
+            else:
+                d[k] = float(v)
+    lines.append(json.dumps(d, separators=(",", ":")))
+lines.append(json.dumps({"event": "load", "wall_s": 1, "machine_cores": 1, "run_cores": 1,
+                         "other_cores": float(other), "cores": 2}, separators=(",", ":")))
+open(out, "w").write("\n".join(lines) + "\n")
+PY
+}
+"$DTRAIN" train --model logreg --data synthetic:mnist --batch-size 32 --epochs 1 $Q --log one.jsonl ||
+    fail "a run for the studies"
+
+# --- 6. a log without valid times: speed-ups n/a and a note naming it, never 0.00
+mkdir -p st6
+twoproc one.jsonl st6/run_p1_b32.jsonl 1 "" "" 0
+twoproc one.jsonl st6/run_p2_b32.jsonl 2 0.6 0.7 0
+"$DTRAIN" report st6 --out rep6 >/dev/null 2>&1 || fail "report of a log without times"
+if grep -A4 'Strong scaling speed-up T(1)/T(N) of the training time' rep6/report.md | grep -q '^| 32 | n/a | n/a |$' &&
+    grep -A4 '^Strong scaling efficiency' rep6/report.md | grep -q '^| 32 | n/a | n/a |$' &&
+    grep -q 'st6/run_p1_b32.jsonl: its epoch record has no valid t_train and t_epoch (missing or not positive): its speed-ups are n/a' rep6/report.md
+then pass; else fail "a log without times gave speed-ups" "$(grep -A4 'Strong scaling' rep6/report.md)"; fi
+mkdir -p st6n
+twoproc one.jsonl st6n/run_p1_b32.jsonl 1 1.2 1.3 0
+twoproc one.jsonl st6n/run_p2_b32.jsonl 2 -0.5 -0.5 0
+"$DTRAIN" report st6n --out rep6n >/dev/null 2>&1 || fail "report of a log with negative times"
+if grep -A4 'Strong scaling speed-up T(1)/T(N) of the training time' rep6n/report.md | grep -q '^| 32 | 1.00 | n/a |$' &&
+    grep -q 'st6n/run_p2_b32.jsonl: its epoch record has no valid t_train' rep6n/report.md
+then pass; else fail "a log with negative times gave speed-ups" "$(grep -A4 'Strong scaling' rep6n/report.md)"; fi
+
+# --- 9. the plots mark busy configs as the tables do: circled, "busy (re-run)"
+mkdir -p st9 st9q
+twoproc one.jsonl st9/run_p1_b32.jsonl 1 1.2 1.3 0
+twoproc one.jsonl st9/run_p2_b32.jsonl 2 0.8 0.9 1.5
+cp st9/run_p1_b32.jsonl st9q/
+twoproc one.jsonl st9q/run_p2_b32.jsonl 2 0.8 0.9 0
+"$DTRAIN" report st9 --out rep9 >/dev/null 2>&1 || fail "report of a busy study"
+"$DTRAIN" report st9q --out rep9q >/dev/null 2>&1 || fail "report of a quiet study"
+if [ "$(cat rep9/speedup_busy.dat 2>/dev/null)" = "2 1.5" ] &&
+    [ "$(cat rep9/epoch_busy.dat 2>/dev/null)" = "32 0.9" ] &&
+    [ "$(grep -c "'speedup_busy.dat' using 1:2 with points pt 6 .* title 'busy (re-run)'" rep9/plots.gp)" = 2 ] &&
+    [ "$(grep -c "'epoch_busy.dat' using 1:2 with points pt 6 .* title 'busy (re-run)'" rep9/plots.gp)" = 2 ] &&
+    [ ! -e rep9q/speedup_busy.dat ] && ! grep -q busy rep9q/plots.gp; then pass; else
+    fail "the plots do not mark the busy config" "$(grep -n busy rep9/plots.gp rep9q/plots.gp)"; fi
+
 bad_input_done
