@@ -221,4 +221,29 @@ if [ "$(cat rep9/speedup_busy.dat 2>/dev/null)" = "2 1.5" ] &&
     [ ! -e rep9q/speedup_busy.dat ] && ! grep -q busy rep9q/plots.gp; then pass; else
     fail "the plots do not mark the busy config" "$(grep -n busy rep9/plots.gp rep9q/plots.gp)"; fi
 
+# --- 7. a long ONNX path is named whole: profiles, run logs, quantized files
+mkdir -p models_exported_by_a_colleague
+L=models_exported_by_a_colleague/lenet5_fashion_mnist_export_2026_11_27_v2.onnx
+L3=models_exported_by_a_colleague/lenet5_fashion_mnist_export_2026_11_27_v3.onnx
+cp m.onnx $L && cp m.onnx $L3
+"$DTRAIN" bench --model $L --steps 3 --threads 1 --profile-out long.json >/dev/null || fail "bench of $L"
+if python3 -c 'import json, sys; sys.exit(json.load(open("long.json"))["model"] != sys.argv[1])' $L; then
+    pass; else fail "the profile cut the model's path" "$(head -c 200 long.json)"; fi
+ok_case "simulate --model of a long path with its profile" \
+    "$DTRAIN" simulate --profile long.json --model $L --link 10gbit --workers 1,2
+expect "simulate --model of another file sharing the first 60 characters" \
+    "dtrain simulate: --model $L3, but long.json is a profile of $L" \
+    "" "$DTRAIN" simulate --profile long.json --model $L3 --link 10gbit --workers 1,2
+mkdir -p 'a "quoted" folder' && cp m.onnx 'a "quoted" folder/m.onnx'
+"$DTRAIN" bench --model 'a "quoted" folder/m.onnx' --steps 3 --threads 1 --profile-out quoted.json >/dev/null ||
+    fail "bench of a path with quotes"
+ok_case "a profile of a path with quotes reads back" \
+    "$DTRAIN" simulate --profile quoted.json --model 'a "quoted" folder/m.onnx' --link 10gbit --workers 1,2
+"$DTRAIN" train --model $L $Q --max-steps 2 --log long.jsonl --save long.st >/dev/null || fail "train of $L"
+if grep -q "\"event\":\"run\",\"model\":\"$L\"" long.jsonl; then pass; else
+    fail "the run log cut the model's path" "$(grep -o '"model":"[^"]*"' long.jsonl)"; fi
+"$DTRAIN" quantize --model $L --init long.st --out longq.st --calib-samples 32 >/dev/null ||
+    fail "quantize of $L"
+ok_case "eval of a quantized long path" "$DTRAIN" eval --model $L --init longq.st --test-samples 32
+
 bad_input_done

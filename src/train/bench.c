@@ -392,7 +392,7 @@ static int write_results(const dt_bench_options *o, const dt_model_spec *spec, c
     if (rc == 0 && (o->profile_out || o->profile_into)) {
         dt_profile p = {0};
         if (!m->op_forward_s ||
-            dt_profile_from_model(&p, m, spec->width, (int)batch, o->threads, steps,
+            dt_profile_from_model(&p, m, o->model, spec->width, (int)batch, o->threads, steps,
                                   total / (double)steps, median, t_sgd / (double)steps, err) ||
             (o->profile_out && dt_profile_write(&p, o->profile_out, err)))
             rc = -1;
