@@ -102,7 +102,8 @@ static void curve_style(const plotter *pl, int b, int p, char *out, size_t size)
 
 /* Busy configs (the tables' "busy", the reading's "re-run") are circled on the plots
  * that show one point per config, one legend entry for them all: name holds "x y"
- * lines of the busy points; the file is kept only when there is one. */
+ * lines of the busy points; without one there is no file (one left by an earlier
+ * report of the folder, when configs were busy, goes: it no longer describes it). */
 static const char BUSY_STYLE[] =
     "with points pt 6 ps 2.8 lw 2 lc rgb 'black' title 'busy (re-run)'";
 
@@ -112,7 +113,14 @@ static int busy_points(plotter *pl, const char *name, const double (*xy)[2], int
     if (open_in(&d, pl->dir, name, err)) return -1;
     for (int i = 0; i < n; i++) fprintf(d.f, "%.6g %.6g\n", xy[i][0], xy[i][1]);
     *kept = n > 0;
-    return close_in(&d, n > 0, err);
+    if (close_in(&d, n > 0, err)) return -1;
+    if (n == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", pl->dir, name);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return dt_error_set(err, "cannot remove %s: %s", path, strerror(errno));
+    }
+    return 0;
 }
 
 /* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
