@@ -55,6 +55,11 @@ expect "eval --logits onto the ONNX model" "dtrain eval: --logits m.onnx would o
 expect "eval --logits onto a data file" \
     "dtrain eval: --logits fm/t10k-labels-idx1-ubyte.gz would overwrite --data fm/t10k-labels-idx1-ubyte.gz (the same file)" \
     "fm/t10k-labels-idx1-ubyte.gz" "$DTRAIN" eval --model lenet5 --data fashion-mnist:fm --init w.st --logits fm/t10k-labels-idx1-ubyte.gz --test-samples 32
+"$DTRAIN" quantize --model lenet5 --init w.st --out wq.st --calib-samples 32 >/dev/null ||
+    fail "cannot quantize w.st"
+expect_match "eval --logits onto the float weights a quantized file names (and eval reads)" \
+    "^dtrain eval: --logits w.st would overwrite --init's float weights /.*/w.st \(the same file\)$" \
+    "w.st" "$DTRAIN" eval --model lenet5 --init wq.st --logits w.st --test-samples 32
 expect "quantize --out onto the ONNX model" "dtrain quantize: --out m.onnx would overwrite --model m.onnx (the same file)" \
     "m.onnx" "$DTRAIN" quantize --model m.onnx --init w.st --out m.onnx --calib-samples 32
 expect "quantize --out onto a data file" \

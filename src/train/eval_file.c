@@ -319,6 +319,18 @@ int dt_eval_file(const dt_eval_file_options *o, FILE *out, dt_error *err) {
     dt_safetensors st;
     if (dt_safetensors_read(&st, cfg->init_path, err)) return -1;
     const int quantized = dt_qnet_file_is_quantized(&st);
+    const char *named = quantized ? dt_safetensors_meta(&st, "float_weights") : NULL;
+    if (named && *named && o->logits && !o->compare) { /* read too, unless --compare */
+        dt_fileset_init(&files);
+        dt_fileset_input(&files, "--init's float weights", named);
+        dt_fileset_output(&files, "--logits", o->logits);
+        const int bad = dt_fileset_check(&files, err);
+        dt_fileset_free(&files);
+        if (bad) {
+            dt_safetensors_free(&st);
+            return -1;
+        }
+    }
     if (quantized) {
         int rc = eval_int8(cfg, &st, o->compare, o->engine, o->json, o->logits, out, err);
         dt_safetensors_free(&st);
