@@ -789,31 +789,32 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     const char *data = cfg->train.data ? cfg->train.data : "";
     const int workers = r->workers >= 0 ? r->workers : r->procs;
     const int linear = !strcmp(r->lr_scaling, "linear");
-    char ours[160], theirs[160];
-    ours[0] = 0;
-    if (!c.has_run)
-        snprintf(ours, sizeof ours, "no run record");
-    else if (strncmp(r->model, model, sizeof r->model - 1))
-        snprintf(theirs, sizeof theirs, "model %.60s", r->model),
-            snprintf(ours, sizeof ours, "%.60s", model);
-    else if (strncmp(r->data, data, sizeof r->data - 1))
-        snprintf(theirs, sizeof theirs, "data %.60s", r->data),
-            snprintf(ours, sizeof ours, "%.60s", data);
-    else if (r->batch_size != batch)
-        snprintf(theirs, sizeof theirs, "batch size %d", r->batch_size),
-            snprintf(ours, sizeof ours, "%d", batch);
-    else if (workers != procs)
-        snprintf(theirs, sizeof theirs, "%d worker%s", workers, workers == 1 ? "" : "s"),
-            snprintf(ours, sizeof ours, "%d", procs);
-    else if (linear != scaled)
-        snprintf(theirs, sizeof theirs, "lr scaling %s", r->lr_scaling),
-            snprintf(ours, sizeof ours, "%s", scaled ? "linear" : "none");
-    else if (r->epochs != cfg->train.epochs)
-        snprintf(theirs, sizeof theirs, "%d epochs", r->epochs),
-            snprintf(ours, sizeof ours, "%d", cfg->train.epochs);
-    else if (r->seed != (unsigned long long)cfg->train.seed)
-        snprintf(theirs, sizeof theirs, "seed %llu", r->seed),
-            snprintf(ours, sizeof ours, "%llu", (unsigned long long)cfg->train.seed);
+    /* the first difference: what the log says, what this config says */
+    char theirs[600] = "", ours[600] = "";
+    if (!c.has_run) {
+        snprintf(ours, sizeof ours, "none");
+    } else if (strcmp(r->model, model)) {
+        snprintf(theirs, sizeof theirs, "model %.400s", r->model);
+        snprintf(ours, sizeof ours, "%s", model);
+    } else if (strcmp(r->data, data)) {
+        snprintf(theirs, sizeof theirs, "data %.400s", r->data);
+        snprintf(ours, sizeof ours, "%s", data);
+    } else if (r->batch_size != batch) {
+        snprintf(theirs, sizeof theirs, "batch size %d", r->batch_size);
+        snprintf(ours, sizeof ours, "%d", batch);
+    } else if (workers != procs) {
+        snprintf(theirs, sizeof theirs, "%d worker%s", workers, workers == 1 ? "" : "s");
+        snprintf(ours, sizeof ours, "%d", procs);
+    } else if (linear != scaled) {
+        snprintf(theirs, sizeof theirs, "lr scaling %s", r->lr_scaling);
+        snprintf(ours, sizeof ours, "%s", scaled ? "linear" : "none");
+    } else if (r->epochs != cfg->train.epochs) {
+        snprintf(theirs, sizeof theirs, "%d epochs", r->epochs);
+        snprintf(ours, sizeof ours, "%d", cfg->train.epochs);
+    } else if (r->seed != (unsigned long long)cfg->train.seed) {
+        snprintf(theirs, sizeof theirs, "seed %llu", r->seed);
+        snprintf(ours, sizeof ours, "%llu", (unsigned long long)cfg->train.seed);
+    }
     const int has_run = c.has_run;
     dt_runlog_contents_free(&c);
     if (!ours[0]) return 0;
