@@ -1,10 +1,12 @@
 #!/bin/bash
-# The bad-input catalogue, the files a command reads (issue 40): the --model file and
-# the data's files are inputs no output may replace; a FIFO in place of a data file is
-# refused at once; the float weights a quantized file names are bounded by the network,
-# not by that file; a 0-class head is refused; scale keeps no foreign log; simulate
-# --out never replaces a study's plots; a log without times gives no speed-up; a long
-# ONNX path is not cut in a profile.
+# The bad-input catalogue, the files a command reads (issue 40): the --model file, the
+# data's files and the float weights a quantized file names are inputs no output may
+# replace; a FIFO in place of a data file is refused at once; those float weights are
+# bounded by the network's size, not by the file naming them; a 0-class head is
+# refused; scale keeps no foreign log under a config's name; simulate --out never
+# replaces a study's plots; a log without valid times gives n/a, not a speed-up; the
+# plots circle busy configs; a long ONNX path is named whole (profile, run log,
+# quantized file).
 set -u
 DTRAIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +29,7 @@ for name, n in [("data_batch_%d.bin" % i, 20) for i in range(1, 6)] + [("test_ba
             f.write(bytes([k % 10]) + os.urandom(rec - 1))
 PY
 "$DTRAIN" train $Q --max-steps 1 --save w.st || fail "cannot save weights"
+cp w.st w.orig
 
 # --- 1. the model file and the data's files are inputs: no output replaces them
 expect "--log onto the ONNX model" "dtrain train: --log m.onnx would overwrite --model m.onnx (the same file)" \
@@ -72,7 +75,8 @@ expect "bench --profile-out onto a data file" \
     "dtrain bench: --profile-out cf/data_batch_1.bin would overwrite --data cf/data_batch_1.bin (the same file)" \
     "cf/data_batch_1.bin" "$DTRAIN" bench --model lenet_cifar --data cifar10:cf --profile-out cf/data_batch_1.bin --steps 2 --threads 1
 if cmp -s m.onnx "$SRC/tests/fixtures/onnx/lenet5.onnx"; then pass; else fail "the model file changed"; fi
-cp "$SRC/tests/fixtures/onnx/lenet5.onnx" m.onnx # the cases below start from it whole
+# the cases below start from the model and the weights whole
+cp "$SRC/tests/fixtures/onnx/lenet5.onnx" m.onnx && cp w.orig w.st
 
 # --- 2. a FIFO in place of a data file is refused at once, never waited on
 mkdir -p ff fc
