@@ -821,7 +821,7 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     if (!has_run)
         snprintf(why, size, "it has no run record");
     else
-        snprintf(why, size, "its run record says %s, this config %s", theirs, ours);
+        snprintf(why, size, "its run record says %.250s, this config %.250s", theirs, ours);
     return 1;
 }
 
