@@ -40,6 +40,12 @@ void dt_dataset_close(dt_dataset *ds);
 /* Copies sample `index`'s pixels (c*h*w bytes) into out and returns its label. */
 int32_t dt_dataset_sample(const dt_dataset *ds, int index, uint8_t *out);
 
+/* Calls fn with each file spec reads, both splits: for IDX data both names of each
+ * file, raw and .gz (the raw one is read when both exist, so a file written under
+ * either name changes the data); nothing for synthetic data or an unknown spec. For
+ * the checks that no output of a command replaces its data. */
+void dt_dataset_each_file(const char *spec, void (*fn)(void *ctx, const char *path), void *ctx);
+
 /* The spec list for help texts and errors. */
 const char *dt_dataset_specs(void);
 

@@ -131,7 +131,7 @@ static int parse_dtype_bytes(const char *text, double *bytes) {
 }
 
 typedef struct sim_run {
-    const char *out_dir;
+    const char *out_dir, *profile; /* --out, --profile (or NULL) */
     double dataset_size;
     int workers[MAX_WORKER_COUNTS], n_workers;
 } sim_run;
@@ -151,7 +151,7 @@ static int simulate_all(const char *cmd, const sim_run *run, const dt_profile *p
     int plotted = 0, rc = 0;
     if (run->out_dir)
         rc = dt_report_simulated(p, c, res, run->n_workers, run->dataset_size, table, run->out_dir,
-                                 &plotted, &plot_err, &err);
+                                 run->profile, &plotted, &plot_err, &err);
     free(table);
     if (run->out_dir && !plotted && plot_err.msg[0])
         fprintf(stderr, "dtrain %s: no plots: %s\n", cmd, plot_err.msg);
@@ -281,6 +281,10 @@ int cmd_simulate(int argc, char **argv) {
     if (intra && dt_sim_parse_link(intra, &c.intra, &err))
         return cli_fail(cmd, "--intra-link: %s", err.msg), 2;
     if (run.n_workers == 0 && parse_workers(cmd, "1..1024", run.workers, &run.n_workers)) return 2;
+    run.profile = profile_path;
+    /* --out before any profiling: a study's folder is not written into */
+    if (run.out_dir && dt_report_simulated_check(run.out_dir, profile_path, &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
     dt_profile p = {0};
     int rc = 0;
     if (profile_path) {

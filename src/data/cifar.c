@@ -34,18 +34,22 @@ int dt_cifar_parse(const uint8_t *data, size_t bytes, const char *name, int *cou
     return 0;
 }
 
+void dt_cifar_path(char *out, size_t size, const char *dir, int train, int i) {
+    if (train)
+        snprintf(out, size, "%s/data_batch_%d.bin", dir, i + 1);
+    else
+        snprintf(out, size, "%s/test_batch.bin", dir);
+}
+
 int dt_cifar_read_split(const char *dir, int train, int *count, uint8_t **pixels, int32_t **labels,
                         dt_error *err) {
     *count = 0;
     *pixels = NULL;
     *labels = NULL;
-    int files = train ? 5 : 1;
-    for (int i = 1; i <= files; i++) {
+    const int files = train ? DT_CIFAR_TRAIN_FILES : 1;
+    for (int i = 0; i < files; i++) {
         char path[4096];
-        if (train)
-            snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, i);
-        else
-            snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+        dt_cifar_path(path, sizeof path, dir, train, i);
         uint8_t *data = NULL;
         size_t bytes;
         /* an official batch holds 10000 records; a whole dataset's worth is the most */

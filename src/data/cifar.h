@@ -9,7 +9,10 @@
 
 #include "dtrain/error.h"
 
-enum { DT_CIFAR_RECORD = 3073, DT_CIFAR_PIXELS = 3072 };
+enum { DT_CIFAR_RECORD = 3073, DT_CIFAR_PIXELS = 3072, DT_CIFAR_TRAIN_FILES = 5 };
+
+/* The path of the split's i-th file in dir (i from 0; the test split has one). */
+void dt_cifar_path(char *out, size_t size, const char *dir, int train, int i);
 
 /* Appends the records of one file's bytes to *pixels and *labels (realloc'd; *count
  * grows). `name` is used in errors. */

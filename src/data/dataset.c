@@ -135,6 +135,29 @@ int dt_dataset_open(dt_dataset *ds, const char *spec, int train, dt_error *err) 
     return rc;
 }
 
+void dt_dataset_each_file(const char *spec, void (*fn)(void *ctx, const char *path), void *ctx) {
+    static const char *const idx[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    char path[4200];
+    const char *dir = !strcmp(spec, "fashion-mnist") ? DT_FASHION_MNIST_DIR
+                      : !strncmp(spec, "fashion-mnist:", 14) || !strncmp(spec, "mnist:", 6)
+                          ? strchr(spec, ':') + 1
+                          : NULL;
+    if (dir) {
+        for (size_t i = 0; i < sizeof idx / sizeof *idx; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, idx[i]);
+            fn(ctx, path);
+            snprintf(path, sizeof path, "%s/%s.gz", dir, idx[i]);
+            fn(ctx, path);
+        }
+    } else if (!strncmp(spec, "cifar10:", 8)) {
+        for (int i = 0; i <= DT_CIFAR_TRAIN_FILES; i++) {
+            dt_cifar_path(path, sizeof path, spec + 8, i < DT_CIFAR_TRAIN_FILES, i);
+            fn(ctx, path);
+        }
+    }
+}
+
 void dt_dataset_close(dt_dataset *ds) {
     free(ds->pixels);
     free(ds->labels);

@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "core/textfile.h"
 
 enum { IDX_IMAGES = 0x00000803, IDX_LABELS = 0x00000801 };
 
@@ -77,13 +80,28 @@ size_t dt_idx_labels_size(const uint8_t *head, size_t n) {
     return (size_t)(8 + (uint64_t)be32(head + 4));
 }
 
+/* zlib's message without the "<fd:N>: " it puts first for a stream opened by gzdopen
+ * (the error already names the file). */
+static const char *gz_why(gzFile f, int *code) {
+    const char *why = gzerror(f, code);
+    const char *past = !strncmp(why, "<fd:", 4) ? strstr(why, ">: ") : NULL;
+    return past ? past + 3 : why;
+}
+
 int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_bytes,
                      uint8_t **data, size_t *bytes, dt_error *err) {
-    FILE *probe = fopen(path, "rb");
-    if (!probe) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    /* a regular file only, opened without blocking (textfile.h): a FIFO in place of a
+     * data file is refused at once instead of waiting for a writer forever */
+    FILE *probe = dt_text_open(path, "", max_bytes, err);
+    if (!probe) return -1;
+    const int fd = dup(fileno(probe));
     fclose(probe);
-    gzFile f = gzopen(path, "rb");
-    if (!f) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!f) {
+        const int why = errno;
+        if (fd >= 0) close(fd);
+        return dt_error_set(err, "cannot open %s: %s", path, strerror(why));
+    }
     size_t cap = 1 << 20, used = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -115,7 +133,7 @@ int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_
         int got = gzread(f, buf + used, (unsigned)want);
         if (got < 0) {
             int code;
-            const char *why = gzerror(f, &code);
+            const char *why = gz_why(f, &code);
             dt_error_set(err, "%s: corrupt gzip data (%s)", path, why);
             free(buf);
             gzclose(f);
@@ -131,7 +149,7 @@ int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_
     }
     /* zlib reports a stream cut short only as an error at the end. */
     int code;
-    const char *why = gzerror(f, &code);
+    const char *why = gz_why(f, &code);
     if (code != Z_OK && code != Z_STREAM_END) {
         dt_error_set(err, "%s: truncated or corrupt gzip stream (%s)", path, why);
         free(buf);

@@ -37,7 +37,7 @@ typedef struct dt_runlog {
 
 /* How the run was set up; the "run" event. */
 typedef struct dt_run_record {
-    char model[64];
+    char model[8400]; /* a zoo name or an ONNX path, whole (room as for data below) */
     long long params;
     int procs; /* all ranks (servers included in the parameter-server modes) */
     char mode[32];

@@ -501,8 +501,17 @@ const dt_zoo_recipe *dt_zoo_recipe_of(const char *name) {
     return e ? e->recipe : NULL;
 }
 
+/* A head of no class computes nothing a step could learn from (a bench of one timed
+ * empty steps at millions of images a second): refused wherever a model is made. */
+static int check_classes(const char *name, int classes, dt_error *err) {
+    if (classes >= 1) return 0;
+    return dt_error_set(err, "model %s outputs %d classes (a classifier needs at least 1)", name,
+                        classes);
+}
+
 int dt_zoo_spec_of(dt_model_spec *spec, const char *name, dt_error *err) {
-    if (dt_onnx_is_path(name)) return dt_onnx_spec(spec, name, err);
+    if (dt_onnx_is_path(name))
+        return dt_onnx_spec(spec, name, err) || check_classes(name, spec->classes, err) ? -1 : 0;
     if (dt_zoo_default_spec(spec, name))
         return dt_error_set(err,
                             "unknown model '%s' (known: %s, resnetN for any CIFAR depth N = "
@@ -526,11 +535,17 @@ int dt_zoo_default_spec(dt_model_spec *spec, const char *name) {
 }
 
 int dt_zoo_build(dt_model *m, const dt_model_spec *spec, dt_error *err) {
-    if (dt_onnx_is_path(spec->name)) return dt_onnx_build(m, spec, err);
+    if (dt_onnx_is_path(spec->name)) {
+        if (dt_onnx_build(m, spec, err)) return -1;
+        if (check_classes(spec->name, m->classes, err) == 0) return 0;
+        dt_model_free(m);
+        return -1;
+    }
     const zoo_entry *e = find(spec->name);
-    if (!e) {
+    if (!e || check_classes(spec->name, spec->classes, err)) {
         memset(m, 0, sizeof *m); /* as after dt_model_free: safe to free again */
-        return dt_error_set(err, "unknown model '%s' (known: %s)", spec->name, dt_zoo_names());
+        return e ? -1
+                 : dt_error_set(err, "unknown model '%s' (known: %s)", spec->name, dt_zoo_names());
     }
     dt_model_init_empty(m, spec->name, spec->classes);
     m->precision = spec->precision;

@@ -19,15 +19,19 @@ void dt_profile_free(dt_profile *p) {
     p->n_ops = 0;
 }
 
-int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch, int threads,
-                          long steps, double mean_s, double median_s, double sgd_s, dt_error *err) {
+int dt_profile_from_model(dt_profile *p, const dt_model *m, const char *model, int width, int batch,
+                          int threads, long steps, double mean_s, double median_s, double sgd_s,
+                          dt_error *err) {
     memset(p, 0, sizeof *p);
     if (!m->op_forward_s || steps < 1 || !(mean_s > 0) || !(median_s > 0))
         return dt_error_set(err, "the model was not profiled");
+    if (strlen(model) >= sizeof p->model) /* a profile names its model whole, or not at all */
+        return dt_error_set(err, "cannot profile %.64s...: a name of %zu bytes (at most %zu)",
+                            model, strlen(model), sizeof p->model - 1);
     const double scale = median_s / mean_s;
     p->ops = calloc((size_t)m->n_ops, sizeof *p->ops);
     if (!p->ops) return dt_error_set(err, "out of memory for the profile");
-    snprintf(p->model, sizeof p->model, "%s", m->name);
+    snprintf(p->model, sizeof p->model, "%s", model);
     p->width = width;
     p->batch = batch;
     p->threads = threads;
@@ -56,25 +60,41 @@ int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch
     return 0;
 }
 
+/* s as a JSON string, quotes included: names come from ONNX files too (a path, a
+ * node's name), which may hold quotes, backslashes or control characters. */
+static void json_string(FILE *f, const char *s) {
+    putc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++)
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            putc(*c, f);
+    putc('"', f);
+}
+
 int dt_profile_write(const dt_profile *p, const char *path, dt_error *err) {
     dt_outfile out;
     if (dt_outfile_open(&out, path, err)) return -1;
     FILE *f = out.f;
-    /* Names come from the zoo (letters, digits, dots, underscores): no escaping needed,
-     * but the reader is a real JSON parser either way. */
+    fputs("{\"profile\": \"dtrain-ops\", \"model\": ", f);
+    json_string(f, p->model);
     fprintf(f,
-            "{\"profile\": \"dtrain-ops\", \"model\": \"%s\", \"width\": %d, \"batch_size\": %d,"
-            " \"threads\": %d, \"steps\": %ld, \"params\": %zu,\n \"step_ms\": %.6f, "
-            "\"sgd_ms\": %.6f, \"other_ms\": %.6f,\n \"ops\": [\n",
-            p->model, p->width, p->batch, p->threads, p->steps, p->params, 1e3 * p->step_s,
-            1e3 * p->sgd_s, 1e3 * p->other_s);
+            ", \"width\": %d, \"batch_size\": %d, \"threads\": %d, \"steps\": %ld, "
+            "\"params\": %zu,\n \"step_ms\": %.6f, \"sgd_ms\": %.6f, \"other_ms\": %.6f,\n "
+            "\"ops\": [\n",
+            p->width, p->batch, p->threads, p->steps, p->params, 1e3 * p->step_s, 1e3 * p->sgd_s,
+            1e3 * p->other_s);
     for (int i = 0; i < p->n_ops; i++) {
         const dt_profile_op *o = &p->ops[i];
+        fputs("  {\"name\": ", f);
+        json_string(f, o->name);
         fprintf(f,
-                "  {\"name\": \"%s\", \"kind\": \"%s\", \"forward_ms\": %.6f, \"backward_ms\": "
-                "%.6f, \"param_offset\": %zu, \"param_count\": %zu}%s\n",
-                o->name, o->kind, 1e3 * o->forward_s, 1e3 * o->backward_s, o->param_offset,
-                o->param_count, i + 1 < p->n_ops ? "," : "");
+                ", \"kind\": \"%s\", \"forward_ms\": %.6f, \"backward_ms\": %.6f, "
+                "\"param_offset\": %zu, \"param_count\": %zu}%s\n",
+                o->kind, 1e3 * o->forward_s, 1e3 * o->backward_s, o->param_offset, o->param_count,
+                i + 1 < p->n_ops ? "," : "");
     }
     fputs(" ]}\n", f);
     return dt_outfile_commit(&out, err);

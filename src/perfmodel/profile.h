@@ -23,8 +23,12 @@ typedef struct dt_profile_op {
     size_t param_offset, param_count;
 } dt_profile_op;
 
+/* A model's name as --model gave it: a zoo row or an ONNX file's path, never cut
+ * (PATH_MAX bytes with its end: a longer path could not be opened). */
+enum { DT_PROFILE_MODEL_MAX = 4096 };
+
 typedef struct dt_profile {
-    char model[32];
+    char model[DT_PROFILE_MODEL_MAX];
     int width, batch, threads;
     long steps;
     size_t params;
@@ -33,12 +37,14 @@ typedef struct dt_profile {
     int n_ops;
 } dt_profile;
 
-/* From a model profiled over `steps` steps (dt_model_enable_profile): mean_s and
+/* From a model profiled over `steps` steps (dt_model_enable_profile), named `model`
+ * (the --model given; -1 if longer than DT_PROFILE_MODEL_MAX - 1 bytes): mean_s and
  * median_s are the mean and median step times, sgd_s the mean update time. The per-op
  * means are scaled by median / mean so that they add up to the median step: on a
  * shared machine a few preempted steps inflate every mean (30-50% measured here). */
-int dt_profile_from_model(dt_profile *p, const dt_model *m, int width, int batch, int threads,
-                          long steps, double mean_s, double median_s, double sgd_s, dt_error *err);
+int dt_profile_from_model(dt_profile *p, const dt_model *m, const char *model, int width, int batch,
+                          int threads, long steps, double mean_s, double median_s, double sgd_s,
+                          dt_error *err);
 int dt_profile_write(const dt_profile *p, const char *path, dt_error *err);
 /* Reads and checks a profile (every field present, times >= 0 and finite, parameter
  * ranges inside params); err names the file and the field. */

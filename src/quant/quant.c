@@ -257,6 +257,9 @@ void dt_qnet_free(dt_qnet *q) {
 int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_quant_scheme scheme,
                   dt_error *err) {
     memset(q, 0, sizeof *q);
+    if (strlen(spec->name) >= sizeof q->model) /* named whole in the file, or not made */
+        return dt_error_set(err, "cannot quantize %.64s...: a name of %zu bytes (at most %zu)",
+                            spec->name, strlen(spec->name), sizeof q->model - 1);
     snprintf(q->model, sizeof q->model, "%s", spec->name);
     q->spec = *spec;
     q->spec.name = q->model;

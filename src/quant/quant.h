@@ -116,7 +116,7 @@ typedef struct dt_qweight_stats {
 } dt_qweight_stats;
 
 typedef struct dt_qnet {
-    char model[32];
+    char model[4096];   /* the --model as given: a zoo name or an ONNX path, whole */
     dt_model_spec spec; /* spec.name points at model */
     dt_quant_config cfg;
     dt_qvalue *values;

@@ -100,10 +100,35 @@ static void curve_style(const plotter *pl, int b, int p, char *out, size_t size)
     snprintf(out, size, " lc rgb '%s' dt %s", colour, dash);
 }
 
+/* Busy configs (the tables' "busy", the reading's "re-run") are circled on the plots
+ * that show one point per config, one legend entry for them all: name holds "x y"
+ * lines of the busy points; without one there is no file (one left by an earlier
+ * report of the folder, when configs were busy, goes: it no longer describes it). */
+static const char BUSY_STYLE[] =
+    "with points pt 6 ps 2.8 lw 2 lc rgb 'black' title 'busy (re-run)'";
+
+static int busy_points(plotter *pl, const char *name, const double (*xy)[2], int n, int *kept,
+                       dt_error *err) {
+    dt_outfile d;
+    if (open_in(&d, pl->dir, name, err)) return -1;
+    for (int i = 0; i < n; i++) fprintf(d.f, "%.6g %.6g\n", xy[i][0], xy[i][1]);
+    *kept = n > 0;
+    if (close_in(&d, n > 0, err)) return -1;
+    if (n == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", pl->dir, name);
+        if (unlink(path) != 0 && errno != ENOENT)
+            return dt_error_set(err, "cannot remove %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
 /* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
  * study has a single process count, -1 on error. */
 static int plot_speedup(plotter *pl, dt_error *err) {
     if (pl->np < 2) return 0;
+    double busy[64 * 64][2];
+    int n_busy = 0, any_busy;
     int points[64]; /* per batch size; a batch size without a speed-up has no file */
     for (int b = 0; b < pl->nb; b++) {
         char name[64];
@@ -115,9 +140,13 @@ static int plot_speedup(plotter *pl, dt_error *err) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
             double sp = r ? dt_scale_strong_speedup(pl->s, r) : -1;
             if (sp > 0) fprintf(d.f, "%d %.6g\n", pl->procs[p], sp), points[b]++;
+            if (sp > 0 && dt_scale_speedup_busy(pl->s, r))
+                busy[n_busy][0] = pl->procs[p], busy[n_busy++][1] = sp;
         }
         if (close_in(&d, points[b] > 0, err)) return -1;
     }
+    if (busy_points(pl, "speedup_busy.dat", (const double(*)[2])busy, n_busy, &any_busy, err))
+        return -1;
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'speedup.%s'\n", terms[t][0], terms[t][1]);
         fprintf(pl->gp,
@@ -134,6 +163,7 @@ static int plot_speedup(plotter *pl, dt_error *err) {
                     ", 'speedup_b%d.dat' using 1:2 lc rgb '%s' title 'batch %d per process'",
                     pl->batch[b], colour, pl->batch[b]);
         }
+        if (any_busy) fprintf(pl->gp, ", 'speedup_busy.dat' using 1:2 %s", BUSY_STYLE);
         fputs("\nunset logscale x\nset xrange [*:*]\n", pl->gp);
     }
     return 1;
@@ -149,6 +179,8 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
     for (int i = 0; i < pl->s->n_rows; i++) running &= pl->s->rows[i].t_epoch > 0;
     /* dtrain simulate's study (data "simulated"): steps x the simulated step time */
     const int simulated = !strcmp(pl->s->data, "simulated");
+    double busy[64 * 64][2];
+    int n_busy = 0, any_busy;
     for (int p = 0; p < pl->np; p++) {
         char name[64];
         snprintf(name, sizeof name, "epoch_p%d.dat", pl->procs[p]);
@@ -156,10 +188,15 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
         if (open_in(&d, pl->dir, name, err)) return -1;
         for (int b = 0; b < pl->nb; b++) {
             const dt_scale_row *r = dt_scale_find(pl->s, pl->procs[p], pl->batch[b], 0);
-            if (r) fprintf(d.f, "%d %.6g\n", pl->batch[b], running ? r->t_epoch : r->t_train);
+            const double t = !r ? -1 : running ? r->t_epoch : r->t_train;
+            if (!(t > 0)) continue; /* unknown: no point */
+            fprintf(d.f, "%d %.6g\n", pl->batch[b], t);
+            if (r->busy) busy[n_busy][0] = pl->batch[b], busy[n_busy++][1] = t;
         }
         if (close_in(&d, 1, err)) return -1;
     }
+    if (busy_points(pl, "epoch_busy.dat", (const double(*)[2])busy, n_busy, &any_busy, err))
+        return -1;
     for (int t = 0; t < 2; t++) {
         fprintf(pl->gp, "set terminal %s\nset output 'epoch_time.%s'\n", terms[t][0], terms[t][1]);
         fprintf(pl->gp,
@@ -177,6 +214,7 @@ static int plot_epoch_time(plotter *pl, dt_error *err) {
         for (int p = 0; p < pl->np; p++)
             fprintf(pl->gp, "%s'epoch_p%d.dat' using 1:2 title '%d process%s'", p ? ", " : "",
                     pl->procs[p], pl->procs[p], pl->procs[p] > 1 ? "es" : "");
+        if (any_busy) fprintf(pl->gp, ", 'epoch_busy.dat' using 1:2 %s", BUSY_STYLE);
         fputs("\nunset logscale x\n", pl->gp);
     }
     return 1;
@@ -448,7 +486,8 @@ static int plot_tta(plotter *pl, dt_error *err) {
 
 int dt_plots_outputs(const dt_scale_study *s, int (*visit)(const char *name, void *ctx),
                      void *ctx) {
-    static const char *const fixed[] = {"plots.gp", "gnuplot.err", "split.dat"};
+    static const char *const fixed[] = {"plots.gp", "gnuplot.err", "split.dat", "speedup_busy.dat",
+                                        "epoch_busy.dat"};
     static const char *const pictures[] = {"speedup", "epoch_time", "compute_comm",
                                            "loss",    "accuracy",   "time_to_target"};
     int procs[64], batch[64], rc = 0;

@@ -238,6 +238,57 @@ int dt_report_models(const char *times, char (*names)[64], int n, double params,
     return rc;
 }
 
+/* The file of dir that makes it a scaling study's folder (runs.csv, report.md, else a
+ * run log), copied into found; 0 when there is none. */
+static int holds_study(const char *dir, char *found, size_t size) {
+    static const char *const names[] = {"runs.csv", "report.md"};
+    char path[4200];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (lstat(path, &st) == 0) return snprintf(found, size, "%s", names[i]), 1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int hit = 0;
+    for (struct dirent *e; !hit && (e = readdir(d));) {
+        const size_t n = strlen(e->d_name);
+        hit = !strncmp(e->d_name, "run_", 4) && n >= 7 && !strcmp(e->d_name + n - 6, ".jsonl");
+        if (hit) snprintf(found, size, "%s", e->d_name);
+    }
+    closedir(d);
+    return hit;
+}
+
+/* What simulate --out may not do: write into a study's folder (its plots have the
+ * names of the simulated ones), or over the profile it read. The plots' own names
+ * (given a study of the simulated rows) are checked too when s is not NULL. */
+static int check_simulated_outputs(const dt_scale_study *s, const char *dir, const char *profile,
+                                   dt_error *err) {
+    char found[300];
+    struct stat st;
+    if (stat(dir, &st) != 0) return 0; /* a new folder: nothing in it to replace */
+    if (holds_study(dir, found, sizeof found))
+        return dt_error_set(err,
+                            "--out %s holds a scaling study (%s): the simulated plots would "
+                            "replace its own; give another --out",
+                            dir, found);
+    dt_fileset in;
+    dt_fileset_init(&in);
+    dt_fileset_input(&in, "--profile", profile);
+    int rc = in.overflow ? dt_error_set(err, "out of memory") : 0;
+    output_check c = {.dir = dir, .inputs = &in, .err = err};
+    if (!rc)
+        rc = check_output("simulate.csv", &c) || check_output("simulate.md", &c) ||
+             (s && dt_plots_outputs(s, check_output, &c));
+    dt_fileset_free(&in);
+    return rc ? -1 : 0;
+}
+
+int dt_report_simulated_check(const char *dir, const char *profile, dt_error *err) {
+    return check_simulated_outputs(NULL, dir, profile, err);
+}
+
 /* The study of simulated rows, labelled so by plots.c. */
 static void fill_study(dt_scale_study *s, const dt_profile *p, const dt_sim_config *c,
                        double dataset) {
@@ -251,27 +302,10 @@ static void fill_study(dt_scale_study *s, const dt_profile *p, const dt_sim_conf
 }
 
 int dt_report_simulated(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res,
-                        int n, double dataset, const char *table, const char *dir, int *plotted,
-                        dt_error *plot_err, dt_error *err) {
+                        int n, double dataset, const char *table, const char *dir,
+                        const char *profile, int *plotted, dt_error *plot_err, dt_error *err) {
     *plotted = 0;
     plot_err->msg[0] = 0;
-    if (dt_make_dirs(dir, err)) return -1;
-    char path[4200];
-    dt_outfile o;
-    snprintf(path, sizeof path, "%s/simulate.csv", dir);
-    if (dt_outfile_open(&o, path, err)) return -1;
-    fprintf(o.f, "workers,batch_size,step_ms,compute_ms,exposed_ms,comm_ms,speedup,efficiency,"
-                 "images_per_s,epoch_s\n");
-    for (int i = 0; i < n; i++) {
-        const dt_sim_result *r = &res[i];
-        const double sp = dt_sim_speedup(res, i);
-        fprintf(o.f, "%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f\n", r->workers, c->batch,
-                1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s, sp,
-                sp / r->workers * res[0].workers, r->images_per_s,
-                r->step_s * dataset / ((double)r->workers * c->batch));
-    }
-    if (dt_outfile_commit(&o, err)) return -1;
-
     /* The scaling study's plots from the simulated rows: epoch time = D / (N B) steps. */
     dt_scale_study s = {0};
     fill_study(&s, p, c, dataset);
@@ -292,6 +326,29 @@ int dt_report_simulated(const dt_profile *p, const dt_sim_config *c, const dt_si
             dt_scale_free(&s);
             return -1;
         }
+    }
+    char path[4200];
+    dt_outfile o;
+    snprintf(path, sizeof path, "%s/simulate.csv", dir);
+    /* every output checked before any is written */
+    if (check_simulated_outputs(&s, dir, profile, err) || dt_make_dirs(dir, err) ||
+        dt_outfile_open(&o, path, err)) {
+        dt_scale_free(&s);
+        return -1;
+    }
+    fprintf(o.f, "workers,batch_size,step_ms,compute_ms,exposed_ms,comm_ms,speedup,efficiency,"
+                 "images_per_s,epoch_s\n");
+    for (int i = 0; i < n; i++) {
+        const dt_sim_result *r = &res[i];
+        const double sp = dt_sim_speedup(res, i);
+        fprintf(o.f, "%d,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f\n", r->workers, c->batch,
+                1e3 * r->step_s, 1e3 * r->compute_s, 1e3 * r->exposed_s, 1e3 * r->comm_s, sp,
+                sp / r->workers * res[0].workers, r->images_per_s,
+                r->step_s * dataset / ((double)r->workers * c->batch));
+    }
+    if (dt_outfile_commit(&o, err)) {
+        dt_scale_free(&s);
+        return -1;
     }
     char names[DT_MAX_PLOTS][64];
     int n_plots = 0;

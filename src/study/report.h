@@ -39,10 +39,17 @@ int dt_report_models(const char *times, char (*names)[64], int n, double params,
 
 /* simulate --out: dir/simulate.csv (a row per worker count of res[0..n)), the scaling
  * study's plots of the simulated rows (an epoch: dataset / (workers x batch) steps) and
- * dir/simulate.md (table, the sweep's text, and the plots). Plots not drawn are no
- * failure: plot_err then says why (else its msg is empty), *plotted is 0. */
+ * dir/simulate.md (table, the sweep's text, and the plots). Every output is checked
+ * before any is written, as dt_report_simulated_check, plots included. Plots not drawn
+ * are no failure: plot_err then says why (else its msg is empty), *plotted is 0. */
 int dt_report_simulated(const dt_profile *p, const dt_sim_config *c, const dt_sim_result *res,
-                        int n, double dataset, const char *table, const char *dir, int *plotted,
-                        dt_error *plot_err, dt_error *err);
+                        int n, double dataset, const char *table, const char *dir,
+                        const char *profile, int *plotted, dt_error *plot_err, dt_error *err);
+
+/* Before simulate profiles or simulates anything: -1 with one line when dir holds a
+ * scaling study (run logs, runs.csv or report.md: the simulated plots have its plots'
+ * names), or simulate.csv / simulate.md could not be written there or would replace
+ * profile (the --profile read, or NULL). */
+int dt_report_simulated_check(const char *dir, const char *profile, dt_error *err);
 
 #endif

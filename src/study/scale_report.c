@@ -532,7 +532,7 @@ static void report_model_in(const report *rp, dt_speed_point *pts, double *loo_p
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
         double it = iterations(s, r);
-        if (r->lr_scaled || it <= 0) continue;
+        if (r->lr_scaled || it <= 0 || !(epoch_time(r) > 0)) continue;
         pts[n++] = model_point(s, r->procs, (double)r->procs * r->batch, epoch_time(r) / it);
         if (r->procs > max_measured) max_measured = r->procs;
     }
@@ -567,7 +567,7 @@ static void report_model_in(const report *rp, dt_speed_point *pts, double *loo_p
     for (int i = 0; i < s->n_rows && k < n; i++) {
         const dt_scale_row *r = &s->rows[i];
         const double it = iterations(s, r);
-        if (r->lr_scaled || it <= 0) continue;
+        if (r->lr_scaled || it <= 0 || !(epoch_time(r) > 0)) continue;
         const double pred = it * dt_speed_step_time(&fit, pts[k].w, 0, pts[k].batch);
         fprintf(out, "| %d | %d | %.2f | %.2f | %+.1f%% |", r->procs, r->batch, epoch_time(r), pred,
                 100.0 * (pred - epoch_time(r)) / epoch_time(r));

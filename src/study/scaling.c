@@ -166,7 +166,7 @@ const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch,
 /* The time speed-ups and the derived communication use: the training time (without
  * waits for the data loader, which are not communication), else the running time. */
 static double epoch_time(const dt_scale_row *r) {
-    return r->t_train > 0 ? r->t_train : r->t_epoch;
+    return r->t_train > 0 ? r->t_train : r->t_epoch > 0 ? r->t_epoch : -1;
 }
 
 double dt_scale_time(const dt_scale_row *r) {
@@ -189,7 +189,7 @@ static const dt_scale_row *base_of(const dt_scale_study *s, const dt_scale_row *
 
 double dt_scale_strong_speedup(const dt_scale_study *s, const dt_scale_row *r) {
     const dt_scale_row *b = base_of(s, r);
-    return b ? epoch_time(b) / epoch_time(r) : -1;
+    return b && epoch_time(b) > 0 && epoch_time(r) > 0 ? epoch_time(b) / epoch_time(r) : -1;
 }
 
 /* The spread of the time epoch_time() uses; a single run's is the run itself. */
@@ -223,12 +223,13 @@ double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r) {
     const dt_scale_row *b = base_of(s, r);
     if (!b) return -1;
     double ib = dt_scale_iterations(s, b), ir = dt_scale_iterations(s, r);
-    if (ib <= 0 || ir <= 0) return -1;
+    if (ib <= 0 || ir <= 0 || !(epoch_time(b) > 0) || !(epoch_time(r) > 0)) return -1;
     return r->procs * (epoch_time(b) / ib) / (epoch_time(r) / ir);
 }
 
 double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r) {
     const dt_scale_row *b = base_of(s, r);
+    if (b && !(epoch_time(b) > 0 && epoch_time(r) > 0)) return NAN; /* a time unknown */
     return b ? epoch_time(r) - epoch_time(b) / r->procs : -1;
 }
 

@@ -63,11 +63,11 @@ typedef struct dt_scale_role {
 } dt_scale_role;
 
 typedef struct dt_scale_study {
-    char model[64], data[128];
-    char mode[32];       /* "allreduce", "ps-sync", ... ("" = unknown) */
-    int servers;         /* parameter servers on top of the process counts (ps modes) */
-    double params;       /* parameters (floats exchanged per iteration) */
-    double dataset_size; /* training samples */
+    char model[8448], data[128]; /* model: the run record's whole, " (simulated)" added */
+    char mode[32];               /* "allreduce", "ps-sync", ... ("" = unknown) */
+    int servers;                 /* parameter servers on top of the process counts (ps modes) */
+    double params;               /* parameters (floats exchanged per iteration) */
+    double dataset_size;         /* training samples */
     dt_scale_row *rows;
     int n_rows, cap_rows;
     dt_scale_role *roles; /* parameter-server runs only */
@@ -114,7 +114,8 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);
 /* Derived figures of one row against its 1-process row (NULL-safe: returns -1 when a
  * figure cannot be computed). */
 /* The time speed-ups and the derived split use: the training time t_train (loader
- * waits are not communication), else the running time t_epoch. */
+ * waits are not communication), else the running time t_epoch; -1 when neither is
+ * known (a log without them: every figure from it is then unknown, never 0). */
 double dt_scale_time(const dt_scale_row *r);
 /* Iterations per process per epoch: the row's, else the dataset split over procs
  * (-1: unknown). */
@@ -128,6 +129,8 @@ int dt_scale_strong_speedup_range(const dt_scale_study *s, const dt_scale_row *r
 /* Whether a speed-up of r leans on a busy-machine figure (r's or its 1-process row's). */
 int dt_scale_speedup_busy(const dt_scale_study *s, const dt_scale_row *r);
 double dt_scale_weak_speedup(const dt_scale_study *s, const dt_scale_row *r);
+/* T(N) - T(1)/N: -1 without a 1-process row, NaN when a time is unknown (a negative
+ * value is a real one: faster than ideal). */
 double dt_scale_derived_comm(const dt_scale_study *s, const dt_scale_row *r);
 /* iterations * 2(N-1)/N * 4 * params / T_comm, bytes/s per process (-1 if unknown). */
 double dt_scale_bandwidth(const dt_scale_study *s, const dt_scale_row *r, double t_comm);

@@ -179,8 +179,16 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */
         const dt_epoch_record *m = &log.epochs[log.n_epochs >= 2 ? 1 : 0];
-        row->t_train = known(m->t_train, 0);
-        row->t_epoch = known(m->t_epoch, 0);
+        row->t_train = known(m->t_train, -1);
+        row->t_epoch = known(m->t_epoch, -1);
+        /* dtrain writes both, positive: without them no speed-up is known (n/a, not 0) */
+        if (!(row->t_train > 0) || !(row->t_epoch > 0)) {
+            row->t_train = row->t_epoch = -1;
+            dt_scale_add_note(study,
+                              "%s: its epoch record has no valid t_train and t_epoch "
+                              "(missing or not positive): its speed-ups are n/a",
+                              path);
+        }
         row->t_data = known(m->t_data_mean, -1);
         row->t_compute = known(m->t_compute_mean, -1);
         row->t_comm = known(m->t_comm_mean, -1);
@@ -767,6 +775,56 @@ static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs
     return 0;
 }
 
+/* Whether log, under the name of cfg's config (procs, batch, scaled), holds a run of
+ * another config: its run record (what the run itself wrote, which a log copied over
+ * the name keeps, unlike the .args beside it) names another model, data, batch size,
+ * worker count, learning-rate scaling, epochs or seed. why: the first difference. A
+ * log that cannot be read is not judged here (the sweep runs it again). */
+static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, int batch,
+                       int scaled, char *why, size_t size) {
+    dt_runlog_contents c;
+    if (dt_runlog_load(log, &c, NULL)) return 0;
+    const dt_run_record *r = &c.run;
+    const char *model = cfg->train.model ? cfg->train.model : "";
+    const char *data = cfg->train.data ? cfg->train.data : "";
+    const int workers = r->workers >= 0 ? r->workers : r->procs;
+    const int linear = !strcmp(r->lr_scaling, "linear");
+    /* the first difference: what the log says, what this config says */
+    char theirs[600] = "", ours[600] = "";
+    if (!c.has_run) {
+        snprintf(ours, sizeof ours, "none");
+    } else if (strcmp(r->model, model)) {
+        snprintf(theirs, sizeof theirs, "model %.400s", r->model);
+        snprintf(ours, sizeof ours, "%s", model);
+    } else if (strcmp(r->data, data)) {
+        snprintf(theirs, sizeof theirs, "data %.400s", r->data);
+        snprintf(ours, sizeof ours, "%s", data);
+    } else if (r->batch_size != batch) {
+        snprintf(theirs, sizeof theirs, "batch size %d", r->batch_size);
+        snprintf(ours, sizeof ours, "%d", batch);
+    } else if (workers != procs) {
+        snprintf(theirs, sizeof theirs, "%d worker%s", workers, workers == 1 ? "" : "s");
+        snprintf(ours, sizeof ours, "%d", procs);
+    } else if (linear != scaled) {
+        snprintf(theirs, sizeof theirs, "lr scaling %s", r->lr_scaling);
+        snprintf(ours, sizeof ours, "%s", scaled ? "linear" : "none");
+    } else if (r->epochs != cfg->train.epochs) {
+        snprintf(theirs, sizeof theirs, "%d epochs", r->epochs);
+        snprintf(ours, sizeof ours, "%d", cfg->train.epochs);
+    } else if (r->seed != (unsigned long long)cfg->train.seed) {
+        snprintf(theirs, sizeof theirs, "seed %llu", r->seed);
+        snprintf(ours, sizeof ours, "%llu", (unsigned long long)cfg->train.seed);
+    }
+    const int has_run = c.has_run;
+    dt_runlog_contents_free(&c);
+    if (!ours[0]) return 0;
+    if (!has_run)
+        snprintf(why, size, "it has no run record");
+    else
+        snprintf(why, size, "its run record says %.250s, this config %.250s", theirs, ours);
+    return 1;
+}
+
 /* Refuses (unless --force) an --out folder whose run logs were made with other
  * settings: a config of this sweep whose recorded arguments differ, or a log of
  * another study (another model, data, ...) that would be mixed into the report. Checked
@@ -808,7 +866,9 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
                               cfg->out_dir, (int)(n - 5), e->d_name, why);
             break;
         }
-        if (!same_settings(log, mine, why, sizeof why))
+        if (!same_settings(log, mine, why, sizeof why) ||
+            (config_of_log(cfg, log, &procs, &batch, &scaled) &&
+             foreign_log(cfg, log, procs, batch, scaled, why, sizeof why)))
             rc = dt_error_set(err,
                               "--out %s holds runs of other settings (%.*s: %s); give another "
                               "--out, or --force to run them again",

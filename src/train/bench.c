@@ -23,6 +23,7 @@
 #include "dtrain/zoo.h"
 #include "perfmodel/profile.h"
 #include "quant/quant.h"
+#include "train/inputs.h"
 
 /* ---- the JSON line: one record, one field table per mode, one writer ---- */
 
@@ -112,6 +113,7 @@ int dt_bench_check(const dt_bench_options *o, dt_error *err) {
         dt_fileset files;
         dt_fileset_init(&files);
         dt_fileset_input(&files, "--init", o->init);
+        dt_train_inputs_add(&files, o->model, o->data);
         dt_fileset_output(&files, "--profile-out", o->profile_out);
         const int bad = dt_fileset_check(&files, err);
         dt_fileset_free(&files);
@@ -390,7 +392,7 @@ static int write_results(const dt_bench_options *o, const dt_model_spec *spec, c
     if (rc == 0 && (o->profile_out || o->profile_into)) {
         dt_profile p = {0};
         if (!m->op_forward_s ||
-            dt_profile_from_model(&p, m, spec->width, (int)batch, o->threads, steps,
+            dt_profile_from_model(&p, m, o->model, spec->width, (int)batch, o->threads, steps,
                                   total / (double)steps, median, t_sgd / (double)steps, err) ||
             (o->profile_out && dt_profile_write(&p, o->profile_out, err)))
             rc = -1;

@@ -15,7 +15,9 @@
 #include "dtrain/safetensors.h"
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
+#include "dtrain/zoo.h"
 #include "quant/quant.h"
+#include "train/inputs.h"
 
 /* What eval says about a quantized file, beside the usual figures. */
 typedef struct int8_info {
@@ -169,40 +171,74 @@ static const float *qrun_logits(void *ctx) {
     return dt_qrun_logits(ctx);
 }
 
+/* The sizes a safetensors file of spec's float weights can have: its tensors as F32
+ * (and BatchNorm's I64 counts) at least; at most those, the momentum of a checkpoint
+ * and a header of 1 MiB plus 1 KiB a tensor. From the network, never from the file
+ * that names the weights. */
+static int float_weights_bounds(const dt_model_spec *spec, long long *least, long long *most,
+                                dt_error *err) {
+    dt_model m;
+    if (dt_zoo_build(&m, spec, err)) return -1; /* the graph only: nothing allocated */
+    long long counts = 0;
+    for (int i = 0; i < m.n_ops; i++) counts += m.ops[i].kind == DT_OP_BATCHNORM2D;
+    const long long data = 4 * (long long)(m.n_params + m.n_buffers) + 8 * counts;
+    *least = 8 + data;
+    *most = *least + 4 * (long long)m.n_params + (1 << 20) +
+            1024 * (2 * (long long)m.n_tensors + counts);
+    dt_model_free(&m);
+    return 0;
+}
+
 /* The float weights a quantized file is compared with: --compare, else those named in
  * its metadata if that file is still the one quantized: a regular file of the recorded
  * size and hash (a path read from a file is not trusted to be one; files written before
- * the size was recorded are checked by their hash alone). */
-static const char *float_weights(const dt_safetensors *st, const char *given, const char **why) {
-    if (given) return given;
+ * the size was recorded are checked by their hash alone). A size that the network's
+ * float weights cannot have is refused before any byte is read (-1, err): the file
+ * could be of any size, and hashing it all of its time. */
+static int float_weights(const dt_safetensors *st, const char *quantized, const char *given,
+                         const dt_model_spec *spec, const char **path_out, const char **why,
+                         dt_error *err) {
+    *path_out = NULL;
+    if (given) {
+        *path_out = given;
+        return 0;
+    }
     const char *path = dt_safetensors_meta(st, "float_weights");
     const char *want = dt_safetensors_meta(st, "float_weights_fnv1a64");
     const char *bytes = dt_safetensors_meta(st, "float_weights_bytes");
     char hash[32];
     long expect = -1;
-    dt_error err;
+    dt_error ignored;
     if (!path || !*path || !want) {
         *why = "the file names no float weights (give --compare FILE)";
-        return NULL;
+        return 0;
     }
-    if (bytes && dt_parse_long("float_weights_bytes", bytes, 0, LONG_MAX, &expect, &err)) {
+    if (bytes && dt_parse_long("float_weights_bytes", bytes, 0, LONG_MAX, &expect, &ignored)) {
         *why = "its float_weights_bytes is not a byte count (give --compare FILE)";
-        return NULL;
+        return 0;
     }
     struct stat sb;
     if (stat(path, &sb) != 0) {
         *why = "the float weights it was made from are gone (give --compare FILE)";
-        return NULL;
+        return 0;
     }
     if (!S_ISREG(sb.st_mode)) {
         *why = "the float weights it names are not a regular file (give --compare FILE)";
-        return NULL;
+        return 0;
     }
-    if (dt_quant_file_hash(path, expect, hash, sizeof hash, &err) || strcmp(hash, want)) {
+    long long least, most;
+    if (float_weights_bounds(spec, &least, &most, err)) return -1;
+    if ((long long)sb.st_size < least || (long long)sb.st_size > most)
+        return dt_error_set(err,
+                            "%s names %s as its float weights: %lld bytes, which %s's cannot be "
+                            "(%lld to %lld); give --compare FILE",
+                            quantized, path, (long long)sb.st_size, spec->name, least, most);
+    if (dt_quant_file_hash(path, expect, hash, sizeof hash, &ignored) || strcmp(hash, want)) {
         *why = "the float weights it was made from have changed since (give --compare FILE)";
-        return NULL;
+        return 0;
     }
-    return path;
+    *path_out = path;
+    return 0;
 }
 
 /* Evaluates a quantized file: int8, and beside it the float weights if there are any. */
@@ -224,7 +260,9 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
         return -1;
     }
     rc = dt_qrun_create(&run, &q, engine, cfg->batch_size, err);
-    info.float_path = float_weights(st, compare, &info.why_no_float);
+    if (rc == 0)
+        rc = float_weights(st, cfg->init_path, compare, &spec, &info.float_path, &info.why_no_float,
+                           err);
     if (rc == 0 && info.float_path) {
         rc = dt_train_build_model(&fm, &spec, cfg->batch_size, cfg->seed, info.float_path, err);
         have_float = rc == 0;
@@ -273,6 +311,7 @@ int dt_eval_file(const dt_eval_file_options *o, FILE *out, dt_error *err) {
     dt_fileset_init(&files);
     dt_fileset_input(&files, "--init", cfg->init_path);
     dt_fileset_input(&files, "--compare", o->compare);
+    dt_train_inputs_add(&files, cfg->model, cfg->data);
     dt_fileset_output(&files, "--logits", o->logits);
     const int files_ok = dt_fileset_check(&files, err) == 0;
     dt_fileset_free(&files);
@@ -280,6 +319,18 @@ int dt_eval_file(const dt_eval_file_options *o, FILE *out, dt_error *err) {
     dt_safetensors st;
     if (dt_safetensors_read(&st, cfg->init_path, err)) return -1;
     const int quantized = dt_qnet_file_is_quantized(&st);
+    const char *named = quantized ? dt_safetensors_meta(&st, "float_weights") : NULL;
+    if (named && *named && o->logits && !o->compare) { /* read too, unless --compare */
+        dt_fileset_init(&files);
+        dt_fileset_input(&files, "--init's float weights", named);
+        dt_fileset_output(&files, "--logits", o->logits);
+        const int bad = dt_fileset_check(&files, err);
+        dt_fileset_free(&files);
+        if (bad) {
+            dt_safetensors_free(&st);
+            return -1;
+        }
+    }
     if (quantized) {
         int rc = eval_int8(cfg, &st, o->compare, o->engine, o->json, o->logits, out, err);
         dt_safetensors_free(&st);

@@ -13,6 +13,7 @@
 #include "dtrain/transform.h"
 #include "quant/calib_auto.h"
 #include "quant/quant_report.h"
+#include "train/inputs.h"
 
 typedef struct feed_ctx {
     const dt_dataset *ds;
@@ -103,6 +104,7 @@ int dt_quantize_file(const dt_quantize_file_options *o, FILE *out, dt_error *err
     dt_fileset files; /* nothing written replaces the weights read, nor another output */
     dt_fileset_init(&files);
     dt_fileset_input(&files, "--init", cfg->init_path);
+    dt_train_inputs_add(&files, cfg->model, cfg->data);
     dt_fileset_output(&files, "--out", o->out);
     int files_ok = !o->report_dir || dt_quant_report_files(&files, o->report_dir, err) == 0;
     files_ok = files_ok && dt_fileset_check(&files, err) == 0;

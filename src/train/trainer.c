@@ -26,6 +26,7 @@
 #include "dtrain/version.h"
 #include "dtrain/zoo.h"
 #include "nn/onnx.h"
+#include "train/inputs.h"
 #include "metrics/runlog.h"
 #include "metrics/sysmon.h"
 #include "parallel/ddp.h"
@@ -257,6 +258,7 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     if (!resume_is_checkpoint)
         dt_fileset_add_in(&files, "--resume", cfg->resume_dir, "checkpoint.safetensors", 0);
     dt_fileset_add_in(&files, "--checkpoint", cfg->checkpoint_dir, "checkpoint.safetensors", 1);
+    dt_train_inputs_add(&files, cfg->model, cfg->data);
     dt_fileset_output(&files, "--log", cfg->log_path);
     dt_fileset_output(&files, "--save", cfg->save_path);
     int rc = dt_fileset_check(&files, err);
