@@ -169,8 +169,10 @@ static int int8_network(const dt_bench_options *a, const dt_model_spec *spec, dt
     if (rc == 0) {
         dt_model_init_params(&m, 0);
         random_feed f = {dt_model_input_floats_per_sample(&m), 1};
-        dt_quant_config cfg = {
-            .scheme = DT_QUANT_SYMMETRIC, .per_channel = 1, .calib = {.method = DT_CALIB_MINMAX}};
+        dt_quant_config cfg = {.scheme = DT_QUANT_SYMMETRIC,
+                               .per_channel = 1,
+                               .calib = {.method = DT_CALIB_MINMAX},
+                               .reduce_range = dt_quant_reduce_range_here(DT_QUANT_SYMMETRIC)};
         rc = dt_qnet_build(q, &m, spec, DT_QUANT_SYMMETRIC, err);
         if (rc == 0 && (rc = dt_quantize(q, &m, &cfg, feed_random, &f, err))) dt_qnet_free(q);
     }
