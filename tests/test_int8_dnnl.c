@@ -1,8 +1,11 @@
 /* The int8 engine computes the float emulation's integers: every layer's output of
  * lenet5 (symmetric), lenet_cifar (the lab's scheme, its clip post-op) and resnet18
  * (BatchNorm folded, residual adds fused into a sum post-op, per-channel and per-tensor
- * weights), compared value by value for the full batch and a partial one; the logits
- * within one step of the last layer's output. */
+ * weights) and mlp (a linear layer on the signed input), compared value by value for the
+ * full batch and a partial one; the logits within one step of the last layer's output.
+ * In the range quantize chooses on this CPU (7-bit activations without VNNI), and in
+ * both ranges: a reduced one exact everywhere, a full one refused without VNNI (the
+ * suite also runs this under ONEDNN_MAX_CPU_ISA=AVX2: int8_dnnl_avx2). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
