@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu_isa.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "exec/bf16_ops.h"
@@ -335,7 +336,7 @@ int main(int argc, char **argv) {
     if (argc > 5) arg(argc, argv, 0, 0, 1, 0); /* prints the usage */
     row_filter = argc > 4 ? argv[4] : NULL;
     dt_threads_set(threads);
-    if (!dt_dnnl_has_bf16()) {
+    if (!dt_cpu_has_bf16()) {
         fprintf(stderr, "bench_bf16_ops: this CPU has no AVX512-BF16 or AMX\n");
         return 77;
     }

@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "core/cpu_isa.h"
 #include "core/rng.h"
 #include "exec/bf16_ops.h"
 #include "exec/conv2d_dnnl.h"
@@ -750,8 +751,10 @@ int main(void) {
         cmocka_unit_test(test_conv_bf16_activations_match_f32),
     };
     int failed = cmocka_run_group_tests_name("bf16 loops", loops, NULL, NULL);
-    if (!dt_dnnl_has_bf16()) { /* oneDNN would emulate bf16: nothing worth checking */
-        printf("no AVX512-BF16 or AMX: the oneDNN bf16 layers are not tested\n");
+    if (!dt_cpu_has_bf16()) { /* oneDNN would emulate bf16: nothing worth checking */
+        printf("skipped: no AVX512-BF16 or AMX (%s, ONEDNN_MAX_CPU_ISA counted): the oneDNN "
+               "bf16 layers are not tested\n",
+               dt_cpu_isa_name());
         return failed ? failed : 77;
     }
     return failed + cmocka_run_group_tests_name("bf16 on oneDNN", dnnl, dnnl_setup, dnnl_teardown);

@@ -1,8 +1,11 @@
 /* The int8 engine computes the float emulation's integers: every layer's output of
  * lenet5 (symmetric), lenet_cifar (the lab's scheme, its clip post-op) and resnet18
  * (BatchNorm folded, residual adds fused into a sum post-op, per-channel and per-tensor
- * weights), compared value by value for the full batch and a partial one; the logits
- * within one step of the last layer's output. */
+ * weights) and mlp (a linear layer on the signed input), compared value by value for the
+ * full batch and a partial one; the logits within one step of the last layer's output.
+ * In the range quantize chooses on this CPU (7-bit activations without VNNI), and in
+ * both ranges: a reduced one exact everywhere, a full one refused without VNNI (the
+ * suite also runs this under ONEDNN_MAX_CPU_ISA=AVX2: int8_dnnl_avx2). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,7 +43,7 @@ static int feed_array(void *ctx, int index, float *x, int max_n, dt_error *err) 
 /* Quantizes model `name` (random weights, BatchNorm statistics away from (0, 1)) on
  * random images, runs both engines on other random images and compares every value. */
 static void compare_engines(const char *name, int width, dt_quant_scheme scheme, int per_channel,
-                            int n) {
+                            int n, int reduce_range) {
     dt_model m;
     dt_model_spec spec;
     dt_error err;
@@ -64,14 +67,29 @@ static void compare_engines(const char *name, int width, dt_quant_scheme scheme,
     dt_qnet q;
     dt_quant_config cfg = {.scheme = scheme,
                            .per_channel = per_channel,
-                           .calib = {.method = DT_CALIB_PERCENTILE, .percentile = 99.9}};
+                           .calib = {.method = DT_CALIB_PERCENTILE, .percentile = 99.9},
+                           .reduce_range = reduce_range};
     if (dt_qnet_build(&q, &m, &spec, scheme, &err) ||
         dt_quantize(&q, &m, &cfg, feed_array, &feed, &err))
         fail_msg("%s", err.msg);
     dt_qemu *emu;
     dt_int8_dnnl *eng;
-    if (dt_qemu_create(&emu, &q, n, &err) || dt_int8_dnnl_create(&eng, &q, n, &err))
-        fail_msg("%s", err.msg);
+    if (dt_qemu_create(&emu, &q, n, &err)) fail_msg("%s", err.msg);
+    char why[160];
+    if (!dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
+        /* without VNNI, a full range: the engine is refused in one line, saying why */
+        assert_int_equal(dt_int8_dnnl_create(&eng, &q, n, &err), -1);
+        if (!strstr(err.msg, "not exact on this CPU") || !strstr(err.msg, why))
+            fail_msg("%s: unexpected refusal: %s", name, err.msg);
+        print_message("%s (%s, %s range): refused as expected: %s\n", name,
+                      dt_quant_scheme_name(scheme), reduce_range ? "reduced" : "full", err.msg);
+        dt_qemu_destroy(emu);
+        dt_qnet_free(&q);
+        free(x);
+        dt_model_free(&m);
+        return;
+    }
+    if (dt_int8_dnnl_create(&eng, &q, n, &err)) fail_msg("%s", err.msg);
     /* twice: the full batch, then a smaller one (the engine's second set of primitives) */
     for (int pass = 0; pass < 2; pass++) {
         const int b = pass ? n / 2 + 1 : n;
@@ -124,27 +142,46 @@ static void compare_engines(const char *name, int width, dt_quant_scheme scheme,
     dt_model_free(&m);
 }
 
+/* The range quantize would choose on this CPU: full with VNNI, reduced without. */
+static int here(dt_quant_scheme scheme) {
+    return dt_quant_reduce_range_here(scheme);
+}
+
 static void test_lenet5_symmetric(void **state) {
     (void)state;
-    compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16);
+    compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16, here(DT_QUANT_SYMMETRIC));
 }
 
 static void test_lenet_cifar_lab(void **state) {
     (void)state;
-    compare_engines("lenet_cifar", 0, DT_QUANT_LAB, 0, 16);
+    compare_engines("lenet_cifar", 0, DT_QUANT_LAB, 0, 16, here(DT_QUANT_LAB));
+}
+
+static void test_mlp_symmetric(void **state) {
+    (void)state;
+    compare_engines("mlp", 0, DT_QUANT_SYMMETRIC, 1, 16, here(DT_QUANT_SYMMETRIC));
 }
 
 static void test_resnet18_symmetric(void **state) {
     (void)state;
-    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 1, 6);
-    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6);
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 1, 6, here(DT_QUANT_SYMMETRIC));
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6, here(DT_QUANT_SYMMETRIC));
+}
+
+/* A reduced range is exact everywhere (a file made on an AVX2 host runs on any), and a
+ * full one is refused where it would not be (one made with VNNI, run without). */
+static void test_both_ranges(void **state) {
+    (void)state;
+    compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16, 1);
+    compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6, 1);
+    compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16, 0);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lenet5_symmetric),
-        cmocka_unit_test(test_lenet_cifar_lab),
-        cmocka_unit_test(test_resnet18_symmetric),
+        cmocka_unit_test(test_lenet5_symmetric), cmocka_unit_test(test_lenet_cifar_lab),
+        cmocka_unit_test(test_mlp_symmetric),    cmocka_unit_test(test_resnet18_symmetric),
+        cmocka_unit_test(test_both_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/cpu_isa.h"
+
 #define REEXEC_GUARD "DTRAIN_BLAS_CORE_REEXEC"
 
 const char *dt_blas_core_loaded(void) {
@@ -25,19 +27,21 @@ const char *dt_blas_core_better(void) {
     const char *chosen = getenv("OPENBLAS_CORETYPE");
     if (chosen && *chosen) return NULL;
     const char *loaded = dt_blas_core_loaded();
-    __builtin_cpu_init();
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    /* core/cpu_isa: ONEDNN_MAX_CPU_ISA=AVX2 keeps OpenBLAS on AVX2 kernels too */
+    const int avx512 = dt_cpu_has_avx512();
     /* An AVX-512 CPU on AVX2 kernels: OpenBLAS 0.3.21 maps AMD's AVX-512 CPUs to its Zen
      * (= Haswell) kernels, where later releases take the SkylakeX ones (OpenBLAS pull
      * request 4303); on this AMD EPYC sgemm ran 444 against 220 GFLOP/s (2 threads). */
     if (avx512 && !core_has_avx512(loaded)) return "SkylakeX";
+    /* AVX-512 kernels where the CPU, capped by ONEDNN_MAX_CPU_ISA, has none: the AVX2
+     * ones, so that the cap makes OpenBLAS run as on an AVX2 host too */
+    if (!avx512 && core_has_avx512(loaded) && dt_cpu_has_avx2()) return "Haswell";
     /* Otherwise only the generic fallbacks: another core OpenBLAS recognised is its own
      * best choice. */
     if (strcasecmp(loaded, "Prescott") && strcasecmp(loaded, "Core2") &&
         strcasecmp(loaded, "Nehalem") && strcasecmp(loaded, "unknown"))
         return NULL;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    if (dt_cpu_has_avx2()) return "Haswell";
     return NULL;
 }
 

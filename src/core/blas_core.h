@@ -14,8 +14,9 @@ const char *dt_blas_core_loaded(void);
 
 /* The OpenBLAS core to ask for: SkylakeX when this CPU has AVX-512 (F, BW, VL, DQ) and
  * the loaded kernels do not use it; Haswell when the loaded one is the generic fallback
- * and the CPU has AVX2 and FMA; NULL when the loaded kernels are fine or the user chose
- * them (OPENBLAS_CORETYPE set). */
+ * and the CPU has AVX2 and FMA, or when AVX-512 kernels were loaded and the CPU has
+ * none (the CPU as core/cpu_isa sees it: ONEDNN_MAX_CPU_ISA caps it); NULL when the
+ * loaded kernels are fine or the user chose them (OPENBLAS_CORETYPE set). */
 const char *dt_blas_core_better(void);
 
 /* If dt_blas_core_better() names a core: sets OPENBLAS_CORETYPE and re-executes

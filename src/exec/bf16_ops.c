@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/cpu_isa.h"
 #include "core/rng.h"
 #include "dnnl_ctx.h"
 #include "nn/pool2d.h"
@@ -48,9 +49,10 @@ enum { PAR_MIN = 1 << 14, BLK = 16, PARTIALS = 32, SPAN_ALIGN = 64 };
  * (|x| < 2^-126) to zero, as oneDNN's bf16 kernels do. */
 typedef void (*span_fn)(void *args, size_t lo, size_t hi, int avx512);
 
+/* core/cpu_isa decides, so ONEDNN_MAX_CPU_ISA=AVX2 takes these loops off AVX-512 too. */
 static int has_avx512_bf16(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    return __builtin_cpu_supports("avx512bf16");
+    return dt_cpu_has_bf16();
 #else
     return 0;
 #endif

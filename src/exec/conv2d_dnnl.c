@@ -1,9 +1,6 @@
 #include "exec/conv2d_dnnl.h"
 
 #include <oneapi/dnnl/dnnl.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,26 +76,6 @@ int dt_dnnl_create(dt_dnnl **ctx, dt_error *err) {
     DNNL_TRY(dnnl_stream_create(&(*ctx)->stream, (*ctx)->engine, dnnl_stream_default_flags),
              "stream creation");
     return 0;
-}
-
-int dt_dnnl_has_bf16(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    /* CPUID leaf 7: sub-leaf 1 EAX bit 5 is AVX512_BF16; sub-leaf 0 EDX bit 22 is
-     * AMX-BF16. Without either oneDNN falls back to slow emulated kernels. */
-    unsigned a, b, c, d;
-    if (__get_cpuid_max(0, NULL) < 7) return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    int amx = (d >> 22) & 1;
-    unsigned max_sub = a;
-    int avx512_bf16 = 0;
-    if (max_sub >= 1) {
-        __cpuid_count(7, 1, a, b, c, d);
-        avx512_bf16 = (a >> 5) & 1;
-    }
-    return amx || avx512_bf16;
-#else
-    return 0;
-#endif
 }
 
 void dt_dnnl_destroy(dt_dnnl *ctx) {

@@ -32,9 +32,6 @@ typedef struct dt_dnnl_scratch {
 
 int dt_dnnl_create(dt_dnnl **ctx, dt_error *err);
 void dt_dnnl_destroy(dt_dnnl *ctx);
-/* 1 when the CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). */
-int dt_dnnl_has_bf16(void);
-
 /* s->n is the largest batch; adds this layer's needs to scratch's *_bytes (max). */
 /* io: the activations' layouts and types (exec.h); NULL: NCHW f32, accumulating.
  * bf16: multiply in bf16 (f32 src, weights and diff_dst converted on the way in; bf16

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu_isa.h"
 #include "dtrain/backend.h"
 #include "dtrain/kernel.h"
 #include "exec/conv2d_dnnl.h"
@@ -32,9 +33,16 @@ int dt_exec_create(dt_exec **exec, dt_conv_backend conv_backend, dt_precision pr
     if (precision == DT_PRECISION_BF16 && conv_backend != DT_CONV_DNNL)
         return dt_error_set(err, "bf16 precision needs the oneDNN conv backend (not im2col)");
     if (conv_backend == DT_CONV_DNNL && dt_dnnl_create(&e->dnnl, err)) return -1;
-    if (precision == DT_PRECISION_BF16 && !dt_dnnl_has_bf16())
-        return dt_error_set(err, "bf16 precision: this CPU has neither AVX512-BF16 nor AMX "
-                                 "(oneDNN would emulate it slowly); use --precision fp32");
+    if (precision == DT_PRECISION_BF16 && !dt_cpu_has_bf16()) {
+        /* name the cap if one is set: the CPU may well have bf16 */
+        const char *var = "ONEDNN_MAX_CPU_ISA", *cap = getenv(var);
+        if (!cap || !*cap) cap = getenv(var = "DNNL_MAX_CPU_ISA");
+        return dt_error_set(err,
+                            "bf16 precision: this CPU (%s%s%s%s%s) has neither AVX512-BF16 nor AMX "
+                            "(oneDNN would emulate it slowly); use --precision fp32",
+                            dt_cpu_isa_name(), cap && *cap ? "; " : "", cap && *cap ? var : "",
+                            cap && *cap ? "=" : "", cap && *cap ? cap : "");
+    }
     return 0;
 }
 

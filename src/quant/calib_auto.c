@@ -1,5 +1,7 @@
 #include "quant/calib_auto.h"
 
+#include "quant/int8_dnnl.h"
+
 dt_calib_choice dt_calib_candidate(int i) {
     /* entropy first: the default before auto, kept on a tie */
     static const dt_calib_choice candidates[DT_CALIB_CANDIDATES] = {{DT_CALIB_ENTROPY, 0},
@@ -13,6 +15,10 @@ dt_calib_choice dt_calib_candidate(int i) {
 static long score(const dt_qnet *q, dt_quant_feed held, void *ctx, const int32_t *labels,
                   long held_n, dt_int8_engine engine, int batch, dt_error *err) {
     dt_qrun *run;
+    char why[160];
+    /* the lab's full range without VNNI: the emulation's integers, which the file gets */
+    if (engine == DT_INT8_DNNL && !dt_int8_dnnl_exact_here(q, why, sizeof why))
+        engine = DT_INT8_EMULATE;
     if (dt_qrun_create(&run, q, engine, batch, err)) return -1;
     const int classes = q->spec.classes;
     long right = 0, seen = 0;

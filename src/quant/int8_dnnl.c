@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu_isa.h"
+
 /* One primitive call with its arguments; the memories are owned by the step. */
 enum { MAX_ARGS = 5 };
 typedef struct step {
@@ -159,6 +161,44 @@ static int layer_attr(dnnl_primitive_attr_t *attr, const dt_int8_dnnl *e, const 
     return 0;
 }
 
+/* Whether an implementation's name holds one of `avoid`'s names (NULL-terminated). */
+static int avoided(const char *name, const char *const *avoid) {
+    for (int i = 0; avoid[i]; i++)
+        if (strstr(name, avoid[i])) return 1;
+    return 0;
+}
+
+/* The first implementation oneDNN offers for a layer, except those whose names hold
+ * one of `avoid` (NULL: none avoided). */
+static dnnl_status_t first_impl(dnnl_primitive_desc_t *pd, const void *op_desc,
+                                dnnl_primitive_attr_t attr, dnnl_engine_t engine,
+                                const char *const *avoid) {
+    if (!avoid) return dnnl_primitive_desc_create(pd, op_desc, attr, engine, NULL);
+    dnnl_primitive_desc_iterator_t it;
+    dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, op_desc, attr, engine, NULL);
+    if (st != dnnl_success) return st;
+    for (;;) {
+        *pd = dnnl_primitive_desc_iterator_fetch(it);
+        const char *name = NULL;
+        if (!*pd ||
+            dnnl_primitive_desc_query(*pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success) {
+            st = dnnl_runtime_error;
+            break;
+        }
+        if (!name || !avoided(name, avoid)) break;
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+        st = dnnl_primitive_desc_iterator_next(it);
+        if (st != dnnl_success) break;
+    }
+    if (st != dnnl_success && *pd) {
+        dnnl_primitive_desc_destroy(*pd);
+        *pd = NULL;
+    }
+    dnnl_primitive_desc_iterator_destroy(it);
+    return st;
+}
+
 /* The rest of a layer with weights once its operation is described (a convolution or
  * an inner product): its primitive with the layer's scales and fused ops, the weights
  * reordered into the primitive's layout, its arguments. */
@@ -168,8 +208,21 @@ static int layer_step(step *s, dt_int8_dnnl *e, const dt_qop *o, const void *op_
                       const dnnl_memory_desc_t *dst, dt_error *err) {
     dnnl_primitive_attr_t attr;
     if (layer_attr(&attr, e, o, err)) return -1;
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t st = dnnl_primitive_desc_create(&pd, op_desc, attr, e->engine, NULL);
+    /* Without VNNI: oneDNN 2.6's AVX2 int8 1x1 kernel gives a strided 1x1 convolution
+     * (resnet18's shortcuts) wrong integers in a few places when it runs on 2 threads
+     * (different ones from run to run; right on 1 thread), where its general kernel
+     * is exact; and a signed input must reach a direct convolution kernel, which halves
+     * the (even) weights, not a GEMM (an "ip:" or "gemm:" convolution: gemm_s8s8s32
+     * shifts the input to u8 and saturates). */
+    static const char *const strided_1x1[] = {"1x1", NULL}, *const signed_in[] = {"ip:", "gemm",
+                                                                                  NULL};
+    const char *const *avoid = NULL;
+    if (!dt_cpu_has_int8_vnni() && e->q->values[o->in].lo < 0)
+        avoid = signed_in;
+    else if (!dt_cpu_has_int8_vnni() && o->kind == DT_QOP_CONV && o->kernel == 1 && o->stride > 1)
+        avoid = strided_1x1;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = first_impl(&pd, op_desc, attr, e->engine, avoid);
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success)
         return dt_error_set(err, "oneDNN int8: no %s for %s (status %d)", what, o->name, (int)st);
@@ -203,8 +256,32 @@ static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error 
     return layer_step(s, e, o, &cd, "convolution", &src, &wei_user, &bias, &dst, err);
 }
 
+/* A linear layer as the convolution it is: a kernel the size of its input, one output
+ * pixel ([n, c_out, 1, 1] in NHWC is [n, c_out]). For a signed input: oneDNN's s8 x s8
+ * inner product (gemm_s8s8s32) shifts the input to u8 and, without VNNI, sums pairs in
+ * 16 bits with saturation, where its convolution halves the (even) weights instead,
+ * exactly. */
+static int linear_as_conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    dnnl_memory_desc_t src, dst, wei_any, wei_user, bias;
+    dnnl_dims_t wdims = {o->c_out, x->c, x->h, x->w}, bdims = {o->c_out},
+                ddims = {n, o->c_out, 1, 1};
+    dnnl_dims_t strides = {1, 1}, pad = {0, 0};
+    if (value_md(&src, x, n, err)) return -1;
+    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, ddims, type_of(y), dnnl_nhwc), "md");
+    TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wdims, dnnl_s8, dnnl_format_tag_any), "md");
+    TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wdims, dnnl_s8, dnnl_oihw), "md");
+    TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_s32, dnnl_x), "md");
+    dnnl_convolution_desc_t cd;
+    TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                           &src, &wei_any, &bias, &dst, strides, pad, pad),
+        "convolution description");
+    return layer_step(s, e, o, &cd, "convolution", &src, &wei_user, &bias, &dst, err);
+}
+
 static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    if (x->lo < 0 && !dt_cpu_has_int8_vnni()) return linear_as_conv_step(s, e, o, n, err);
     dnnl_memory_desc_t src, dst, wei_any, wei_user, bias;
     /* 4-D weights over the input's (c, h, w): oneDNN matches them to its NHWC layout,
      * and the plain [out, c*h*w] rows are PyTorch's flatten order */
@@ -356,7 +433,34 @@ static int alloc_buffers(dt_int8_dnnl *e, dt_error *err) {
     return 0;
 }
 
+int dt_int8_dnnl_exact_here(const dt_qnet *q, char *why, size_t why_size) {
+    if (dt_cpu_has_int8_vnni()) return 1;
+    for (int i = 0; i < q->n_ops; i++) {
+        const dt_qop *o = &q->ops[i];
+        const dt_qvalue *x = &q->values[o->in];
+        if (!dt_qop_class_of(o->kind)->weight_dims) continue;
+        if (x->lo >= 0 && x->hi > 127) {
+            snprintf(why, why_size, "layer %s reads 8-bit activations ([0, %d])", o->name, x->hi);
+            return 0;
+        }
+        const size_t count = (size_t)o->c_out * o->c_in * o->kernel * o->kernel;
+        for (size_t k = 0; x->lo < 0 && k < count; k++)
+            if (o->weight[k] & 1) {
+                snprintf(why, why_size, "layer %s has odd weights on a signed input", o->name);
+                return 0;
+            }
+    }
+    return 1;
+}
+
 int dt_int8_dnnl_create(dt_int8_dnnl **out, const dt_qnet *q, int max_batch, dt_error *err) {
+    char why[160];
+    if (!dt_int8_dnnl_exact_here(q, why, sizeof why))
+        return dt_error_set(err,
+                            "int8 on oneDNN is not exact on this CPU (%s, no AVX512-VNNI): %s; "
+                            "quantize again here (7-bit activations) or use --int8-engine "
+                            "emulate",
+                            dt_cpu_isa_name(), why);
     dt_int8_dnnl *e = calloc(1, sizeof *e);
     if (!e) return dt_error_set(err, "out of memory for the int8 engine");
     e->q = q;

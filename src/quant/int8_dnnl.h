@@ -17,7 +17,16 @@
 
 typedef struct dt_int8_dnnl dt_int8_dnnl;
 
-/* q must outlive the engine. */
+/* Whether oneDNN computes q's integers exactly on this CPU (core/cpu_isa: capped by
+ * ONEDNN_MAX_CPU_ISA). With AVX512-VNNI always; without, its kernels sum pairs of u8 x s8
+ * products in 16 bits with saturation (vpmaddubsw) and halve the weights of a layer
+ * with a signed input (rounding them), so every layer must read u8 integers of at most
+ * 7 bits or s8 ones with even weights: a reduced range (quant.h). If not, `why` gets
+ * the first layer that breaks it. */
+int dt_int8_dnnl_exact_here(const dt_qnet *q, char *why, size_t why_size);
+
+/* q must outlive the engine. Refused, with the reason, where it would not be exact
+ * (dt_int8_dnnl_exact_here). */
 int dt_int8_dnnl_create(dt_int8_dnnl **e, const dt_qnet *q, int max_batch, dt_error *err);
 void dt_int8_dnnl_destroy(dt_int8_dnnl *e);
 /* x: [n, c, h, w] normalised floats, n <= max_batch. Exits with a message if oneDNN

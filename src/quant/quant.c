@@ -9,10 +9,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cpu_isa.h"
 #include "core/parse.h"
 
 /* The largest float below 2^31: a bias beyond it does not fit in int32. */
 #define INT32_FLOAT_LIMIT 2147483520.0f
+
+int dt_quant_reduce_range_here(dt_quant_scheme scheme) {
+    return scheme == DT_QUANT_SYMMETRIC && !dt_cpu_has_int8_vnni();
+}
+
+/* A reduced range: u8 activations of 7 bits (their scales follow from hi). */
+static void apply_range(dt_qnet *q) {
+    if (!q->cfg.reduce_range) return;
+    for (int v = 0; v < q->n_values; v++)
+        if (q->values[v].lo == 0 && q->values[v].hi > 127) q->values[v].hi = 127;
+}
 
 int dt_quant_scheme_parse(const char *text, dt_quant_scheme *out) {
     if (!strcmp(text, "symmetric"))
@@ -465,7 +477,7 @@ static int value_scale(dt_qnet *q, int v, dt_error *err) {
                             "activations of %s are not finite (NaN or infinity) over the %d "
                             "calibration images",
                             x->name, q->calib_samples);
-    const int levels = x->lo < 0 ? 128 : 256;
+    const int levels = x->lo < 0 ? 128 : x->hi + 1; /* of |x|: 128 for s8 and 7-bit u8 */
     float scale;
     if (q->cfg.scheme == DT_QUANT_LAB) {
         double lo, hi;
@@ -488,7 +500,9 @@ static int value_scale(dt_qnet *q, int v, dt_error *err) {
  * input's scale, the output at the next scale. */
 static int quantize_layer(dt_qnet *q, dt_qop *o, const float *w, const float *b, dt_error *err) {
     const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
-    const int lab = q->cfg.scheme == DT_QUANT_LAB, wlo = lab ? -128 : -127;
+    const int lab = q->cfg.scheme == DT_QUANT_LAB;
+    const int even = q->cfg.reduce_range && q->values[o->in].lo < 0;
+    const float wlo = lab ? -128.0f : even ? -126.0f : -127.0f, whi = even ? 126.0f : 127.0f;
     o->n_scales = q->cfg.per_channel ? o->c_out : 1;
     o->weight = malloc(fan_in * (size_t)o->c_out);
     o->bias = malloc(sizeof(int32_t) * (size_t)o->c_out);
@@ -520,8 +534,10 @@ static int quantize_layer(dt_qnet *q, dt_qop *o, const float *w, const float *b,
         }
         o->weight_scale[s] = ws;
         for (size_t k = 0; k < per_scale; k++) {
-            const float r = rintf(w[(size_t)s * per_scale + k] * ws);
-            o->weight[(size_t)s * per_scale + k] = (int8_t)(r < wlo ? wlo : r > 127 ? 127 : r);
+            /* even: 2 rint(w ws / 2), which oneDNN halves exactly (quant.h) */
+            const float x = w[(size_t)s * per_scale + k] * ws;
+            const float r = even ? 2.0f * rintf(0.5f * x) : rintf(x);
+            o->weight[(size_t)s * per_scale + k] = (int8_t)(r < wlo ? wlo : r > whi ? whi : r);
         }
     }
     const dt_qvalue *in = &q->values[o->in];
@@ -585,10 +601,14 @@ int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_fe
                                 "the lab scheme chains each layer's scales into the next; model "
                                 "%s has residual adds (use --scheme symmetric)",
                                 q->model);
+    if (cfg->reduce_range && cfg->scheme == DT_QUANT_LAB)
+        return dt_error_set(err, "the lab scheme's ranges are the lab's; a reduced int8 range "
+                                 "needs --scheme symmetric");
     q->cfg = *cfg;
     q->vstats = calloc((size_t)q->n_values, sizeof(dt_qvalue_stats));
     q->wstats = calloc((size_t)q->n_ops, sizeof(dt_qweight_stats));
     if (!q->vstats || !q->wstats) return dt_error_set(err, "out of memory for calibration");
+    apply_range(q);
     for (int v = 0; v < q->n_values; v++) dt_calib_init(&q->vstats[v].calib);
 
     const int saved_training = m->training;
@@ -715,7 +735,7 @@ int dt_qnet_save(const dt_qnet *q, const char *path, const dt_st_meta *meta, int
                  dt_error *err) {
     file_layout f;
     if (file_layout_make(&f, q, err)) return -1;
-    enum { OWN_META = 11 };
+    enum { OWN_META = 12 };
     dt_st_meta *all = calloc((size_t)(OWN_META + n_meta), sizeof(dt_st_meta));
     if (!all) {
         file_layout_free(&f);
@@ -741,6 +761,7 @@ int dt_qnet_save(const dt_qnet *q, const char *path, const dt_st_meta *meta, int
     META("calib_method", "%s", calib);
     META("calib_samples", "%d", q->calib_samples);
     META("logits", "%s", q->cfg.scheme == DT_QUANT_LAB ? "int8" : "float");
+    META("int8_range", "%s", q->cfg.reduce_range ? "reduced" : "full");
 #undef META
     for (int i = 0; i < n_meta; i++) all[k++] = meta[i];
     int rc = dt_safetensors_write(path, f.entries, f.n, all, k, err);
@@ -798,6 +819,14 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
     dt_calib_choice calib;
     if (dt_calib_parse(calib_s, &calib, err)) return -1;
     const char *samples = dt_safetensors_meta(st, "calib_samples");
+    /* absent in files made before it existed: those are full-range */
+    const char *range = dt_safetensors_meta(st, "int8_range");
+    if (range && strcmp(range, "full") && strcmp(range, "reduced"))
+        return dt_error_set(err, "%s: unknown int8_range '%s' (full or reduced)", st->path, range);
+    const int reduced = range && !strcmp(range, "reduced");
+    if (reduced && scheme != DT_QUANT_SYMMETRIC)
+        return dt_error_set(err, "%s: int8_range reduced with the %s scheme (symmetric only)",
+                            st->path, scheme_s);
 
     dt_model m;
     if (dt_zoo_build(&m, spec, err)) return -1;
@@ -806,6 +835,8 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
     if (rc) return -1;
     q->cfg.per_channel = !strcmp(weights, "per-channel");
     q->cfg.calib = calib;
+    q->cfg.reduce_range = reduced;
+    apply_range(q);
     long n_samples = 0;
     if (samples && dt_parse_long("calib_samples", samples, 0, 1L << 40, &n_samples, err) == 0)
         q->calib_samples = (int)n_samples;
@@ -847,8 +878,10 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
         /* the integers' type must be the one the network's structure gives */
         if (lo != x->lo || hi != x->hi)
             rc = dt_error_set(err,
-                              "%s: %s's act_range is [%d, %d], the %s scheme has [%d, %d] there",
-                              st->path, x->name, lo, hi, scheme_s, x->lo, x->hi);
+                              "%s: %s's act_range is [%d, %d], the %s scheme (%s range) has "
+                              "[%d, %d] there",
+                              st->path, x->name, lo, hi, scheme_s, reduced ? "reduced" : "full",
+                              x->lo, x->hi);
     }
     for (int i = 0; rc == 0 && i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];

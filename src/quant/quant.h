@@ -12,10 +12,10 @@
  *         [y = fmaf(residual_scale, (float)q_residual, y)]     (a fused residual add)
  *     q_out = clamp(rint(y), lo, hi)                           (round half to even)
  *
- * with [lo, hi] = [-128, 127] (signed), [0, 255] after a ReLU (symmetric scheme) or
- * [0, 127] (the lab's clamp, then ReLU). The last layer of the symmetric scheme stops
- * at y: float logits. Pooling keeps its input's scale (average: rint(sum / k^2)).
- * docs/quantization.md has the schemes, the file's tensors and the exact formulas. */
+ * with [lo, hi] = [-128, 127] (signed), [0, 255] after a ReLU (symmetric scheme; [0, 127]
+ * when its range is reduced) or [0, 127] (the lab's clamp, then ReLU). The last layer of the
+ * symmetric scheme stops at y: float logits. Pooling keeps its input's scale (average: rint(sum /
+ * k^2)). docs/quantization.md has the schemes, the file's tensors and the exact formulas. */
 #ifndef DTRAIN_QUANT_H
 #define DTRAIN_QUANT_H
 
@@ -43,7 +43,18 @@ typedef struct dt_quant_config {
     int per_channel; /* one weight scale per output channel (symmetric scheme only) */
     dt_calib_choice calib;
     int report; /* also gather the report's statistics (one more pass) */
+    /* Symmetric scheme: integers oneDNN computes exactly without VNNI (PyTorch's
+     * reduce_range): activations after a ReLU in [0, 127] (7 bits, so no pair of u8 x s8
+     * products overflows 16 bits), and even weights in a layer with a signed input
+     * (which oneDNN halves there). Decided at quantize time from this CPU
+     * (dt_quant_reduce_range_here) and recorded in the file (`int8_range`). */
+    int reduce_range;
 } dt_quant_config;
+
+/* Whether a network quantized here should have reduced ranges: this CPU (capped by
+ * ONEDNN_MAX_CPU_ISA) has no AVX512-VNNI and the scheme allows it (the lab's arithmetic
+ * is the lab's: never reduced). */
+int dt_quant_reduce_range_here(dt_quant_scheme scheme);
 
 /* "symmetric" | "lab"; -1 if unknown. */
 int dt_quant_scheme_parse(const char *text, dt_quant_scheme *out);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/blas_core.h"
+#include "core/cpu_isa.h"
 #include "core/fileset.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -28,7 +29,7 @@
 /* ---- the JSON line: one record, one field table per mode, one writer ---- */
 
 typedef struct bench_record {
-    const char *model, *mode, *dtype, *engine, *conv, *layouts, *precision, *blas_core;
+    const char *model, *mode, *dtype, *engine, *conv, *layouts, *precision, *blas_core, *isa;
     int width;
     size_t params;
     long batch_size, threads, steps;
@@ -55,7 +56,7 @@ static const field TRAIN_FIELDS[] = {
     FIELD(layouts, F_STRING, NULL),     FIELD(precision, F_STRING, NULL),
     FIELD(steps, F_LONG, NULL),         FIELD(images_per_s, F_REAL, "%.1f"),
     FIELD(ms_per_step, F_REAL, "%.3f"), FIELD(gflops, F_REAL, "%.2f"),
-    FIELD(blas_core, F_STRING, NULL),
+    FIELD(blas_core, F_STRING, NULL),   FIELD(isa, F_STRING, NULL),
 };
 
 static const field INFER_FIELDS[] = {
@@ -65,6 +66,7 @@ static const field INFER_FIELDS[] = {
     FIELD(threads, F_LONG, NULL),        FIELD(steps, F_LONG, NULL),
     FIELD(images_per_s, F_REAL, "%.1f"), FIELD(ms_per_batch, F_REAL, "%.3f"),
     FIELD(gops, F_REAL, "%.2f"),         FIELD(blas_core, F_STRING, NULL),
+    FIELD(isa, F_STRING, NULL),
 };
 
 static int write_record(FILE *f, const field *fields, size_t n, const bench_record *r) {
@@ -169,8 +171,10 @@ static int int8_network(const dt_bench_options *a, const dt_model_spec *spec, dt
     if (rc == 0) {
         dt_model_init_params(&m, 0);
         random_feed f = {dt_model_input_floats_per_sample(&m), 1};
-        dt_quant_config cfg = {
-            .scheme = DT_QUANT_SYMMETRIC, .per_channel = 1, .calib = {.method = DT_CALIB_MINMAX}};
+        dt_quant_config cfg = {.scheme = DT_QUANT_SYMMETRIC,
+                               .per_channel = 1,
+                               .calib = {.method = DT_CALIB_MINMAX},
+                               .reduce_range = dt_quant_reduce_range_here(DT_QUANT_SYMMETRIC)};
         rc = dt_qnet_build(q, &m, spec, DT_QUANT_SYMMETRIC, err);
         if (rc == 0 && (rc = dt_quantize(q, &m, &cfg, feed_random, &f, err))) dt_qnet_free(q);
     }
@@ -250,7 +254,8 @@ static int bench_infer(const dt_bench_options *a, const dt_model_spec *spec, FIL
                                 .images_per_s = a->batch * a->span.steps / total,
                                 .ms_per_batch = 1e3 * median,
                                 .gops = 2.0 * macs * a->batch / median * 1e-9,
-                                .blas_core = dt_blas_core_loaded()};
+                                .blas_core = dt_blas_core_loaded(),
+                                .isa = dt_cpu_isa_name()};
         rc = write_line(out, 1, &r, err);
     }
     free(times);
@@ -385,7 +390,8 @@ static int write_results(const dt_bench_options *o, const dt_model_spec *spec, c
                             .images_per_s = batch * steps / total,
                             .ms_per_step = 1e3 * median,
                             .gflops = flops / median * 1e-9,
-                            .blas_core = dt_blas_core_loaded()};
+                            .blas_core = dt_blas_core_loaded(),
+                            .isa = dt_cpu_isa_name()};
     int rc = out ? write_line(out, 0, &r, err) : 0;
     if (rc == 0 && o->profile && m->op_forward_s && write_kinds(profile_table, m, steps, t_sgd))
         rc = dt_error_set(err, "cannot write the profile table");

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cpu_isa.h"
 #include "core/fileset.h"
 #include "core/parse.h"
 #include "dtrain/evaluate.h"
@@ -16,6 +17,7 @@
 #include "dtrain/train_state.h"
 #include "dtrain/transform.h"
 #include "dtrain/zoo.h"
+#include "quant/int8_dnnl.h"
 #include "quant/quant.h"
 #include "train/inputs.h"
 
@@ -258,6 +260,16 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
     if (rc) {
         dt_dataset_close(&test);
         return -1;
+    }
+    char why[160];
+    if (engine == DT_INT8_DNNL && !dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
+        /* the emulation computes the file's integers exactly, only slower */
+        fprintf(stderr,
+                "dtrain eval: note: int8 on oneDNN is not exact on this CPU (%s, no "
+                "AVX512-VNNI) for %s: %s; running the emulation (quantize again here for "
+                "oneDNN)\n",
+                dt_cpu_isa_name(), st->path, why);
+        engine = info.engine = DT_INT8_EMULATE;
     }
     rc = dt_qrun_create(&run, &q, engine, cfg->batch_size, err);
     if (rc == 0)

@@ -100,6 +100,8 @@ int dt_quantize_file(const dt_quantize_file_options *o, FILE *out, dt_error *err
     const dt_train_config *cfg = o->cfg;
     dt_quant_config run_qc = o->qc; /* --calib-method auto sets its method */
     dt_quant_config *qc = &run_qc;
+    /* 7-bit activations where this CPU's int8 (no VNNI) would saturate 8-bit ones */
+    qc->reduce_range = dt_quant_reduce_range_here(qc->scheme);
     dt_model_spec spec;
     dt_fileset files; /* nothing written replaces the weights read, nor another output */
     dt_fileset_init(&files);
@@ -154,13 +156,14 @@ int dt_quantize_file(const dt_quantize_file_options *o, FILE *out, dt_error *err
         if (rc == 0) {
             char method[64];
             dt_calib_format(&qc->calib, method, sizeof method);
-            fprintf(out,
-                    "quantized %s (%s scheme, %s weights, %s calibration on %d images of %s) "
-                    "into %s%s%s\n",
-                    cfg->model, dt_quant_scheme_name(qc->scheme),
-                    qc->per_channel ? "per-channel" : "per-tensor", method, q.calib_samples,
-                    cfg->data, o->out, o->report_dir ? "; report in " : "",
-                    o->report_dir ? o->report_dir : "");
+            fprintf(
+                out,
+                "quantized %s (%s scheme, %s weights, %s calibration on %d images of "
+                "%s%s) into %s%s%s\n",
+                cfg->model, dt_quant_scheme_name(qc->scheme),
+                qc->per_channel ? "per-channel" : "per-tensor", method, q.calib_samples, cfg->data,
+                qc->reduce_range ? "; 7-bit activations: this CPU's int8 has no VNNI" : "", o->out,
+                o->report_dir ? "; report in " : "", o->report_dir ? o->report_dir : "");
         }
         dt_qnet_free(&q);
     }
