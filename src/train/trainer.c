@@ -93,7 +93,7 @@ typedef struct trainer {
     long lr_shift;        /* schedule step - global step (nonzero after a rank change) */
     int log_continued;    /* the run log is the interrupted run's, continued */
     long lost_steps;      /* its step records after the checkpoint, cut */
-    int finished;         /* --resume of a run with nothing left to do: nothing done */
+    int finished;         /* --resume of a run with nothing left to do: only --save done */
     char *log_abs;        /* --log's absolute path (rank 0 of a --checkpoint run) */
     /* compute threads, and why that many */
     dt_threads_choice threads;
@@ -169,8 +169,8 @@ static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, int sp
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
 
 /* Loads --resume's checkpoint into the state: weights, momentum, step and epoch;
- * its numbers checked against this run. A run with nothing left to do loads nothing
- * and sets t->finished. */
+ * its numbers checked against this run. A run with nothing left to do sets
+ * t->finished (its weights are loaded: --save writes them). */
 static int resume(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_resume_run run = {cfg->epochs, t->train.size, cfg->batch_size};
@@ -622,6 +622,18 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
 }
 
+/* --save: the first worker writes the weights after step t->state.step. */
+static int save_weights(const trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    if (!cfg->save_path || t->workers.rank != 0) return 0;
+    dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
+    snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
+    snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
+    return dt_onnx_is_path(cfg->save_path)
+               ? dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, err)
+               : dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err);
+}
+
 static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *result,
                dt_error *err) {
     const dt_train_config *cfg = t->cfg;
@@ -733,15 +745,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
         return -1;
-    if (cfg->save_path && t->workers.rank == 0) {
-        dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
-        snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
-        snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
-        if (dt_onnx_is_path(cfg->save_path)
-                ? dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, err)
-                : dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err))
-            return -1;
-    }
+    if (save_weights(t, err)) return -1;
     if (result)
         *result = (dt_train_result){.steps = t->state.step,
                                     .final_loss = last_loss,
@@ -792,10 +796,12 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     dt_threads_set(t.threads.threads);
     int rc = setup(&t, err);
     t.set_up = rc == 0;
-    if (rc == 0 && t.finished) { /* nothing to do, nothing touched */
-        if (result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
+    if (rc == 0 && t.finished) { /* nothing to train, the log untouched: --save's file only */
+        rc = save_weights(&t, err);
+        if (rc == 0 && result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
+        if (rc && result) result->alone = 1;
         trainer_free(&t);
-        return 0;
+        return rc;
     }
     if (rc == 0)
         rc = dt_sysmon_start(&t.sysmon, t.workers.rank,

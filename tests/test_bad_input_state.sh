@@ -1,0 +1,116 @@
+#!/bin/bash
+# Bad input around a run's state (issue 40): a checkpoint's tensors are checksummed, a
+# changed --model graph is caught between ranks and on resume, one run per --log /
+# --checkpoint DIR / scale --out, a finished run's --resume still writes --save, a
+# checkpoint past `ulimit -f` fails in one line, an unwritable --save FILE.onnx keeps
+# the weights.
+set -u
+DTRAIN=$1
+case $DTRAIN in /*) ;; */*) DTRAIN=$(pwd)/$DTRAIN ;; esac
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$SRC/tests/bad_input_lib.sh"
+. "$SRC/tests/wait_lib.sh"
+F="--max-samples 64 --test-samples 32 --threads 1 --quiet --batch-size 16"
+FX="$SRC/tests/fixtures/onnx"
+
+# setmeta FILE KEY VALUE: a checkpoint's __metadata__ entry replaced in place
+setmeta() {
+    python3 - "$@" <<'EOF'
+import json, struct, sys
+path, key, value = sys.argv[1:4]
+b = open(path, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"][key] = value
+js = json.dumps(h, separators=(",", ":")).encode()
+open(path, "wb").write(struct.pack("<Q", len(js)) + js + b[8 + n:])
+EOF
+}
+# tensor_edit FILE MODE A [B]: flip: one byte of A's data inverted; swap: the data of
+# A and B (same size) exchanged
+tensor_edit() {
+    python3 - "$@" <<'EOF'
+import json, struct, sys
+path, mode, a = sys.argv[1:4]
+b = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def span(name):
+    s, e = h[name]["data_offsets"]
+    return 8 + n + s, 8 + n + e
+s, e = span(a)
+if mode == "flip":
+    b[(s + e) // 2] ^= 0xff
+else:
+    s2, e2 = span(sys.argv[4])
+    assert e - s == e2 - s2
+    b[s:e], b[s2:e2] = b[s2:e2], b[s:e]
+open(path, "wb").write(b)
+EOF
+}
+
+# --- item 1: a checkpoint's tensors carry crc32s, checked on --resume and on read
+"$DTRAIN" train $F --checkpoint ck --max-steps 3 || echo "FAIL: the checkpointed run"
+cp -r ck ck_good
+tensor_edit ck/checkpoint.safetensors flip fc2.bias
+expect_match "resume of a checkpoint with a flipped byte" \
+    "^dtrain train: ck/checkpoint.safetensors: tensor fc2.bias does not match its checksum \(crc32 [0-9a-f]{8}, recorded [0-9a-f]{8}\): the file is damaged$" \
+    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck --checkpoint ck
+rm -r ck && cp -r ck_good ck
+tensor_edit ck/checkpoint.safetensors swap conv1.weight optimizer.momentum.conv1.weight
+expect_match "resume of a checkpoint with a weight and its momentum swapped" \
+    "^dtrain train: ck/checkpoint.safetensors: tensor conv1.weight does not match its checksum \(crc32 [0-9a-f]{8}, recorded [0-9a-f]{8}\): the file is damaged$" \
+    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck --checkpoint ck
+rm -r ck && cp -r ck_good ck
+setmeta ck/checkpoint.safetensors format dtrain-checkpoint-2
+expect "resume of a checkpoint without checksums (an older dtrain's)" \
+    "dtrain train: --resume ck: the checkpoint was written by an older dtrain (dtrain-checkpoint-2, without checksums of its tensors and its graph), so it cannot be verified; its weights go on with --init ck/checkpoint.safetensors --checkpoint NEWDIR (momentum and position start afresh)" \
+    "ck/checkpoint.safetensors" "$DTRAIN" train $F --resume ck --checkpoint ck
+rm -r ck && cp -r ck_good ck
+"$DTRAIN" train $F --save w.safetensors || echo "FAIL: the saved run"
+tensor_edit w.safetensors flip conv2.weight
+expect_match "eval --init of a saved file with a flipped byte" \
+    "^dtrain eval: w.safetensors: tensor conv2.weight does not match its checksum \(crc32 [0-9a-f]{8}, recorded [0-9a-f]{8}\): the file is damaged$" \
+    "w.safetensors" "$DTRAIN" eval --init w.safetensors --test-samples 32 --threads 1
+
+# --- item 4: --resume of a finished run with --save writes the save
+"$DTRAIN" train $F --checkpoint rf || echo "FAIL: the run to its end"
+"$DTRAIN" train $F --resume rf --save done.safetensors >/dev/null 2>"$tmp/err"
+status=$?
+if [ $status -eq 0 ] && [ -s done.safetensors ] && [ "$(cat "$tmp/err")" = \
+    "dtrain train: --resume rf: the run already finished at step 4; its weights in done.safetensors" ] &&
+    "$DTRAIN" eval --init done.safetensors --test-samples 32 --threads 1 >/dev/null 2>&1; then
+    pass "resuming a finished run with --save writes the saved weights"
+else
+    fail "resuming a finished run with --save writes the saved weights" "status $status" \
+        "$(cat "$tmp/err")"
+fi
+
+# --- item 2: the model's graph is compared between ranks and against a checkpoint
+# net.onnx with its first BatchNorm's epsilon changed: the same tensors, another graph
+python3 - "$FX/resnet18_w4.onnx" net_eps.onnx <<'EOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+old = b"epsilon\x15" + struct.pack("<f", 1e-5)
+assert old in b
+open(sys.argv[2], "wb").write(b.replace(old, b"epsilon\x15" + struct.pack("<f", 1e-3), 1))
+EOF
+cp "$FX/resnet18_w4.onnx" net.onnx
+N="--model net.onnx --data synthetic:cifar10 --max-samples 64 --test-samples 16 --batch-size 16 --threads 1 --quiet"
+"$DTRAIN" train $N --checkpoint cn --max-steps 2 || echo "FAIL: the ONNX run"
+cp net_eps.onnx net.onnx
+expect_match "resume on a changed graph of the same --model file" \
+    "^dtrain train: --resume cn: the checkpoint was written for another graph of --model net.onnx \(graph hash [0-9a-f]{16}, this run's [0-9a-f]{16}\): the model changed since$" \
+    "cn/checkpoint.safetensors" "$DTRAIN" train $N --resume cn --checkpoint cn
+if command -v mpirun >/dev/null; then
+    mkdir -p host0 host1
+    cp "$FX/resnet18_w4.onnx" host0/net.onnx
+    cp net_eps.onnx host1/net.onnx # a stale copy at the same path on "another host"
+    expect_match "two ranks whose --model path holds different graphs" \
+        "^dtrain train: ranks disagree on the model's graph \(hash of its ops and shapes\): [0-9a-f]{16} on rank 0, [0-9a-f]{16} on rank 1$" \
+        "" mpirun -np 1 -wdir "$tmp/host0" "$DTRAIN" train $N : -np 1 -wdir "$tmp/host1" "$DTRAIN" train $N
+else
+    echo "no mpirun: the two-rank graph case is not run"
+fi
+
+bad_input_done
