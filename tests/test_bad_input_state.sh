@@ -113,4 +113,17 @@ else
     echo "no mpirun: the two-rank graph case is not run"
 fi
 
+# --- item 5: a checkpoint or --save past `ulimit -f` (in 1 KiB blocks): one line, no
+# file left behind (the lenet5 checkpoint is ~500 KB, the weights ~250 KB)
+expect "a checkpoint past ulimit -f" \
+    "dtrain train: cannot write cf/checkpoint.safetensors: File too large" "" \
+    bash -c 'ulimit -f 100; exec "$0" train $1 --checkpoint cf' "$DTRAIN" "$F"
+if [ -d cf ] && [ -z "$(ls -A cf)" ]; then pass "...and leaves no file"; else
+    fail "...and leaves no file" "$(ls -A cf 2>&1)"; fi
+expect "--save past ulimit -f" \
+    "dtrain train: cannot write big.safetensors: File too large" "" \
+    bash -c 'ulimit -f 100; exec "$0" train $1 --save big.safetensors' "$DTRAIN" "$F"
+if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
+    fail "...and leaves no file" "$(ls -A | grep big)"; fi
+
 bad_input_done
