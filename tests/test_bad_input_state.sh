@@ -118,12 +118,69 @@ fi
 expect "a checkpoint past ulimit -f" \
     "dtrain train: cannot write cf/checkpoint.safetensors: File too large" "" \
     bash -c 'ulimit -f 100; exec "$0" train $1 --checkpoint cf' "$DTRAIN" "$F"
-if [ -d cf ] && [ -z "$(ls -A cf)" ]; then pass "...and leaves no file"; else
+if [ -d cf ] && [ -z "$(ls -A cf | grep -vx .launch.lock)" ]; then pass "...and leaves no file"; else
     fail "...and leaves no file" "$(ls -A cf 2>&1)"; fi
 expect "--save past ulimit -f" \
     "dtrain train: cannot write big.safetensors: File too large" "" \
     bash -c 'ulimit -f 100; exec "$0" train $1 --save big.safetensors' "$DTRAIN" "$F"
 if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
     fail "...and leaves no file" "$(ls -A | grep big)"; fi
+
+# --- item 3: one run per --log, per --checkpoint DIR, per scale --out; refused with
+# the holder's pid (a run slowed to 50 ms a step, stopped once the case ran)
+SLOW="--max-samples 64 --test-samples 32 --threads 1 --quiet --batch-size 16 --epochs 1000 --test-delay 0:50"
+# hold "what" ARGS...: starts a slow run in the background, waits until its log says it
+# is training (a step record in hold.jsonl, or the line given in $HOLD_LOG)
+hold() {
+    rm -f hold.jsonl
+    "$@" >hold.out 2>&1 &
+    holder=$!
+    wait_line "${HOLD_LOG:-hold.jsonl}" "${HOLD_RE:-\"event\":\"step\"}" 60 "$holder" ||
+        { fail "$1: the holding run did not start" "$(cat hold.out)"; return 1; }
+}
+release() { kill -TERM "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; }
+
+if hold "$DTRAIN" train $SLOW --log hold.jsonl; then
+    expect "a second run on the same --log" \
+        "dtrain train: --log hold.jsonl is in use by another dtrain train (pid $holder): one run per log; wait for it to end or stop it" \
+        "" "$DTRAIN" train $F --log hold.jsonl
+    release
+    # the holder's log (growing meanwhile) kept its one run record: not cut, not mixed
+    [ "$(grep -c '"event":"run"' hold.jsonl)" = 1 ] && head -1 hold.jsonl | grep -q '"epochs":1000,' &&
+        pass "...and the holder's log stays its own" ||
+        fail "...and the holder's log stays its own" "$(grep -c '"event":"run"' hold.jsonl) run records"
+fi
+if hold "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hk; then
+    expect "a second run on the same --checkpoint DIR" \
+        "dtrain train: --checkpoint hk is in use by another dtrain train (pid $holder): one run per checkpoint directory; wait for it to end or stop it" \
+        "" "$DTRAIN" train $F --checkpoint hk
+    release
+fi
+rm -rf hk
+# launch's job (its descendant) takes launch's lock as its own; a plain train --resume
+# beside it is refused
+if hold "$DTRAIN" launch --quiet -- "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hk \
+    --checkpoint-every 2steps; then
+    wait_line hold.jsonl '"event":"step","rank":0,"epoch":0,"step":3' 60 "$holder" ||
+        fail "launch: no step 3"
+    sum=$(md5sum hk/checkpoint.safetensors 2>/dev/null)
+    expect "train --resume beside a running launch on that DIR" \
+        "dtrain train: --checkpoint hk is in use by another dtrain launch (pid $holder): one run per checkpoint directory; wait for it to end or stop it" \
+        "" "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hk --resume hk
+    release
+    # launch's own job did not refuse its supervisor: it ran and wrote checkpoints
+    [ -n "$sum" ] && [ "$(grep -c '"event":"run"' hold.jsonl)" = 1 ] &&
+        pass "...and launch's job trains under launch's lock" ||
+        fail "...and launch's job trains under launch's lock" "$(cat hold.out)"
+fi
+HOLD_LOG=study/run_p1_b16.jsonl.partial hold "$DTRAIN" scale --model logreg --data synthetic:mnist \
+    --max-samples 256 --test-samples 32 --batch-sizes 16 --procs 1 --epochs 1000 \
+    --test-delay 0:50 --out study && {
+    expect "a second scale on the same --out" \
+        "dtrain scale: --out study is in use by another dtrain scale (pid $holder): one study per folder; wait for it to end or stop it" \
+        "" "$DTRAIN" scale --model logreg --data synthetic:mnist --max-samples 256 \
+        --test-samples 32 --batch-sizes 16 --procs 1 --epochs 1 --out study
+    release
+}
 
 bad_input_done

@@ -63,6 +63,12 @@ int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err) {
     return 0;
 }
 
+int dt_resume_lock_path(char *out, size_t size, const char *dir, dt_error *err) {
+    if ((size_t)snprintf(out, size, "%s/.launch.lock", dir) >= size)
+        return dt_error_set(err, "checkpoint directory path too long: %.80s...", dir);
+    return 0;
+}
+
 /* The matched flags as "flag.NAME" = value ("" for a switch that is on); flags at
  * their default are absent. */
 static int flag_meta(const dt_train_config *cfg, dt_st_meta *meta, int cap, int *n, dt_error *err) {

@@ -47,6 +47,11 @@ typedef struct dt_resume_run {
 /* dir's checkpoint file into out[size]. */
 int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err);
 
+/* dir's lock file (DIR/.launch.lock, core/runlock) into out[size]: launch holds it
+ * while it supervises a job on DIR, train while it writes checkpoints there. */
+int dt_resume_lock_path(char *out, size_t size, const char *dir, dt_error *err);
+#define DT_RESUME_LOCK_POLICY "one run per checkpoint directory"
+
 /* Creates dir if needed and checks it is a directory: at the start of training, so a
  * typo does not cost the run. */
 int dt_resume_check_dir(const char *dir, dt_error *err);

@@ -13,6 +13,7 @@
 
 #include "core/fileset.h"
 #include "core/placement.h"
+#include "core/runlock.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -95,6 +96,7 @@ typedef struct trainer {
     long lost_steps;      /* its step records after the checkpoint, cut */
     int finished;         /* --resume of a run with nothing left to do: only --save done */
     char *log_abs;        /* --log's absolute path (rank 0 of a --checkpoint run) */
+    dt_runlock ckpt_lock; /* --checkpoint DIR's (rank 0), held for the run */
     /* compute threads, and why that many */
     dt_threads_choice threads;
     /* setup agreed by every worker: a failure from now on is this rank's alone */
@@ -120,6 +122,7 @@ static void trainer_free(trainer *t) {
     free(t->labels);
     free(t->log_abs);
     dt_runlog_close(&t->log, NULL);
+    dt_runlock_release(&t->ckpt_lock);
     dt_world_free(&t->workers);
 }
 
@@ -281,11 +284,23 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     return rc;
 }
 
+static int lock_checkpoint_dir(trainer *t, dt_error *err) {
+    const char *dir = t->cfg->checkpoint_dir;
+    char path[4200], what[4200];
+    snprintf(what, sizeof what, "--checkpoint %s", dir);
+    if (dt_resume_check_dir(dir, err) || dt_resume_lock_path(path, sizeof path, dir, err))
+        return -1;
+    return dt_runlock_file(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
+}
+
 /* What each rank sets up by itself: files, data, model, loader. */
 static int setup_local(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
+    /* one run per checkpoint folder (the one that writes it locks it; launch's job finds
+     * it held by launch, its ancestor: core/runlock), before anything there is looked at */
+    if (w->rank == 0 && cfg->checkpoint_dir && lock_checkpoint_dir(t, err)) return -1;
     /* a typo in --save must not cost the whole run, nor may an output replace an input */
     if (w->rank == 0 && check_files(cfg, err)) return -1;
     if (w->rank == 0 && cfg->checkpoint_dir && check_checkpoint(t, err)) return -1;
@@ -761,6 +776,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     const dt_train_config *cfg = &resolved;
     trainer t;
     memset(&t, 0, sizeof t);
+    t.ckpt_lock.fd = -1;
     t.cfg = cfg;
     t.job = job;
     if (dt_train_mode_of(cfg, &t.mode, err) ||
