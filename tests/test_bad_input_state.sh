@@ -126,6 +126,16 @@ expect "--save past ulimit -f" \
 if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
     fail "...and leaves no file" "$(ls -A | grep big)"; fi
 
+# --- item 7: hier's 16-bit wire is between nodes only; on one node the run summed in
+# fp32 under a record saying bf16: refused
+if command -v mpirun >/dev/null; then
+    for t in bf16 fp16; do
+        expect_match "--allreduce hier --comm-dtype $t on one node" \
+            "^dtrain train: --allreduce hier --comm-dtype $t: the 2 ranks share one node, where hier sums in fp32 \((shm|ring)\) and sends nothing between nodes, the only place its 16-bit wire is used; give --allreduce ring for $t here$" \
+            "" mpirun -np 2 "$DTRAIN" train $F --allreduce hier --comm-dtype $t
+    done
+fi
+
 # --- item 3: one run per --log, per --checkpoint DIR, per scale --out; refused with
 # the holder's pid (a run slowed to 50 ms a step, stopped once the case ran)
 SLOW="--max-samples 64 --test-samples 32 --threads 1 --quiet --batch-size 16 --epochs 1000 --test-delay 0:50"

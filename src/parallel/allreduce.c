@@ -120,13 +120,29 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
             dt_error_set(err, "--allreduce hier: %s", why.msg);
         }
         if (rc) return -1;
-        if (ar->levels->local.size == 1)
-            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x 1 rank, the ring between them",
-                     ar->levels->nodes);
+        const dt_allreduce_levels *l = ar->levels;
+        /* the 16-bit wire is the link's between nodes; on one node nothing would use it,
+         * and a run recorded as bf16 would have summed in fp32 */
+        if (dtype != DT_COMM_FP32 && l->nodes == 1) {
+            dt_error_set(err,
+                         "--allreduce hier --comm-dtype %s: the %d ranks share one node, where "
+                         "hier sums in fp32 (%s) and sends nothing between nodes, the only "
+                         "place its 16-bit wire is used; give --allreduce ring for %s here",
+                         dt_comm_dtype_name(dtype), w->size, dt_allreduce_name(l->in_node->algo),
+                         dt_comm_dtype_name(dtype));
+            levels_free(ar->levels);
+            ar->levels = NULL;
+            return -1;
+        }
+        char wire[48] = "";
+        if (dtype != DT_COMM_FP32)
+            snprintf(wire, sizeof wire, ", %s between nodes", dt_comm_dtype_name(dtype));
+        if (l->local.size == 1)
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x 1 rank, the ring between them%s",
+                     l->nodes, wire);
         else
-            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node",
-                     ar->levels->nodes, ar->levels->local.size,
-                     dt_allreduce_name(ar->levels->in_node->algo));
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node%s",
+                     l->nodes, l->local.size, dt_allreduce_name(l->in_node->algo), wire);
         return 0;
     }
     if (dtype != DT_COMM_FP32 && algo == DT_ALLREDUCE_MPI) {
