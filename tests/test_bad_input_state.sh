@@ -126,6 +126,34 @@ expect "--save past ulimit -f" \
 if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
     fail "...and leaves no file" "$(ls -A | grep big)"; fi
 
+# --- item 6: --save FILE.onnx that cannot be written at the end (its --model file
+# moved during the run) keeps the weights as safetensors beside it, never over an
+# existing file, and says so in one line
+cp "$FX/resnet18_w4.onnx" mv.onnx
+echo "not ours" >out.safetensors
+"$DTRAIN" train --model mv.onnx --data synthetic:cifar10 --max-samples 64 --test-samples 16 \
+    --batch-size 16 --threads 1 --quiet --epochs 5 --test-delay 0:50 --log mv.jsonl \
+    --save out.onnx 2>"$tmp/mv.err" &
+job=$!
+if wait_line mv.jsonl '"event":"step"' 60 "$job"; then
+    mv mv.onnx moved.onnx
+    wait "$job"
+    status=$?
+    if [ $status -eq 1 ] && [ "$(grep -c '^dtrain' "$tmp/mv.err")" = 1 ] &&
+        grep -Eq "^dtrain train: .*mv\.onnx.*; the trained weights are in out\.1\.safetensors instead \(--init reads them\)$" "$tmp/mv.err" &&
+        [ "$(cat out.safetensors)" = "not ours" ] && [ ! -e out.onnx ] &&
+        "$DTRAIN" eval --model moved.onnx --data synthetic:cifar10 --init out.1.safetensors \
+            --test-samples 16 --threads 1 >/dev/null 2>&1; then
+        pass "--save FILE.onnx with the model moved during the run keeps the weights"
+    else
+        fail "--save FILE.onnx with the model moved during the run keeps the weights" \
+            "status $status" "$(cat "$tmp/mv.err")" "$(ls out*)"
+    fi
+else
+    fail "--save FILE.onnx: the run did not start" "$(cat "$tmp/mv.err")"
+    kill "$job"
+fi
+
 # --- item 7: hier's 16-bit wire is between nodes only; on one node the run summed in
 # fp32 under a record saying bf16: refused
 if command -v mpirun >/dev/null; then

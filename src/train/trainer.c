@@ -3,6 +3,7 @@
  * it runs. */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +311,10 @@ static int setup_local(trainer *t, dt_error *err) {
     spec.reinit = cfg->reinit;
     if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
+        return -1;
+    /* --save FILE.onnx: what its write needs, before the run it would keep */
+    if (w->rank == 0 && cfg->save_path && dt_onnx_is_path(cfg->save_path) &&
+        dt_onnx_save_check(&t->state.model, cfg->model, cfg->save_path, err))
         return -1;
     /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
      * different units, as independent replicas would. */
@@ -637,16 +642,45 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
 }
 
-/* --save: the first worker writes the weights after step t->state.step. */
+/* Where the weights go when --save FILE.onnx cannot be written at the end: FILE.safetensors
+ * beside it, or FILE.N.safetensors (N = 1..99) while that name is taken: never over an
+ * existing file (an input, another run's). 0 with out filled, -1 when none is free. */
+static int fallback_path(const char *onnx, char *out, size_t size) {
+    const size_t stem = strlen(onnx) - strlen(".onnx"); /* dt_onnx_is_path: it ends so */
+    struct stat st;
+    for (int n = 0; n < 100; n++) {
+        char suffix[32] = "";
+        if (n) snprintf(suffix, sizeof suffix, ".%d", n);
+        if ((size_t)snprintf(out, size, "%.*s%s.safetensors", (int)stem, onnx, suffix) >= size)
+            return -1;
+        if (lstat(out, &st) != 0 && errno == ENOENT) return 0;
+    }
+    return -1;
+}
+
+/* --save: the first worker writes the weights after step t->state.step. An ONNX file
+ * that cannot be written at the end (the --model file moved during the run) does not
+ * lose the run: the weights go to a safetensors file beside it, and the run fails
+ * with one line saying where they are. */
 static int save_weights(const trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     if (!cfg->save_path || t->workers.rank != 0) return 0;
     dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
     snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
     snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
-    return dt_onnx_is_path(cfg->save_path)
-               ? dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, err)
-               : dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err);
+    if (!dt_onnx_is_path(cfg->save_path))
+        return dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err);
+    dt_error why;
+    if (dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, &why) == 0) return 0;
+    char alt[4200];
+    dt_error alt_err;
+    if (fallback_path(cfg->save_path, alt, sizeof alt))
+        return dt_error_set(err, "%s (and no free name beside it for the weights)", why.msg);
+    if (dt_checkpoint_save(&t->state.model, NULL, meta, 2, alt, &alt_err))
+        return dt_error_set(err, "%s; the weights could not be saved beside it either: %s", why.msg,
+                            alt_err.msg);
+    return dt_error_set(err, "%s; the trained weights are in %s instead (--init reads them)",
+                        why.msg, alt);
 }
 
 static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *result,
