@@ -24,7 +24,7 @@ ROOT=$PWD
 SOURCES="src/core/error.c src/core/outfile.c src/core/textfile.c src/data/idx.c src/data/cifar.c
     src/io/safetensors.c src/metrics/runlog.c src/perfmodel/nnls.c src/perfmodel/perfmodel.c
     src/perfmodel/jobs.c src/perfmodel/perfinput.c src/perfmodel/fitfile.c src/study/scaling.c src/study/scale_csv.c
-    src/study/reading.c src/core/parse.c"
+    src/study/reading.c src/core/parse.c src/core/runlock.c src/core/stats.c"
 CFLAGS="-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -fno-sanitize-recover=undefined -Iinclude -Isrc"
 BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp
 # the library as CMake globs it, instrumented, into build-fuzz/lib/libdtrain.a (an

@@ -63,13 +63,27 @@ fail() {
     return 0
 }
 
-# nan_weights IN OUT: OUT is the safetensors file IN with its first value NaN
+# nan_weights IN OUT: OUT is the safetensors file IN with its first value NaN, its
+# checksums (dtrain's tensor_crc32.*, if any) recomputed: NaN weights as a writer
+# saved them, not a damaged file
 nan_weights() {
     python3 - "$1" "$2" <<'PY'
-import struct, sys
+import json, struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
 n = struct.unpack("<Q", b[:8])[0]
 b[8 + n:8 + n + 4] = struct.pack("<f", float("nan"))
+h = json.loads(b[8:8 + n])
+meta = h.get("__metadata__", {})
+if "tensor_crc32.0" in meta:
+    data = bytes(b[8 + n:])
+    names = sorted(k for k in h if k != "__metadata__")
+    crcs = ["%08x" % zlib.crc32(data[h[k]["data_offsets"][0]:h[k]["data_offsets"][1]]) for k in names]
+    for k in [k for k in meta if k.startswith("tensor_crc32.")]:
+        del meta[k]
+    for i in range(0, len(crcs), 400):
+        meta["tensor_crc32.%d" % (i // 400)] = ",".join(crcs[i:i + 400])
+    js = json.dumps(h, separators=(",", ":")).encode()
+    b = struct.pack("<Q", len(js)) + js + data
 open(sys.argv[2], "wb").write(b)
 PY
 }

@@ -281,6 +281,40 @@ static void test_16bit_wire(void **state) {
     }
 }
 
+/* An allocation failing on one rank only (rank 0 asks for buffers past the address
+ * space): init fails on every rank, and every rank frees what it made together with
+ * the others (a shared window freed by one rank alone, or kept by the others, left
+ * MPI_Win_free waiting on the other side, and leaked on the failing one); the world
+ * and a new all-reduce work after it. */
+static void test_init_fails_together(void **state) {
+    (void)state;
+    const dt_allreduce_algo algos[] = {DT_ALLREDUCE_AUTO, DT_ALLREDUCE_HIER, DT_ALLREDUCE_RING};
+    for (size_t k = 0; k < sizeof algos / sizeof *algos; k++) {
+        dt_allreduce ar;
+        dt_error err = {{0}};
+        const size_t floats = world.rank == 0 ? SIZE_MAX : 1024;
+        const int rc = dt_allreduce_init(&ar, &world, algos[k], DT_COMM_FP32, floats, &err);
+        print_message("%s, rank %d: %d (%s)\n", dt_allreduce_name(algos[k]), world.rank, rc,
+                      err.msg);
+        if (algos[k] == DT_ALLREDUCE_RING) { /* no window: only the failing rank fails */
+            assert_int_equal(rc, world.rank == 0 ? -1 : 0);
+            if (rc == 0) dt_allreduce_free(&ar);
+            continue;
+        }
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(err.msg, world.rank == 0 ? "is too many" : "another rank"));
+        assert_null(ar.shm);
+        assert_null(ar.levels);
+    }
+    dt_allreduce ar;
+    dt_error err;
+    float v[3] = {1, 2, (float)world.rank};
+    assert_int_equal(dt_allreduce_init(&ar, &world, DT_ALLREDUCE_AUTO, DT_COMM_FP32, 3, &err), 0);
+    dt_allreduce_sum(&ar, v, 3);
+    assert_true(v[0] == (float)world.size && v[2] == (float)(world.size * (world.size - 1) / 2));
+    dt_allreduce_free(&ar);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_equals_mpi_allreduce),
@@ -290,6 +324,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_hier),
         cmocka_unit_test(test_auto_measures_and_agrees),
         cmocka_unit_test(test_16bit_wire),
+        cmocka_unit_test(test_init_fails_together),
     };
     return run_mpi_tests(&world, tests, sizeof tests / sizeof *tests, &argc, &argv);
 }

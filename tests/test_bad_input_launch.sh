@@ -93,7 +93,7 @@ fi
 holder=$!
 if wait_file holder.pid; then
     expect "launch: a second launch on a locked checkpoint directory" \
-        "dtrain launch: lk is in use by another dtrain launch (pid $holder): one supervisor per checkpoint directory; wait for it to end or stop it" \
+        "dtrain launch: lk is in use by another dtrain launch (pid $holder): one run per checkpoint directory; wait for it to end or stop it" \
         "" "$DTRAIN" launch --quiet -- sh count.sh n4 1 --checkpoint lk
     [ "$(attempts n4)" -eq 0 ] && pass "launch: the refused job did not run" ||
         fail "launch: the refused job ran"

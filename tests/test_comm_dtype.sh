@@ -45,6 +45,13 @@ mpirun -np 2 "$DTRAIN" train --comm-dtype bf16 --allreduce mpi --max-samples 256
 status=$?
 check "bf16 with MPI's all-reduce fails" [ "$status" -ne 0 ]
 check "and says why" grep -q "needs dtrain's ring all-reduce" "$tmp/err"
+# hier's 16-bit wire runs between nodes only: on one node it would run fp32 under a
+# bf16 record, so it is refused (tests/test_two_hosts.sh runs it on 2 nodes)
+mpirun -np 2 "$DTRAIN" train --comm-dtype bf16 --allreduce hier --max-samples 256 --epochs 1 \
+    --quiet >"$tmp/out" 2>"$tmp/err"
+status=$?
+check "bf16 with hier on one node fails" [ "$status" -ne 0 ]
+check "and says why" grep -q "^dtrain train: --allreduce hier --comm-dtype bf16: the 2 ranks share one node" "$tmp/err"
 "$DTRAIN" train --comm-dtype fp8 >"$tmp/out" 2>"$tmp/err"
 check "an unknown dtype is refused in one line" sh -c "[ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'must be fp32, bf16 or fp16' '$tmp/err'"
 finish

@@ -529,6 +529,24 @@ static void test_untrainable_weights_and_old_opsets_are_refused(void **state) {
     assert_non_null(strstr(err.msg, "initializer 'head.bias' holds NaN or infinite values"));
 }
 
+/* --save FILE.onnx is checked before training: weights past protobuf's 2 GiB are
+ * refused then, not after the run (a graph built, never allocated: 65536 x 8193
+ * floats of one linear layer, 2^29 + 65536). */
+static void test_a_save_past_2_gib_is_refused_before_training(void **state) {
+    (void)state;
+    dt_model m;
+    dt_model_init_empty(&m, "big", 8193);
+    const int in = dt_model_input(&m, 65536, 1, 1);
+    assert_true(dt_model_linear(&m, "fc", in, 8193) >= 0);
+    assert_false(m.build_failed);
+    dt_error err;
+    assert_int_equal(dt_onnx_save_check(&m, "big.onnx", "out.onnx", &err), -1);
+    assert_string_equal(err.msg, "--save out.onnx: the weights (2.00 GiB) are past protobuf's 2 "
+                                 "GiB, which an ONNX file cannot hold inline; save them as "
+                                 ".safetensors");
+    dt_model_free(&m);
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -546,6 +564,7 @@ int main(void) {
         cmocka_unit_test(test_deeply_nested_subgraphs_are_refused),
         cmocka_unit_test(test_save_writes_weights_in_the_files_layout),
         cmocka_unit_test(test_untrainable_weights_and_old_opsets_are_refused),
+        cmocka_unit_test(test_a_save_past_2_gib_is_refused_before_training),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

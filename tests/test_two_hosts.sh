@@ -66,6 +66,15 @@ elif netns_up_n $$ 2; then
     expect "train --allreduce hier on 2 x 2 runs" test $? -eq 0
     expect "... its record says how" \
         grep -q '"allreduce_used":"hier: 2 nodes x 2 ranks, ring in a node"' "$tmp/hier.jsonl"
+    # a 16-bit wire: between the nodes (the ring in a node stays fp32), and said so
+    netns_mpirun_hosts 1:2,2:2 $train --allreduce hier --comm-dtype bf16 --log "$tmp/hier16.jsonl"
+    expect "train --allreduce hier --comm-dtype bf16 on 2 x 2 runs" test $? -eq 0
+    expect "... its record says the wire between the nodes is bf16" \
+        grep -q '"allreduce_used":"hier: 2 nodes x 2 ranks, ring in a node, bf16 between nodes"' \
+        "$tmp/hier16.jsonl"
+    step_bytes() { grep '"event":"step"' "$1" | head -1 | sed 's/.*"bytes_sent":\([0-9]*\).*/\1/'; }
+    b32=$(step_bytes "$tmp/hier.jsonl") b16=$(step_bytes "$tmp/hier16.jsonl")
+    expect "... and sends fewer bytes than fp32's hier ($b16 vs $b32)" test "$b16" -lt "$b32"
     netns_mpirun_hosts 1:2,2:2 $train --allreduce auto --log "$tmp/auto.jsonl"
     expect "train --allreduce auto on 2 x 2 runs" test $? -eq 0
     expect "... with hier among its candidates" \

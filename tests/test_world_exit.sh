@@ -24,4 +24,28 @@ for how in mixed together late; do
     check "$how: 20 of 20 jobs ended with status 1 (not hung, not crashed)" [ "$bad" -eq 0 ]
     check "$how: each printed its one line and nothing else" [ "$said" -eq 0 ]
 done
+# the abort never comes and mpirun is gone (killed): the waiting ranks end at once
+# (they watch their parent), not after the 60 s bound
+. "$(dirname "$0")/wait_lib.sh"
+mpirun -np 4 "$DRIVER" orphaned >"$tmp/orphans" 2>&1 &
+job=$!
+if wait_line "$tmp/orphans" "rank 3 .* waits" 30 "$job" && [ "$(grep -c ' waits$' "$tmp/orphans")" -eq 4 ]; then
+    pids=$(sed -n 's/.*(pid \([0-9]*\)) waits$/\1/p' "$tmp/orphans")
+    kill -KILL "$job"
+    wait "$job" 2>/dev/null
+    left="$pids"
+    for i in $(seq 1 50); do # up to 5 s
+        # running, not a zombie its new parent has yet to reap
+        left=$(for p in $pids; do
+            st=$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p"
+        done)
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
+    check "orphaned: every waiting rank ended within 5 s of mpirun's kill" [ -z "$left" ]
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+else
+    check "orphaned: 4 ranks waiting" false
+    kill -KILL "$job" 2>/dev/null
+fi
 finish

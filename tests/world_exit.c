@@ -4,18 +4,22 @@
  * workers), rank 1 speaks and ends the job, the others wait for it. With "together",
  * every rank ends at the same point; with "late", every rank but 1 ends well
  * (dt_world_finalize) and rank 1 then fails alone, as a final save failing on one rank
- * would. Run under mpirun with 4 ranks. */
+ * would. With "orphaned", every rank waits for an abort that never comes, and the test
+ * kills mpirun: the ranks must end at once, not after the 60 s bound. Run under
+ * mpirun with 4 ranks. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/timer.h"
 #include "dtrain/world.h"
 
 int main(int argc, char **argv) {
     const char *how = argc > 1 ? argv[1] : "";
-    if (strcmp(how, "mixed") && strcmp(how, "together") && strcmp(how, "late")) {
-        fprintf(stderr, "usage: world_exit mixed|together|late (under mpirun -np 4)\n");
+    if (strcmp(how, "mixed") && strcmp(how, "together") && strcmp(how, "late") &&
+        strcmp(how, "orphaned")) {
+        fprintf(stderr, "usage: world_exit mixed|together|late|orphaned (under mpirun -np 4)\n");
         return 2;
     }
     const int together = strcmp(how, "together") == 0;
@@ -28,6 +32,11 @@ int main(int argc, char **argv) {
     if (together) {
         if (w.rank == 0) fprintf(stderr, "world_exit: ended together\n");
         dt_world_exit(1, DT_EXIT_TOGETHER);
+    }
+    if (strcmp(how, "orphaned") == 0) { /* every rank waits for an abort none sends */
+        printf("world_exit: rank %d (pid %ld) waits\n", w.rank, (long)getpid());
+        fflush(stdout);
+        dt_world_exit(1, DT_EXIT_WAIT);
     }
     if (strcmp(how, "late") == 0) { /* rank 1 fails after the others ended well */
         if (w.rank != 1) {

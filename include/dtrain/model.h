@@ -196,6 +196,11 @@ void dt_model_free(dt_model *m);
 /* Index of the first parameter or buffer that is NaN or infinite (buffers after the
  * parameters), or -1. */
 long dt_model_first_non_finite(const dt_model *m);
+/* A 64-bit hash of the built graph: its ops (kind, name, inputs, output, attributes),
+ * values' shapes, and tensors' names, shapes and places. Not the weights, the model's
+ * name or anything dt_model_alloc chooses (kernels, layouts): two files holding the same
+ * graph hash equal; a changed op, attribute or shape changes it. */
+uint64_t dt_model_graph_hash(const dt_model *m);
 
 /* PyTorch-default initialisation from a seed: each tensor draws from its own RNG
  * stream, so the result does not depend on order or thread count. A model with

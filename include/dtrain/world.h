@@ -72,8 +72,9 @@ void dt_world_free(dt_world *w);
  *   failure they agreed on, or found before MPI started, which is then started);
  * - DT_EXIT_ENDS_JOB: this rank ends the others (MPI's abort);
  * - DT_EXIT_WAIT: another rank ends the job (this one sleeps until it does, not in
- *   MPI's finalize, whose mix with an abort can hang Open MPI's mpirun; after 60 s it
- *   exits with the status, and the launcher ends the job).
+ *   MPI's finalize, whose mix with an abort can hang Open MPI's mpirun; it exits with
+ *   the status at once when its launcher, its parent process, is gone, and after 60 s
+ *   otherwise, the launcher then ending the job).
  * Under Open MPI's mpirun, together means rank 0 aborts the job and the others wait:
  * mpirun answers a rank's non-zero exit after finalize with a 10-line notice of its
  * own, and an abort with nothing but the rank's Open MPI help, which dt_world_init

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/runlock.h"
 #include "dtrain/zoo.h"
 #include "study/linkmodel.h"
 #include "study/netns.h"
@@ -39,7 +40,8 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "                       does not fit in memory)\n"
             "  --procs LIST         process counts, e.g. 1,2 (default 1,2); with a parameter-\n"
             "                       server mode, worker counts (servers come on top)\n"
-            "  --out DIR            where logs, report and plots go (default runs/scale)\n"
+            "  --out DIR            where logs, report and plots go (default runs/scale);\n"
+            "                       one study at a time in it (DIR/.scale.lock)\n"
             "  --repeats R          run every config R times, interleaved (all configs, then\n"
             "                       all again); the report gives medians with min-max\n"
             "                       (default 1)\n"
@@ -319,13 +321,30 @@ int cmd_scale(int argc, char **argv) {
     studies.network.beyond_per_host = (int)beyond_per_host;
     studies.network.beyond_rate_bps = beyond.rate_bps;
     studies.network.beyond_delay_s = beyond.delay_s;
-    if (!places.hosts_text) return run_studies(&studies);
-    if (strchr(self, ' '))
+    /* one study per --out folder: two at once would interleave and replace each
+     * other's logs and report (core/runlock) */
+    char lock_path[4200], what[4200];
+    dt_runlock out_lock;
+    snprintf(what, sizeof what, "--out %s", cfg.out_dir);
+    if ((size_t)snprintf(lock_path, sizeof lock_path, "%s/.scale.lock", cfg.out_dir) >=
+        sizeof lock_path)
+        return cli_fail(cmd, "--out %.100s...: the path is too long", cfg.out_dir), 1;
+    if (dt_make_dirs(cfg.out_dir, &err) ||
+        dt_runlock_file(&out_lock, lock_path, what, "one study per folder", &err))
+        return cli_fail(cmd, "%s", err.msg), 1;
+    if (!places.hosts_text) {
+        const int rc = run_studies(&studies);
+        dt_runlock_release(&out_lock);
+        return rc;
+    }
+    if (strchr(self, ' ')) {
+        dt_runlock_release(&out_lock);
         return cli_fail(cmd,
                         "the dtrain binary's path '%s' has a space: mpirun's rsh agent "
                         "cannot take it",
                         self),
                1;
+    }
     snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host", places.hosts_text,
              places.link_text, places.ranks_per_host, places.ranks_per_host > 1 ? "s" : "");
     cfg.hosts = where;
@@ -358,5 +377,6 @@ done:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (scale_stop && rc == 0) rc = 1;
+    dt_runlock_release(&out_lock);
     return rc;
 }

@@ -107,8 +107,9 @@ int cmd_train(int argc, char **argv) {
     if (job) dt_world_finalize(job);
     if (res.finished) { /* not an error: a restart after the last checkpoint lands here */
         if (rank == workers_from)
-            fprintf(stderr, "dtrain train: --resume %s: the run already finished at step %ld\n",
-                    cfg.resume_dir, res.steps);
+            fprintf(stderr, "dtrain train: --resume %s: the run already finished at step %ld%s%s\n",
+                    cfg.resume_dir, res.steps, cfg.save_path ? "; its weights in " : "",
+                    cfg.save_path ? cfg.save_path : "");
         return 0;
     }
     if (!con.quiet)

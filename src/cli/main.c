@@ -1,4 +1,5 @@
 /* dtrain: train neural networks data-parallel and study how training scales. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,10 @@ int main(int argc, char **argv) {
     /* Before anything runs: OpenBLAS's generic fallback kernels on a CPU it does not know
      * are 3.5x slower (core/blas_core.h). */
     dt_blas_core_fix(argv);
+    /* A write past `ulimit -f` would kill dtrain by SIGXFSZ, leaving a half-written
+     * temporary file and no word; ignored, the write fails with EFBIG and core/outfile
+     * says so in one line and removes the file. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -128,9 +128,13 @@ int dt_outfile_commit(dt_outfile *o, dt_error *err) {
     int e = 0;
     if (fflush(o->f) != 0)
         e = errno;
-    else if (ferror(o->f))
-        e = EIO;
-    else if (fsync(fileno(o->f)) != 0)
+    else if (ferror(o->f)) {
+        /* stdio's error flag keeps no errno: one more byte, to a file about to be
+         * removed, says why (EFBIG past `ulimit -f`, ENOSPC) */
+        clearerr(o->f);
+        e = fputc(0, o->f) == EOF || fflush(o->f) != 0 ? errno : EIO;
+        if (!e) e = EIO;
+    } else if (fsync(fileno(o->f)) != 0)
         e = errno;
     if (fclose(o->f) != 0 && !e) e = errno;
     o->f = NULL;

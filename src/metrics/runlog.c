@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/runlock.h"
 #include "core/textfile.h"
 
 /* ---- the format: one field list per event, used to write and to read ---- */
@@ -219,6 +220,14 @@ static const event_format *event_format_of(dt_runlog_event id) {
 
 /* ---- writing ---- */
 
+/* One run per log: a lock on the log file itself, held through the descriptor the
+ * run writes with (core/runlock), taken before the file is cut or written. */
+static int lock_log(int fd, const char *path, dt_error *err) {
+    char what[4200];
+    snprintf(what, sizeof what, "--log %s", path);
+    return dt_runlock_fd(fd, what, "one run per log", NULL, err);
+}
+
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     log->file = NULL;
     log->write_failed = 0;
@@ -231,6 +240,10 @@ int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {
     /* read too: a checkpoint reads the log back for its crc32 (dt_runlog_prefix) */
     const int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && lock_log(fd, path, err)) {
+        close(fd); /* another run writes it: left as it is */
+        return -1;
+    }
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) != 0 ||
         !(log->file = fdopen(fd, "w"))) {
         const int e = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) ? 0 : errno;
@@ -317,8 +330,10 @@ int dt_runlog_open_resume(dt_runlog *log, const char *path, long offset, unsigne
                  : dt_error_set(err, "its run log %s is not a regular file", path);
     }
     /* the same bytes as at the checkpoint, else it is not this run's log */
-    int rc = 0;
-    if ((long)st.st_size < offset)
+    int rc = lock_log(fd, path, err);
+    if (rc)
+        ; /* another run writes it */
+    else if ((long)st.st_size < offset)
         rc = dt_error_set(err,
                           "its run log %s has %lld bytes, fewer than the %ld it had at the "
                           "checkpoint: another run's log? (give --log NEW to start a new log)",

@@ -368,6 +368,68 @@ void dt_model_free(dt_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* FNV-1a, 64 bits: fed field by field (never a struct's bytes, whose padding and
+ * pointers differ between processes). */
+typedef struct graph_hash {
+    uint64_t h;
+} graph_hash;
+
+static void hash_bytes(graph_hash *g, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) g->h = (g->h ^ b[i]) * 0x100000001b3ULL;
+}
+
+static void hash_int(graph_hash *g, int64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    hash_bytes(g, b, sizeof b);
+}
+
+static void hash_float(graph_hash *g, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    hash_int(g, bits);
+}
+
+static void hash_text(graph_hash *g, const char *s) {
+    hash_bytes(g, s, strlen(s) + 1); /* the terminator ends it */
+}
+
+uint64_t dt_model_graph_hash(const dt_model *m) {
+    graph_hash g = {0xcbf29ce484222325ULL};
+    hash_int(&g, m->classes);
+    hash_int(&g, m->n_storages);
+    for (int i = 0; i < m->n_storages; i++) hash_int(&g, (int64_t)m->storages[i].per_sample);
+    hash_int(&g, m->n_values);
+    for (int i = 0; i < m->n_values; i++) {
+        const dt_value *v = &m->values[i];
+        hash_int(&g, v->storage), hash_int(&g, v->c), hash_int(&g, v->h), hash_int(&g, v->w);
+    }
+    hash_int(&g, m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const dt_tensor_entry *t = &m->tensors[i];
+        hash_text(&g, t->name);
+        hash_int(&g, t->is_param), hash_int(&g, (int64_t)t->offset), hash_int(&g, t->ndim);
+        for (int d = 0; d < t->ndim; d++) hash_int(&g, t->shape[d]);
+    }
+    hash_int(&g, m->n_ops);
+    for (int i = 0; i < m->n_ops; i++) {
+        const dt_op *op = &m->ops[i];
+        hash_int(&g, op->kind);
+        hash_text(&g, op->name);
+        hash_int(&g, op->in), hash_int(&g, op->in2), hash_int(&g, op->out);
+        hash_int(&g, op->n_ins);
+        for (int k = 0; k < op->n_ins && k < DT_OP_MAX_INPUTS; k++) hash_int(&g, op->ins[k]);
+        const int fields[] = {op->weight, op->bias,     op->running_mean, op->running_var,
+                              op->kernel, op->stride,   op->pad,          op->dilation,
+                              op->groups, op->ceil_mode};
+        for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
+        hash_float(&g, op->eps);
+        hash_float(&g, op->p);
+    }
+    return g.h;
+}
+
 float *dt_model_tensor_data(dt_model *m, int tensor) {
     const dt_tensor_entry *t = &m->tensors[tensor];
     return (t->is_param ? m->params : m->buffers) + t->offset;

@@ -1352,3 +1352,16 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
     onnx__model_proto__free_unpacked(model, NULL);
     return rc ? -1 : 0;
 }
+
+int dt_onnx_save_check(const dt_model *m, const char *source, const char *out, dt_error *err) {
+    const size_t bytes = (m->n_params + m->n_buffers) * sizeof(float);
+    if (bytes > MAX_FILE_BYTES)
+        return dt_error_set(err,
+                            "--save %s: the weights (%.2f GiB) are past protobuf's 2 GiB, which "
+                            "an ONNX file cannot hold inline; save them as .safetensors",
+                            out, (double)bytes / (double)((size_t)1 << 30));
+    Onnx__ModelProto *model = load_model(source, err); /* the graph the save writes back */
+    if (!model) return -1;
+    onnx__model_proto__free_unpacked(model, NULL);
+    return 0;
+}

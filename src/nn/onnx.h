@@ -29,5 +29,8 @@ int dt_onnx_build_any(dt_model *m, const dt_model_spec *spec, dt_error *err);
  * rest of the graph byte for byte as it was (onnxruntime and PyTorch read it as the
  * export). Atomic (core/outfile.h): out is replaced whole or not at all. */
 int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_error *err);
+/* Before training, what dt_onnx_save will need: the weights within protobuf's 2 GiB
+ * and the source graph still readable. One line naming out on error. */
+int dt_onnx_save_check(const dt_model *m, const char *source, const char *out, dt_error *err);
 
 #endif

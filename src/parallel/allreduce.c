@@ -47,6 +47,16 @@ static void levels_free(dt_allreduce_levels *l) {
     free(l);
 }
 
+/* Whether every rank of w made its part (collective over w). Shared windows and
+ * hier's communicators are freed collectively (MPI_Win_free synchronizes), so a rank
+ * whose own allocation failed must not free them alone, nor keep them while the
+ * others go on: all free together or none does. */
+static int all_made(const dt_world *w, int made) {
+    double ok = made ? 1.0 : 0.0;
+    dt_world_allreduce(w, &ok, 1, DT_F64, DT_REDUCE_MIN, "the all-reduce's setup");
+    return ok > 0;
+}
+
 /* hier's levels over w's nodes (collective over w): 0 with *out ready, 1 when the
  * nodes hold different numbers of ranks, or, with `two_levels`, there are not 2 nodes
  * of 2 ranks or more (err says so), -1 on an error. */
@@ -64,22 +74,26 @@ static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_d
     }
     l->in_node = calloc(1, sizeof *l->in_node);
     l->between = calloc(1, sizeof *l->between);
-    if (!l->in_node || !l->between) {
+    /* agreed first: the node's shared window below is made by all its ranks or none */
+    if (!all_made(w, l->in_node && l->between)) {
+        dt_error_set(err, "out of memory for the two-level all-reduce%s",
+                     l->in_node && l->between ? " (on another rank)" : "");
         levels_free(l);
-        return dt_error_set(err, "out of memory for the two-level all-reduce");
+        return -1;
     }
     /* in a node: shared memory where MPI may use it (the ranks agree), else the ring;
      * a node of one rank has nothing to sum (no buffer) */
     dt_error why;
     const size_t in_node = l->local.size > 1 ? max_floats : 0;
-    if ((l->local.size == 1 ||
-         dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM, DT_COMM_FP32, in_node, &why)) &&
-        dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, in_node, err)) {
-        levels_free(l);
-        return -1;
-    }
+    int made =
+        !((l->local.size == 1 || dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM,
+                                                   DT_COMM_FP32, in_node, &why)) &&
+          dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, in_node, err));
     const size_t segment = max_floats / (size_t)l->local.size + 1;
-    if (dt_allreduce_init(l->between, &l->cross, DT_ALLREDUCE_RING, dtype, segment, err)) {
+    made =
+        made && !dt_allreduce_init(l->between, &l->cross, DT_ALLREDUCE_RING, dtype, segment, err);
+    if (!all_made(w, made)) { /* every rank frees the levels: their windows together */
+        if (made) dt_error_set(err, "another rank could not set up the two-level all-reduce");
         levels_free(l);
         return -1;
     }
@@ -120,13 +134,29 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
             dt_error_set(err, "--allreduce hier: %s", why.msg);
         }
         if (rc) return -1;
-        if (ar->levels->local.size == 1)
-            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x 1 rank, the ring between them",
-                     ar->levels->nodes);
+        const dt_allreduce_levels *l = ar->levels;
+        /* the 16-bit wire is the link's between nodes; on one node nothing would use it,
+         * and a run recorded as bf16 would have summed in fp32 */
+        if (dtype != DT_COMM_FP32 && l->nodes == 1) {
+            dt_error_set(err,
+                         "--allreduce hier --comm-dtype %s: the %d ranks share one node, where "
+                         "hier sums in fp32 (%s) and sends nothing between nodes, the only "
+                         "place its 16-bit wire is used; give --allreduce ring for %s here",
+                         dt_comm_dtype_name(dtype), w->size, dt_allreduce_name(l->in_node->algo),
+                         dt_comm_dtype_name(dtype));
+            levels_free(ar->levels);
+            ar->levels = NULL;
+            return -1;
+        }
+        char wire[48] = "";
+        if (dtype != DT_COMM_FP32)
+            snprintf(wire, sizeof wire, ", %s between nodes", dt_comm_dtype_name(dtype));
+        if (l->local.size == 1)
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x 1 rank, the ring between them%s",
+                     l->nodes, wire);
         else
-            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node",
-                     ar->levels->nodes, ar->levels->local.size,
-                     dt_allreduce_name(ar->levels->in_node->algo));
+            snprintf(ar->used, sizeof ar->used, "hier: %d nodes x %d ranks, %s in a node%s",
+                     l->nodes, l->local.size, dt_allreduce_name(l->in_node->algo), wire);
         return 0;
     }
     if (dtype != DT_COMM_FP32 && algo == DT_ALLREDUCE_MPI) {
@@ -177,17 +207,24 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
     }
     ar->chunk_floats = 1 << 16; /* 256 KiB */
     ar->scratch_floats = max_floats / (size_t)w->size + 1;
-    ar->scratch = dt_alloc(sizeof(float) * ar->scratch_floats, "ring all-reduce buffer", err);
-    if (!ar->scratch) return -1;
-    if (dtype != DT_COMM_FP32) {
+    if (ar->scratch_floats > SIZE_MAX / sizeof(float)) /* its bytes would wrap around */
+        dt_error_set(err, "cannot allocate the ring all-reduce buffer: %zu floats is too many",
+                     ar->scratch_floats);
+    else
+        ar->scratch = dt_alloc(sizeof(float) * ar->scratch_floats, "ring all-reduce buffer", err);
+    if (ar->scratch && dtype != DT_COMM_FP32) {
         ar->wire_send = dt_alloc(sizeof(uint16_t) * ar->scratch_floats, "ring send buffer", err);
         ar->wire_recv = ar->wire_send ? dt_alloc(sizeof(uint16_t) * ar->scratch_floats,
                                                  "ring receive buffer", err)
                                       : NULL;
-        if (!ar->wire_recv) {
-            dt_allreduce_free(ar);
-            return -1;
-        }
+    }
+    const int made = ar->scratch && (dtype == DT_COMM_FP32 || ar->wire_recv);
+    /* with a shared window or hier's levels made (auto), the ranks free them together */
+    const int together = ar->shm || ar->levels;
+    if (together ? !all_made(w, made) : !made) {
+        if (made) dt_error_set(err, "another rank could not allocate its all-reduce buffers");
+        dt_allreduce_free(ar);
+        return -1;
     }
     return 0;
 }

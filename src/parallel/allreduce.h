@@ -91,7 +91,8 @@ struct dt_allreduce {
     dt_allreduce_levels *levels;              /* hier (asked, or a candidate of auto), else NULL */
 };
 
-/* Refuses algo mpi or shm with a 16-bit dtype (hier sends it between nodes), shm where
+/* Refuses algo mpi or shm with a 16-bit dtype (hier sends it between nodes, so it
+ * refuses one on a single node, where it would sum in fp32 only), shm where
  * the ranks cannot share memory, and hier where nodes hold different numbers of ranks.
  * Collective over w when algo is auto, shm or hier (they look for shared memory and
  * nodes). */

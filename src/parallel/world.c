@@ -166,8 +166,11 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
 }
 
 /* How long a rank waits for another's abort to end it before it ends itself (the
- * launcher then ends the job): far longer than an abort takes (< 1 s). */
-#define ABORT_WAIT_S 60.0
+ * launcher then ends the job): far longer than an abort takes (< 1 s). Only a
+ * speaker that hangs or dies before its abort, with its launcher alive, makes a rank
+ * wait that long; a launcher that is gone ends the wait at once (await_abort). */
+#define ABORT_WAIT_S  60.0
+#define ABORT_POLL_NS 100000000L /* 0.1 s */
 
 /* Waits for the rank that aborts the job to end this process, outside MPI_Finalize:
  * Open MPI 4.1's mpirun (with PMIx 4.2) hung or crashed in 9-12 of 40 jobs whose abort
@@ -175,8 +178,12 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
  * each where no rank was in it or all were (docs/distributed.md, "Failures"). _exit:
  * MPI is neither finalized nor to be torn down by exit's handlers; output is flushed. */
 static _Noreturn void await_abort(int status) {
+    /* the launcher (mpirun, its orted, slurmstepd) is this rank's parent: once it is
+     * gone (killed; this rank handed to init or a subreaper) no abort can come */
+    const pid_t launcher = getppid();
     const double until = dt_now() + ABORT_WAIT_S;
-    while (dt_now() < until) sleep(1);
+    const struct timespec poll = {0, ABORT_POLL_NS};
+    while (dt_now() < until && getppid() == launcher) nanosleep(&poll, NULL);
     _exit(status);
 }
 

@@ -71,7 +71,10 @@ int dt_fingerprint_model(dt_fingerprint *fp, const dt_model *m, const dt_dataset
         snprintf(name, sizeof name, "the model's tensor %d", i);
         if (dt_fingerprint_add(fp, name, v, err)) return -1;
     }
-    return 0;
+    /* last: a differing tensor is named above; equal tensors in another graph (a stale
+     * copy of --model on one host) are caught here */
+    snprintf(v, sizeof v, "%016llx", (unsigned long long)dt_model_graph_hash(m));
+    return dt_fingerprint_add(fp, "the model's graph (hash of its ops and shapes)", v, err);
 }
 
 /* FNV-1a over the name and the value: equal items hash equal on every rank. */

@@ -27,7 +27,8 @@ int dt_fingerprint_add(dt_fingerprint *fp, const char *name, const char *value, 
 /* Every training flag that must match on all ranks (the flag table's rows not marked
  * per_rank), as "--name" = its value. */
 int dt_fingerprint_config(dt_fingerprint *fp, const dt_train_config *cfg, dt_error *err);
-/* The model (parameter count, each tensor's name and shape) and the data the sampler
+/* The model (parameter count, each tensor's name and shape, its graph's hash:
+ * dt_model_graph_hash) and the data the sampler
  * splits (training and test samples, image shape, classes). */
 int dt_fingerprint_model(dt_fingerprint *fp, const dt_model *m, const dt_dataset *train,
                          const dt_dataset *test, dt_error *err);

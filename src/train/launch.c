@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/proc.h"
+#include "core/runlock.h"
 #include "core/timer.h"
 #include "dtrain/safetensors.h"
 #include "train/resume.h"
@@ -77,49 +78,19 @@ static long checkpoint_step(const char *dir) {
     return step;
 }
 
-/* Locks dir (creating it as train would) with a POSIX write lock on DIR/.launch.lock,
- * which the kernel releases however launch ends; the file also holds our pid, for
- * people. Returns the descriptor to keep open, or -1 after saying why. */
+/* Locks dir (creating it as train would) with a POSIX write lock on DIR/.launch.lock
+ * (core/runlock), which the kernel releases however launch ends; the job's train,
+ * launch's descendant, takes it as its own. Returns the descriptor to keep open, or -1
+ * after saying why. */
 static int lock_dir(const dt_launch_opts *o, const char *dir) {
     dt_error err;
-    if (dt_resume_check_dir(dir, &err)) return fail(o, "%s", err.msg), -1;
     char path[4200];
-    if ((size_t)snprintf(path, sizeof path, "%s/.launch.lock", dir) >= sizeof path)
-        return fail(o, "checkpoint directory name too long: %.100s...", dir), -1;
-    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return fail(o, "cannot open %s: %s", path, strerror(errno)), -1;
-    struct stat st; /* rewritten below: never another file's name for it */
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
-        fail(o, "cannot use %s as the lock: not a regular file of its own (a link?)", path);
-        close(fd);
-        return -1;
-    }
-    for (int tries = 0;; tries++) {
-        struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        if (fcntl(fd, F_SETLK, &lock) == 0) break;
-        if ((errno != EACCES && errno != EAGAIN) || tries == 10) {
-            fail(o, "cannot lock %s: %s", path, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        if (fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK) {
-            fail(o,
-                 "%s is in use by another dtrain launch (pid %ld): one supervisor per "
-                 "checkpoint directory; wait for it to end or stop it",
-                 dir, (long)who.l_pid);
-            close(fd);
-            return -1;
-        } /* released in between: try again */
-    }
-    char text[32];
-    const int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n) {
-        fail(o, "cannot write %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return fd;
+    if (dt_resume_check_dir(dir, &err) || dt_resume_lock_path(path, sizeof path, dir, &err))
+        return fail(o, "%s", err.msg), -1;
+    dt_runlock lock;
+    if (dt_runlock_file(&lock, path, dir, DT_RESUME_LOCK_POLICY, &err))
+        return fail(o, "%s", err.msg), -1;
+    return lock.fd;
 }
 
 /* Runs argv in a new process group that dies with launch; its wait status, or -1 if

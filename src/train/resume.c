@@ -12,8 +12,9 @@
 #include "dtrain/safetensors.h"
 #include "train/train_flags.h"
 
-/* 2: the run log's absolute path and crc32, --precision among the flags */
-#define FORMAT "dtrain-checkpoint-2"
+/* 2: the run log's absolute path and crc32, --precision among the flags; 3: each
+ * tensor's crc32 (checkpoint.h) and the model's graph hash */
+#define FORMAT "dtrain-checkpoint-3"
 
 /* The flags a resumed run must share with the one that wrote the checkpoint: they
  * change the model, the data order or the arithmetic. Not here: threads, loader
@@ -62,6 +63,12 @@ int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err) {
     return 0;
 }
 
+int dt_resume_lock_path(char *out, size_t size, const char *dir, dt_error *err) {
+    if ((size_t)snprintf(out, size, "%s/.launch.lock", dir) >= size)
+        return dt_error_set(err, "checkpoint directory path too long: %.80s...", dir);
+    return 0;
+}
+
 /* The matched flags as "flag.NAME" = value ("" for a switch that is on); flags at
  * their default are absent. */
 static int flag_meta(const dt_train_config *cfg, dt_st_meta *meta, int cap, int *n, dt_error *err) {
@@ -103,6 +110,7 @@ int dt_resume_check_dir(const char *dir, dt_error *err) {
 static int build_meta(const dt_train_config *cfg, const dt_resume_point *p, dt_st_meta *meta,
                       int cap, int *n, dt_error *err) {
     char v[9][32];
+    snprintf(v[7], sizeof v[7], "%016llx", (unsigned long long)p->graph);
     snprintf(v[0], sizeof v[0], "%ld", p->step);
     snprintf(v[1], sizeof v[1], "%d", p->epoch);
     snprintf(v[2], sizeof v[2], "%ld", p->epoch_pos);
@@ -113,7 +121,7 @@ static int build_meta(const dt_train_config *cfg, const dt_resume_point *p, dt_s
     const char *const fields[][2] = {
         {"format", FORMAT},  {"model", cfg->model}, {"step", v[0]},      {"epoch", v[1]},
         {"epoch_pos", v[2]}, {"workers", v[3]},     {"opt_steps", v[4]}, {"log_offset", v[5]},
-        {"log_crc32", v[6]}, {"log", p->log}};
+        {"log_crc32", v[6]}, {"log", p->log},       {"graph", v[7]}};
     *n = 0;
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++, (*n)++) {
         snprintf(meta[*n].key, sizeof meta[*n].key, "%s", fields[i][0]);
@@ -176,7 +184,9 @@ int dt_resume_save(const char *dir, const dt_train_config *cfg, const dt_model *
     dt_st_meta *meta = calloc(META_CAP, sizeof *meta);
     if (!meta) return dt_error_set(err, "out of memory for the checkpoint's metadata");
     int n;
-    int rc = build_meta(cfg, p, meta, META_CAP, &n, err);
+    dt_resume_point at = *p;
+    at.graph = dt_model_graph_hash(m);
+    int rc = build_meta(cfg, &at, meta, META_CAP, &n, err);
     if (rc == 0) rc = dt_checkpoint_save(m, opt, meta, n, path, err);
     free(meta);
     return rc;
@@ -203,6 +213,14 @@ int dt_resume_parse(const dt_safetensors *st, const char *dir, dt_resume_point *
                             "%s/checkpoint.safetensors --checkpoint NEWDIR (momentum and "
                             "position start afresh)",
                             dir, dir);
+    if (format && !strcmp(format, "dtrain-checkpoint-2"))
+        return dt_error_set(err,
+                            "--resume %s: the checkpoint was written by an older dtrain "
+                            "(dtrain-checkpoint-2, without checksums of its tensors and its "
+                            "graph), so it cannot be verified; its weights go on with --init "
+                            "%s/checkpoint.safetensors --checkpoint NEWDIR (momentum and "
+                            "position start afresh)",
+                            dir, dir);
     if (!format || strcmp(format, FORMAT))
         return dt_error_set(err,
                             "--resume %s: its checkpoint.safetensors is not a dtrain training "
@@ -217,6 +235,13 @@ int dt_resume_parse(const dt_safetensors *st, const char *dir, dt_resume_point *
         meta_long(st, dir, "log_offset", -1, LONG_MAX, &p->log_offset, err) ||
         meta_long(st, dir, "log_crc32", 0, 0xffffffffL, &crc, err))
         return -1;
+    const char *graph = dt_safetensors_meta(st, "graph");
+    char *end = NULL;
+    if (graph) p->graph = strtoull(graph, &end, 16);
+    if (!graph || strlen(graph) != 16 || *end)
+        return dt_error_set(err,
+                            "--resume %s: the checkpoint's graph is %s%s%s (want 16 hex digits)",
+                            dir, graph ? "'" : "missing", graph ? graph : "", graph ? "'" : "");
     p->epoch = (int)epoch;
     p->workers = (int)workers;
     p->log_crc = (unsigned long)crc;
@@ -325,9 +350,16 @@ int dt_resume_load(const char *dir, const dt_train_config *cfg, const dt_resume_
     if (dt_safetensors_read(&st, path, err)) return -1;
     int rc = dt_resume_parse(&st, dir, p, err);
     if (rc == 0) rc = check_flags(&st, dir, cfg, err);
+    const unsigned long long graph = dt_model_graph_hash(m);
+    if (rc == 0 && p->graph != graph)
+        rc = dt_error_set(err,
+                          "--resume %s: the checkpoint was written for another graph of --model "
+                          "%s (graph hash %016llx, this run's %016llx): the model changed since",
+                          dir, cfg->model, (unsigned long long)p->graph, graph);
     if (rc == 0) rc = dt_resume_check_run(p, dir, run, err);
+    if (rc == 0) rc = dt_checkpoint_verify(&st, 1, err);
     dt_safetensors_free(&st);
-    if (rc == 0 && dt_resume_finished(p, cfg->epochs, cfg->max_steps)) return 0;
+    /* a finished run's weights too: --save writes them */
     if (rc == 0) rc = dt_checkpoint_load(m, opt, path, err);
     if (rc == 0 && opt) opt->steps = p->opt_steps;
     return rc;

@@ -9,6 +9,7 @@
 #define DTRAIN_RESUME_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dtrain/error.h"
 #include "dtrain/model.h"
@@ -33,6 +34,7 @@ typedef struct dt_resume_point {
     long log_offset;                /* bytes of the run log then; -1: no log */
     unsigned long log_crc;          /* zlib crc32 of those bytes */
     char log[DT_ST_META_VALUE_MAX]; /* the run log's absolute path ("" if none) */
+    uint64_t graph;                 /* dt_model_graph_hash of the model (set by dt_resume_save) */
 } dt_resume_point;
 
 /* What the run that resumes is: the bounds a checkpoint's numbers must keep. */
@@ -44,6 +46,11 @@ typedef struct dt_resume_run {
 
 /* dir's checkpoint file into out[size]. */
 int dt_resume_file(char *out, size_t size, const char *dir, dt_error *err);
+
+/* dir's lock file (DIR/.launch.lock, core/runlock) into out[size]: launch holds it
+ * while it supervises a job on DIR, train while it writes checkpoints there. */
+int dt_resume_lock_path(char *out, size_t size, const char *dir, dt_error *err);
+#define DT_RESUME_LOCK_POLICY "one run per checkpoint directory"
 
 /* Creates dir if needed and checks it is a directory: at the start of training, so a
  * typo does not cost the run. */
@@ -79,8 +86,10 @@ int dt_resume_check_run(const dt_resume_point *p, const char *dir, const dt_resu
 int dt_resume_finished(const dt_resume_point *p, int epochs, long max_steps);
 
 /* Reads dir's checkpoint: refuses one written with other flags (one line naming the
- * flag and both values) or whose numbers do not fit run, loads m and opt (opt may be
- * NULL) and fills *p. A finished run (dt_resume_finished) loads nothing. */
+ * flag and both values), for another graph than m's, whose numbers do not fit run, or
+ * whose tensors do not match their checksums (one line naming the tensor); loads m and
+ * opt (opt may be NULL) and fills *p. A finished run (dt_resume_finished) loads them
+ * too (its --save writes them). */
 int dt_resume_load(const char *dir, const dt_train_config *cfg, const dt_resume_run *run,
                    dt_model *m, dt_sgd *opt, dt_resume_point *p, dt_error *err);
 

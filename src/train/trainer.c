@@ -3,6 +3,7 @@
  * it runs. */
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "core/fileset.h"
 #include "core/placement.h"
+#include "core/runlock.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -94,8 +96,9 @@ typedef struct trainer {
     long lr_shift;        /* schedule step - global step (nonzero after a rank change) */
     int log_continued;    /* the run log is the interrupted run's, continued */
     long lost_steps;      /* its step records after the checkpoint, cut */
-    int finished;         /* --resume of a run with nothing left to do: nothing done */
+    int finished;         /* --resume of a run with nothing left to do: only --save done */
     char *log_abs;        /* --log's absolute path (rank 0 of a --checkpoint run) */
+    dt_runlock ckpt_lock; /* --checkpoint DIR's (rank 0), held for the run */
     /* compute threads, and why that many */
     dt_threads_choice threads;
     /* setup agreed by every worker: a failure from now on is this rank's alone */
@@ -121,6 +124,7 @@ static void trainer_free(trainer *t) {
     free(t->labels);
     free(t->log_abs);
     dt_runlog_close(&t->log, NULL);
+    dt_runlock_release(&t->ckpt_lock);
     dt_world_free(&t->workers);
 }
 
@@ -170,8 +174,8 @@ static int ranks_agree(const dt_world *w, dt_fingerprint *fp, int filled, int sp
 #define DROPOUT_STREAM 0xd0d0000000000000ULL
 
 /* Loads --resume's checkpoint into the state: weights, momentum, step and epoch;
- * its numbers checked against this run. A run with nothing left to do loads nothing
- * and sets t->finished. */
+ * its numbers checked against this run. A run with nothing left to do sets
+ * t->finished (its weights are loaded: --save writes them). */
 static int resume(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_resume_run run = {cfg->epochs, t->train.size, cfg->batch_size};
@@ -283,11 +287,23 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     return rc;
 }
 
+static int lock_checkpoint_dir(trainer *t, dt_error *err) {
+    const char *dir = t->cfg->checkpoint_dir;
+    char path[4200], what[4200];
+    snprintf(what, sizeof what, "--checkpoint %s", dir);
+    if (dt_resume_check_dir(dir, err) || dt_resume_lock_path(path, sizeof path, dir, err))
+        return -1;
+    return dt_runlock_file(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
+}
+
 /* What each rank sets up by itself: files, data, model, loader. */
 static int setup_local(trainer *t, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
+    /* one run per checkpoint folder (the one that writes it locks it; launch's job finds
+     * it held by launch, its ancestor: core/runlock), before anything there is looked at */
+    if (w->rank == 0 && cfg->checkpoint_dir && lock_checkpoint_dir(t, err)) return -1;
     /* a typo in --save must not cost the whole run, nor may an output replace an input */
     if (w->rank == 0 && check_files(cfg, err)) return -1;
     if (w->rank == 0 && cfg->checkpoint_dir && check_checkpoint(t, err)) return -1;
@@ -297,6 +313,10 @@ static int setup_local(trainer *t, dt_error *err) {
     spec.reinit = cfg->reinit;
     if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
+        return -1;
+    /* --save FILE.onnx: what its write needs, before the run it would keep */
+    if (w->rank == 0 && cfg->save_path && dt_onnx_is_path(cfg->save_path) &&
+        dt_onnx_save_check(&t->state.model, cfg->model, cfg->save_path, err))
         return -1;
     /* Dropout's masks: from the run's seed, another stream per rank so that ranks drop
      * different units, as independent replicas would. */
@@ -624,6 +644,47 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
 }
 
+/* Where the weights go when --save FILE.onnx cannot be written at the end: FILE.safetensors
+ * beside it, or FILE.N.safetensors (N = 1..99) while that name is taken: never over an
+ * existing file (an input, another run's). 0 with out filled, -1 when none is free. */
+static int fallback_path(const char *onnx, char *out, size_t size) {
+    const size_t stem = strlen(onnx) - strlen(".onnx"); /* dt_onnx_is_path: it ends so */
+    struct stat st;
+    for (int n = 0; n < 100; n++) {
+        char suffix[32] = "";
+        if (n) snprintf(suffix, sizeof suffix, ".%d", n);
+        if ((size_t)snprintf(out, size, "%.*s%s.safetensors", (int)stem, onnx, suffix) >= size)
+            return -1;
+        if (lstat(out, &st) != 0 && errno == ENOENT) return 0;
+    }
+    return -1;
+}
+
+/* --save: the first worker writes the weights after step t->state.step. An ONNX file
+ * that cannot be written at the end (the --model file moved during the run) does not
+ * lose the run: the weights go to a safetensors file beside it, and the run fails
+ * with one line saying where they are. */
+static int save_weights(const trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    if (!cfg->save_path || t->workers.rank != 0) return 0;
+    dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
+    snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
+    snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
+    if (!dt_onnx_is_path(cfg->save_path))
+        return dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err);
+    dt_error why;
+    if (dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, &why) == 0) return 0;
+    char alt[4200];
+    dt_error alt_err;
+    if (fallback_path(cfg->save_path, alt, sizeof alt))
+        return dt_error_set(err, "%s (and no free name beside it for the weights)", why.msg);
+    if (dt_checkpoint_save(&t->state.model, NULL, meta, 2, alt, &alt_err))
+        return dt_error_set(err, "%s; the weights could not be saved beside it either: %s", why.msg,
+                            alt_err.msg);
+    return dt_error_set(err, "%s; the trained weights are in %s instead (--init reads them)",
+                        why.msg, alt);
+}
+
 static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *result,
                dt_error *err) {
     const dt_train_config *cfg = t->cfg;
@@ -735,15 +796,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
         return -1;
-    if (cfg->save_path && t->workers.rank == 0) {
-        dt_st_meta meta[2] = {{"model", ""}, {"step", ""}};
-        snprintf(meta[0].value, sizeof meta[0].value, "%s", cfg->model);
-        snprintf(meta[1].value, sizeof meta[1].value, "%ld", t->state.step);
-        if (dt_onnx_is_path(cfg->save_path)
-                ? dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, err)
-                : dt_checkpoint_save(&t->state.model, NULL, meta, 2, cfg->save_path, err))
-            return -1;
-    }
+    if (save_weights(t, err)) return -1;
     if (result)
         *result = (dt_train_result){.steps = t->state.step,
                                     .final_loss = last_loss,
@@ -759,6 +812,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     const dt_train_config *cfg = &resolved;
     trainer t;
     memset(&t, 0, sizeof t);
+    t.ckpt_lock.fd = -1;
     t.cfg = cfg;
     t.job = job;
     if (dt_train_mode_of(cfg, &t.mode, err) ||
@@ -794,10 +848,12 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     dt_threads_set(t.threads.threads);
     int rc = setup(&t, err);
     t.set_up = rc == 0;
-    if (rc == 0 && t.finished) { /* nothing to do, nothing touched */
-        if (result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
+    if (rc == 0 && t.finished) { /* nothing to train, the log untouched: --save's file only */
+        rc = save_weights(&t, err);
+        if (rc == 0 && result) *result = (dt_train_result){.steps = t.from.step, .finished = 1};
+        if (rc && result) result->alone = 1;
         trainer_free(&t);
-        return 0;
+        return rc;
     }
     if (rc == 0)
         rc = dt_sysmon_start(&t.sysmon, t.workers.rank,
