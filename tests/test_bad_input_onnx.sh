@@ -173,6 +173,131 @@ bn_net("infeps.onnx", eps=float("inf"))
 bn_net("negeps.onnx", eps=-1e-5)
 PY
 
+# Round 2 (review of the hardening): files written by hand where the helper would be slow
+# or would refuse them
+$PY - <<'PY' || { echo "FAIL: the python writer of the review's cases"; exit 1; }
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto
+
+
+def varint(v):
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def field(num, payload):
+    return varint((num << 3) | 2) + varint(len(payload)) + payload
+
+
+def model(nodes, inits, inp, out, extra_graph=b"", opset=14):
+    """ModelProto bytes; extra_graph: GraphProto fields appended by hand"""
+    m = helper.make_model(helper.make_graph(nodes, "g", [inp], [out], inits),
+                          opset_imports=[helper.make_opsetid("", opset)])
+    g = m.graph.SerializeToString() + extra_graph
+    m.ClearField("graph")
+    return m.SerializeToString() + field(7, g)
+
+
+x4 = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 2, 2])
+y10 = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])
+small = [helper.make_node("Flatten", ["x"], ["f"], name="flat"),
+         helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)]
+small_inits = [numpy_helper.from_array(np.ones((10, 4), np.float32), "fc.weight"),
+               numpy_helper.from_array(np.zeros(10, np.float32), "fc.bias")]
+
+# 65,536 names brute-forced into the first 8,192 of the 262,144 slots of a282373's
+# unkeyed FNV-1a table (linear probing: 32.8 s), as unused scalar initializers
+count = np.arange(1 << 22, dtype=np.uint64)
+digits = np.stack([(count >> np.uint64(4 * (6 - i))) & np.uint64(15) for i in range(7)], 1)
+chars = np.where(digits < 10, digits + 48, digits + 87).astype(np.uint64)
+h = np.full(len(count), 1469598103934665603, dtype=np.uint64)
+with np.errstate(over="ignore"):
+    for col in [np.full(len(count), ord("c"), np.uint64)] + [chars[:, i] for i in range(7)]:
+        h = (h ^ col) * np.uint64(1099511628211)
+hit = np.nonzero((h & np.uint64(262143)) < 8192)[0][:65536]
+assert len(hit) == 65536
+names = [b"c" + bytes(chars[i].astype(np.uint8)) for i in hit]
+scalar = varint((2 << 3) | 0) + varint(1) + field(9, b"\0\0\0\0")  # float, 4 bytes
+extra = b"".join(field(5, field(8, n) + scalar) for n in names)
+open("collide.onnx", "wb").write(model(small, small_inits, x4, y10, extra))
+# the same names as one Relu's inputs (a Relu of 65,537 inputs imported)
+relu = helper.make_node("Relu", ["x"] + [n.decode() for n in names], ["r"], name="relu")
+open("relu65k.onnx", "wb").write(
+    model([relu, helper.make_node("Flatten", ["r"], ["f"], name="flat"), small[1]],
+          small_inits, x4, y10))
+
+# a Conv whose output's 16384 x 2^25 x 2^25 values wrap 64 bits to 0 (pads 2^24 - 1)
+big_pad = (1 << 24) - 1
+conv = helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="conv", kernel_shape=[1, 1],
+                        pads=[big_pad] * 4)
+gap = helper.make_node("GlobalAveragePool", ["c"], ["p"], name="gap")
+head = [helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], name="fc", transB=1)]
+open("convwrap.onnx", "wb").write(model(
+    [conv, gap] + head,
+    [numpy_helper.from_array(np.ones((16384, 1, 1, 1), np.float32), "conv.weight"),
+     numpy_helper.from_array(np.ones((10, 16384), np.float32), "fc.weight"),
+     numpy_helper.from_array(np.zeros(10, np.float32), "fc.bias")], x4, y10))
+# within its kernel's extent (a dilation of 2^24 - 1), 65536 x (2^24 + 1)^2 values:
+# only the weights' shapes, no data (refused before any is read)
+dil = helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="conv", kernel_shape=[2, 2],
+                       pads=[big_pad] * 4, dilations=[big_pad, big_pad])
+
+
+def shape_only(name, *dims):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT)
+    t.dims.extend(dims)
+    return t
+
+
+open("convbig.onnx", "wb").write(model(
+    [dil, gap] + head,
+    [shape_only("conv.weight", 65536, 1, 2, 2), shape_only("fc.weight", 10, 65536),
+     shape_only("fc.bias", 10)], x4, y10))
+
+# 2^21 + 1 small fields: dims varints of 2 bytes each, and packed in one field
+dims = bytes([0x08, 0x01]) * ((1 << 21) + 1)
+open("dims.onnx", "wb").write(model(small, small_inits, x4, y10, field(5, dims)))
+packed = field(1, b"\x01" * ((1 << 21) + 1))
+open("packed.onnx", "wb").write(model(small, small_inits, x4, y10, field(5, packed)))
+
+# a node's name that would make the message two lines and erase one
+odd = helper.make_node("Erf", ["x"], ["e"], name="relu\ndtrain: all good, exit 0\x1b[2K")
+open("newline.onnx", "wb").write(
+    model([odd, helper.make_node("Flatten", ["e"], ["f"], name="flat"), small[1]],
+          small_inits, x4, y10))
+
+# external data at an offset near 2^63 (offset + length overflowed)
+w = numpy_helper.from_array(np.ones((10, 4), np.float32), "fc.weight")
+open("ones.bin", "wb").write(w.raw_data)
+w.ClearField("raw_data")
+w.data_location = TensorProto.EXTERNAL
+for key, value in (("location", "ones.bin"), ("offset", "9223372036854775000")):
+    e = w.external_data.add()
+    e.key, e.value = key, value
+open("offset.onnx", "wb").write(model(small, [w, small_inits[1]], x4, y10))
+
+# 2^30 + 81,921 parameters: a [65537, 16384] weight, declared only (no data)
+x16k = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 128, 128])
+y65k = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 65537])
+open("params.onnx", "wb").write(model(
+    small, [shape_only("fc.weight", 65537, 16384), shape_only("fc.bias", 65537)], x16k, y65k))
+
+# an eval-mode export's shared weight: an Identity of an initializer
+xc = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 2, 2])
+ident = helper.make_node("Identity", ["onnx::Conv_25"], ["w2"], name="ident")
+conv = helper.make_node("Conv", ["x", "w2"], ["c"], name="conv", kernel_shape=[1, 1])
+open("evalmode.onnx", "wb").write(model(
+    [ident, conv, helper.make_node("Flatten", ["c"], ["f"], name="flat"), small[1]],
+    [numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "onnx::Conv_25")] + small_inits,
+    xc, y10))
+PY
+
 T="--data synthetic:cifar10 --max-samples 64 --test-samples 32 --epochs 1 --batch-size 32
    --threads 1 --quiet"
 
@@ -283,5 +408,37 @@ expect "an infinite epsilon" \
 expect "a negative epsilon" \
     "dtrain models: negeps.onnx: node 'bn' (BatchNormalization): its epsilon -1e-05 is not a positive finite number" \
     "" "$DTRAIN" models negeps.onnx
+
+
+# 10. the review of the hardening (a282373)
+ok_case "65,536 names crafted to collide in an unkeyed hash import in 10 s" \
+    timeout 10 "$DTRAIN" models collide.onnx
+expect "a Relu of 65,537 inputs" \
+    "dtrain models: relu65k.onnx: node 'relu' (Relu): 65537 inputs, where Relu takes 1" \
+    "" timeout 10 "$DTRAIN" models relu65k.onnx
+expect "a Conv's output of 2^64 values a sample (pads 2^24 - 1)" \
+    "dtrain models: convwrap.onnx: node 'conv' (Conv): its pads of 16777215 reach past its kernel's extent of 1" \
+    "" "$DTRAIN" models convwrap.onnx
+expect "a Conv's output of 65536 x (2^24 + 1)^2 values a sample (dilations 2^24 - 1)" \
+    "dtrain models: convbig.onnx: node 'conv' (Conv): its output of 65536x16777217x16777217 is past the 268435456 values a sample dtrain takes" \
+    "" "$DTRAIN" models convbig.onnx
+expect "2^21 + 1 two-byte dims" \
+    "dtrain models: dims.onnx: more than 2097152 protobuf fields (not a CNN's graph)" \
+    "" "$DTRAIN" models dims.onnx
+expect "2^21 + 1 packed one-byte dims" \
+    "dtrain models: packed.onnx: more than 2097152 protobuf fields (not a CNN's graph)" \
+    "" "$DTRAIN" models packed.onnx
+expect "a node's name with a newline and an escape" \
+    "dtrain models: newline.onnx: node 'relu?dtrain: all good, exit 0?[2K' (Erf): not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Concat, Flatten, Reshape to [batch, features], Dropout, Identity, Constant, and a Pad of zeros)" \
+    "" "$DTRAIN" models newline.onnx
+expect "external data at an offset near 2^63" \
+    "dtrain models: offset.onnx: initializer 'fc.weight': its external data ./ones.bin holds 160 bytes, not 9223372036854775000 + 160" \
+    "" "$DTRAIN" models offset.onnx
+expect "2^30 + 81,921 parameters" \
+    "dtrain models: params.onnx: 1073823745 parameters and buffers, past the 1073741824 dtrain takes" \
+    "" "$DTRAIN" models params.onnx
+expect "an eval-mode export's weight shared through an Identity" \
+    "dtrain models: evalmode.onnx: node 'ident' (Identity): its input 'onnx::Conv_25' is a constant where dtrain needs an activation (an eval-mode export's shared weight: export with training=torch.onnx.TrainingMode.TRAINING, as docs/onnx.md shows)" \
+    "" "$DTRAIN" models evalmode.onnx
 
 bad_input_done

@@ -488,6 +488,7 @@ static void test_save_writes_weights_in_the_files_layout(void **state) {
     assert_non_null(f);
     static uint8_t bytes[1 << 16];
     const size_t len = fread(bytes, 1, sizeof bytes, f);
+    assert_true(len < sizeof bytes && feof(f) && !ferror(f)); /* the whole file */
     fclose(f);
     Onnx__ModelProto *saved = onnx__model_proto__unpack(NULL, len, bytes);
     assert_non_null(saved);
@@ -547,6 +548,21 @@ static void test_a_save_past_2_gib_is_refused_before_training(void **state) {
     dt_model_free(&m);
 }
 
+/* dtrain's model refuses a value whose size wraps size_t (the importer refuses such a
+ * Conv before it gets there: test_bad_input_onnx.sh's convwrap and convbig files) */
+static void test_a_value_past_size_t_is_refused_by_the_model(void **state) {
+    (void)state;
+    dt_model m;
+    dt_model_init_empty(&m, "wrap", 10);
+    const int x = dt_model_input(&m, 1, 2, 2);
+    assert_int_equal(x, 0);
+    const int big = (1 << 24) - 1; /* 65536 x (2^24 + 1)^2 values: 2^64 + 2^41 + 2^16 */
+    assert_true(dt_model_conv2d_grouped(&m, "conv", x, 65536, 2, 1, big, big, 1, 0) < 0);
+    assert_true(m.build_failed);
+    assert_non_null(strstr(m.build_error.msg, "65536x16777217x16777217 overflows its size"));
+    dt_model_free(&m);
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -565,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_save_writes_weights_in_the_files_layout),
         cmocka_unit_test(test_untrainable_weights_and_old_opsets_are_refused),
         cmocka_unit_test(test_a_save_past_2_gib_is_refused_before_training),
+        cmocka_unit_test(test_a_value_past_size_t_is_refused_by_the_model),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -77,7 +77,14 @@ static int valid_value(dt_model *m, int v) {
     return 1;
 }
 
-static int new_storage(dt_model *m, size_t per_sample) {
+/* A storage of c*h*w values a sample: a product that wraps size_t (three sides of 2^25
+ * from a hostile file) is refused, not taken as a small one. */
+static int new_storage(dt_model *m, long long c, long long h, long long w) {
+    size_t ch, per_sample;
+    if (c < 0 || h < 0 || w < 0 || __builtin_mul_overflow((size_t)c, (size_t)h, &ch) ||
+        __builtin_mul_overflow(ch, (size_t)w, &per_sample))
+        return build_failf(m, "model %s: a value of %lldx%lldx%lld overflows its size", m->name, c,
+                           h, w);
     if (grow((void **)&m->storages, &m->cap_storages, m->n_storages, sizeof(dt_storage)))
         return build_fail(m, "model %s: out of memory while building", m->name);
     dt_storage *s = &m->storages[m->n_storages];
@@ -151,7 +158,7 @@ static dt_op *new_op(dt_model *m, dt_op_kind kind, const char *name, int in, int
 
 int dt_model_input(dt_model *m, int c, int h, int w) {
     if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
-    int v = new_value(m, new_storage(m, (size_t)c * h * w), c, h, w);
+    int v = new_value(m, new_storage(m, c, h, w), c, h, w);
     return v;
 }
 
@@ -171,8 +178,7 @@ int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, in
     if (dt_conv2d_shape_make_grouped(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad,
                                      dilation, groups))
         return build_fail(m, "conv2d %s: kernel does not fit its input", name);
-    int out =
-        new_value(m, new_storage(m, (size_t)c_out * s.h_out * s.w_out), c_out, s.h_out, s.w_out);
+    int out = new_value(m, new_storage(m, c_out, s.h_out, s.w_out), c_out, s.h_out, s.w_out);
     dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
     if (!op) return -1;
     int fan_in = x.c / groups * kernel * kernel;
@@ -191,7 +197,7 @@ int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
     int in_features = x.c * x.h * x.w;
-    int out = new_value(m, new_storage(m, (size_t)out_features), out_features, 1, 1);
+    int out = new_value(m, new_storage(m, out_features, 1, 1), out_features, 1, 1);
     dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
     if (!op) return -1;
     int wshape[2] = {out_features, in_features};
@@ -209,7 +215,7 @@ int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
     if (!valid_value(m, in)) return -1;
     if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
     dt_value x = m->values[in];
-    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
     dt_op *op = new_op(m, DT_OP_BATCHNORM2D, name, in, -1, out);
     if (!op) return -1;
     op->eps = eps;
@@ -239,7 +245,7 @@ static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, in
     if (ho < 1 || wo < 1)
         return build_failf(m, "model %s: a %dx%d pooling window does not fit its %dx%d input",
                            m->name, kernel, kernel, x.h, x.w);
-    int out = new_value(m, new_storage(m, (size_t)x.c * ho * wo), x.c, ho, wo);
+    int out = new_value(m, new_storage(m, x.c, ho, wo), x.c, ho, wo);
     dt_op *op = new_op(m, kind, NULL, in, -1, out);
     if (!op) return -1;
     op->kernel = kernel;
@@ -266,7 +272,7 @@ int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out) {
     dt_value x = m->values[in];
     if (h_out < 1 || w_out < 1)
         return build_failf(m, "model %s: adaptive pooling to %dx%d", m->name, h_out, w_out);
-    int out = new_value(m, new_storage(m, (size_t)x.c * h_out * w_out), x.c, h_out, w_out);
+    int out = new_value(m, new_storage(m, x.c, h_out, w_out), x.c, h_out, w_out);
     return new_op(m, DT_OP_ADAPTIVE_AVGPOOL2D, NULL, in, -1, out) ? out : -1;
 }
 
@@ -276,7 +282,7 @@ int dt_model_dropout(dt_model *m, int in, float p) {
         return build_failf(m, "model %s: dropout probability %g is not in [0, 1]", m->name,
                            (double)p);
     dt_value x = m->values[in];
-    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
     dt_op *op = new_op(m, DT_OP_DROPOUT, NULL, in, -1, out);
     if (!op) return -1;
     op->p = p;
@@ -297,7 +303,7 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
         c += x.c;
     }
     const int h = m->values[ins[0]].h, w = m->values[ins[0]].w;
-    int out = new_value(m, new_storage(m, (size_t)c * h * w), c, h, w);
+    int out = new_value(m, new_storage(m, c, h, w), c, h, w);
     dt_op *op = new_op(m, DT_OP_CONCAT, NULL, ins[0], count > 1 ? ins[1] : -1, out);
     if (!op) return -1;
     /* new_op marked in and in2 as read here; the other inputs too, for the gradient
@@ -321,7 +327,7 @@ int dt_model_add(dt_model *m, int a, int b) {
     dt_value x = m->values[a], y = m->values[b];
     if (x.c != y.c || x.h != y.h || x.w != y.w)
         return build_fail(m, "model %s: residual add of different shapes", m->name);
-    int out = new_value(m, new_storage(m, (size_t)x.c * x.h * x.w), x.c, x.h, x.w);
+    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 
@@ -331,7 +337,7 @@ int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     if (c_out < x.c || stride < 1)
         return build_fail(m, "model %s: a padding shortcut cannot drop channels", m->name);
     int ho = dt_shortcut_pad_out_size(x.h, stride), wo = dt_shortcut_pad_out_size(x.w, stride);
-    int out = new_value(m, new_storage(m, (size_t)c_out * ho * wo), c_out, ho, wo);
+    int out = new_value(m, new_storage(m, c_out, ho, wo), c_out, ho, wo);
     dt_op *op = new_op(m, DT_OP_SHORTCUT_PAD, NULL, in, -1, out);
     if (!op) return -1;
     op->stride = stride;

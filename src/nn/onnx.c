@@ -26,6 +26,9 @@
 /* values a sample of any activation (1 GiB of floats): C*H*W past it, or past int,
  * is a hostile file, not an image model */
 #define MAX_SAMPLE_VALUES (1LL << 28)
+/* parameters and buffers, all layers together (4 GiB of floats; VGG-16 has 138 M): each
+ * initializer may declare 2^32 values, and a sparse external file backs any number */
+#define MAX_PARAMETERS ((size_t)1 << 30)
 /* the largest CNN exports have a few thousand nodes (GoogLeNet's: 199); a file of more is
  * refused before any work */
 #define MAX_NODES 20000
@@ -47,13 +50,33 @@ int dt_onnx_is_path(const char *name) {
  * overflow the stack. This walks the wire format first, with a stack of its own, the
  * schema telling which length-delimited fields are messages. An exported CNN nests 8
  * deep (model, graph, value info, type, tensor type, shape, dimension). It also counts
- * the nodes and the length-delimited fields (each an allocation of protobuf-c's: a
- * file of millions of tiny ones would cost gigabytes before the node cap could refuse
- * it). Returns what is past its bound (0 if none: a malformed file is left to unpack to
- * refuse). */
+ * the nodes and every field: protobuf-c keeps a record of each field it scans (about 32
+ * bytes) and allocates each message, so a file of millions of 2-byte fields would cost
+ * gigabytes before the node cap could refuse it. The elements of a packed list of
+ * varints count too (each 1 byte on the wire, 8 in memory); packed floats and raw_data,
+ * where the weights are, cost what they weigh. Exported CNNs hold about 28 fields a node
+ * (GoogLeNet's 199 nodes: 5,565), so 2^21 is 100 a node at the node cap. Returns what is
+ * past its bound (0 if none: a malformed file is left to unpack to refuse). */
 #define MAX_NESTING 32
-#define MAX_FIELDS  (1 << 24)
+#define MAX_FIELDS  (1 << 21)
 enum { WIRE_OK, WIRE_TOO_DEEP, WIRE_TOO_MANY_NODES, WIRE_TOO_MANY_FIELDS };
+/* a packed repeated field of varints: its elements each cost a scanned value */
+static int packed_varints(const ProtobufCFieldDescriptor *f) {
+    if (!f || f->label != PROTOBUF_C_LABEL_REPEATED) return 0;
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_INT32:
+    case PROTOBUF_C_TYPE_SINT32:
+    case PROTOBUF_C_TYPE_UINT32:
+    case PROTOBUF_C_TYPE_INT64:
+    case PROTOBUF_C_TYPE_SINT64:
+    case PROTOBUF_C_TYPE_UINT64:
+    case PROTOBUF_C_TYPE_BOOL:
+    case PROTOBUF_C_TYPE_ENUM:
+        return 1;
+    default:
+        return 0;
+    }
+}
 static int wire_check(const uint8_t *p, size_t len) {
     struct {
         const ProtobufCMessageDescriptor *desc;
@@ -75,6 +98,7 @@ static int wire_check(const uint8_t *p, size_t len) {
             shift += 7;
         } while (p[pos++] & 0x80);
         const unsigned wire = (unsigned)(key & 7);
+        if (++fields > MAX_FIELDS) return WIRE_TOO_MANY_FIELDS;
         size_t skip = 0;
         if (wire == 0) { /* a varint */
             while (pos < stack[depth].end && (p[pos] & 0x80)) pos++;
@@ -91,9 +115,12 @@ static int wire_check(const uint8_t *p, size_t len) {
                 shift += 7;
             } while (p[pos++] & 0x80);
             if (size > stack[depth].end - pos) return 0;
-            if (++fields > MAX_FIELDS) return WIRE_TOO_MANY_FIELDS;
             const ProtobufCFieldDescriptor *f =
                 protobuf_c_message_descriptor_get_field(stack[depth].desc, (unsigned)(key >> 3));
+            if (packed_varints(f)) { /* one per byte that ends a varint */
+                for (size_t i = 0; i < (size_t)size; i++)
+                    if (!(p[pos + i] & 0x80) && ++fields > MAX_FIELDS) return WIRE_TOO_MANY_FIELDS;
+            }
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 if (depth + 1 >= MAX_NESTING) return WIRE_TOO_DEEP;
                 if (f->descriptor == &onnx__node_proto__descriptor && ++nodes > MAX_NODES)
@@ -127,8 +154,8 @@ static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
         else if (wire == WIRE_TOO_MANY_NODES)
             dt_error_set(err, "%s: more than the %d nodes that dtrain imports", path, MAX_NODES);
         else
-            dt_error_set(err, "%s: more than %d names, strings and messages (not a CNN's graph)",
-                         path, MAX_FIELDS);
+            dt_error_set(err, "%s: more than %d protobuf fields (not a CNN's graph)", path,
+                         MAX_FIELDS);
         return NULL;
     }
     Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, (const uint8_t *)bytes);
@@ -190,7 +217,7 @@ typedef struct importer {
     dt_model *m;
     onnx_value *values;
     int n_values, cap_values;
-    name_slot *slots; /* an open-addressing hash table of every name, n_slots a power of 2 */
+    name_slot *slots; /* every name of the graph, once each, sorted (index_names) */
     size_t n_slots;
     /* per dtrain storage: the reads still to come of any name it holds (an Identity,
      * Flatten, Reshape or Pad gives a storage a second name); an in-place ReLU needs 1 */
@@ -213,6 +240,10 @@ static int fail(importer *im, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
+    /* names come from the file: a newline or an escape would make the one line many,
+     * or rewrite the terminal */
+    for (char *c = what; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return dt_error_set(im->err, "%s: %s", im->path, what);
 }
 
@@ -228,30 +259,21 @@ static int fail_node(importer *im, const Onnx__NodeProto *n, const char *fmt, ..
                 n->op_type ? n->op_type : "?", why);
 }
 
-static size_t name_hash(const char *name) {
-    size_t h = 1469598103934665603u; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 1099511628211u;
-    return h;
+static int slot_order(const void *a, const void *b) {
+    return strcmp(((const name_slot *)a)->name, ((const name_slot *)b)->name);
 }
 
-/* The name's slot; added when absent if `add` (the table is sized for every name of the
- * graph before the import: it never fills). */
-static name_slot *slot_of(const importer *im, const char *name, int add) {
+/* The name's slot (NULL if the graph has no such name): a binary search of the sorted
+ * table, O(log n) whatever the names (a hash table without a secret key could be
+ * flooded with names chosen to collide). */
+static name_slot *slot_of(const importer *im, const char *name) {
     if (!name || !*name || !im->n_slots) return NULL;
-    for (size_t i = name_hash(name) & (im->n_slots - 1);; i = (i + 1) & (im->n_slots - 1)) {
-        name_slot *s = &im->slots[i];
-        if (!s->name) {
-            if (!add) return NULL;
-            *s = (name_slot){name, -1, 0, 0, 0};
-            return s;
-        }
-        if (!strcmp(s->name, name)) return s;
-    }
+    const name_slot key = {.name = name};
+    return bsearch(&key, im->slots, im->n_slots, sizeof key, slot_order);
 }
 
 static onnx_value *find_value(importer *im, const char *name) {
-    const name_slot *s = slot_of(im, name, 0);
+    const name_slot *s = slot_of(im, name);
     return s && s->value >= 0 ? &im->values[s->value] : NULL;
 }
 static onnx_value *add_value(importer *im, const char *name, int kind) {
@@ -273,7 +295,12 @@ static onnx_value *add_value(importer *im, const char *name, int kind) {
         im->values = v;
         im->cap_values = cap;
     }
-    slot_of(im, name, 1)->value = im->n_values;
+    name_slot *s = slot_of(im, name);
+    if (!s) { /* index_names holds every name of the graph */
+        fail(im, "the value '%s' is missing from the name table", name);
+        return NULL;
+    }
+    s->value = im->n_values;
     onnx_value *v = &im->values[im->n_values++];
     memset(v, 0, sizeof *v);
     v->name = name;
@@ -359,7 +386,7 @@ static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want,
                     tname(t), location);
     /* non-blocking: a FIFO without a writer opens at once (and is refused), as
      * core/textfile opens; then blocking reads of a regular file */
-    const int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const int fd = open(real_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return fail(im, "initializer '%s': cannot open its external data %s: %s", tname(t), file,
                     strerror(errno));
@@ -390,12 +417,13 @@ static int external_bytes(importer *im, const Onnx__TensorProto *t, size_t want,
                     strerror(why));
     }
     /* out NULL: only that the bytes are there */
+    /* the size from fstat, compared without a sum (offset near 2^63 overflowed it) */
     int rc = 0;
-    if (fseeko(f, (off_t)offset, SEEK_SET) ||
-        (out ? fread(out, 1, want, f) != want
-             : fseeko(f, 0, SEEK_END) || ftello(f) < (off_t)offset + (off_t)want))
-        rc = fail(im, "initializer '%s': its external data %s ends before byte %lld + %zu",
-                  tname(t), file, offset, want);
+    if (offset > (long long)st.st_size || want > (unsigned long long)st.st_size - offset)
+        rc = fail(im, "initializer '%s': its external data %s holds %lld bytes, not %lld + %zu",
+                  tname(t), file, (long long)st.st_size, offset, want);
+    else if (out && (fseeko(f, (off_t)offset, SEEK_SET) || fread(out, 1, want, f) != want))
+        rc = fail(im, "initializer '%s': cannot read its external data %s", tname(t), file);
     fclose(f);
     return rc;
 }
@@ -496,32 +524,49 @@ static int explicit_pads(const Onnx__NodeProto *n) {
 
 /* How many node inputs read the value `name`. */
 static int readers(const importer *im, const char *name) {
-    const name_slot *s = slot_of(im, name, 0);
+    const name_slot *s = slot_of(im, name);
     return s ? s->readers : 0;
 }
 
-/* Counts the graph's names and their readers, once: the table then answers both in
- * constant time (the import was quadratic in the node count). */
+/* Counts the graph's names and their readers, once: a sorted table then answers both in
+ * O(log n) (the import was quadratic in the node count). */
 static int index_names(importer *im) {
     const Onnx__GraphProto *g = im->g;
-    size_t names = g->n_input + g->n_initializer + 1;
+    size_t names = g->n_input + g->n_initializer;
     for (size_t i = 0; i < g->n_node; i++) names += g->node[i]->n_input + g->node[i]->n_output;
     if (names > MAX_NAMES)
         return fail(im, "%zu names of values, past the %d that dtrain imports", names, MAX_NAMES);
-    size_t n = 64;
-    while (n < 2 * names) n *= 2;
-    im->slots = calloc(n, sizeof *im->slots);
-    if (!im->slots) return fail(im, "out of memory for %zu names", names);
-    im->n_slots = n;
-    for (size_t i = 0; i < g->n_node; i++)
-        for (size_t q = 0; q < g->node[i]->n_input; q++) {
-            name_slot *s = slot_of(im, g->node[i]->input[q], 1);
-            if (s) s->readers++;
-        }
-    for (size_t i = 0; i < g->n_initializer; i++) {
-        name_slot *s = slot_of(im, g->initializer[i]->name, 1);
-        if (s) s->is_initializer = 1;
+    name_slot *all = calloc(names + 1, sizeof *all);
+    if (!all) return fail(im, "out of memory for %zu names", names);
+    /* every occurrence: a node's input reads its name, an initializer marks it */
+    size_t n = 0;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *node = g->node[i];
+        for (size_t q = 0; q < node->n_input; q++)
+            if (node->input[q] && *node->input[q])
+                all[n++] = (name_slot){node->input[q], -1, 1, 0, 0};
+        for (size_t q = 0; q < node->n_output; q++)
+            if (node->output[q] && *node->output[q])
+                all[n++] = (name_slot){node->output[q], -1, 0, 0, 0};
     }
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i]->name && *g->initializer[i]->name)
+            all[n++] = (name_slot){g->initializer[i]->name, -1, 0, 1, 0};
+    for (size_t i = 0; i < g->n_input; i++)
+        if (g->input[i]->name && *g->input[i]->name)
+            all[n++] = (name_slot){g->input[i]->name, -1, 0, 0, 0};
+    qsort(all, n, sizeof *all, slot_order);
+    size_t unique = 0; /* merged in place: the counts summed, the marks kept */
+    for (size_t i = 0; i < n; i++) {
+        if (unique && !strcmp(all[unique - 1].name, all[i].name)) {
+            all[unique - 1].readers += all[i].readers;
+            all[unique - 1].is_initializer |= all[i].is_initializer;
+        } else {
+            all[unique++] = all[i];
+        }
+    }
+    im->slots = all;
+    im->n_slots = unique;
     return 0;
 }
 
@@ -560,8 +605,13 @@ static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
         return NULL;
     }
     if (v->kind != V_ACT) {
-        fail_node(im, n, "its input '%s' is a constant where dtrain needs an activation",
-                  n->input[i]);
+        /* an eval-mode export shares a weight through an Identity of it */
+        const int identity = n->op_type && !strcmp(n->op_type, "Identity");
+        fail_node(im, n, "its input '%s' is a constant where dtrain needs an activation%s",
+                  n->input[i],
+                  identity ? " (an eval-mode export's shared weight: export with "
+                             "training=torch.onnx.TrainingMode.TRAINING, as docs/onnx.md shows)"
+                           : "");
         return NULL;
     }
     return v;
@@ -586,6 +636,17 @@ static const Onnx__TensorProto *const_input(importer *im, const Onnx__NodeProto 
     return v->tensor;
 }
 
+/* A sample's values c*h*w, each factor checked before the product (the product of three
+ * 2^25 sides wraps 64 bits); -1 past MAX_SAMPLE_VALUES. */
+static long long sample_values(long long c, long long h, long long w) {
+    long long ch, chw;
+    if (c < 0 || h < 0 || w < 0 || c > MAX_SAMPLE_VALUES || h > MAX_SAMPLE_VALUES ||
+        w > MAX_SAMPLE_VALUES || __builtin_mul_overflow(c, h, &ch) ||
+        __builtin_mul_overflow(ch, w, &chw) || chw > MAX_SAMPLE_VALUES)
+        return -1;
+    return chw;
+}
+
 /* The node's output as a new activation with dtrain value id. */
 static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
     if (id < 0) {
@@ -595,9 +656,11 @@ static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return fail_node(im, n, "it has no output");
     const dt_value *x = &im->m->values[id];
-    if ((long long)x->c * x->h * x->w > MAX_SAMPLE_VALUES)
-        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
-                         (long long)x->c * x->h * x->w, MAX_SAMPLE_VALUES);
+    if (sample_values(x->c, x->h, x->w) < 0)
+        return fail_node(im, n,
+                         "its output of %dx%dx%d is past the %lld values a sample dtrain "
+                         "takes",
+                         x->c, x->h, x->w, MAX_SAMPLE_VALUES);
     onnx_value *v = add_value(im, n->output[0], V_ACT);
     if (!v) return -1;
     v->id = id;
@@ -700,6 +763,21 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     }
     if (b && (!dims_are(b, 1) || b->dims[0] != w->dims[0]))
         return fail_node(im, n, "its bias does not match its output channels");
+    /* the output's size before dtrain's model computes it in size_t (a wrap to 0 made a
+     * 2^64-value output look empty); a pad past the kernel's extent adds only rows of
+     * padding */
+    const long long span = (long long)dilation * (k - 1) + 1;
+    if (pad >= span)
+        return fail_node(im, n, "its pads of %d reach past its kernel's extent of %lld", pad, span);
+    if (xv.h + 2LL * pad >= span && xv.w + 2LL * pad >= span) {
+        const long long ho = (xv.h + 2LL * pad - span) / stride + 1,
+                        wo = (xv.w + 2LL * pad - span) / stride + 1;
+        if (sample_values(w->dims[0], ho, wo) < 0)
+            return fail_node(im, n,
+                             "its output of %lldx%lldx%lld is past the %lld values a sample "
+                             "dtrain takes",
+                             (long long)w->dims[0], ho, wo, MAX_SAMPLE_VALUES);
+    }
     char name[80];
     op_name(n, w, name, sizeof name);
     const int y = dt_model_conv2d_grouped(im->m, name, x->id, (int)w->dims[0], k, stride, pad,
@@ -915,10 +993,47 @@ static const struct {
                    {"Pad", 2},
                    {"Dropout", 7}};
 
+/* How many inputs and outputs each operator has (ONNX's operator specs, opsets 1 to 17;
+ * optional ones counted, given or empty): a node of more is a malformed file, and its
+ * extra names would be taken as readers. */
+static const struct {
+    const char *op;
+    unsigned char min_in, max_in, min_out, max_out;
+} arity[] = {{"Constant", 0, 0, 1, 1},
+             {"Conv", 2, 3, 1, 1},
+             {"BatchNormalization", 5, 5, 1, 5},
+             {"Relu", 1, 1, 1, 1},
+             {"MaxPool", 1, 1, 1, 2},
+             {"AveragePool", 1, 1, 1, 1},
+             {"GlobalAveragePool", 1, 1, 1, 1},
+             {"Flatten", 1, 1, 1, 1},
+             {"Reshape", 2, 2, 1, 1},
+             {"Gemm", 2, 3, 1, 1},
+             {"MatMul", 2, 2, 1, 1},
+             {"Add", 2, 2, 1, 1},
+             {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
+             {"Dropout", 1, 3, 1, 2},
+             {"Pad", 1, 3, 1, 1},
+             {"Identity", 1, 1, 1, 1}};
+
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx"))
         return fail_node(im, n, "an operator outside the standard ONNX domain");
+    for (size_t i = 0; i < sizeof arity / sizeof *arity; i++) {
+        if (strcmp(op, arity[i].op)) continue;
+        char range[32];
+        if (n->n_input < arity[i].min_in || n->n_input > arity[i].max_in) {
+            snprintf(range, sizeof range, arity[i].min_in == arity[i].max_in ? "%d" : "%d to %d",
+                     arity[i].min_in, arity[i].max_in);
+            return fail_node(im, n, "%zu inputs, where %s takes %s", n->n_input, op, range);
+        }
+        if (n->n_output < arity[i].min_out || n->n_output > arity[i].max_out) {
+            snprintf(range, sizeof range, arity[i].min_out == arity[i].max_out ? "%d" : "%d to %d",
+                     arity[i].min_out, arity[i].max_out);
+            return fail_node(im, n, "%zu outputs, where %s gives %s", n->n_output, op, range);
+        }
+    }
     for (size_t i = 0; i < sizeof first_opset / sizeof *first_opset; i++)
         if (!strcmp(op, first_opset[i].op) && im->opset < first_opset[i].since)
             return fail_node(im, n,
@@ -996,7 +1111,8 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *in = g->input[i];
         if (!in->name || !*in->name) return fail(im, "a graph input without a name");
-        if (slot_of(im, in->name, 1)->is_initializer) continue;
+        const name_slot *s = slot_of(im, in->name);
+        if (s && s->is_initializer) continue;
         if (*out)
             return fail(im, "the graph has more than one data input ('%s', '%s')", (*out)->name,
                         in->name);
@@ -1140,6 +1256,9 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
             return fail(im, "dtrain's %s has no initializer in the file", m->tensors[t].name);
         }
     free(found);
+    if (m->n_params + m->n_buffers > MAX_PARAMETERS)
+        return fail(im, "%zu parameters and buffers, past the %zu dtrain takes",
+                    m->n_params + m->n_buffers, MAX_PARAMETERS);
     /* the starting values, parameters then buffers; with reinit (and for the spec) only
      * checked, not copied: the graph, not its numbers */
     if (!spec->reinit) {
@@ -1282,7 +1401,7 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
     for (size_t i = 0; rc == 0 && i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
         const char *op = n->op_type ? n->op_type : "";
-        name_slot *s = n->n_input > 1 ? slot_of(&names, n->input[1], 0) : NULL;
+        name_slot *s = n->n_input > 1 ? slot_of(&names, n->input[1]) : NULL;
         if (s && (!strcmp(op, "MatMul") || (!strcmp(op, "Gemm") && !attr_int(n, "transB", 0))))
             s->transposed = 1;
     }
@@ -1305,7 +1424,7 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
         }
         /* dt_model_tensor_data's arrays, read only */
         const float *values = (e->is_param ? m->params : m->buffers) + e->offset;
-        const name_slot *ns = slot_of(&names, t->name, 0);
+        const name_slot *ns = slot_of(&names, t->name);
         if (ns && ns->transposed && e->ndim == 2) {
             const size_t rows = (size_t)e->shape[0], cols = (size_t)e->shape[1]; /* [out, in] */
             float *file = (float *)(void *)s->ours;                              /* [in, out] */
