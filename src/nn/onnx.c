@@ -764,11 +764,9 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     if (b && (!dims_are(b, 1) || b->dims[0] != w->dims[0]))
         return fail_node(im, n, "its bias does not match its output channels");
     /* the output's size before dtrain's model computes it in size_t (a wrap to 0 made a
-     * 2^64-value output look empty); a pad past the kernel's extent adds only rows of
-     * padding */
+     * 2^64-value output look empty); a pad wider than the kernel is legal (PyTorch's 1x1
+     * convolution with padding 1), so only the output's size bounds it */
     const long long span = (long long)dilation * (k - 1) + 1;
-    if (pad >= span)
-        return fail_node(im, n, "its pads of %d reach past its kernel's extent of %lld", pad, span);
     if (xv.h + 2LL * pad >= span && xv.w + 2LL * pad >= span) {
         const long long ho = (xv.h + 2LL * pad - span) / stride + 1,
                         wo = (xv.w + 2LL * pad - span) / stride + 1;
