@@ -2,17 +2,18 @@
 # Installs the Debian packages dtrain needs; does nothing when they are all present.
 # Usage: scripts/install-deps.sh [--bench] [--dev] [--list]
 #   --bench  adds what make bench needs (python3-torch, hyperfine, ...)
-#   --dev    adds clang and clang-format (scripts/fuzz.sh, make format)
-#   --list   prints the packages (every set) instead; tests/test_programs.py checks that
+#   --dev    adds clang, clang-format and debootstrap (scripts/fuzz.sh, make format,
+#            scripts/fresh-root.sh)
+#   --list   prints the packages (of the sets asked for) instead; tests/test_programs.py checks that
 #            each program the tests and scripts call comes from one of them or from the
 #            baseline (debootstrap --variant=minbase + build-essential cmake git python3)
 # The base set: the build, the tests (procps: ps and pgrep; iproute2: ip, tc and ss; ssh for
-# mpirun --hostfile (tests/test_bad_input_launch.sh); the
-# Slurm daemons for tests/test_slurm.sh) and the main job.
+# mpirun --hostfile (tests/test_bad_input_launch.sh); the Slurm daemons for
+# tests/test_slurm.sh) and the main job.
 set -eu
 base="build-essential cmake pkg-config python3 libopenblas-openmp-dev libcjson-dev libdnnl-dev libcmocka-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin openssh-client procps iproute2 gnuplot-nox slurmd slurmctld slurm-client munge libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx"
 bench="python3-torch python3-numpy hyperfine time"
-dev="clang clang-format libclang-rt-14-dev"
+dev="clang clang-format libclang-rt-14-dev debootstrap"
 pkgs=$base
 list=0
 for arg in "$@"; do
@@ -27,7 +28,7 @@ for arg in "$@"; do
     esac
 done
 if [ "$list" = 1 ]; then
-    echo "$base $bench $dev" | tr ' ' '\n'
+    echo "$pkgs" | tr ' ' '\n'
     exit 0
 fi
 missing=""
