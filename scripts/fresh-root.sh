@@ -4,10 +4,12 @@
 # an /etc/hosts naming localhost and this host as an installed system's does, this
 # checkout's branch cloned into /root/dtrain, then COMMAND run there as root (default:
 # make test, whose readme test runs the README's blocks in a fresh folder).
-# proc, sys, /dev (with a /dev/shm of its own) and /run are mounted in a mount namespace
-# of the command's own: they vanish with it, nothing is left mounted on the host.
+# proc, /sys (with its cgroups), /dev (with a /dev/shm of its own) and /run are mounted
+# in a mount namespace of the command's own: they vanish with it, nothing is left
+# mounted on the host.
 # Usage (as root): scripts/fresh-root.sh DIR [BRANCH [COMMAND]]
-#   DIR     the root, made once (debootstrap) and kept; the clone is made again each time
+#   DIR     DIR/base is made once (debootstrap) and kept as it is; each run copies it to
+#           DIR/root afresh (the last run's root is removed first)
 #   BRANCH  default: the branch checked out here; it must be committed
 #   COMMAND default: make test
 # The mirror is apt's first Debian source here (else deb.debian.org); DTRAIN_MIRROR sets it.
@@ -20,7 +22,9 @@ set -eu
     echo "fresh-root: debootstrap and chroot need root" >&2
     exit 1
 }
-ROOT=$(realpath -m "$1")
+DIR=$(realpath -m "$1")
+BASE=$DIR/base
+ROOT=$DIR/root
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BRANCH=${2:-$(git -C "$SRC" rev-parse --abbrev-ref HEAD)}
 COMMAND=${3:-make test}
@@ -34,10 +38,26 @@ command -v debootstrap >/dev/null || {
     exit 1
 }
 
-if [ ! -x "$ROOT/usr/bin/cmake" ]; then
-    echo "fresh-root: debootstrap --variant=minbase bookworm $ROOT $DTRAIN_MIRROR"
-    debootstrap --variant=minbase --include=build-essential,cmake,git,python3 bookworm "$ROOT" "$DTRAIN_MIRROR"
+mkdir -p "$DIR"
+# one run at a time per DIR: the lock is held until the command ends (fd 9 goes with it)
+exec 9>"$DIR/lock"
+flock -n 9 || {
+    echo "fresh-root: another run holds $DIR/lock" >&2
+    exit 1
+}
+if [ ! -f "$BASE/.fresh-root-complete" ]; then
+    echo "fresh-root: debootstrap --variant=minbase bookworm $BASE $DTRAIN_MIRROR"
+    rm -rf "$BASE"
+    debootstrap --variant=minbase --include=build-essential,cmake,git,python3 bookworm "$BASE" "$DTRAIN_MIRROR"
+    touch "$BASE/.fresh-root-complete"
 fi
+if grep -q " $ROOT[/ ]" /proc/self/mountinfo; then
+    echo "fresh-root: something is mounted under $ROOT (a run still going?); not removing it" >&2
+    exit 1
+fi
+rm -rf "$ROOT"
+cp -a "$BASE" "$ROOT"
+rm "$ROOT/.fresh-root-complete"
 # what an installed system has: its host name, localhost, a resolver
 host=$(uname -n)
 echo "$host" >"$ROOT/etc/hostname"
@@ -56,7 +76,7 @@ exec unshare --mount --propagation private sh -c '
     root=$1
     shift
     mount -t proc proc "$root/proc"
-    mount -t sysfs sys "$root/sys"
+    mount --rbind /sys "$root/sys" # with its cgroup mounts, which slurmd needs
     mount --rbind /dev "$root/dev"
     mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
     mount -t tmpfs -o mode=755,nosuid,nodev run "$root/run"
