@@ -75,6 +75,8 @@ exec unshare --mount --propagation private sh -c '
     set -e
     root=$1
     shift
+    # / a mount point, as on an installed system: ip netns exec makes it a slave mount
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys" # with its cgroup mounts, which slurmd needs
     mount --rbind /dev "$root/dev"
