@@ -176,31 +176,40 @@ def read_list():
 DEBIAN_DIRS = ["/usr/bin", "/usr/sbin", "/bin", "/sbin"]
 
 
-def dpkg_owner(path):
-    """The package owning path (or the same file under merged /usr), or None."""
-    candidates = [path, path[4:] if path.startswith("/usr/") else "/usr" + path]
-    for p in candidates:
-        r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
-        for line in r.stdout.splitlines():
-            if line.endswith(": " + p) and not line.startswith("diversion"):
-                return line.split(":")[0].split(",")[0].strip()
-    return None
-
-
-def owner(program):
-    """(package, file) of the program the PATH finds; where no package owns that one (a
-    /usr/local or pyenv shim), Debian's own in /usr/bin and the like. (None, None) when
-    there is none; (None, file) when no package owns it."""
+def candidates(program):
+    """The files that may be the program: the one the PATH finds (resolved, and as
+    found), then Debian's own in /usr/bin and the like (where the first is a /usr/local
+    or pyenv shim no package owns); each also under merged /usr's other name."""
     found = shutil.which(program, path=PATH)
     if found is None:
-        return None, None
+        return None, []
+    paths = []
     for path in [found] + [os.path.join(d, program) for d in DEBIAN_DIRS]:
         if os.path.exists(path):
             for p in (os.path.realpath(path), path):
-                pkg = dpkg_owner(p)
-                if pkg:
-                    return pkg, p
-    return None, found
+                paths += [p, p[4:] if p.startswith("/usr/") else "/usr" + p]
+    return found, paths
+
+
+def owners(programs):
+    """{program: (package or None, file)} for the programs installed here; one dpkg -S
+    for them all."""
+    cands = {prog: candidates(prog) for prog in programs}
+    paths = sorted({p for _, ps in cands.values() for p in ps})
+    r = subprocess.run(["dpkg", "-S"] + paths, capture_output=True, text=True)
+    owner_of = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("diversion") or ": " not in line:
+            continue
+        pkgs, path = line.split(": ", 1)
+        owner_of.setdefault(path, pkgs.split(",")[0].strip().split(":")[0])
+    result = {}
+    for prog, (found, ps) in cands.items():
+        if found is None:
+            continue
+        hit = next((p for p in ps if p in owner_of), None)
+        result[prog] = (owner_of[hit], hit) if hit else (None, found)
+    return result
 
 
 def installed_packages():
@@ -262,7 +271,10 @@ def main():
         if r.returncode != 0:
             sys.exit("FAIL: scripts/install-deps.sh --list %s: exit %d: %s" % (opt, r.returncode, r.stderr.strip()))
         sets[opt] = set(r.stdout.split())
+        if not sets[opt]:
+            sys.exit("FAIL: scripts/install-deps.sh --list %s printed no package" % opt)
     deps, required = installed_packages()
+    found = owners(listed)
     base = closure(deps, sorted(required) + BASE_EXTRAS)
     for prog, pkg in sorted(listed.items()):
         if pkg in base:
@@ -275,7 +287,7 @@ def main():
             failures.append("%s: its package %s is neither in scripts/install-deps.sh's lists nor in the"
                             " baseline (minbase + build-essential cmake git python3)" % (prog, pkg))
             continue
-        found_pkg, path = owner(prog)
+        found_pkg, path = found.get(prog, (None, None))
         if path is None:
             if where == "optional":
                 opt = "--bench" if pkg in sets["--bench"] else "--dev"
