@@ -7,7 +7,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 
-.PHONY: all deps run test test-fast bench format clean install
+.PHONY: all deps run test bench format clean install
 
 all: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
