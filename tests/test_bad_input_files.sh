@@ -78,6 +78,43 @@ if cmp -s m.onnx "$SRC/tests/fixtures/onnx/lenet5.onnx"; then pass; else fail "t
 # the cases below start from the model and the weights whole
 cp "$SRC/tests/fixtures/onnx/lenet5.onnx" m.onnx && cp w.orig w.st
 
+# --- 1b. the external-data files an ONNX model names are inputs too (a Flatten + Gemm
+# on CIFAR-10's shape whose fc.weight lives in good.bin)
+mkdir -p ext
+/usr/bin/python3 - <<'PY' || fail "cannot write an ONNX file with external data"
+import numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+W = numpy_helper.from_array(np.zeros((10, 3072), np.float32), "fc.weight")
+open("ext/good.bin", "wb").write(W.raw_data)
+W.ClearField("raw_data")
+W.data_location = TensorProto.EXTERNAL
+e = W.external_data.add()
+e.key, e.value = "location", "good.bin"
+B = numpy_helper.from_array(np.zeros((10,), np.float32), "fc.bias")
+g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"], axis=1),
+                       helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["y"], transB=1)],
+                      "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], [W, B])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "ext/ext.onnx")
+PY
+"$DTRAIN" train --model ext/ext.onnx --data synthetic:cifar10 $Q --max-steps 1 --save ext.st ||
+    fail "cannot train the external-data model"
+expect "--log onto the model's external data" \
+    "dtrain train: --log ext/good.bin would overwrite --model's external data ext/good.bin (the same file)" \
+    "ext/good.bin" "$DTRAIN" train --model ext/ext.onnx --data synthetic:cifar10 $Q --max-steps 1 --log ext/good.bin
+expect "--save onto the model's external data" \
+    "dtrain train: --save ext/good.bin would overwrite --model's external data ext/good.bin (the same file)" \
+    "ext/good.bin" "$DTRAIN" train --model ext/ext.onnx --data synthetic:cifar10 $Q --max-steps 1 --save ext/good.bin
+expect "eval --logits onto the model's external data" \
+    "dtrain eval: --logits ext/good.bin would overwrite --model's external data ext/good.bin (the same file)" \
+    "ext/good.bin" "$DTRAIN" eval --model ext/ext.onnx --data synthetic:cifar10 --init ext.st --logits ext/good.bin --test-samples 32
+expect "quantize --out onto the model's external data" \
+    "dtrain quantize: --out ext/good.bin would overwrite --model's external data ext/good.bin (the same file)" \
+    "ext/good.bin" "$DTRAIN" quantize --model ext/ext.onnx --data synthetic:cifar10 --init ext.st --out ext/good.bin --calib-samples 32
+expect "bench --profile-out onto the model's external data" \
+    "dtrain bench: --profile-out ext/good.bin would overwrite --model's external data ext/good.bin (the same file)" \
+    "ext/good.bin" "$DTRAIN" bench --model ext/ext.onnx --data synthetic:cifar10 --profile-out ext/good.bin --steps 2 --threads 1
+
 # --- 2. a FIFO in place of a data file is refused at once, never waited on
 mkdir -p ff fc
 cp fm/* ff/ && rm ff/train-images-idx3-ubyte.gz && mkfifo ff/train-images-idx3-ubyte.gz
