@@ -286,6 +286,24 @@ ok_case "simulate --model of a long path with its profile" \
 expect "simulate --model of another file sharing the first 60 characters" \
     "dtrain simulate: --model $L3, but long.json is a profile of $L" \
     "" "$DTRAIN" simulate --profile long.json --model $L3 --link 10gbit --workers 1,2
+# a study that 4701151 began on a long path resumes: its run records kept the model's
+# first 63 bytes (char[64]); such a prefix of the config's model is that config's
+S7="$DTRAIN scale --model $L --data synthetic:mnist --procs 1 --batch-sizes 32 --epochs 1 --max-samples 64 --test-samples 32 --threads 1 --quiet --out st7"
+$S7 >/dev/null 2>&1 || fail "the sweep of a long path"
+python3 - st7/run_p1_b32.jsonl <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for d in lines:
+    if d["event"] == "run":
+        d["model"] = d["model"][:63]
+    if d["event"] == "load":  # quiet: a busy run would be measured again
+        d["other_cores"] = 0
+open(sys.argv[1], "w").write("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in lines))
+PY
+cp st7/run_p1_b32.jsonl st7.kept
+if $S7 >st7.out 2>&1 && cmp -s st7/run_p1_b32.jsonl st7.kept; then
+    pass "scale resumes a study whose run record cut the long model path to 63 bytes"; else
+    fail "scale refused (or re-ran) a study whose run record cut the model path to 63 bytes" "$(cat st7.out)"; fi
 mkdir -p 'a "quoted" folder' && cp m.onnx 'a "quoted" folder/m.onnx'
 "$DTRAIN" bench --model 'a "quoted" folder/m.onnx' --steps 3 --threads 1 --profile-out quoted.json >/dev/null ||
     fail "bench of a path with quotes"
