@@ -153,6 +153,34 @@ if timeout 30 "$DTRAIN" eval --model lenet5 --init qbig.st --test-samples 32 >bi
     fail "eval of a quantized file naming a 20 GB file as its float weights" "$(cat big.out big.err)"; fi
 rm -f big.st
 
+# control characters in a file's metadata are refused in one line (a newline in
+# int8_range split the message that names it)
+python3 - q.st qnl.st qkey.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+for out, edit in ((sys.argv[2], lambda m: m.update(int8_range="full\nreduced")),
+                  (sys.argv[3], lambda m: m.update({"x\ny": "1"}))):
+    h = json.loads(b[8:8 + n])
+    edit(h["__metadata__"])
+    j = json.dumps(h).encode()
+    j += b" " * (-len(j) % 8)
+    open(out, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+expect "a newline in a quantized file's int8_range" \
+    "dtrain eval: qnl.st: metadata entry int8_range holds a control character (byte 0x0a)" \
+    "" "$DTRAIN" eval --model lenet5 --init qnl.st --test-samples 32
+expect "a newline in a metadata key" \
+    "dtrain eval: qkey.st: metadata entry x?y holds a control character (byte 0x0a)" \
+    "" "$DTRAIN" eval --model lenet5 --init qkey.st --test-samples 32
+mkdir -p "dnl
+x" && cp -r fm/* "dnl
+x/"
+expect "a newline in a --data path a checkpoint would record" \
+    "dtrain train: the checkpoint: metadata entry flag.data holds a control character (byte 0x0a)" \
+    "" "$DTRAIN" train --data "fashion-mnist:dnl
+x" $Q --max-steps 1 --checkpoint ck7
+
 # --- 8. a head of 0 classes is refused where the model is made
 /usr/bin/python3 - <<'PY' || fail "cannot write a 0-class ONNX file"
 import numpy as np, onnx
