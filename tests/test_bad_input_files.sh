@@ -181,6 +181,15 @@ expect "a newline in a --data path a checkpoint would record" \
     "" "$DTRAIN" train --data "fashion-mnist:dnl
 x" $Q --max-steps 1 --checkpoint ck7
 
+cp m.onnx "m
+nl.onnx"
+expect "a newline in the --model path --save would record" \
+    "dtrain train: nl.st: metadata entry model holds a control character (byte 0x0a)" \
+    "" "$DTRAIN" train --model "m
+nl.onnx" $Q --max-steps 1 --save nl.st
+if [ ! -e nl.st ]; then pass "no weights file written for the path with a newline"; else
+    fail "the weights were written with a newline in their metadata"; fi
+
 # --- 8. a head of 0 classes is refused where the model is made
 /usr/bin/python3 - <<'PY' || fail "cannot write a 0-class ONNX file"
 import numpy as np, onnx
