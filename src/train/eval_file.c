@@ -249,8 +249,8 @@ static int float_weights(const dt_safetensors *st, const char *given, const dt_m
 
 /* Evaluates a quantized file: int8, and beside it the float weights if there are any. */
 static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const char *compare,
-                     dt_int8_engine engine, int json, const char *logits_path, FILE *out,
-                     dt_error *err) {
+                     dt_int8_engine engine, int engine_given, int json, const char *logits_path,
+                     FILE *out, dt_error *err) {
     dt_dataset test;
     dt_model_spec spec;
     if (dt_train_open_data(&test, cfg->model, cfg->data, 0, cfg->max_test_samples, err)) return -1;
@@ -266,7 +266,8 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
         return -1;
     }
     char why[160];
-    if (engine == DT_INT8_DNNL && !dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
+    /* the default engine only: one given by --int8-engine is refused by dt_qrun_create */
+    if (engine == DT_INT8_DNNL && !engine_given && !dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
         /* the emulation computes the file's integers exactly, only slower */
         fprintf(stderr,
                 "dtrain eval: note: int8 on oneDNN is not exact on this CPU (%s, no "
@@ -348,7 +349,8 @@ int dt_eval_file(const dt_eval_file_options *o, FILE *out, dt_error *err) {
         }
     }
     if (quantized) {
-        int rc = eval_int8(cfg, &st, o->compare, o->engine, o->json, o->logits, out, err);
+        int rc = eval_int8(cfg, &st, o->compare, o->engine, o->engine_given, o->json, o->logits,
+                           out, err);
         dt_safetensors_free(&st);
         return rc;
     }
