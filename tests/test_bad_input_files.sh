@@ -341,6 +341,15 @@ cp st7/run_p1_b32.jsonl st7.kept
 if $S7 >st7.out 2>&1 && cmp -s st7/run_p1_b32.jsonl st7.kept; then
     pass "scale resumes a study whose run record cut the long model path to 63 bytes"; else
     fail "scale refused (or re-ran) a study whose run record cut the model path to 63 bytes" "$(cat st7.out)"; fi
+# a long --data path is named whole in the study's report (it was cut to 127 bytes)
+D7=fashion_mnist_as_downloaded_by_a_colleague_from_the_shared_drive_on_2026_11_27/unpacked_into_this_folder_by_the_extractor_tool_v2
+mkdir -p $D7 && cp fm/* $D7/
+"$DTRAIN" scale --model logreg --data fashion-mnist:$D7 --procs 1 --batch-sizes 32 --epochs 1 \
+    --max-samples 64 --test-samples 32 --threads 1 --quiet --out st7d >/dev/null 2>&1 ||
+    fail "the sweep of a long --data path"
+if grep -qx "# Scaling study: logreg on fashion-mnist:$D7" st7d/report.md; then
+    pass "a long --data path is named whole in the study's report"; else
+    fail "the study's report cut the --data path" "$(head -1 st7d/report.md)"; fi
 mkdir -p 'a "quoted" folder' && cp m.onnx 'a "quoted" folder/m.onnx'
 "$DTRAIN" bench --model 'a "quoted" folder/m.onnx' --steps 3 --threads 1 --profile-out quoted.json >/dev/null ||
     fail "bench of a path with quotes"
