@@ -310,6 +310,12 @@ if [ "$(cat rep9/speedup_busy.dat 2>/dev/null)" = "2 1.5" ] &&
     [ ! -e rep9q/speedup_busy.dat ] && ! grep -q busy rep9q/plots.gp; then pass; else
     fail "the plots do not mark the busy config" "$(grep -n busy rep9/plots.gp rep9q/plots.gp)"; fi
 
+# a report of one process count into that folder leaves no busy points of the last one
+mkdir -p st9one && cp st9/run_p1_b32.jsonl st9one/
+"$DTRAIN" report st9one --out rep9 >/dev/null 2>&1 || fail "report of one process count"
+if [ ! -e rep9/speedup_busy.dat ]; then pass "no stale speedup_busy.dat after a one-count report"; else
+    fail "a stale speedup_busy.dat stayed after a report of one process count"; fi
+
 # --- 7. a long ONNX path is named whole: profiles, run logs, quantized files
 mkdir -p models_exported_by_a_colleague
 L=models_exported_by_a_colleague/lenet5_fashion_mnist_export_2026_11_27_v2.onnx
