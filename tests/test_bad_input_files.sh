@@ -45,7 +45,7 @@ expect "--save onto a Fashion-MNIST file" \
 expect "--save onto the raw name a .gz data file would be shadowed by" \
     "dtrain train: --save fm/train-images-idx3-ubyte would overwrite --data fm/train-images-idx3-ubyte (the same file)" \
     "fm/train-images-idx3-ubyte.gz" "$DTRAIN" train --data fashion-mnist:fm $Q --max-steps 1 --save fm/train-images-idx3-ubyte
-if [ ! -e fm/train-images-idx3-ubyte ]; then pass; else fail "a raw file now shadows the .gz data file"; fi
+if [ ! -e fm/train-images-idx3-ubyte ]; then pass "no raw file shadows the .gz data file"; else fail "a raw file now shadows the .gz data file"; fi
 expect "--save onto a CIFAR-10 batch" \
     "dtrain train: --save cf/data_batch_3.bin would overwrite --data cf/data_batch_3.bin (the same file)" \
     "cf/data_batch_3.bin" "$DTRAIN" train --model lenet_cifar --data cifar10:cf $Q --max-steps 1 --save cf/data_batch_3.bin
@@ -74,7 +74,7 @@ expect "bench --profile-out onto the ONNX model" \
 expect "bench --profile-out onto a data file" \
     "dtrain bench: --profile-out cf/data_batch_1.bin would overwrite --data cf/data_batch_1.bin (the same file)" \
     "cf/data_batch_1.bin" "$DTRAIN" bench --model lenet_cifar --data cifar10:cf --profile-out cf/data_batch_1.bin --steps 2 --threads 1
-if cmp -s m.onnx "$SRC/tests/fixtures/onnx/lenet5.onnx"; then pass; else fail "the model file changed"; fi
+if cmp -s m.onnx "$SRC/tests/fixtures/onnx/lenet5.onnx"; then pass "the model file is unchanged after every refused output"; else fail "the model file changed"; fi
 # the cases below start from the model and the weights whole
 cp "$SRC/tests/fixtures/onnx/lenet5.onnx" m.onnx && cp w.orig w.st
 
@@ -219,7 +219,7 @@ files=$(cd study && ls | sed 's|^|study/|' | tr '\n' ' ')
 expect "simulate --out into a study's folder" \
     "dtrain simulate: --out study holds a scaling study (runs.csv): the simulated plots would replace its own; give another --out" \
     "$files" "$DTRAIN" simulate --profile prof.json --link 10gbit --workers 1,2 --out study
-if [ ! -e study/simulate.csv ]; then pass; else fail "simulate wrote into the study's folder"; fi
+if [ ! -e study/simulate.csv ]; then pass "simulate wrote nothing into the study's folder"; else fail "simulate wrote into the study's folder"; fi
 mkdir -p lonely && cp study/*.png lonely/ 2>/dev/null; cp times.csv lonely/report.md
 expect "simulate --out into a folder with a study's report" \
     "dtrain simulate: --out lonely holds a scaling study (report.md): the simulated plots would replace its own; give another --out" \
@@ -250,7 +250,7 @@ expect "scale over a log of another batch size under a config's name" \
     "dtrain scale: --out st4 holds runs of other settings (run_p1_b32.jsonl: its run record says batch size 16, this config 32); give another --out, or --force to run them again" \
     "st4/run_p1_b32.jsonl st4/report.md" $S --model logreg
 if $S --model logreg --force >/dev/null 2>&1 && grep -q '"model":"logreg","params":7850,"procs":1,"mode":"single","batch_size":32' st4/run_p1_b32.jsonl; then
-    pass; else fail "scale --force did not measure the config again"; fi
+    pass "scale --force measures the config again"; else fail "scale --force did not measure the config again"; fi
 
 # Studies made of one real run's log, rewritten as the log of 1 or 2 processes with the
 # times and load under test (the report reads these, not how the log came about)
@@ -286,14 +286,14 @@ twoproc one.jsonl st6/run_p2_b32.jsonl 2 0.6 0.7 0
 if grep -A4 'Strong scaling speed-up T(1)/T(N) of the training time' rep6/report.md | grep -q '^| 32 | n/a | n/a |$' &&
     grep -A4 '^Strong scaling efficiency' rep6/report.md | grep -q '^| 32 | n/a | n/a |$' &&
     grep -q 'st6/run_p1_b32.jsonl: its epoch record has no valid t_train and t_epoch (missing or not positive): its speed-ups are n/a' rep6/report.md
-then pass; else fail "a log without times gave speed-ups" "$(grep -A4 'Strong scaling' rep6/report.md)"; fi
+then pass "a log without times gives n/a speed-ups with a note"; else fail "a log without times gave speed-ups" "$(grep -A4 'Strong scaling' rep6/report.md)"; fi
 mkdir -p st6n
 twoproc one.jsonl st6n/run_p1_b32.jsonl 1 1.2 1.3 0
 twoproc one.jsonl st6n/run_p2_b32.jsonl 2 -0.5 -0.5 0
 "$DTRAIN" report st6n --out rep6n >/dev/null 2>&1 || fail "report of a log with negative times"
 if grep -A4 'Strong scaling speed-up T(1)/T(N) of the training time' rep6n/report.md | grep -q '^| 32 | 1.00 | n/a |$' &&
     grep -q 'st6n/run_p2_b32.jsonl: its epoch record has no valid t_train' rep6n/report.md
-then pass; else fail "a log with negative times gave speed-ups" "$(grep -A4 'Strong scaling' rep6n/report.md)"; fi
+then pass "a log with negative times gives n/a with a note"; else fail "a log with negative times gave speed-ups" "$(grep -A4 'Strong scaling' rep6n/report.md)"; fi
 
 # --- 9. the plots mark busy configs as the tables do: circled, "busy (re-run)"
 mkdir -p st9 st9q
@@ -307,7 +307,7 @@ if [ "$(cat rep9/speedup_busy.dat 2>/dev/null)" = "2 1.5" ] &&
     [ "$(cat rep9/epoch_busy.dat 2>/dev/null)" = "32 0.9" ] &&
     [ "$(grep -c "'speedup_busy.dat' using 1:2 with points pt 6 .* title 'busy (re-run)'" rep9/plots.gp)" = 2 ] &&
     [ "$(grep -c "'epoch_busy.dat' using 1:2 with points pt 6 .* title 'busy (re-run)'" rep9/plots.gp)" = 2 ] &&
-    [ ! -e rep9q/speedup_busy.dat ] && ! grep -q busy rep9q/plots.gp; then pass; else
+    [ ! -e rep9q/speedup_busy.dat ] && ! grep -q busy rep9q/plots.gp; then pass "the plots circle the busy config, and only it"; else
     fail "the plots do not mark the busy config" "$(grep -n busy rep9/plots.gp rep9q/plots.gp)"; fi
 
 # a report of one process count into that folder leaves no busy points of the last one
@@ -323,7 +323,7 @@ L3=models_exported_by_a_colleague/lenet5_fashion_mnist_export_2026_11_27_v3.onnx
 cp m.onnx $L && cp m.onnx $L3
 "$DTRAIN" bench --model $L --steps 3 --threads 1 --profile-out long.json >/dev/null || fail "bench of $L"
 if python3 -c 'import json, sys; sys.exit(json.load(open("long.json"))["model"] != sys.argv[1])' $L; then
-    pass; else fail "the profile cut the model's path" "$(head -c 200 long.json)"; fi
+    pass "the profile names the long model path whole"; else fail "the profile cut the model's path" "$(head -c 200 long.json)"; fi
 ok_case "simulate --model of a long path with its profile" \
     "$DTRAIN" simulate --profile long.json --model $L --link 10gbit --workers 1,2
 expect "simulate --model of another file sharing the first 60 characters" \
@@ -362,7 +362,7 @@ mkdir -p 'a "quoted" folder' && cp m.onnx 'a "quoted" folder/m.onnx'
 ok_case "a profile of a path with quotes reads back" \
     "$DTRAIN" simulate --profile quoted.json --model 'a "quoted" folder/m.onnx' --link 10gbit --workers 1,2
 "$DTRAIN" train --model $L $Q --max-steps 2 --log long.jsonl --save long.st >/dev/null || fail "train of $L"
-if grep -q "\"event\":\"run\",\"model\":\"$L\"" long.jsonl; then pass; else
+if grep -q "\"event\":\"run\",\"model\":\"$L\"" long.jsonl; then pass "the run log names the long model path whole"; else
     fail "the run log cut the model's path" "$(grep -o '"model":"[^"]*"' long.jsonl)"; fi
 "$DTRAIN" quantize --model $L --init long.st --out longq.st --calib-samples 32 >/dev/null ||
     fail "quantize of $L"
