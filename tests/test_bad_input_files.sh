@@ -1,12 +1,14 @@
 #!/bin/bash
-# The bad-input catalogue, the files a command reads (issue 40): the --model file, the
-# data's files and the float weights a quantized file names are inputs no output may
-# replace; a FIFO in place of a data file is refused at once; those float weights are
-# bounded by the network's size (never read past it), not by the file naming them; a 0-class head is
-# refused; scale keeps no foreign log under a config's name; simulate --out never
-# replaces a study's plots; a log without valid times gives n/a, not a speed-up; the
-# plots circle busy configs; a long ONNX path is named whole (profile, run log,
-# quantized file).
+# The bad-input catalogue, the files a command reads (issue 40): the --model file, its
+# external-data files, the data's files and the float weights a quantized file names
+# are inputs no output may replace; a FIFO in place of a data file is refused at once;
+# those float weights are bounded by the network's size (a file past it is a note,
+# never read), not by the file naming them; control characters in a file's metadata
+# are refused in one line; a 0-class head is refused; scale keeps no foreign log under
+# a config's name (a 4701151 record's 63-byte model prefix is not foreign); simulate
+# --out never replaces a study's plots; a log without valid times gives n/a, not a
+# speed-up; the plots circle busy configs (no stale busy points); a long ONNX or data
+# path is named whole (profile, run log, quantized file, study report).
 set -u
 DTRAIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
