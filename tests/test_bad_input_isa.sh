@@ -94,6 +94,10 @@ else
         "$(cat lab_avx2.json lab_avx2.err)"
 fi
 
+expect "eval --int8-engine dnnl (given, not the default) of a full-range file without VNNI" \
+    "dtrain eval: int8 on oneDNN is not exact on this CPU (avx2, no AVX512-VNNI): layer conv1 has odd weights on a signed input; quantize again here (7-bit activations) or use --int8-engine emulate" \
+    "lab.safetensors" $AVX2 "$DTRAIN" eval --model lenet5 --init lab.safetensors $F --int8-engine dnnl
+
 # --- a symmetric file made with VNNI (full range) taken to an AVX2 host
 "$DTRAIN" quantize --model lenet5 --init w.safetensors --out q.safetensors \
     --calib-samples 128 --calib-method minmax --threads 2 >/dev/null 2>&1

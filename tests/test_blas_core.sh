@@ -2,7 +2,7 @@
 # OpenBLAS's kernels (src/core/blas_core.h): on a CPU with AVX2 or AVX-512 dtrain
 # never runs on the generic SSE3 fallback, on one with AVX-512 it runs AVX-512 kernels,
 # and a user's OPENBLAS_CORETYPE is kept; ONEDNN_MAX_CPU_ISA=AVX2 makes it choose as on
-# an AVX2 host.
+# an AVX2 host, =AVX as on an AVX host, =SSE41 as on an SSE4.1 one.
 set -u
 DTRAIN=$1
 . "$(dirname "$0")/checks.sh"
@@ -36,5 +36,15 @@ if grep -qw avx512f /proc/cpuinfo; then
     check "ONEDNN_MAX_CPU_ISA=AVX2 keeps OpenBLAS on AVX2 kernels (got $capped)" \
         [ "$capped" = Haswell ]
     check "ONEDNN_MAX_CPU_ISA=AVX2: bench names isa avx2" grep -q '"isa":"avx2"' "$tmp/capped.json"
+fi
+# caps below AVX2 follow one switch down: AVX (Sandybridge's kernels), SSE4.1 (Nehalem's)
+if grep -qw avx2 /proc/cpuinfo; then
+    for cap in AVX:Sandybridge SSE41:Nehalem; do
+        ONEDNN_MAX_CPU_ISA=${cap%%:*} env -u OPENBLAS_CORETYPE "$DTRAIN" bench --model logreg \
+            --steps 2 --threads 1 >"$tmp/low.json"
+        low=$(core_of "$tmp/low.json")
+        check "ONEDNN_MAX_CPU_ISA=${cap%%:*} runs OpenBLAS's ${cap#*:} kernels (got $low)" \
+            [ "$low" = "${cap#*:}" ]
+    done
 fi
 finish

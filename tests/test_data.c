@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -118,6 +119,45 @@ static void test_idx_raw_and_gz_read_back(void **state) {
         assert_int_equal(px[783], (13 + 783) % 256);
         dt_dataset_close(&ds);
     }
+}
+
+/* The descriptors open on the file being read, seen from inside the read (the
+ * declared-size callback runs with it open): how many, and how many close-on-exec.
+ * The callback has no context argument, hence file-scope counters. */
+static char reading[600];
+static int open_on_reading, cloexec_on_reading;
+
+static size_t declared_and_check_fds(const uint8_t *head, size_t n) {
+    for (int fd = 0; fd < 1024; fd++) {
+        char link[64], target[600];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        const ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = 0;
+        if (strcmp(target, reading)) continue;
+        open_on_reading++;
+        const int flags = fcntl(fd, F_GETFD);
+        cloexec_on_reading += flags >= 0 && (flags & FD_CLOEXEC);
+    }
+    return dt_idx_images_size(head, n);
+}
+
+/* A data file is read through a close-on-exec descriptor (dup() dropped the flag): a
+ * child started meanwhile (launch's, a sweep's) does not inherit it. */
+static void test_idx_reader_fd_is_close_on_exec(void **state) {
+    (void)state;
+    clean_dir();
+    write_mnist_dir(5, 5, 1);
+    snprintf(reading, sizeof reading, "%s/train-images-idx3-ubyte.gz", dir);
+    open_on_reading = cloexec_on_reading = 0;
+    uint8_t *data = NULL;
+    size_t bytes = 0;
+    dt_error err;
+    if (dt_read_maybe_gz(reading, declared_and_check_fds, 1 << 20, &data, &bytes, &err))
+        fail_msg("%s", err.msg);
+    free(data);
+    assert_true(open_on_reading >= 1);
+    assert_int_equal(cloexec_on_reading, open_on_reading);
 }
 
 static void test_idx_bad_files_are_named(void **state) {
@@ -440,6 +480,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idx_raw_and_gz_read_back),
         cmocka_unit_test(test_idx_bad_files_are_named),
+        cmocka_unit_test(test_idx_reader_fd_is_close_on_exec),
         cmocka_unit_test(test_cifar_official_format_reads_back),
         cmocka_unit_test(test_cifar_bad_files_are_named),
         cmocka_unit_test(test_transform_without_augmentation_normalises),

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "core/cpu_isa.h"
 #include "core/rng.h"
 #include "dtrain/backend.h"
 #include "dtrain/zoo.h"
@@ -177,11 +178,42 @@ static void test_both_ranges(void **state) {
     compare_engines("lenet5", 0, DT_QUANT_SYMMETRIC, 1, 16, 0);
 }
 
+static int lists(const char *const *avoid, const char *name) {
+    for (int i = 0; avoid && avoid[i]; i++)
+        if (!strcmp(avoid[i], name)) return 1;
+    return 0;
+}
+
+/* Without VNNI, a strided 1x1 convolution on a signed input avoids both the GEMM
+ * convolutions and the 1x1 kernel (it avoided only the GEMMs); with VNNI nothing. */
+static void test_signed_strided_1x1_avoids_both(void **state) {
+    (void)state;
+    dt_qvalue values[2] = {{.lo = -128, .hi = 127}, {.lo = 0, .hi = 255}};
+    dt_qnet q = {.values = values, .n_values = 2};
+    dt_qop o = {.kind = DT_QOP_CONV, .kernel = 1, .stride = 2, .in = 0, .out = 1};
+    const char *const *avoid = dt_int8_dnnl_avoided(&q, &o);
+    if (dt_cpu_has_int8_vnni()) {
+        assert_null(avoid);
+        return;
+    }
+    assert_true(lists(avoid, "ip:") && lists(avoid, "gemm") && lists(avoid, "1x1"));
+    values[0].lo = 0; /* unsigned: the 1x1 kernel only */
+    avoid = dt_int8_dnnl_avoided(&q, &o);
+    assert_true(!lists(avoid, "gemm") && lists(avoid, "1x1"));
+    values[0].lo = -128;
+    o.stride = 1; /* signed, not strided: the GEMMs only */
+    avoid = dt_int8_dnnl_avoided(&q, &o);
+    assert_true(lists(avoid, "gemm") && !lists(avoid, "1x1"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lenet5_symmetric), cmocka_unit_test(test_lenet_cifar_lab),
-        cmocka_unit_test(test_mlp_symmetric),    cmocka_unit_test(test_resnet18_symmetric),
+        cmocka_unit_test(test_lenet5_symmetric),
+        cmocka_unit_test(test_lenet_cifar_lab),
+        cmocka_unit_test(test_mlp_symmetric),
+        cmocka_unit_test(test_resnet18_symmetric),
         cmocka_unit_test(test_both_ranges),
+        cmocka_unit_test(test_signed_strided_1x1_avoids_both),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

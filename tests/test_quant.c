@@ -377,9 +377,63 @@ static void test_errors_name_the_layer(void **state) {
     free(x);
 }
 
+/* The lab scheme's post-ReLU values [0, 127] search over 256 levels, as 4701151 did:
+ * the reduced range (128 levels for a 7-bit u8) is the symmetric scheme's, and the
+ * lab's arithmetic never reduces (its entropy scales changed once through hi + 1). */
+static void test_lab_entropy_searches_256_levels(void **state) {
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/quant_lab_lenet5.safetensors", getenv("DT_FIXTURES"));
+    dt_safetensors st;
+    dt_error err;
+    if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
+    dt_model m;
+    dt_model_spec spec;
+    build(&m, &spec, "lenet5", 0, 48);
+    for (int i = 0; i < m.n_tensors; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "float.%s", m.tensors[i].name);
+        if (dt_safetensors_get_f32(&st, name, m.tensors[i].ndim, m.tensors[i].shape,
+                                   dt_model_tensor_data(&m, i), &err))
+            fail_msg("%s", err.msg);
+    }
+    const dt_st_tensor *calib = need(&st, "calib_inputs");
+    array_feed feed = {(const float *)calib->data, (int)calib->shape[0], 784};
+    dt_qnet q;
+    dt_quant_config cfg = {.scheme = DT_QUANT_LAB, .calib = {.method = DT_CALIB_ENTROPY}};
+    if (dt_qnet_build(&q, &m, &spec, DT_QUANT_LAB, &err) ||
+        dt_quantize(&q, &m, &cfg, feed_array, &feed, &err))
+        fail_msg("%s", err.msg);
+    /* each layer's target scale (before the lab's chain replaces it) is its output
+     * scale times the accumulator's */
+    int post_relu = 0, differs = 0;
+    for (int i = 0; i < q.n_ops; i++) {
+        const dt_qop *o = &q.ops[i];
+        if ((o->kind != DT_QOP_CONV && o->kind != DT_QOP_LINEAR) || q.values[o->out].lo != 0)
+            continue;
+        assert_int_equal(q.values[o->out].hi, 127);
+        post_relu++;
+        const dt_calib_stats *c = &q.vstats[o->out].calib;
+        double lo, hi, lo7, hi7;
+        dt_calib_range(c, &cfg.calib, 256, &lo, &hi);
+        dt_calib_range(c, &cfg.calib, 128, &lo7, &hi7);
+        const float acc_scale = o->weight_scale[0] * q.values[o->in].scale;
+        const float target = 127.0f / ((float)hi - (float)lo);
+        const float target7 = 127.0f / ((float)hi7 - (float)lo7);
+        assert_true(o->output_scale[0] == target / acc_scale);
+        differs += target7 / acc_scale != o->output_scale[0];
+    }
+    assert_int_equal(post_relu, 4);
+    assert_true(differs > 0); /* else the check could not tell 256 from 128 */
+    dt_qnet_free(&q);
+    dt_model_free(&m);
+    dt_safetensors_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lab_matches_the_pytorch_lab),
+        cmocka_unit_test(test_lab_entropy_searches_256_levels),
         cmocka_unit_test(test_calibration_methods),
         cmocka_unit_test(test_resnet18_folds_fuses_and_round_trips),
         cmocka_unit_test(test_errors_name_the_layer),

@@ -67,7 +67,12 @@ typedef struct dt_st_entry {
     const void *data;
 } dt_st_entry;
 
+/* Metadata with a control character in a key or value (a newline splits every message
+ * that names it) is refused by the reader and the writer alike, in one line naming the
+ * entry; dt_safetensors_meta_check is the writer's check, for callers that check
+ * before any work. */
 int dt_safetensors_write(const char *path, const dt_st_entry *entries, int n_entries,
                          const dt_st_meta *meta, int n_meta, dt_error *err);
+int dt_safetensors_meta_check(const dt_st_meta *meta, int n_meta, const char *path, dt_error *err);
 
 #endif

@@ -54,6 +54,7 @@ int cmd_eval(int argc, char **argv) {
     int json = 0;
     const char *compare = NULL, *logits_path = NULL;
     dt_int8_engine engine = DT_INT8_DNNL;
+    int engine_given = 0;
     cli_flags flags;
     cli_flags_init(&flags, cmd, eval_shared, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
@@ -61,6 +62,7 @@ int cmd_eval(int argc, char **argv) {
         if (opt == 'j') json = 1;
         if (opt == 'c') compare = optarg;
         if (opt == 'l') logits_path = optarg;
+        engine_given |= opt == 'e';
         if (opt == 'e' && dt_int8_engine_parse(optarg, &engine)) {
             cli_fail(cmd, "--int8-engine must be emulate or dnnl, got '%s'", optarg);
             return 2;
@@ -79,7 +81,7 @@ int cmd_eval(int argc, char **argv) {
     dt_threads_set(cli_threads(cmd, cfg.threads));
 
     dt_error err;
-    const dt_eval_file_options o = {&cfg, compare, logits_path, engine, json};
+    const dt_eval_file_options o = {&cfg, compare, logits_path, engine, engine_given, json};
     int rc = dt_eval_file(&o, stdout, &err);
     if (rc == 0 && fflush(stdout)) rc = dt_error_set(&err, "cannot write the results");
     if (rc) cli_fail(cmd, "%s", err.msg);

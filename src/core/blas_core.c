@@ -23,6 +23,11 @@ static int core_has_avx512(const char *name) {
            !strcasecmp(name, "SapphireRapids");
 }
 
+/* Whether OpenBLAS's core `name` has AVX2 kernels (Zen's are Haswell's). */
+static int core_has_avx2(const char *name) {
+    return core_has_avx512(name) || !strcasecmp(name, "Haswell") || !strcasecmp(name, "Zen");
+}
+
 const char *dt_blas_core_better(void) {
     const char *chosen = getenv("OPENBLAS_CORETYPE");
     if (chosen && *chosen) return NULL;
@@ -33,9 +38,12 @@ const char *dt_blas_core_better(void) {
      * (= Haswell) kernels, where later releases take the SkylakeX ones (OpenBLAS pull
      * request 4303); on this AMD EPYC sgemm ran 444 against 220 GFLOP/s (2 threads). */
     if (avx512 && !core_has_avx512(loaded)) return "SkylakeX";
-    /* AVX-512 kernels where the CPU, capped by ONEDNN_MAX_CPU_ISA, has none: the AVX2
-     * ones, so that the cap makes OpenBLAS run as on an AVX2 host too */
+    /* Kernels past what the CPU, capped by ONEDNN_MAX_CPU_ISA, has: the best ones within
+     * it, so that the cap makes OpenBLAS run as on such a host too (AVX2: Haswell; AVX:
+     * Sandybridge; SSE4.1, oneDNN's least: Nehalem) */
     if (!avx512 && core_has_avx512(loaded) && dt_cpu_has_avx2()) return "Haswell";
+    if (!dt_cpu_has_avx2() && core_has_avx2(loaded))
+        return !strcmp(dt_cpu_isa_name(), "avx") ? "Sandybridge" : "Nehalem";
     /* Otherwise only the generic fallbacks: another core OpenBLAS recognised is its own
      * best choice. */
     if (strcasecmp(loaded, "Prescott") && strcasecmp(loaded, "Core2") &&

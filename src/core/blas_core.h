@@ -15,7 +15,8 @@ const char *dt_blas_core_loaded(void);
 /* The OpenBLAS core to ask for: SkylakeX when this CPU has AVX-512 (F, BW, VL, DQ) and
  * the loaded kernels do not use it; Haswell when the loaded one is the generic fallback
  * and the CPU has AVX2 and FMA, or when AVX-512 kernels were loaded and the CPU has
- * none (the CPU as core/cpu_isa sees it: ONEDNN_MAX_CPU_ISA caps it); NULL when the
+ * none (the CPU as core/cpu_isa sees it: ONEDNN_MAX_CPU_ISA caps it); Sandybridge or
+ * Nehalem when the cap is AVX or SSE4.1 and the loaded kernels use AVX2; NULL when the
  * loaded kernels are fine or the user chose them (OPENBLAS_CORETYPE set). */
 const char *dt_blas_core_better(void);
 

@@ -1,6 +1,7 @@
 #include "data/idx.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +95,7 @@ int dt_read_maybe_gz(const char *path, dt_declared_size_fn declared, size_t max_
      * data file is refused at once instead of waiting for a writer forever */
     FILE *probe = dt_text_open(path, "", max_bytes, err);
     if (!probe) return -1;
-    const int fd = dup(fileno(probe));
+    const int fd = fcntl(fileno(probe), F_DUPFD_CLOEXEC, 0); /* dup() drops close-on-exec */
     fclose(probe);
     gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!f) {

@@ -118,6 +118,25 @@ static int parse_tensor(dt_safetensors *st, const cJSON *item, size_t data_bytes
     return 0;
 }
 
+/* The first control character of s (a byte below 0x20, or 0x7f), or NULL. */
+static const char *control_char(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return s;
+    return NULL;
+}
+
+static int refuse_control(const char *path, const char *key, const char *value, dt_error *err) {
+    const char *c = control_char(key);
+    if (!c) c = control_char(value);
+    if (!c) return 0;
+    char shown[DT_ST_META_KEY_MAX];
+    snprintf(shown, sizeof shown, "%s", key);
+    for (char *k = shown; *k; k++)
+        if (control_char(k) == k) *k = '?';
+    return dt_error_set(err, "%s: metadata entry %s holds a control character (byte 0x%02x)", path,
+                        shown, (unsigned)(unsigned char)*c);
+}
+
 int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
@@ -173,6 +192,11 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
                                  "values up to %zu)",
                                  path, kv->string, sizeof m->key - 1, sizeof m->value - 1);
                     cJSON_Delete(root); /* kv->string with it */
+                    dt_safetensors_free(st);
+                    return -1;
+                }
+                if (refuse_control(path, m->key, m->value, err)) {
+                    cJSON_Delete(root);
                     dt_safetensors_free(st);
                     return -1;
                 }
@@ -271,8 +295,15 @@ int dt_safetensors_get_i32(const dt_safetensors *st, const char *name, size_t co
     return 0;
 }
 
+int dt_safetensors_meta_check(const dt_st_meta *meta, int n_meta, const char *path, dt_error *err) {
+    for (int i = 0; i < n_meta; i++)
+        if (refuse_control(path, meta[i].key, meta[i].value, err)) return -1;
+    return 0;
+}
+
 int dt_safetensors_write(const char *path, const dt_st_entry *entries, int n_entries,
                          const dt_st_meta *meta, int n_meta, dt_error *err) {
+    if (dt_safetensors_meta_check(meta, n_meta, path, err)) return -1;
     cJSON *root = cJSON_CreateObject();
     if (!root) return dt_error_set(err, "out of memory writing %s", path);
     if (n_meta > 0) {

@@ -1482,3 +1482,36 @@ int dt_onnx_save_check(const dt_model *m, const char *source, const char *out, d
     onnx__model_proto__free_unpacked(model, NULL);
     return 0;
 }
+
+static void each_external_of(const Onnx__TensorProto *t, const char *folder,
+                             void (*fn)(void *ctx, const char *file), void *ctx) {
+    if (!t || !t->has_data_location ||
+        t->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return;
+    for (size_t i = 0; i < t->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = t->external_data[i];
+        if (!e->key || !e->value || strcmp(e->key, "location") || !*e->value) continue;
+        char file[8192]; /* as external_bytes names it */
+        if (snprintf(file, sizeof file, "%s/%s", folder, e->value) < (int)sizeof file)
+            fn(ctx, file);
+    }
+}
+
+int dt_onnx_each_external(const char *path, void (*fn)(void *ctx, const char *file), void *ctx) {
+    dt_error ignored;
+    Onnx__ModelProto *model = load_model(path, &ignored);
+    if (!model) return -1;
+    char folder[4096];
+    folder_of(path, folder, sizeof folder);
+    const Onnx__GraphProto *g = model->graph;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        each_external_of(g->initializer[i], folder, fn, ctx);
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (!n->op_type || strcmp(n->op_type, "Constant")) continue;
+        for (size_t k = 0; k < n->n_attribute; k++)
+            each_external_of(n->attribute[k]->t, folder, fn, ctx);
+    }
+    onnx__model_proto__free_unpacked(model, NULL);
+    return 0;
+}

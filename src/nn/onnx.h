@@ -33,4 +33,10 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
  * and the source graph still readable. One line naming out on error. */
 int dt_onnx_save_check(const dt_model *m, const char *source, const char *out, dt_error *err);
 
+/* Calls fn(ctx, file) for each external-data file the ONNX file at path names (the
+ * model's folder joined with the tensor's location, as the import opens it): files
+ * the model reads, which no output may replace. -1 when path does not load (the
+ * import then says why). */
+int dt_onnx_each_external(const char *path, void (*fn)(void *ctx, const char *file), void *ctx);
+
 #endif

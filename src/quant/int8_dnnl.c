@@ -199,6 +199,25 @@ static dnnl_status_t first_impl(dnnl_primitive_desc_t *pd, const void *op_desc,
     return st;
 }
 
+/* Without VNNI: oneDNN 2.6's AVX2 int8 1x1 kernel gives a strided 1x1 convolution
+ * (resnet18's shortcuts) wrong integers in a few places when it runs on 2 threads
+ * (different ones from run to run; right on 1 thread), where its general kernel is
+ * exact; and a signed input must reach a direct convolution kernel, which halves the
+ * (even) weights, not a GEMM (an "ip:" or "gemm:" convolution: gemm_s8s8s32 shifts the
+ * input to u8 and saturates). A layer that is both avoids both. */
+const char *const *dt_int8_dnnl_avoided(const dt_qnet *q, const dt_qop *o) {
+    static const char *const strided_1x1[] = {"1x1", NULL},
+                             *const signed_in[] = {"ip:", "gemm", NULL},
+                             *const both[] = {"ip:", "gemm", "1x1", NULL};
+    if (dt_cpu_has_int8_vnni()) return NULL;
+    const int is_signed = q->values[o->in].lo < 0;
+    const int is_strided_1x1 = o->kind == DT_QOP_CONV && o->kernel == 1 && o->stride > 1;
+    return is_signed && is_strided_1x1 ? both
+           : is_signed                 ? signed_in
+           : is_strided_1x1            ? strided_1x1
+                                       : NULL;
+}
+
 /* The rest of a layer with weights once its operation is described (a convolution or
  * an inner product): its primitive with the layer's scales and fused ops, the weights
  * reordered into the primitive's layout, its arguments. */
@@ -208,19 +227,7 @@ static int layer_step(step *s, dt_int8_dnnl *e, const dt_qop *o, const void *op_
                       const dnnl_memory_desc_t *dst, dt_error *err) {
     dnnl_primitive_attr_t attr;
     if (layer_attr(&attr, e, o, err)) return -1;
-    /* Without VNNI: oneDNN 2.6's AVX2 int8 1x1 kernel gives a strided 1x1 convolution
-     * (resnet18's shortcuts) wrong integers in a few places when it runs on 2 threads
-     * (different ones from run to run; right on 1 thread), where its general kernel
-     * is exact; and a signed input must reach a direct convolution kernel, which halves
-     * the (even) weights, not a GEMM (an "ip:" or "gemm:" convolution: gemm_s8s8s32
-     * shifts the input to u8 and saturates). */
-    static const char *const strided_1x1[] = {"1x1", NULL}, *const signed_in[] = {"ip:", "gemm",
-                                                                                  NULL};
-    const char *const *avoid = NULL;
-    if (!dt_cpu_has_int8_vnni() && e->q->values[o->in].lo < 0)
-        avoid = signed_in;
-    else if (!dt_cpu_has_int8_vnni() && o->kind == DT_QOP_CONV && o->kernel == 1 && o->stride > 1)
-        avoid = strided_1x1;
+    const char *const *avoid = dt_int8_dnnl_avoided(e->q, o);
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t st = first_impl(&pd, op_desc, attr, e->engine, avoid);
     dnnl_primitive_attr_destroy(attr);

@@ -25,6 +25,11 @@ typedef struct dt_int8_dnnl dt_int8_dnnl;
  * the first layer that breaks it. */
 int dt_int8_dnnl_exact_here(const dt_qnet *q, char *why, size_t why_size);
 
+/* The names of oneDNN implementations layer o of q must not run on this CPU
+ * (NULL-terminated; NULL: none): without VNNI, GEMM ones for a signed input and the
+ * 1x1 kernel for a strided 1x1 convolution. */
+const char *const *dt_int8_dnnl_avoided(const dt_qnet *q, const dt_qop *o);
+
 /* q must outlive the engine. Refused, with the reason, where it would not be exact
  * (dt_int8_dnnl_exact_here). */
 int dt_int8_dnnl_create(dt_int8_dnnl **e, const dt_qnet *q, int max_batch, dt_error *err);

@@ -477,7 +477,9 @@ static int value_scale(dt_qnet *q, int v, dt_error *err) {
                             "activations of %s are not finite (NaN or infinity) over the %d "
                             "calibration images",
                             x->name, q->calib_samples);
-    const int levels = x->lo < 0 ? 128 : x->hi + 1; /* of |x|: 128 for s8 and 7-bit u8 */
+    /* of |x|: 128 for s8 and a reduced range's 7-bit u8, 256 for a full u8; the lab's
+     * [0, 127] values are searched over 256 levels (as 4701151 did: never reduced) */
+    const int levels = x->lo < 0 || q->cfg.reduce_range ? 128 : 256;
     float scale;
     if (q->cfg.scheme == DT_QUANT_LAB) {
         double lo, hi;

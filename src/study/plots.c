@@ -126,9 +126,11 @@ static int busy_points(plotter *pl, const char *name, const double (*xy)[2], int
 /* 1. Strong speed-up vs processes, one line per batch size. 1 if drawn, 0 if the
  * study has a single process count, -1 on error. */
 static int plot_speedup(plotter *pl, dt_error *err) {
-    if (pl->np < 2) return 0;
+    int any_busy;
+    if (pl->np < 2) /* no plot: nor the busy points an earlier report drew on one */
+        return busy_points(pl, "speedup_busy.dat", NULL, 0, &any_busy, err) ? -1 : 0;
     double busy[64 * 64][2];
-    int n_busy = 0, any_busy;
+    int n_busy = 0;
     int points[64]; /* per batch size; a batch size without a speed-up has no file */
     for (int b = 0; b < pl->nb; b++) {
         char name[64];

@@ -63,11 +63,11 @@ typedef struct dt_scale_role {
 } dt_scale_role;
 
 typedef struct dt_scale_study {
-    char model[8448], data[128]; /* model: the run record's whole, " (simulated)" added */
-    char mode[32];               /* "allreduce", "ps-sync", ... ("" = unknown) */
-    int servers;                 /* parameter servers on top of the process counts (ps modes) */
-    double params;               /* parameters (floats exchanged per iteration) */
-    double dataset_size;         /* training samples */
+    char model[8448], data[8448]; /* the run record's whole; model: " (simulated)" added */
+    char mode[32];                /* "allreduce", "ps-sync", ... ("" = unknown) */
+    int servers;                  /* parameter servers on top of the process counts (ps modes) */
+    double params;                /* parameters (floats exchanged per iteration) */
+    double dataset_size;          /* training samples */
     dt_scale_row *rows;
     int n_rows, cap_rows;
     dt_scale_role *roles; /* parameter-server runs only */

@@ -780,6 +780,13 @@ static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs
  * the name keeps, unlike the .args beside it) names another model, data, batch size,
  * worker count, learning-rate scaling, epochs or seed. why: the first difference. A
  * log that cannot be read is not judged here (the sweep runs it again). */
+/* A run record of 4701151 or before kept the model in char[64]: a path of 64 bytes or
+ * more was written cut to its first 63. Such a record is the config's own when it is
+ * that prefix, so a study those binaries began still resumes. */
+static int old_cut_model(const char *recorded, const char *model) {
+    return strlen(recorded) == 63 && strlen(model) > 63 && !strncmp(recorded, model, 63);
+}
+
 static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, int batch,
                        int scaled, char *why, size_t size) {
     dt_runlog_contents c;
@@ -793,7 +800,7 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     char theirs[600] = "", ours[600] = "";
     if (!c.has_run) {
         snprintf(ours, sizeof ours, "none");
-    } else if (strcmp(r->model, model)) {
+    } else if (strcmp(r->model, model) && !old_cut_model(r->model, model)) {
         snprintf(theirs, sizeof theirs, "model %.400s", r->model);
         snprintf(ours, sizeof ours, "%s", model);
     } else if (strcmp(r->data, data)) {

@@ -27,6 +27,7 @@ typedef struct int8_info {
     dt_int8_engine engine;
     const char *float_path;   /* the float weights compared with, or NULL */
     const char *why_no_float; /* why there are none */
+    char why_buf[512];        /* why_no_float when it names sizes */
     double float_accuracy, agreement;
 } int8_info;
 
@@ -195,10 +196,10 @@ static int float_weights_bounds(const dt_model_spec *spec, long long *least, lon
  * its metadata if that file is still the one quantized: a regular file of the recorded
  * size and hash (a path read from a file is not trusted to be one; files written before
  * the size was recorded are checked by their hash alone). A size that the network's
- * float weights cannot have is refused before any byte is read (-1, err): the file
- * could be of any size, and hashing it all of its time. */
-static int float_weights(const dt_safetensors *st, const char *quantized, const char *given,
-                         const dt_model_spec *spec, const char **path_out, const char **why,
+ * float weights cannot have is a note (in why_buf) before any byte is read: the file
+ * could be of any size, and hashing it all of its time; the int8 eval still runs. */
+static int float_weights(const dt_safetensors *st, const char *given, const dt_model_spec *spec,
+                         const char **path_out, const char **why, char *why_buf, size_t why_size,
                          dt_error *err) {
     *path_out = NULL;
     if (given) {
@@ -230,11 +231,14 @@ static int float_weights(const dt_safetensors *st, const char *quantized, const 
     }
     long long least, most;
     if (float_weights_bounds(spec, &least, &most, err)) return -1;
-    if ((long long)sb.st_size < least || (long long)sb.st_size > most)
-        return dt_error_set(err,
-                            "%s names %s as its float weights: %lld bytes, which %s's cannot be "
-                            "(%lld to %lld); give --compare FILE",
-                            quantized, path, (long long)sb.st_size, spec->name, least, most);
+    if ((long long)sb.st_size < least || (long long)sb.st_size > most) {
+        snprintf(why_buf, why_size,
+                 "its float weights %s are not %s's size: %lld bytes, not %lld to %lld; not "
+                 "read (give --compare FILE)",
+                 path, spec->name, (long long)sb.st_size, least, most);
+        *why = why_buf;
+        return 0;
+    }
     if (dt_quant_file_hash(path, expect, hash, sizeof hash, &ignored) || strcmp(hash, want)) {
         *why = "the float weights it was made from have changed since (give --compare FILE)";
         return 0;
@@ -245,8 +249,8 @@ static int float_weights(const dt_safetensors *st, const char *quantized, const 
 
 /* Evaluates a quantized file: int8, and beside it the float weights if there are any. */
 static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const char *compare,
-                     dt_int8_engine engine, int json, const char *logits_path, FILE *out,
-                     dt_error *err) {
+                     dt_int8_engine engine, int engine_given, int json, const char *logits_path,
+                     FILE *out, dt_error *err) {
     dt_dataset test;
     dt_model_spec spec;
     if (dt_train_open_data(&test, cfg->model, cfg->data, 0, cfg->max_test_samples, err)) return -1;
@@ -262,7 +266,8 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
         return -1;
     }
     char why[160];
-    if (engine == DT_INT8_DNNL && !dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
+    /* the default engine only: one given by --int8-engine is refused by dt_qrun_create */
+    if (engine == DT_INT8_DNNL && !engine_given && !dt_int8_dnnl_exact_here(&q, why, sizeof why)) {
         /* the emulation computes the file's integers exactly, only slower */
         fprintf(stderr,
                 "dtrain eval: note: int8 on oneDNN is not exact on this CPU (%s, no "
@@ -273,8 +278,8 @@ static int eval_int8(const dt_train_config *cfg, const dt_safetensors *st, const
     }
     rc = dt_qrun_create(&run, &q, engine, cfg->batch_size, err);
     if (rc == 0)
-        rc = float_weights(st, cfg->init_path, compare, &spec, &info.float_path, &info.why_no_float,
-                           err);
+        rc = float_weights(st, compare, &spec, &info.float_path, &info.why_no_float, info.why_buf,
+                           sizeof info.why_buf, err);
     if (rc == 0 && info.float_path) {
         rc = dt_train_build_model(&fm, &spec, cfg->batch_size, cfg->seed, info.float_path, err);
         have_float = rc == 0;
@@ -344,7 +349,8 @@ int dt_eval_file(const dt_eval_file_options *o, FILE *out, dt_error *err) {
         }
     }
     if (quantized) {
-        int rc = eval_int8(cfg, &st, o->compare, o->engine, o->json, o->logits, out, err);
+        int rc = eval_int8(cfg, &st, o->compare, o->engine, o->engine_given, o->json, o->logits,
+                           out, err);
         dt_safetensors_free(&st);
         return rc;
     }

@@ -18,6 +18,9 @@ typedef struct dt_eval_file_options {
     const char *compare; /* float weights to compare a quantized file with, or NULL */
     const char *logits;  /* every sample's logits and label written there, or NULL */
     dt_int8_engine engine;
+    /* engine named by --int8-engine: where oneDNN would not be exact it is refused, as
+     * bench refuses it; the default falls back to the emulation with a note */
+    int engine_given;
     int json; /* one JSON line instead of the text */
 } dt_eval_file_options;
 

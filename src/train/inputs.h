@@ -1,5 +1,6 @@
 /* The files a command reads beside those its own flags name (--init, --resume,
- * --compare): the --model file when it is an ONNX graph and the data's files (every
+ * --compare): the --model file when it is an ONNX graph, the external-data files it
+ * names, and the data's files (every
  * name a reader of that spec opens, dt_dataset_each_file), added to a fileset as
  * inputs, so that no output of train, eval, quantize or bench replaces the model or
  * the data ("--log m.onnx would overwrite --model m.onnx (the same file)"). */

@@ -172,7 +172,8 @@ int dt_resume_check_meta(const dt_train_config *cfg, const char *log, dt_error *
     dt_st_meta *meta = calloc(META_CAP, sizeof *meta);
     if (!meta) return dt_error_set(err, "out of memory for the checkpoint's metadata");
     int n;
-    const int rc = build_meta(cfg, &p, meta, META_CAP, &n, err);
+    int rc = build_meta(cfg, &p, meta, META_CAP, &n, err);
+    if (rc == 0) rc = dt_safetensors_meta_check(meta, n, "the checkpoint", err);
     free(meta);
     return rc;
 }

@@ -314,7 +314,13 @@ static int setup_local(trainer *t, dt_error *err) {
     if (dt_train_state_init(&t->state, &spec, cfg->batch_size, cfg->seed, cfg->init_path, cfg->lr,
                             cfg->momentum, cfg->weight_decay, err))
         return -1;
-    /* --save FILE.onnx: what its write needs, before the run it would keep */
+    /* --save: its metadata writable (the model's name: no control character), and for
+     * FILE.onnx what its write needs, before the run it would keep */
+    dt_st_meta save_meta = {"model", ""};
+    snprintf(save_meta.value, sizeof save_meta.value, "%s", cfg->model);
+    if (w->rank == 0 && cfg->save_path &&
+        dt_safetensors_meta_check(&save_meta, 1, cfg->save_path, err))
+        return -1;
     if (w->rank == 0 && cfg->save_path && dt_onnx_is_path(cfg->save_path) &&
         dt_onnx_save_check(&t->state.model, cfg->model, cfg->save_path, err))
         return -1;
