@@ -221,4 +221,56 @@ HOLD_LOG=study/run_p1_b16.jsonl.partial hold "$DTRAIN" scale --model logreg --da
     release
 }
 
+# --- launch's lock and its job (the review of h/state): the job's train takes byte 1
+# of DIR/.launch.lock beside launch's byte 0, naming launch by DTRAIN_LAUNCH_LOCK
+# launch as a container's first process (pid 1) does not refuse its own job
+if unshare -pf --mount-proc true 2>/dev/null; then
+    unshare -pf --mount-proc "$DTRAIN" launch --quiet -- "$DTRAIN" train $F --checkpoint p1 \
+        --max-steps 2 >/dev/null 2>"$tmp/p1.err"
+    status=$?
+    if [ $status -eq 0 ] && [ -s p1/checkpoint.safetensors ]; then
+        pass "launch as pid 1 runs its job"
+    else
+        fail "launch as pid 1 runs its job" "status $status" "$(cat "$tmp/p1.err")"
+    fi
+else
+    echo "no unshare -pf here: the launch-as-pid-1 case is not run"
+fi
+# a launch inside a launch on the same DIR says why it is refused
+"$DTRAIN" launch --quiet -- "$DTRAIN" launch --quiet -- "$DTRAIN" train $F --checkpoint nl \
+    --max-steps 2 >/dev/null 2>"$tmp/nl.err"
+status=$?
+if [ $status -ne 0 ] && grep -Eqx "dtrain launch: nl is in use by another dtrain launch \(pid [0-9]+\): one run per checkpoint directory; wait for it to end or stop it" "$tmp/nl.err" &&
+    [ ! -e nl/checkpoint.safetensors ]; then
+    pass "a launch inside a launch on one DIR is refused in one line"
+else
+    fail "a launch inside a launch on one DIR is refused in one line" "status $status" "$(cat "$tmp/nl.err")"
+fi
+# two trains under one launch on one DIR: the second is refused (the first holds byte 1)
+"$DTRAIN" launch --quiet -- bash -c '
+    "$0" train $1 --epochs 1000 --test-delay 0:50 --log a2.jsonl --checkpoint tw &
+    first=$!
+    for i in $(seq 600); do
+        grep -q "\"event\":\"step\"" a2.jsonl 2>/dev/null && break
+        kill -0 $first 2>/dev/null || break
+        sleep 0.1
+    done
+    "$0" train $1 --log b2.jsonl --checkpoint tw 2>b2.err
+    echo $? >b2.status
+    kill $first; wait $first; true' "$DTRAIN" "$F" >/dev/null 2>"$tmp/tw.err"
+if [ "$(cat b2.status 2>/dev/null)" = 1 ] && [ ! -e b2.jsonl ] &&
+    grep -Eqx "dtrain train: --checkpoint tw is in use by another dtrain train \(pid [0-9]+\): one run per checkpoint directory; wait for it to end or stop it" b2.err; then
+    pass "two trains under one launch on one DIR: the second is refused"
+else
+    fail "two trains under one launch on one DIR: the second is refused" \
+        "status $(cat b2.status 2>/dev/null)" "$(cat b2.err 2>/dev/null)" "$(cat "$tmp/tw.err")"
+fi
+# a train whose DTRAIN_LAUNCH_LOCK names another launch than the holder is refused
+if hold "$DTRAIN" launch --quiet -- "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hv; then
+    expect_match "train naming another launch in DTRAIN_LAUNCH_LOCK beside a running launch" \
+        "^dtrain train: --checkpoint hv is in use by another dtrain launch \(pid $holder\): one run per checkpoint directory; wait for it to end or stop it$" \
+        "" env DTRAIN_LAUNCH_LOCK="1 $(hostname) 1" "$DTRAIN" train $F --log other.jsonl --checkpoint hv
+    release
+fi
+
 bad_input_done

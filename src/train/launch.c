@@ -78,18 +78,23 @@ static long checkpoint_step(const char *dir) {
     return step;
 }
 
-/* Locks dir (creating it as train would) with a POSIX write lock on DIR/.launch.lock
- * (core/runlock), which the kernel releases however launch ends; the job's train,
- * launch's descendant, takes it as its own. Returns the descriptor to keep open, or -1
- * after saying why. */
+/* Locks dir (creating it as train would) as its supervisor (core/runlock: byte 0 of
+ * DIR/.launch.lock, which the kernel releases however launch ends) and names the lock
+ * in DTRAIN_LAUNCH_LOCK for the job, whose train takes byte 1 beside it: its ranks
+ * inherit the variable from mpirun or srun, and Slurm's tasks are not launch's
+ * descendants. Returns the descriptor to keep open, or -1 after saying why. */
 static int lock_dir(const dt_launch_opts *o, const char *dir) {
     dt_error err;
     char path[4200];
     if (dt_resume_check_dir(dir, &err) || dt_resume_lock_path(path, sizeof path, dir, &err))
         return fail(o, "%s", err.msg), -1;
     dt_runlock lock;
-    if (dt_runlock_file(&lock, path, dir, DT_RESUME_LOCK_POLICY, &err))
+    if (dt_runlock_supervise(&lock, path, dir, DT_RESUME_LOCK_POLICY, &err))
         return fail(o, "%s", err.msg), -1;
+    if (setenv(DT_RUNLOCK_ENV, lock.who, 1) != 0) {
+        dt_runlock_release(&lock);
+        return fail(o, "cannot set %s: %s", DT_RUNLOCK_ENV, strerror(errno)), -1;
+    }
     return lock.fd;
 }
 

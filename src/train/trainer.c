@@ -293,7 +293,7 @@ static int lock_checkpoint_dir(trainer *t, dt_error *err) {
     snprintf(what, sizeof what, "--checkpoint %s", dir);
     if (dt_resume_check_dir(dir, err) || dt_resume_lock_path(path, sizeof path, dir, err))
         return -1;
-    return dt_runlock_file(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
+    return dt_runlock_job(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
 }
 
 /* What each rank sets up by itself: files, data, model, loader. */
@@ -302,7 +302,7 @@ static int setup_local(trainer *t, dt_error *err) {
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
     /* one run per checkpoint folder (the one that writes it locks it; launch's job finds
-     * it held by launch, its ancestor: core/runlock), before anything there is looked at */
+     * launch holding it beside it: core/runlock), before anything there is looked at */
     if (w->rank == 0 && cfg->checkpoint_dir && lock_checkpoint_dir(t, err)) return -1;
     /* a typo in --save must not cost the whole run, nor may an output replace an input */
     if (w->rank == 0 && check_files(cfg, err)) return -1;
