@@ -132,11 +132,15 @@ if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
 cp "$FX/resnet18_w4.onnx" mv.onnx
 echo "not ours" >out.safetensors
 "$DTRAIN" train --model mv.onnx --data synthetic:cifar10 --max-samples 64 --test-samples 16 \
-    --batch-size 16 --threads 1 --quiet --epochs 5 --test-delay 0:50 --log mv.jsonl \
+    --batch-size 16 --threads 1 --quiet --epochs 20 --test-delay 0:50 --log mv.jsonl \
     --save out.onnx 2>"$tmp/mv.err" &
 job=$!
 if wait_line mv.jsonl '"event":"step"' 60 "$job"; then
+    # stopped at once while the model moves (80 steps of 50 ms: ~4 s left after the
+    # first), so a loaded machine's slow poll does not find the run ended
+    kill -STOP "$job"
     mv mv.onnx moved.onnx
+    kill -CONT "$job"
     wait "$job"
     status=$?
     if [ $status -eq 1 ] && [ "$(grep -c '^dtrain' "$tmp/mv.err")" = 1 ] &&
