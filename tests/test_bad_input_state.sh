@@ -269,11 +269,18 @@ else
     fail "two trains under one launch on one DIR: the second is refused" \
         "status $(cat b2.status 2>/dev/null)" "$(cat b2.err 2>/dev/null)" "$(cat "$tmp/tw.err")"
 fi
-# a train whose DTRAIN_LAUNCH_LOCK names another launch than the holder is refused
+# a train whose DTRAIN_LAUNCH_LOCK names another launch than the holder is refused; one
+# in another pid namespace (where the kernel names the holder pid 0) is told the
+# holder's pid and host from the lock file
 if hold "$DTRAIN" launch --quiet -- "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hv; then
     expect_match "train naming another launch in DTRAIN_LAUNCH_LOCK beside a running launch" \
         "^dtrain train: --checkpoint hv is in use by another dtrain launch \(pid $holder\): one run per checkpoint directory; wait for it to end or stop it$" \
         "" env DTRAIN_LAUNCH_LOCK="1 $(hostname) 1" "$DTRAIN" train $F --log other.jsonl --checkpoint hv
+    if unshare -pf --mount-proc true 2>/dev/null; then
+        expect "train in another pid namespace beside a running launch" \
+            "dtrain train: --checkpoint hv is in use by another dtrain launch (pid $holder on $(hostname), as its lock file says): one run per checkpoint directory; wait for it to end or stop it" \
+            "" unshare -pf --mount-proc "$DTRAIN" train $F --log other.jsonl --checkpoint hv
+    fi
     release
 fi
 

@@ -93,14 +93,19 @@ static void read_identity(int fd, char *out, size_t size) {
 }
 
 /* The one-line refusal: the holder by its pid and command, or by what its lock file
- * says where the kernel cannot name it here (another pid namespace: pid 0). */
+ * says where the kernel cannot name it here (another pid namespace: pid 0; another
+ * host over a network file system). */
 static int refuse(const struct flock *holder, const char *identity, const char *what,
                   const char *policy, dt_error *err) {
-    char command[64], pid[200];
+    char command[64], pid[200], host[128];
     long file_pid = 0;
     char file_host[128] = "";
     if (identity && sscanf(identity, "%ld %127s", &file_pid, file_host) != 2) file_pid = 0;
-    if (holder->l_pid > 0) {
+    host_name(host, sizeof host);
+    /* on a network file system the kernel's pid may be another host's: the file's
+     * host says so */
+    const int elsewhere = file_pid > 0 && strcmp(file_host, host) != 0;
+    if (holder->l_pid > 0 && !elsewhere) {
         holder_command((long)holder->l_pid, command, sizeof command);
         snprintf(pid, sizeof pid, "pid %ld", (long)holder->l_pid);
     } else if (file_pid > 0) {
