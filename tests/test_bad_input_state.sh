@@ -250,7 +250,8 @@ if [ $status -ne 0 ] && grep -Eqx "dtrain launch: nl is in use by another dtrain
 else
     fail "a launch inside a launch on one DIR is refused in one line" "status $status" "$(cat "$tmp/nl.err")"
 fi
-# two trains under one launch on one DIR: the second is refused (the first holds byte 1)
+# two trains under one launch on one DIR: the second is refused (the first holds byte 1);
+# the trailing --checkpoint tw is for launch, which locks the DIR its job names
 "$DTRAIN" launch --quiet -- bash -c '
     "$0" train $1 --epochs 1000 --test-delay 0:50 --log a2.jsonl --checkpoint tw &
     first=$!
@@ -261,7 +262,7 @@ fi
     done
     "$0" train $1 --log b2.jsonl --checkpoint tw 2>b2.err
     echo $? >b2.status
-    kill $first; wait $first; true' "$DTRAIN" "$F" >/dev/null 2>"$tmp/tw.err"
+    kill $first; wait $first; true' "$DTRAIN" "$F" --checkpoint tw >/dev/null 2>"$tmp/tw.err"
 if [ "$(cat b2.status 2>/dev/null)" = 1 ] && [ ! -e b2.jsonl ] &&
     grep -Eqx "dtrain train: --checkpoint tw is in use by another dtrain train \(pid [0-9]+\): one run per checkpoint directory; wait for it to end or stop it" b2.err; then
     pass "two trains under one launch on one DIR: the second is refused"
