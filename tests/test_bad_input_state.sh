@@ -132,11 +132,15 @@ if [ -z "$(ls -A | grep big)" ]; then pass "...and leaves no file"; else
 cp "$FX/resnet18_w4.onnx" mv.onnx
 echo "not ours" >out.safetensors
 "$DTRAIN" train --model mv.onnx --data synthetic:cifar10 --max-samples 64 --test-samples 16 \
-    --batch-size 16 --threads 1 --quiet --epochs 5 --test-delay 0:50 --log mv.jsonl \
+    --batch-size 16 --threads 1 --quiet --epochs 20 --test-delay 0:50 --log mv.jsonl \
     --save out.onnx 2>"$tmp/mv.err" &
 job=$!
 if wait_line mv.jsonl '"event":"step"' 60 "$job"; then
+    # stopped at once while the model moves (80 steps of 50 ms: ~4 s left after the
+    # first), so a loaded machine's slow poll does not find the run ended
+    kill -STOP "$job"
     mv mv.onnx moved.onnx
+    kill -CONT "$job"
     wait "$job"
     status=$?
     if [ $status -eq 1 ] && [ "$(grep -c '^dtrain' "$tmp/mv.err")" = 1 ] &&
@@ -220,5 +224,65 @@ HOLD_LOG=study/run_p1_b16.jsonl.partial hold "$DTRAIN" scale --model logreg --da
         --test-samples 32 --batch-sizes 16 --procs 1 --epochs 1 --out study
     release
 }
+
+# --- launch's lock and its job (the review of h/state): the job's train takes byte 1
+# of DIR/.launch.lock beside launch's byte 0, naming launch by DTRAIN_LAUNCH_LOCK
+# launch as a container's first process (pid 1) does not refuse its own job
+if unshare -pf --mount-proc true 2>/dev/null; then
+    unshare -pf --mount-proc "$DTRAIN" launch --quiet -- "$DTRAIN" train $F --checkpoint p1 \
+        --max-steps 2 >/dev/null 2>"$tmp/p1.err"
+    status=$?
+    if [ $status -eq 0 ] && [ -s p1/checkpoint.safetensors ]; then
+        pass "launch as pid 1 runs its job"
+    else
+        fail "launch as pid 1 runs its job" "status $status" "$(cat "$tmp/p1.err")"
+    fi
+else
+    echo "no unshare -pf here: the launch-as-pid-1 case is not run"
+fi
+# a launch inside a launch on the same DIR says why it is refused
+"$DTRAIN" launch --quiet -- "$DTRAIN" launch --quiet -- "$DTRAIN" train $F --checkpoint nl \
+    --max-steps 2 >/dev/null 2>"$tmp/nl.err"
+status=$?
+if [ $status -ne 0 ] && grep -Eqx "dtrain launch: nl is in use by another dtrain launch \(pid [0-9]+\): one run per checkpoint directory; wait for it to end or stop it" "$tmp/nl.err" &&
+    [ ! -e nl/checkpoint.safetensors ]; then
+    pass "a launch inside a launch on one DIR is refused in one line"
+else
+    fail "a launch inside a launch on one DIR is refused in one line" "status $status" "$(cat "$tmp/nl.err")"
+fi
+# two trains under one launch on one DIR: the second is refused (the first holds byte 1);
+# the trailing --checkpoint tw is for launch, which locks the DIR its job names
+"$DTRAIN" launch --quiet -- bash -c '
+    "$0" train $1 --epochs 1000 --test-delay 0:50 --log a2.jsonl --checkpoint tw &
+    first=$!
+    for i in $(seq 600); do
+        grep -q "\"event\":\"step\"" a2.jsonl 2>/dev/null && break
+        kill -0 $first 2>/dev/null || break
+        sleep 0.1
+    done
+    "$0" train $1 --log b2.jsonl --checkpoint tw 2>b2.err
+    echo $? >b2.status
+    kill $first; wait $first; true' "$DTRAIN" "$F" --checkpoint tw >/dev/null 2>"$tmp/tw.err"
+if [ "$(cat b2.status 2>/dev/null)" = 1 ] && [ ! -e b2.jsonl ] &&
+    grep -Eqx "dtrain train: --checkpoint tw is in use by another dtrain train \(pid [0-9]+\): one run per checkpoint directory; wait for it to end or stop it" b2.err; then
+    pass "two trains under one launch on one DIR: the second is refused"
+else
+    fail "two trains under one launch on one DIR: the second is refused" \
+        "status $(cat b2.status 2>/dev/null)" "$(cat b2.err 2>/dev/null)" "$(cat "$tmp/tw.err")"
+fi
+# a train whose DTRAIN_LAUNCH_LOCK names another launch than the holder is refused; one
+# in another pid namespace (where the kernel names the holder pid 0) is told the
+# holder's pid and host from the lock file
+if hold "$DTRAIN" launch --quiet -- "$DTRAIN" train $SLOW --log hold.jsonl --checkpoint hv; then
+    expect_match "train naming another launch in DTRAIN_LAUNCH_LOCK beside a running launch" \
+        "^dtrain train: --checkpoint hv is in use by another dtrain launch \(pid $holder\): one run per checkpoint directory; wait for it to end or stop it$" \
+        "" env DTRAIN_LAUNCH_LOCK="1 $(hostname) 1" "$DTRAIN" train $F --log other.jsonl --checkpoint hv
+    if unshare -pf --mount-proc true 2>/dev/null; then
+        expect "train in another pid namespace beside a running launch" \
+            "dtrain train: --checkpoint hv is in use by another dtrain launch (pid $holder on $(hostname), as its lock file says): one run per checkpoint directory; wait for it to end or stop it" \
+            "" unshare -pf --mount-proc "$DTRAIN" train $F --log other.jsonl --checkpoint hv
+    fi
+    release
+fi
 
 bad_input_done

@@ -68,6 +68,50 @@ static void test_checkpoint_round_trip_keeps_every_tensor(void **state) {
     dt_model_free(&b);
 }
 
+/* A checkpoint of many tensors (3,000 linear layers: 12,000 tensors with momentum, 30
+ * checksum values) beside a resume's ~40 metadata entries: more than the 64 entries
+ * the reader once took, so such a model failed at its first checkpoint, mid-run. */
+static void test_checkpoint_of_many_tensors_round_trips(void **state) {
+    (void)state;
+    enum { LAYERS = 3000, META = 40 };
+    char path[256];
+    tmp_path(path, sizeof path, "many.safetensors");
+    dt_model a, b;
+    dt_sgd opt_a, opt_b;
+    dt_error err;
+    dt_model *models[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        dt_model *m = models[k];
+        dt_model_init_empty(m, "chain", 1);
+        int v = dt_model_input(m, 1, 1, 1);
+        for (int i = 0; i < LAYERS && v >= 0; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "fc%d", i);
+            v = dt_model_linear(m, name, v, 1);
+        }
+        assert_true(v >= 0);
+        if (dt_model_alloc(m, 1, &err)) fail_msg("%s", err.msg);
+        dt_model_init_params(m, (uint64_t)k + 1);
+    }
+    assert_int_equal(dt_sgd_init(&opt_a, a.n_params, 0.1f, 0.9f, 0.0f, &err), 0);
+    assert_int_equal(dt_sgd_init(&opt_b, b.n_params, 0.1f, 0.9f, 0.0f, &err), 0);
+    fill_uniform(opt_a.velocity, a.n_params, 5, -1, 1);
+    dt_st_meta meta[META];
+    for (int i = 0; i < META; i++) {
+        snprintf(meta[i].key, sizeof meta[i].key, "flag.k%d", i);
+        snprintf(meta[i].value, sizeof meta[i].value, "%d", i);
+    }
+    if (dt_checkpoint_save(&a, &opt_a, meta, META, path, &err)) fail_msg("%s", err.msg);
+    if (dt_checkpoint_load(&b, &opt_b, path, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(a.params, b.params, sizeof(float) * a.n_params);
+    assert_memory_equal(opt_a.velocity, opt_b.velocity, sizeof(float) * a.n_params);
+    unlink(path);
+    dt_sgd_free(&opt_a);
+    dt_sgd_free(&opt_b);
+    dt_model_free(&a);
+    dt_model_free(&b);
+}
+
 /* Writes a model's weights, then a damaged copy, and expects `fragment` in the error. */
 static void expect_load_error(const char *name, void (*damage)(const char *path),
                               const char *fragment) {
@@ -177,6 +221,7 @@ int main(void) {
         cmocka_unit_test(test_missing_tensor_is_named),
         cmocka_unit_test(test_misshaped_tensor_is_named),
         cmocka_unit_test(test_bad_header_and_missing_file_are_rejected),
+        cmocka_unit_test(test_checkpoint_of_many_tensors_round_trips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,8 @@
 #   (c) dtrain scale --launcher srun runs its study inside an allocation, its 2-process
 #       run as a Slurm job step; outside an allocation, or with --hosts, it is refused;
 #   (d) srun -n 2 --mpi=none (two tasks, no MPI plugin: two separate trainings) is
-#       refused in one line, and nothing trains; srun -n 1 --mpi=none trains alone.
+#       refused in one line, and nothing trains; srun -n 1 --mpi=none trains alone;
+#   (e) launch -- srun ... train --checkpoint DIR: the job's train under launch's lock.
 # Exit 77 (skipped) with the reason where the cluster cannot start (not root, packages
 # missing, a daemon that does not come up).
 set -u
@@ -114,7 +115,15 @@ check "... and nothing trained" sh -c '! grep -q "^trained\|^epoch" none.out && 
 srun -n 1 --mpi=none "$DTRAIN" train $small --log one.jsonl >one.out 2>&1
 check "srun -n 1 --mpi=none trains alone" grep -q '"procs":1,.*"steps_per_epoch":16,' one.jsonl
 
-for f in srun mpirun salloc2 salloc1 scale nojob nohosts none one; do
+# (e) launch over srun: Slurm's tasks are slurmstepd's children, not launch's; the job's
+# train takes launch's lock as its own by DTRAIN_LAUNCH_LOCK, which srun passes on
+# shellcheck disable=SC2086
+salloc -n 2 "$DTRAIN" launch -- srun -n 2 --mpi=pmix "$DTRAIN" train $small --checkpoint cks \
+    --max-steps 2 >launch.out 2>&1
+check "launch -- srun -n 2 ... train --checkpoint DIR trains under launch's lock" [ $? -eq 0 ]
+check "... and writes its checkpoint" [ -s cks/checkpoint.safetensors ]
+
+for f in srun mpirun salloc2 salloc1 scale nojob nohosts none one launch; do
     [ "$failed" -eq 0 ] || { echo "--- $f.out"; cat "$f.out"; }
 done
 finish

@@ -31,12 +31,12 @@ int main(int argc, char **argv) {
     }
     if (together) {
         if (w.rank == 0) fprintf(stderr, "world_exit: ended together\n");
-        dt_world_exit(1, DT_EXIT_TOGETHER);
+        dt_world_exit(&w, 1, DT_EXIT_TOGETHER);
     }
     if (strcmp(how, "orphaned") == 0) { /* every rank waits for an abort none sends */
         printf("world_exit: rank %d (pid %ld) waits\n", w.rank, (long)getpid());
         fflush(stdout);
-        dt_world_exit(1, DT_EXIT_WAIT);
+        dt_world_exit(&w, 1, DT_EXIT_WAIT);
     }
     if (strcmp(how, "late") == 0) { /* rank 1 fails after the others ended well */
         if (w.rank != 1) {
@@ -49,9 +49,9 @@ int main(int argc, char **argv) {
     }
     if (w.rank == 1) {
         fprintf(stderr, "world_exit: rank 1 ends the job\n");
-        dt_world_exit(1, DT_EXIT_ENDS_JOB);
+        dt_world_exit(&w, 1, DT_EXIT_ENDS_JOB);
     }
-    if (w.rank > 1) dt_world_exit(1, DT_EXIT_WAIT);
+    if (w.rank > 1) dt_world_exit(&w, 1, DT_EXIT_WAIT);
     /* rank 0: at work until the abort ends it; 30 s without one is a failure */
     const double until = dt_now() + 30.0;
     const struct timespec poll = {0, 10000000};

@@ -197,9 +197,10 @@ void dt_model_free(dt_model *m);
  * parameters), or -1. */
 long dt_model_first_non_finite(const dt_model *m);
 /* A 64-bit hash of the built graph: its ops (kind, name, inputs, output, attributes),
- * values' shapes, and tensors' names, shapes and places. Not the weights, the model's
- * name or anything dt_model_alloc chooses (kernels, layouts): two files holding the same
- * graph hash equal; a changed op, attribute or shape changes it. */
+ * values' shapes, and tensors' names and shapes. Not the weights, the model's name, the
+ * memory plan (which values share storage, tensors' offsets) or anything dt_model_alloc
+ * chooses (kernels, layouts): two files holding the same graph hash equal; a changed
+ * op, attribute or shape changes it, a changed aliasing does not. */
 uint64_t dt_model_graph_hash(const dt_model *m);
 
 /* PyTorch-default initialisation from a seed: each tensor draws from its own RNG

@@ -25,6 +25,10 @@ typedef struct dt_st_tensor {
 /* A metadata value holds a path of up to PATH_MAX and more (a --data spec); the
  * reader refuses a longer key or value rather than cutting it. */
 enum { DT_ST_META_KEY_MAX = 64, DT_ST_META_VALUE_MAX = 4200 };
+/* Metadata entries a file may hold (a checkpoint's flags and position, ~40, and its
+ * tensors' checksums, 400 to an entry: room for ~1.6 million tensors). The reader
+ * allocates as many as the file has (4.2 KB each), refusing more than this. */
+enum { DT_ST_META_MAX = 4096 };
 
 typedef struct dt_st_meta {
     char key[DT_ST_META_KEY_MAX];

@@ -27,6 +27,7 @@ typedef struct dt_world {
     int job_rank;     /* in the process world: what error messages name */
     double timeout_s; /* longest wait on a peer before the job is aborted */
     int owns_comm;    /* a split world's: freed by dt_world_free */
+    long launcher;    /* the parent process at dt_world_init (mpirun, orted, slurmstepd) */
 } dt_world;
 
 typedef enum dt_reduce_op { DT_REDUCE_SUM, DT_REDUCE_MAX, DT_REDUCE_MIN } dt_reduce_op;
@@ -73,15 +74,16 @@ void dt_world_free(dt_world *w);
  * - DT_EXIT_ENDS_JOB: this rank ends the others (MPI's abort);
  * - DT_EXIT_WAIT: another rank ends the job (this one sleeps until it does, not in
  *   MPI's finalize, whose mix with an abort can hang Open MPI's mpirun; it exits with
- *   the status at once when its launcher, its parent process, is gone, and after 60 s
- *   otherwise, the launcher then ending the job).
+ *   the status at once when its launcher, its parent process at dt_world_init (w's;
+ *   the parent now when w is NULL), is gone, even before the wait began, and after
+ *   60 s otherwise, the launcher then ending the job).
  * Under Open MPI's mpirun, together means rank 0 aborts the job and the others wait:
  * mpirun answers a rank's non-zero exit after finalize with a 10-line notice of its
  * own, and an abort with nothing but the rank's Open MPI help, which dt_world_init
  * has dropped (the 8-line MPI_ABORT notice). Elsewhere (srun) together is finalize on
  * every rank. */
 typedef enum { DT_EXIT_TOGETHER, DT_EXIT_ENDS_JOB, DT_EXIT_WAIT } dt_world_exit_how;
-_Noreturn void dt_world_exit(int status, dt_world_exit_how how);
+_Noreturn void dt_world_exit(const dt_world *w, int status, dt_world_exit_how how);
 
 /* Prints "dtrain: rank R: <message>" and aborts every rank. */
 _Noreturn void dt_world_abort(const dt_world *w, const char *fmt, ...)

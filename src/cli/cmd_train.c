@@ -47,8 +47,8 @@ static void show_progress(void *ctx, const dt_train_progress *p) {
 
 /* A launched process ends a failure found before MPI with the others, quietly
  * (world.h); one started alone returns its status. */
-static int end_launched(int status) {
-    if (dt_world_launched()) dt_world_exit(status, DT_EXIT_TOGETHER);
+static int end_launched(const dt_world *w, int status) {
+    if (dt_world_launched()) dt_world_exit(w, status, DT_EXIT_TOGETHER);
     return status;
 }
 
@@ -61,7 +61,7 @@ int cmd_train(int argc, char **argv) {
     cli_flags flags;
     cli_flags_init(&flags, cmd, NULL, NULL, own);
     for (int opt; (opt = cli_flags_next(&flags, argc, argv, &cfg)) != CLI_FLAGS_DONE;) {
-        if (opt == CLI_FLAGS_ERROR) return end_launched(2);
+        if (opt == CLI_FLAGS_ERROR) return end_launched(NULL, 2);
         if (opt == 'q') con.quiet = 1;
         if (opt == 'h') {
             train_usage(&flags, stdout);
@@ -69,7 +69,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     dt_model_spec spec;
-    if (cli_model_and_data(cmd, &cfg, &spec)) return end_launched(2);
+    if (cli_model_and_data(cmd, &cfg, &spec)) return end_launched(NULL, 2);
     (void)cli_threads(cmd, cfg.threads); /* its warning; dt_train chooses the same */
 
     dt_error err;
@@ -79,7 +79,7 @@ int cmd_train(int argc, char **argv) {
     if (dt_world_launched()) {
         if (dt_world_init(&world, NULL, NULL, &err)) {
             cli_fail(cmd, "%s", err.msg);
-            return end_launched(1);
+            return end_launched(&world, 1);
         }
         job = &world;
     }
@@ -100,9 +100,10 @@ int cmd_train(int argc, char **argv) {
         if (res.alone && job->size > 1) dt_world_abort(job, "%s", err.msg);
         const int speaker = rank == workers_from;
         if (speaker) cli_say(cmd, "%s", err.msg);
-        dt_world_exit(1, workers_from == 0 ? DT_EXIT_TOGETHER
-                         : speaker         ? DT_EXIT_ENDS_JOB
-                                           : DT_EXIT_WAIT);
+        dt_world_exit(job, 1,
+                      workers_from == 0 ? DT_EXIT_TOGETHER
+                      : speaker         ? DT_EXIT_ENDS_JOB
+                                        : DT_EXIT_WAIT);
     }
     if (job) dt_world_finalize(job);
     if (res.finished) { /* not an error: a restart after the last checkpoint lands here */

@@ -5,7 +5,9 @@
  * device or folder at the target is refused instead of replaced. Temporary names are
  * bounded (a prefix of the target's name, a hash of its whole path, the pid), so a
  * long path is never cut into another file's name; those of a save killed by a
- * signal are removed by the next save to the same path. */
+ * signal are removed by the next save to the same path. A write past `ulimit -f`
+ * fails with EFBIG only where SIGXFSZ is ignored (dtrain's CLI ignores it); a library
+ * user who keeps its default action is killed by it instead. */
 #ifndef DTRAIN_OUTFILE_H
 #define DTRAIN_OUTFILE_H
 

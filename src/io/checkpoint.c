@@ -147,17 +147,19 @@ int dt_checkpoint_save(const dt_model *m, const dt_sgd *opt, const dt_st_meta *m
         for (int d = 0; d < t->ndim; d++) e->shape[d] = t->shape[d];
         e->data = opt->velocity + t->offset;
     }
-    /* the caller's metadata, then the checksums (the reader takes 64 entries) */
-    enum { META_MAX = 64 };
-    dt_st_meta *all = calloc(META_MAX, sizeof *all);
+    /* the caller's metadata, then the checksums: at most as many entries as the reader
+     * takes (DT_ST_META_MAX) */
+    const int needed = n_meta + (n + CRCS_PER_VALUE - 1) / CRCS_PER_VALUE;
+    dt_st_meta *all = needed <= DT_ST_META_MAX ? calloc((size_t)needed + 1, sizeof *all) : NULL;
     int n_all = 0, rc = -1;
-    if (!all)
+    if (needed > DT_ST_META_MAX)
+        dt_error_set(err, "%s: too many tensors (%d) and metadata entries (%d) for one file", path,
+                     n, n_meta);
+    else if (!all)
         dt_error_set(err, "out of memory saving %s", path);
-    else if (n_meta > META_MAX)
-        dt_error_set(err, "%s: too many metadata entries (%d)", path, n_meta);
     else {
         if (n_meta > 0) memcpy(all, meta, sizeof *all * (size_t)n_meta);
-        rc = add_crcs(entries, n, all, n_meta, META_MAX, &n_all, path, err);
+        rc = add_crcs(entries, n, all, n_meta, needed, &n_all, path, err);
     }
     if (rc == 0) rc = dt_safetensors_write(path, entries, n, all, n_all, err);
     free(all);

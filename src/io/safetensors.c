@@ -163,8 +163,16 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
         return dt_error_set(err, "%s: header is not a JSON object", path);
     }
     int count = cJSON_GetArraySize(root);
+    const cJSON *metadata = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    const int n_entries = cJSON_IsObject(metadata) ? cJSON_GetArraySize(metadata) : 0;
+    if (n_entries > DT_ST_META_MAX) { /* rather than dropping some silently */
+        cJSON_Delete(root);
+        dt_safetensors_free(st);
+        return dt_error_set(err, "%s: more than %d metadata entries (%d)", path, DT_ST_META_MAX,
+                            n_entries);
+    }
     st->tensors = calloc((size_t)count + 1, sizeof(dt_st_tensor));
-    st->meta = calloc(64, sizeof(dt_st_meta));
+    st->meta = calloc((size_t)n_entries + 1, sizeof(dt_st_meta));
     if (!st->tensors || !st->meta) {
         cJSON_Delete(root);
         dt_safetensors_free(st);
@@ -178,10 +186,10 @@ int dt_safetensors_read(dt_safetensors *st, const char *path, dt_error *err) {
             const cJSON *kv;
             cJSON_ArrayForEach(kv, item) {
                 if (!cJSON_IsString(kv)) continue;
-                if (st->n_meta >= 64) { /* rather than dropping some silently */
+                if (st->n_meta >= n_entries) { /* a second __metadata__ object */
                     cJSON_Delete(root);
                     dt_safetensors_free(st);
-                    return dt_error_set(err, "%s: more than 64 metadata entries", path);
+                    return dt_error_set(err, "%s: more than one __metadata__ object", path);
                 }
                 dt_st_meta *m = &st->meta[st->n_meta];
                 if ((size_t)snprintf(m->key, sizeof m->key, "%s", kv->string) >= sizeof m->key ||

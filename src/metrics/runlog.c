@@ -225,7 +225,7 @@ static const event_format *event_format_of(dt_runlog_event id) {
 static int lock_log(int fd, const char *path, dt_error *err) {
     char what[4200];
     snprintf(what, sizeof what, "--log %s", path);
-    return dt_runlock_fd(fd, what, "one run per log", NULL, err);
+    return dt_runlock_fd(fd, what, "one run per log", err);
 }
 
 int dt_runlog_open(dt_runlog *log, const char *path, dt_error *err) {

@@ -403,19 +403,21 @@ static void hash_text(graph_hash *g, const char *s) {
 
 uint64_t dt_model_graph_hash(const dt_model *m) {
     graph_hash g = {0xcbf29ce484222325ULL};
+    /* what the graph computes, not where the build put things: storages (which values
+     * share memory), their sizes and the tensors' offsets are the memory plan, which
+     * may change (an alias, a new in-place op) without a checkpoint becoming another
+     * model's */
     hash_int(&g, m->classes);
-    hash_int(&g, m->n_storages);
-    for (int i = 0; i < m->n_storages; i++) hash_int(&g, (int64_t)m->storages[i].per_sample);
     hash_int(&g, m->n_values);
     for (int i = 0; i < m->n_values; i++) {
         const dt_value *v = &m->values[i];
-        hash_int(&g, v->storage), hash_int(&g, v->c), hash_int(&g, v->h), hash_int(&g, v->w);
+        hash_int(&g, v->c), hash_int(&g, v->h), hash_int(&g, v->w);
     }
     hash_int(&g, m->n_tensors);
     for (int i = 0; i < m->n_tensors; i++) {
         const dt_tensor_entry *t = &m->tensors[i];
         hash_text(&g, t->name);
-        hash_int(&g, t->is_param), hash_int(&g, (int64_t)t->offset), hash_int(&g, t->ndim);
+        hash_int(&g, t->is_param), hash_int(&g, t->ndim);
         for (int d = 0; d < t->ndim; d++) hash_int(&g, t->shape[d]);
     }
     hash_int(&g, m->n_ops);

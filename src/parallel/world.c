@@ -74,6 +74,7 @@ static void quiet_open_mpi(void) {
 }
 
 int dt_world_init(dt_world *w, int *argc, char ***argv, dt_error *err) {
+    w->launcher = (long)getppid(); /* first: dt_world_exit may need it after a failure */
     if (peer_timeout_s(&w->timeout_s, err)) return -1; /* before MPI: one line, no MPI noise */
     /* srun --mpi=none (a cluster's MpiDefault): N tasks that would each train alone */
     const long tasks = srun_tasks();
@@ -146,6 +147,7 @@ void dt_world_split(const dt_world *parent, int color, int key, dt_world *out) {
     DT_CHECK_MPI(MPI_Comm_rank(out->comm->mpi, &out->rank));
     DT_CHECK_MPI(MPI_Comm_size(out->comm->mpi, &out->size));
     out->owns_comm = 1;
+    out->launcher = parent->launcher;
 }
 
 void dt_world_free(dt_world *w) {
@@ -177,17 +179,19 @@ static _Noreturn void abort_job(int job_rank, const char *msg) {
  * came while some ranks were in MPI_Finalize and others were not, and in none of 40
  * each where no rank was in it or all were (docs/distributed.md, "Failures"). _exit:
  * MPI is neither finalized nor to be torn down by exit's handlers; output is flushed. */
-static _Noreturn void await_abort(int status) {
+static _Noreturn void await_abort(long launcher, int status) {
     /* the launcher (mpirun, its orted, slurmstepd) is this rank's parent: once it is
-     * gone (killed; this rank handed to init or a subreaper) no abort can come */
-    const pid_t launcher = getppid();
+     * gone (killed; this rank handed to init or a subreaper) no abort can come. Its
+     * pid is the one recorded at start: a failure caused by its death finds this rank
+     * handed over already. */
     const double until = dt_now() + ABORT_WAIT_S;
     const struct timespec poll = {0, ABORT_POLL_NS};
-    while (dt_now() < until && getppid() == launcher) nanosleep(&poll, NULL);
+    while (dt_now() < until && (long)getppid() == launcher && launcher > 1) nanosleep(&poll, NULL);
     _exit(status);
 }
 
-void dt_world_exit(int status, dt_world_exit_how how) {
+void dt_world_exit(const dt_world *w, int status, dt_world_exit_how how) {
+    const long launcher = w ? w->launcher : (long)getppid();
     int initialized = 0, finalized = 0, rank = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -200,11 +204,11 @@ void dt_world_exit(int status, dt_world_exit_how how) {
     }
     if (initialized && !finalized) {
         if (how == DT_EXIT_ENDS_JOB) MPI_Abort(job_comm(), status);
-        if (how == DT_EXIT_WAIT) await_abort(status);
+        if (how == DT_EXIT_WAIT) await_abort(launcher, status);
         if (mpirun) { /* together: rank 0 ends the job */
             MPI_Comm_rank(job_comm(), &rank);
             if (rank == 0) MPI_Abort(job_comm(), status);
-            await_abort(status);
+            await_abort(launcher, status);
         }
         MPI_Finalize(); /* together elsewhere (srun): every rank ends with its status */
     }

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "train/launch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -78,19 +79,53 @@ static long checkpoint_step(const char *dir) {
     return step;
 }
 
-/* Locks dir (creating it as train would) with a POSIX write lock on DIR/.launch.lock
- * (core/runlock), which the kernel releases however launch ends; the job's train,
- * launch's descendant, takes it as its own. Returns the descriptor to keep open, or -1
- * after saying why. */
+/* Locks dir (creating it as train would) as its supervisor (core/runlock: byte 0 of
+ * DIR/.launch.lock, which the kernel releases however launch ends) and names the lock
+ * in DTRAIN_LAUNCH_LOCK for the job, whose train takes byte 1 beside it: its ranks
+ * inherit the variable from mpirun or srun, and Slurm's tasks are not launch's
+ * descendants. Returns the descriptor to keep open, or -1 after saying why. */
 static int lock_dir(const dt_launch_opts *o, const char *dir) {
     dt_error err;
     char path[4200];
     if (dt_resume_check_dir(dir, &err) || dt_resume_lock_path(path, sizeof path, dir, &err))
         return fail(o, "%s", err.msg), -1;
     dt_runlock lock;
-    if (dt_runlock_file(&lock, path, dir, DT_RESUME_LOCK_POLICY, &err))
+    if (dt_runlock_supervise(&lock, path, dir, DT_RESUME_LOCK_POLICY, &err))
         return fail(o, "%s", err.msg), -1;
+    if (setenv(DT_RUNLOCK_ENV, lock.who, 1) != 0) {
+        dt_runlock_release(&lock);
+        return fail(o, "cannot set %s: %s", DT_RUNLOCK_ENV, strerror(errno)), -1;
+    }
     return lock.fd;
+}
+
+/* Whether a process of group pgid still runs: kill(-pgid, 0) also finds zombies, which
+ * an init that does not reap (a container's shell) keeps forever, and a zombie holds
+ * no lock; /proc says which are only that. */
+static int group_alive(pid_t pgid) {
+    if (kill(-pgid, 0) != 0) return 0;
+    DIR *proc = opendir("/proc");
+    if (!proc) return 1;
+    int alive = 0;
+    for (struct dirent *d; !alive && (d = readdir(proc));) {
+        char path[300], text[1024];
+        if (d->d_name[0] < '1' || d->d_name[0] > '9') continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", d->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = 0;
+        /* "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses */
+        const char *close = strrchr(text, ')');
+        char state;
+        long ppid, pgrp;
+        if (close && sscanf(close + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
+            pgrp == (long)pgid && state != 'Z' && state != 'X')
+            alive = 1;
+    }
+    closedir(proc);
+    return alive;
 }
 
 /* Runs argv in a new process group that dies with launch; its wait status, or -1 if
@@ -111,8 +146,15 @@ static int run_child(const dt_launch_opts *o, char **argv) {
         fail(o, "cannot wait for %s: %s", argv[0], strerror(errno));
         status = -1;
     }
-    /* ranks the job left behind in its group go with it */
+    /* ranks the job left behind in its group go with it, and are gone before a restart:
+     * a dying rank 0 still holds its --log's and DIR's locks, which the next one takes.
+     * Bounded: one stuck in the kernel (D state) must not stop the supervision. */
     dt_proc_kill(&job, SIGKILL);
+    for (const double until = dt_now() + 5; group_alive(job.pid) && dt_now() < until;) {
+        while (waitpid(-job.pid, NULL, WNOHANG) > 0) {
+        } /* ours to reap when launch is a container's first process */
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
     *o->child_group = 0;
     return status;
 }

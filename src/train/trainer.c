@@ -1,9 +1,11 @@
 /* The training loop: one loop for every mode. The mode's synchronisation strategy
  * (sync.h) does whatever keeps the workers in step; the loop never asks which mode
  * it runs. */
+#define _GNU_SOURCE /* renameat2 */
 #include "train/trainer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,7 +295,7 @@ static int lock_checkpoint_dir(trainer *t, dt_error *err) {
     snprintf(what, sizeof what, "--checkpoint %s", dir);
     if (dt_resume_check_dir(dir, err) || dt_resume_lock_path(path, sizeof path, dir, err))
         return -1;
-    return dt_runlock_file(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
+    return dt_runlock_job(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
 }
 
 /* What each rank sets up by itself: files, data, model, loader. */
@@ -302,7 +304,7 @@ static int setup_local(trainer *t, dt_error *err) {
     const dt_world *w = &t->workers;
     dt_model_spec spec; /* the model at the data's shape, where it takes it */
     /* one run per checkpoint folder (the one that writes it locks it; launch's job finds
-     * it held by launch, its ancestor: core/runlock), before anything there is looked at */
+     * launch holding it beside it: core/runlock), before anything there is looked at */
     if (w->rank == 0 && cfg->checkpoint_dir && lock_checkpoint_dir(t, err)) return -1;
     /* a typo in --save must not cost the whole run, nor may an output replace an input */
     if (w->rank == 0 && check_files(cfg, err)) return -1;
@@ -650,20 +652,43 @@ static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
     return dt_resume_save(cfg->checkpoint_dir, cfg, &t->state.model, &t->state.opt, &p, err);
 }
 
-/* Where the weights go when --save FILE.onnx cannot be written at the end: FILE.safetensors
- * beside it, or FILE.N.safetensors (N = 1..99) while that name is taken: never over an
- * existing file (an input, another run's). 0 with out filled, -1 when none is free. */
-static int fallback_path(const char *onnx, char *out, size_t size) {
+/* Moves the file from to to without replacing one there: renameat2's NOREPLACE, or,
+ * where the file system lacks it, link() (which fails on an existing name) and
+ * unlink(). -1 with errno (EEXIST: taken). */
+static int move_no_replace(const char *from, const char *to) {
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    if (link(from, to) != 0) return -1;
+    unlink(from);
+    return 0;
+}
+
+/* Saves the weights where --save FILE.onnx could not go: FILE.safetensors beside it, or
+ * FILE.N.safetensors (N = 1..99) while that name is taken: written whole under a name
+ * of this process's, then moved to the first free name without replacing anything (an
+ * input, another run's file, one created meanwhile). 0 with out filled. */
+static int save_beside(const dt_model *m, const dt_st_meta *meta, int n_meta, const char *onnx,
+                       char *out, size_t size, dt_error *err) {
     const size_t stem = strlen(onnx) - strlen(".onnx"); /* dt_onnx_is_path: it ends so */
-    struct stat st;
+    char tmp[4300];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%.*s.safetensors.%ld.saving", (int)stem, onnx,
+                         (long)getpid()) >= sizeof tmp)
+        return dt_error_set(err, "no free name beside it for the weights");
+    if (dt_checkpoint_save(m, NULL, meta, n_meta, tmp, err)) return -1;
     for (int n = 0; n < 100; n++) {
         char suffix[32] = "";
         if (n) snprintf(suffix, sizeof suffix, ".%d", n);
         if ((size_t)snprintf(out, size, "%.*s%s.safetensors", (int)stem, onnx, suffix) >= size)
-            return -1;
-        if (lstat(out, &st) != 0 && errno == ENOENT) return 0;
+            break;
+        if (move_no_replace(tmp, out) == 0) return 0;
+        if (errno != EEXIST) {
+            const int e = errno;
+            unlink(tmp);
+            return dt_error_set(err, "cannot write %s: %s", out, strerror(e));
+        }
     }
-    return -1;
+    unlink(tmp);
+    return dt_error_set(err, "no free name beside it for the weights");
 }
 
 /* --save: the first worker writes the weights after step t->state.step. An ONNX file
@@ -682,9 +707,7 @@ static int save_weights(const trainer *t, dt_error *err) {
     if (dt_onnx_save(&t->state.model, cfg->model, cfg->save_path, &why) == 0) return 0;
     char alt[4200];
     dt_error alt_err;
-    if (fallback_path(cfg->save_path, alt, sizeof alt))
-        return dt_error_set(err, "%s (and no free name beside it for the weights)", why.msg);
-    if (dt_checkpoint_save(&t->state.model, NULL, meta, 2, alt, &alt_err))
+    if (save_beside(&t->state.model, meta, 2, cfg->save_path, alt, sizeof alt, &alt_err))
         return dt_error_set(err, "%s; the weights could not be saved beside it either: %s", why.msg,
                             alt_err.msg);
     return dt_error_set(err, "%s; the trained weights are in %s instead (--init reads them)",
