@@ -13,24 +13,6 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 AVX2="env ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell"
 F="--threads 2 --test-samples 300"
 
-# setmeta FILE KEY VALUE: a safetensors file's __metadata__ entry replaced in place
-setmeta() {
-    python3 - "$@" <<'PY'
-import json, struct, sys
-path, key, value = sys.argv[1:4]
-b = open(path, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["__metadata__"][key] = value
-js = json.dumps(h, separators=(",", ":")).encode()
-open(path, "wb").write(struct.pack("<Q", len(js)) + js + b[8 + n:])
-PY
-}
-getmeta() { # FILE KEY: the value, or "absent"
-    python3 -c 'import json,struct,sys
-b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
-print(json.loads(b[8:8+n])["__metadata__"].get(sys.argv[2], "absent"))' "$@"
-}
 # figures FILE.json: the eval record's figures an engine must not change
 figures() {
     python3 -c 'import json,sys

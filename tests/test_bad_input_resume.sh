@@ -11,24 +11,6 @@ here=$(pwd -P)
 F="--max-samples 64 --test-samples 32 --threads 1 --quiet --batch-size 16"
 # 4 steps an epoch (64 samples, batch 16)
 
-# setmeta FILE KEY VALUE: a checkpoint's __metadata__ entry replaced in place
-setmeta() {
-    python3 - "$@" <<'EOF'
-import json, struct, sys
-path, key, value = sys.argv[1:4]
-b = open(path, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["__metadata__"][key] = value
-js = json.dumps(h, separators=(",", ":")).encode()
-open(path, "wb").write(struct.pack("<Q", len(js)) + js + b[8 + n:])
-EOF
-}
-getmeta() { # FILE KEY
-    python3 -c 'import json,struct,sys
-b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]
-print(json.loads(b[8:8+n])["__metadata__"][sys.argv[2]])' "$@"
-}
 steps_of() { grep -c '"event":"step"' "$1"; }
 
 # --- item 2: a resume never cuts a log that is not its run's own

@@ -13,19 +13,6 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 F="--max-samples 64 --test-samples 32 --threads 1 --quiet --batch-size 16"
 FX="$SRC/tests/fixtures/onnx"
 
-# setmeta FILE KEY VALUE: a checkpoint's __metadata__ entry replaced in place
-setmeta() {
-    python3 - "$@" <<'EOF'
-import json, struct, sys
-path, key, value = sys.argv[1:4]
-b = open(path, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-h["__metadata__"][key] = value
-js = json.dumps(h, separators=(",", ":")).encode()
-open(path, "wb").write(struct.pack("<Q", len(js)) + js + b[8 + n:])
-EOF
-}
 # tensor_edit FILE MODE A [B]: flip: one byte of A's data inverted; swap: the data of
 # A and B (same size) exchanged
 tensor_edit() {
