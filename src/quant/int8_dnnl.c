@@ -245,22 +245,33 @@ static int layer_step(step *s, dt_int8_dnnl *e, const dt_qop *o, const void *op_
     return 0;
 }
 
-static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
-    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
-    dnnl_memory_desc_t src, dst, wei_any, wei_user, bias;
-    dnnl_dims_t wdims = {o->c_out, o->c_in, o->kernel, o->kernel}, bdims = {o->c_out};
-    dnnl_dims_t strides = {o->stride, o->stride}, pad_l = {o->pad, o->pad};
-    dnnl_dims_t pad_r = {(y->h - 1) * o->stride + o->kernel - x->h - o->pad,
-                         (y->w - 1) * o->stride + o->kernel - x->w - o->pad};
-    if (value_md(&src, x, n, err) || value_md(&dst, y, n, err)) return -1;
+/* The convolution step from its input and output descriptions: the weights [c_out,
+ * wdims...] as oneDNN likes them (from the file's oihw), the s32 bias. */
+static int conv_desc_step(step *s, dt_int8_dnnl *e, const dt_qop *o, dnnl_memory_desc_t *src,
+                          dnnl_memory_desc_t *dst, const dnnl_dims_t wdims,
+                          const dnnl_dims_t strides, const dnnl_dims_t pad_l,
+                          const dnnl_dims_t pad_r, dt_error *err) {
+    dnnl_memory_desc_t wei_any, wei_user, bias;
+    dnnl_dims_t bdims = {o->c_out};
     TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wdims, dnnl_s8, dnnl_format_tag_any), "md");
     TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wdims, dnnl_s8, dnnl_oihw), "md");
     TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_s32, dnnl_x), "md");
     dnnl_convolution_desc_t cd;
     TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                           &src, &wei_any, &bias, &dst, strides, pad_l, pad_r),
+                                           src, &wei_any, &bias, dst, strides, pad_l, pad_r),
         "convolution description");
-    return layer_step(s, e, o, &cd, "convolution", &src, &wei_user, &bias, &dst, err);
+    return layer_step(s, e, o, &cd, "convolution", src, &wei_user, &bias, dst, err);
+}
+
+static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    dnnl_memory_desc_t src, dst;
+    dnnl_dims_t wdims = {o->c_out, o->c_in, o->kernel, o->kernel};
+    dnnl_dims_t strides = {o->stride, o->stride}, pad_l = {o->pad, o->pad};
+    dnnl_dims_t pad_r = {(y->h - 1) * o->stride + o->kernel - x->h - o->pad,
+                         (y->w - 1) * o->stride + o->kernel - x->w - o->pad};
+    if (value_md(&src, x, n, err) || value_md(&dst, y, n, err)) return -1;
+    return conv_desc_step(s, e, o, &src, &dst, wdims, strides, pad_l, pad_r, err);
 }
 
 /* A linear layer as the convolution it is: a kernel the size of its input, one output
@@ -270,20 +281,12 @@ static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error 
  * exactly. */
 static int linear_as_conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
-    dnnl_memory_desc_t src, dst, wei_any, wei_user, bias;
-    dnnl_dims_t wdims = {o->c_out, x->c, x->h, x->w}, bdims = {o->c_out},
-                ddims = {n, o->c_out, 1, 1};
+    dnnl_memory_desc_t src, dst;
+    dnnl_dims_t wdims = {o->c_out, x->c, x->h, x->w}, ddims = {n, o->c_out, 1, 1};
     dnnl_dims_t strides = {1, 1}, pad = {0, 0};
     if (value_md(&src, x, n, err)) return -1;
     TRY(dnnl_memory_desc_init_by_tag(&dst, 4, ddims, type_of(y), dnnl_nhwc), "md");
-    TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wdims, dnnl_s8, dnnl_format_tag_any), "md");
-    TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wdims, dnnl_s8, dnnl_oihw), "md");
-    TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_s32, dnnl_x), "md");
-    dnnl_convolution_desc_t cd;
-    TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                           &src, &wei_any, &bias, &dst, strides, pad, pad),
-        "convolution description");
-    return layer_step(s, e, o, &cd, "convolution", &src, &wei_user, &bias, &dst, err);
+    return conv_desc_step(s, e, o, &src, &dst, wdims, strides, pad, pad, err);
 }
 
 static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
