@@ -62,25 +62,32 @@ static void assert_close_rel(double got, double want, double rel, const char *wh
         fail_msg("%s: dtrain %.9g, PyTorch %.9g", what, got, want);
 }
 
+/* lenet5 (batch 48) with the lab fixture's float weights; st keeps the fixture's other
+ * tensors (calibration and test images, the lab's results). */
+static void lab_fixture(dt_safetensors *st, dt_model *m, dt_model_spec *spec) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/quant_lab_lenet5.safetensors", getenv("DT_FIXTURES"));
+    dt_error err;
+    if (dt_safetensors_read(st, path, &err)) fail_msg("%s", err.msg);
+    build(m, spec, "lenet5", 0, 48);
+    for (int i = 0; i < m->n_tensors; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "float.%s", m->tensors[i].name);
+        if (dt_safetensors_get_f32(st, name, m->tensors[i].ndim, m->tensors[i].shape,
+                                   dt_model_tensor_data(m, i), &err))
+            fail_msg("%s", err.msg);
+    }
+}
+
 /* The lab scheme on the fixture's float weights and calibration images gives the
  * PyTorch lab's integers and scales, and its int8 logits on the test images. */
 static void test_lab_matches_the_pytorch_lab(void **state) {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/quant_lab_lenet5.safetensors", getenv("DT_FIXTURES"));
     dt_safetensors st;
-    dt_error err;
-    if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
     dt_model m;
     dt_model_spec spec;
-    build(&m, &spec, "lenet5", 0, 48);
-    for (int i = 0; i < m.n_tensors; i++) {
-        char name[160];
-        snprintf(name, sizeof name, "float.%s", m.tensors[i].name);
-        if (dt_safetensors_get_f32(&st, name, m.tensors[i].ndim, m.tensors[i].shape,
-                                   dt_model_tensor_data(&m, i), &err))
-            fail_msg("%s", err.msg);
-    }
+    lab_fixture(&st, &m, &spec);
+    dt_error err;
     const dt_st_tensor *calib = need(&st, "calib_inputs"), *test = need(&st, "test_inputs");
     array_feed feed = {(const float *)calib->data, (int)calib->shape[0], 784};
     dt_qnet q;
@@ -382,21 +389,11 @@ static void test_errors_name_the_layer(void **state) {
  * lab's arithmetic never reduces (its entropy scales changed once through hi + 1). */
 static void test_lab_entropy_searches_256_levels(void **state) {
     (void)state;
-    char path[512];
-    snprintf(path, sizeof path, "%s/quant_lab_lenet5.safetensors", getenv("DT_FIXTURES"));
     dt_safetensors st;
-    dt_error err;
-    if (dt_safetensors_read(&st, path, &err)) fail_msg("%s", err.msg);
     dt_model m;
     dt_model_spec spec;
-    build(&m, &spec, "lenet5", 0, 48);
-    for (int i = 0; i < m.n_tensors; i++) {
-        char name[160];
-        snprintf(name, sizeof name, "float.%s", m.tensors[i].name);
-        if (dt_safetensors_get_f32(&st, name, m.tensors[i].ndim, m.tensors[i].shape,
-                                   dt_model_tensor_data(&m, i), &err))
-            fail_msg("%s", err.msg);
-    }
+    lab_fixture(&st, &m, &spec);
+    dt_error err;
     const dt_st_tensor *calib = need(&st, "calib_inputs");
     array_feed feed = {(const float *)calib->data, (int)calib->shape[0], 784};
     dt_qnet q;
