@@ -60,9 +60,19 @@ typedef struct dt_tensor_entry {
     float std; /* DT_INIT_NORMAL */
 } dt_tensor_entry;
 
+/* The most axes a value has per sample (the batch axis not counted): a transformer's
+ * [heads, T, d] takes 3, channel shuffle's [groups, C/groups, H, W] 4. */
+enum { DT_VALUE_MAX_RANK = 6 };
+
+/* A value's per-sample shape: `rank` axes in `dims` (the batch axis, symbolic, comes
+ * before them). The ops of images and vectors read it as c, h, w: an image [C, H, W]
+ * (rank 3) and a vector [F] (rank 1, c = F, h = w = 1); values of any other rank have
+ * c = h = w = 0, and those ops refuse them (dt_model_value_is_image). */
 typedef struct dt_value {
     int storage;
-    int c, h, w; /* per-sample shape; flattened values have h = w = 1 */
+    int c, h, w; /* the image view of dims: see above */
+    int rank;
+    int dims[DT_VALUE_MAX_RANK];
 } dt_value;
 
 typedef struct dt_storage {
@@ -238,6 +248,12 @@ int dt_model_find_tensor(const dt_model *m, const char *name);
  * its gradient (NULL if it needs none), a tensor's data and gradient (NULL for -1). */
 /* f32 kernels read and write activations through these; kernels of other dtypes
  * through dt_model_value_ptr / dt_model_value_grad_ptr. */
+/* 1 when the value reads as an image or a vector (rank 3 or 1): what the ops of
+ * images (conv2d, pools, BatchNorm2d, ...) and linear need. */
+static inline int dt_model_value_is_image(const dt_model *m, int v) {
+    return m->values[v].rank == 3 || m->values[v].rank == 1;
+}
+
 static inline float *dt_model_value_data(dt_model *m, int v) {
     return (float *)m->storages[m->values[v].storage].data;
 }

@@ -101,11 +101,26 @@ static int new_value(dt_model *m, int storage, int c, int h, int w) {
     if (grow((void **)&m->values, &m->cap_values, m->n_values, sizeof(dt_value)))
         return build_fail(m, "model %s: out of memory while building", m->name);
     dt_value *v = &m->values[m->n_values];
+    memset(v, 0, sizeof *v);
     v->storage = storage;
     v->c = c;
     v->h = h;
     v->w = w;
+    v->rank = 3;
+    v->dims[0] = c;
+    v->dims[1] = h;
+    v->dims[2] = w;
     return m->n_values++;
+}
+
+/* A vector [F] (a flatten's or a linear's output): c = F, h = w = 1 for the ops that
+ * read it as an image. */
+static int new_vector(dt_model *m, int storage, int features) {
+    int v = new_value(m, storage, features, 1, 1);
+    if (v < 0) return -1;
+    m->values[v].rank = 1;
+    m->values[v].dims[1] = m->values[v].dims[2] = 0;
+    return v;
 }
 
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
@@ -197,7 +212,7 @@ int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
     int in_features = x.c * x.h * x.w;
-    int out = new_value(m, new_storage(m, out_features, 1, 1), out_features, 1, 1);
+    int out = new_vector(m, new_storage(m, out_features, 1, 1), out_features);
     dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
     if (!op) return -1;
     int wshape[2] = {out_features, in_features};
@@ -319,7 +334,7 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
 int dt_model_flatten(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    return new_value(m, x.storage, x.c * x.h * x.w, 1, 1);
+    return new_vector(m, x.storage, x.c * x.h * x.w);
 }
 
 int dt_model_add(dt_model *m, int a, int b) {
@@ -412,6 +427,12 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
     for (int i = 0; i < m->n_values; i++) {
         const dt_value *v = &m->values[i];
         hash_int(&g, v->c), hash_int(&g, v->h), hash_int(&g, v->w);
+        /* images and vectors hash as before ranks existed, so their checkpoints
+         * still resume; other ranks add their axes */
+        if (v->rank != 1 && v->rank != 3) {
+            hash_int(&g, v->rank);
+            for (int d = 0; d < v->rank; d++) hash_int(&g, v->dims[d]);
+        }
     }
     hash_int(&g, m->n_tensors);
     for (int i = 0; i < m->n_tensors; i++) {
