@@ -111,6 +111,8 @@ typedef struct dt_op {
     float eps;                   /* batchnorm: added to the variance */
     float p;                     /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
+    int perm[DT_VALUE_MAX_RANK]; /* transpose: output axis d is input axis perm[d] (per
+                                    sample; the batch axis stays first) */
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
@@ -196,6 +198,14 @@ int dt_model_dropout(dt_model *m, int in, float p);
 /* torch.cat(ins, dim=1): channels of the inputs, in order; their maps must agree. */
 int dt_model_concat(dt_model *m, const int *ins, int count);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
+/* An input of any rank: dims[0..rank) a sample (dt_model_input is rank 3). */
+int dt_model_input_shape(dt_model *m, int rank, const int *dims);
+/* The same values a sample seen as dims[0..rank): a view of in's storage (no op, no
+ * copy); the element count must agree. The batch axis stays first and whole. */
+int dt_model_reshape(dt_model *m, int in, int rank, const int *dims);
+/* numpy.transpose of each sample: output axis d is input axis perm[d] (a permutation
+ * of the value's rank axes; the batch axis stays first). A copy: an op. */
+int dt_model_transpose(dt_model *m, int in, const int *perm);
 int dt_model_add(dt_model *m, int a, int b);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
  * up to c_out, split evenly before and after the input's. */

@@ -6,6 +6,7 @@
 #include "dtrain/kernel.h"
 #include "exec/bf16_kernels.h"
 #include "exec/exec.h"
+#include "nn/transpose.h"
 
 /* Tried in order for each op: the first that accepts the op's dtypes wins. A bf16
  * kernel accepts only bf16 activations (linear: also an f32 side), an f32 one only
@@ -32,6 +33,8 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_concat_bf16_kernel,
     &dt_adaptive_avgpool2d_f32_kernel,
     &dt_adaptive_avgpool2d_bf16_kernel,
+    &dt_transpose_f32_kernel,
+    &dt_transpose_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {
@@ -162,12 +165,27 @@ static int plan_layouts(dt_model *m, dt_error *err) {
         m->storages[si].blocked = 0;
         ok[si] = si > 0 && m->conv_backend == DT_CONV_DNNL && !m->plain_layouts;
     }
+    /* each storage's first value: its views (Reshape, Flatten) must agree with it */
+    int *first = malloc(sizeof(int) * (size_t)m->n_storages);
+    if (!first) {
+        free(parent);
+        free(ok);
+        return dt_error_set(err, "out of memory while planning activation layouts");
+    }
+    for (int si = 0; si < m->n_storages; si++) first[si] = -1;
     for (int v = 0; v < m->n_values; v++) {
         const dt_value *x = &m->values[v];
-        /* a flattened view (h = w = 1 with c = c*h*w) reads as a vector: its reader
-         * (linear) is plain-only and settles it below */
-        if (x->c % 16 != 0) ok[x->storage] = 0;
+        /* blocked means [n, c/16, h, w, 16]: only an image's storage, seen by every value
+         * on it as the same image, can be; a reshape or a value of another rank keeps
+         * its storage plain, so blocked layouts stop there and the ops at its edges
+         * convert, as they do at a linear layer */
+        if (x->rank != 3 || x->c % 16 != 0) ok[x->storage] = 0;
+        if (first[x->storage] < 0)
+            first[x->storage] = v;
+        else if (memcmp(m->values[first[x->storage]].dims, x->dims, sizeof x->dims))
+            ok[x->storage] = 0;
     }
+    free(first);
     ok[m->values[m->n_values - 1].storage] = 0; /* the logits */
     for (int i = 0; i < m->n_ops; i++) {
         const dt_op *op = &m->ops[i];

@@ -1,5 +1,6 @@
 #include "dtrain/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -123,6 +124,45 @@ static int new_vector(dt_model *m, int storage, int features) {
     return v;
 }
 
+/* A value of any rank: dims[0..rank) per sample, with the image view (c, h, w) that
+ * images (rank 3) and vectors (rank 1) have, zeros otherwise. */
+static int new_value_shape(dt_model *m, int storage, int rank, const int *dims) {
+    int v = rank == 3   ? new_value(m, storage, dims[0], dims[1], dims[2])
+            : rank == 1 ? new_vector(m, storage, dims[0])
+                        : new_value(m, storage, 0, 0, 0);
+    if (v < 0) return -1;
+    dt_value *x = &m->values[v];
+    x->rank = rank;
+    for (int d = 0; d < DT_VALUE_MAX_RANK; d++) x->dims[d] = d < rank ? dims[d] : 0;
+    return v;
+}
+
+/* A value shaped as x (an elementwise op's output) on `storage`. */
+static int new_value_like(dt_model *m, int storage, const dt_value *x) {
+    return new_value_shape(m, storage, x->rank, x->dims);
+}
+
+/* A storage for a value of any rank: the product of dims, overflow refused. */
+static int new_storage_shape(dt_model *m, int rank, const int *dims) {
+    long long count = 1;
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < 1 || __builtin_mul_overflow(count, (long long)dims[d], &count) ||
+            count > INT32_MAX)
+            return build_failf(m, "model %s: a value of rank %d has an axis of %d or overflows",
+                               m->name, rank, dims[d]);
+    return new_storage(m, count, 1, 1);
+}
+
+/* The ops of images (conv2d, pools, BatchNorm2d, ...) read c, h, w: other ranks are
+ * refused by name, not read as an empty image. */
+static int image_input(dt_model *m, int in, const char *what) {
+    if (!valid_value(m, in)) return 0;
+    if (dt_model_value_is_image(m, in)) return 1;
+    build_failf(m, "model %s: %s takes an image [C, H, W], not a value of rank %d", m->name, what,
+                m->values[in].rank);
+    return 0;
+}
+
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
     if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
@@ -184,7 +224,7 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "conv2d")) return -1;
     dt_value x = m->values[in];
     if (groups < 1 || x.c % groups || c_out % groups)
         return build_failf(m, "conv2d %s: %d groups do not divide %d input and %d output channels",
@@ -209,7 +249,7 @@ int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, in
 }
 
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "linear")) return -1;
     dt_value x = m->values[in];
     int in_features = x.c * x.h * x.w;
     int out = new_vector(m, new_storage(m, out_features, 1, 1), out_features);
@@ -227,7 +267,7 @@ int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
 }
 
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "batchnorm2d")) return -1;
     if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
     dt_value x = m->values[in];
     int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
@@ -244,13 +284,13 @@ int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
 int dt_model_relu(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    int out = new_value(m, x.storage, x.c, x.h, x.w);
+    int out = new_value_like(m, x.storage, &x);
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "pooling")) return -1;
     dt_value x = m->values[in];
     if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2)
         return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
@@ -283,7 +323,7 @@ int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride) {
 }
 
 int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "adaptive pooling")) return -1;
     dt_value x = m->values[in];
     if (h_out < 1 || w_out < 1)
         return build_failf(m, "model %s: adaptive pooling to %dx%d", m->name, h_out, w_out);
@@ -297,7 +337,7 @@ int dt_model_dropout(dt_model *m, int in, float p) {
         return build_failf(m, "model %s: dropout probability %g is not in [0, 1]", m->name,
                            (double)p);
     dt_value x = m->values[in];
-    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
+    int out = new_value_like(m, new_storage_shape(m, x.rank, x.dims), &x);
     dt_op *op = new_op(m, DT_OP_DROPOUT, NULL, in, -1, out);
     if (!op) return -1;
     op->p = p;
@@ -310,7 +350,7 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
                            DT_OP_MAX_INPUTS);
     int c = 0;
     for (int k = 0; k < count; k++) {
-        if (!valid_value(m, ins[k])) return -1;
+        if (!image_input(m, ins[k], "concat")) return -1;
         dt_value x = m->values[ins[k]], x0 = m->values[ins[0]];
         if (x.h != x0.h || x.w != x0.w)
             return build_failf(m, "model %s: concat of %dx%d and %dx%d maps", m->name, x0.h, x0.w,
@@ -334,20 +374,64 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
 int dt_model_flatten(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    return new_vector(m, x.storage, x.c * x.h * x.w);
+    const int features = (int)m->storages[x.storage].per_sample;
+    return dt_model_reshape(m, in, 1, &features);
+}
+
+int dt_model_input_shape(dt_model *m, int rank, const int *dims) {
+    if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
+    if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        return build_failf(m, "model %s: an input of rank %d (1 to %d a sample)", m->name, rank,
+                           DT_VALUE_MAX_RANK);
+    return new_value_shape(m, new_storage_shape(m, rank, dims), rank, dims);
+}
+
+int dt_model_reshape(dt_model *m, int in, int rank, const int *dims) {
+    if (!valid_value(m, in)) return -1;
+    if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        return build_failf(m, "model %s: a reshape to rank %d (1 to %d a sample)", m->name, rank,
+                           DT_VALUE_MAX_RANK);
+    long long count = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 1)
+            return build_failf(m, "model %s: a reshape to an axis of %d", m->name, dims[d]);
+        count *= dims[d]; /* <= 6 factors each below 2^31, checked as it grows */
+        if (count > (long long)m->storages[m->values[in].storage].per_sample) break;
+    }
+    if (count != (long long)m->storages[m->values[in].storage].per_sample)
+        return build_failf(m, "model %s: a reshape of %zu values a sample to %lld", m->name,
+                           m->storages[m->values[in].storage].per_sample, count);
+    return new_value_shape(m, m->values[in].storage, rank, dims);
+}
+
+int dt_model_transpose(dt_model *m, int in, const int *perm) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    int seen[DT_VALUE_MAX_RANK] = {0}, dims[DT_VALUE_MAX_RANK];
+    for (int d = 0; d < x.rank; d++) {
+        if (perm[d] < 0 || perm[d] >= x.rank || seen[perm[d]]++)
+            return build_failf(m, "model %s: a transpose's axes are not a permutation of %d",
+                               m->name, x.rank);
+        dims[d] = x.dims[perm[d]];
+    }
+    int out = new_value_shape(m, new_storage_shape(m, x.rank, dims), x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_TRANSPOSE, NULL, in, -1, out);
+    if (!op) return -1;
+    for (int d = 0; d < x.rank; d++) op->perm[d] = perm[d];
+    return out;
 }
 
 int dt_model_add(dt_model *m, int a, int b) {
     if (!valid_value(m, a) || !valid_value(m, b)) return -1;
     dt_value x = m->values[a], y = m->values[b];
-    if (x.c != y.c || x.h != y.h || x.w != y.w)
+    if (x.rank != y.rank || memcmp(x.dims, y.dims, sizeof x.dims))
         return build_fail(m, "model %s: residual add of different shapes", m->name);
-    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
+    int out = new_value_like(m, new_storage_shape(m, x.rank, x.dims), &x);
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "shortcut_pad")) return -1;
     dt_value x = m->values[in];
     if (c_out < x.c || stride < 1)
         return build_fail(m, "model %s: a padding shortcut cannot drop channels", m->name);
@@ -455,6 +539,8 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
+        if (op->kind == DT_OP_TRANSPOSE) /* other kinds hash as before */
+            for (int d = 0; d < m->values[op->in].rank; d++) hash_int(&g, op->perm[d]);
     }
     return g.h;
 }
