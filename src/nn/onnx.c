@@ -17,6 +17,7 @@
 
 #include "core/outfile.h"
 #include "core/textfile.h"
+#include "nn/onnx_fold.h"
 #include "onnx/onnx.pb-c.h"
 
 /* protobuf's own limit on a message; bigger models keep their weights in external files */
@@ -190,6 +191,10 @@ typedef struct onnx_value {
      * tensor entry (matmul NULL otherwise) */
     const Onnx__NodeProto *matmul;
     int bias_tensor;
+    /* V_CONST folded at import (onnx_fold.h), owned: its elements (k*N + c), and as a
+     * TensorProto (`tensor` points at it) when no element depends on N */
+    dt_fold_tensor *fold;
+    Onnx__TensorProto *folded_proto;
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -633,6 +638,10 @@ static const Onnx__TensorProto *const_input(importer *im, const Onnx__NodeProto 
                   n->input[i]);
         return NULL;
     }
+    if (!v->tensor) /* folded, and a function of the batch size */
+        fail_node(im, n,
+                  "its input '%s' depends on the batch size N, where dtrain needs a constant",
+                  n->input[i]);
     return v->tensor;
 }
 
@@ -846,26 +855,288 @@ static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
     return set_output(im, n, y);
 }
 
-/* Flatten at axis 1, or a Reshape to [N, C*H*W] (0 or -1 for N, -1 for the rest). */
-static int import_flatten(importer *im, const Onnx__NodeProto *n, int reshape) {
+/* ------------------------------------------------------------------ views and folds */
+
+/* The fold of the node's input i: a folded value's own, or a constant's read into
+ * *tmp (freed by the caller); NULL after failing. */
+static const dt_fold_tensor *fold_input(importer *im, const Onnx__NodeProto *n, size_t i,
+                                        dt_fold_tensor *tmp) {
+    memset(tmp, 0, sizeof *tmp);
+    if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
+        fail_node(im, n, "an input is missing");
+        return NULL;
+    }
+    onnx_value *v = find_value(im, n->input[i]);
+    if (!v || v->kind != V_CONST) {
+        if (!v)
+            act_input(im, n, i); /* its message for the undefined */
+        else
+            fail_node(im, n, "its input '%s' must be a constant (or shape arithmetic dtrain folds)",
+                      n->input[i]);
+        return NULL;
+    }
+    if (v->fold) return v->fold;
+    char why[300];
+    if (dt_fold_from_proto(v->tensor, tmp, why, sizeof why)) {
+        fail_node(im, n, "its input '%s': %s", n->input[i], why);
+        return NULL;
+    }
+    return tmp;
+}
+
+/* A short list of integers free of N from input i (Squeeze's and Unsqueeze's axes). */
+static int const_ints(importer *im, const Onnx__NodeProto *n, size_t i, int64_t *out, int max,
+                      int *count) {
+    dt_fold_tensor tmp;
+    const dt_fold_tensor *t = fold_input(im, n, i, &tmp);
+    if (!t) return -1;
+    int rc = 0;
+    if (!dt_fold_is_int(t->elem_type) || t->count > (size_t)max || !dt_fold_batch_free(t))
+        rc = fail_node(im, n, "its input '%s' is not a short list of integers", n->input[i]);
+    for (size_t q = 0; rc == 0 && q < t->count; q++) out[q] = t->c[q];
+    *count = (int)t->count;
+    dt_fold_free(&tmp);
+    return rc;
+}
+
+/* Folds a node whose inputs are all constants or shapes (onnx_fold.h), once, here:
+ * 0 folded, -1 failed, 1 not foldable (an input is an activation, or a float
+ * initializer: a weight some op trains), for the op dispatch to take. */
+static int try_fold(importer *im, const Onnx__NodeProto *n) {
+    const char *op = n->op_type ? n->op_type : "";
+    const dt_fold_tensor *ins[DT_OP_MAX_INPUTS] = {0};
+    dt_fold_tensor tmp[DT_OP_MAX_INPUTS], out;
+    memset(tmp, 0, sizeof tmp);
+    char why[300] = "";
+    int rc;
+    if (n->n_input > DT_OP_MAX_INPUTS || n->n_output != 1) return 1;
+    onnx_value *x = n->n_input ? find_value(im, n->input[0]) : NULL;
+    if (!strcmp(op, "Shape") && x && x->kind == V_ACT) {
+        /* an activation's shape: [N, dims...], N symbolic */
+        const dt_value *xv = &im->m->values[x->id];
+        int64_t k[DT_VALUE_MAX_RANK + 1] = {1}, c[DT_VALUE_MAX_RANK + 1] = {0};
+        for (int d = 0; d < xv->rank; d++) c[d + 1] = xv->dims[d];
+        rc = dt_fold_shape(n, xv->rank + 1, k, c, &out, why, sizeof why);
+    } else {
+        for (size_t i = 0; i < n->n_input; i++) {
+            if (!n->input[i] || !*n->input[i]) continue; /* an optional input not given */
+            const onnx_value *v = find_value(im, n->input[i]);
+            const name_slot *sl = slot_of(im, n->input[i]);
+            if (!v || v->kind != V_CONST) return 1;
+            if (!v->fold && sl && sl->is_initializer &&
+                (v->tensor->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+                 v->tensor->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE))
+                return 1;
+        }
+        for (size_t i = 0; i < n->n_input; i++) {
+            if (!n->input[i] || !*n->input[i]) continue;
+            if (!(ins[i] = fold_input(im, n, i, &tmp[i]))) break;
+        }
+        rc = im->failed ? -1 : dt_fold_node(n, im->opset, ins, n->n_input, &out, why, sizeof why);
+        for (size_t i = 0; i < n->n_input; i++) dt_fold_free(&tmp[i]);
+        if (im->failed) return -1;
+    }
+    if (rc) return fail_node(im, n, "%s", why);
+    onnx_value *v = add_value(im, n->output[0], V_CONST);
+    dt_fold_tensor *kept = malloc(sizeof *kept);
+    if (!v || !kept) {
+        free(kept);
+        dt_fold_free(&out);
+        return v ? fail(im, "out of memory") : -1;
+    }
+    *kept = out;
+    v->fold = kept;
+    v->from_constant = 1; /* never a weight */
+    if (dt_fold_batch_free(kept)) {
+        v->folded_proto = malloc(sizeof *v->folded_proto);
+        if (!v->folded_proto) return fail(im, "out of memory");
+        if (dt_fold_to_proto(kept, v->folded_proto, why, sizeof why)) {
+            free(v->folded_proto);
+            v->folded_proto = NULL;
+            return fail_node(im, n, "%s", why);
+        }
+        v->tensor = v->folded_proto;
+    }
+    return 0;
+}
+
+/* Reshape of an activation: a view. Its shape [N, dims...] may hold 0 (copy the input's
+ * axis, allowzero 0) and one -1; the batch axis stays first and whole. */
+static int import_reshape(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
     const dt_value xv = im->m->values[x->id];
-    const long long features = (long long)xv.c * xv.h * xv.w;
-    if (reshape) {
-        const Onnx__TensorProto *shape = const_input(im, n, 1, 0);
-        int64_t d[8];
-        int count = 0;
-        if (!shape || tensor_int64s(im, shape, d, 8, &count)) return -1;
-        const int ok = count == 2 && (d[0] == 0 || d[0] == -1) &&
-                       (d[1] == -1 || d[1] == features) && !(d[0] == -1 && d[1] == -1);
-        if (!ok)
-            return fail_node(im, n, "only a reshape to [batch, features] (a flatten) is supported");
-    } else if (attr_int(n, "axis", 1) != 1) {
-        return fail_node(im, n, "only Flatten at axis 1 is supported");
+    const long long per = (long long)im->m->storages[xv.storage].per_sample;
+    dt_fold_tensor tmp;
+    const dt_fold_tensor *t = fold_input(im, n, 1, &tmp);
+    if (!t) return -1;
+    int dims[DT_VALUE_MAX_RANK], infer = -1, rc = 0, batch_inferred = 0;
+    long long known = 1;
+    const int rank = (int)t->count - 1;
+    const int allowzero = attr_int(n, "allowzero", 0) != 0;
+    if (!dt_fold_is_int(t->elem_type) || t->rank != 1)
+        rc = fail_node(im, n, "its shape is not a list of integers");
+    else if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        rc = fail_node(im, n, "a reshape to rank %d; dtrain keeps [batch, 1 to %d axes]", rank + 1,
+                       DT_VALUE_MAX_RANK);
+    else if (t->k[0] == 1 && t->c[0] == 0)
+        ; /* N itself */
+    else if (t->k[0] == 0 && t->c[0] == 0 && !allowzero)
+        ; /* the input's batch axis */
+    else if (t->k[0] == 0 && t->c[0] == -1)
+        batch_inferred = 1;
+    else if (t->k[0])
+        rc = fail_node(im, n,
+                       "its shape's first axis is %lld*N%+lld, not the batch N: dtrain keeps the "
+                       "batch axis first and whole",
+                       (long long)t->k[0], (long long)t->c[0]);
+    else
+        rc = fail_node(im, n,
+                       "a reshape to a fixed batch of %lld (export with a dynamic batch axis, as "
+                       "docs/onnx.md shows)",
+                       (long long)t->c[0]);
+    for (int i = 0; rc == 0 && i < rank; i++) {
+        const int64_t k = t->k[i + 1], c = t->c[i + 1];
+        if (k)
+            rc = fail_node(im, n,
+                           "its shape's axis %d is %lld*N%+lld: it merges the batch axis into "
+                           "another (as N*heads), which dtrain does not do (it keeps N first "
+                           "and whole)",
+                           i + 1, (long long)k, (long long)c);
+        else if (c == 0 && !allowzero && i < xv.rank)
+            dims[i] = xv.dims[i];
+        else if (c == -1 && infer < 0 && !batch_inferred)
+            infer = i;
+        else if (c < 1 || c > MAX_DIM)
+            rc = fail_node(im, n, "its shape's axis %d is %lld", i + 1, (long long)c);
+        else
+            dims[i] = (int)c;
+        if (rc == 0 && i != infer) known *= dims[i];
+        if (rc == 0 && known > per)
+            rc = fail_node(im, n,
+                           "its shape holds more values a sample than its input's %lld: it "
+                           "would move values across the batch axis",
+                           per);
     }
-    /* x's C*H*W was checked against MAX_SAMPLE_VALUES when it was made: an int */
+    dt_fold_free(&tmp);
+    if (rc) return -1;
+    if (infer >= 0) {
+        if (per % known)
+            return fail_node(im, n, "its -1 axis does not divide its input's %lld values a sample",
+                             per);
+        dims[infer] = (int)(per / known);
+        known = per;
+    }
+    if (known != per)
+        return fail_node(im, n,
+                         "its shape holds %lld values a sample, its input %lld: it would move "
+                         "values across the batch axis",
+                         known, per);
+    return set_alias(im, n, dt_model_reshape(im->m, x->id, rank, dims));
+}
+
+/* Flatten at axis a >= 1: [N, d1 * ... * d(a-1), rest] is [N, features] when the axes
+ * between are ones; otherwise it would merge the batch axis with them. */
+static int import_flatten(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int full = xv.rank + 1;
+    long long axis = attr_int(n, "axis", 1);
+    if (axis < 0) axis += full;
+    if (axis < 0 || axis > full) return fail_node(im, n, "its axis is outside its input's axes");
+    if (axis == 0)
+        return fail_node(im, n,
+                         "Flatten at axis 0 makes [1, N*...], folding the batch axis into the "
+                         "features: dtrain keeps the batch axis first");
+    for (int d = 0; d < axis - 1; d++)
+        if (xv.dims[d] != 1)
+            return fail_node(im, n,
+                             "Flatten at axis %lld merges the batch axis with the %d after it: "
+                             "dtrain keeps the batch axis first and whole",
+                             axis, xv.dims[d]);
     return set_alias(im, n, dt_model_flatten(im->m, x->id));
+}
+
+/* Squeeze and Unsqueeze of an activation: views; the batch axis stays. */
+static int import_squeeze(importer *im, const Onnx__NodeProto *n, int squeeze) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    int64_t axes[DT_VALUE_MAX_RANK + 1];
+    int count = -1;
+    if (im->opset >= 13) {
+        if (n->n_input > 1 && n->input[1] && *n->input[1] &&
+            const_ints(im, n, 1, axes, DT_VALUE_MAX_RANK + 1, &count))
+            return -1;
+    } else {
+        const Onnx__AttributeProto *a = attr(n, "axes");
+        if (a && a->n_ints) {
+            if (a->n_ints > DT_VALUE_MAX_RANK + 1) return fail_node(im, n, "too many axes");
+            count = (int)a->n_ints;
+            for (int i = 0; i < count; i++) axes[i] = a->ints[i];
+        }
+    }
+    const int full = xv.rank + 1, out_full = squeeze ? full : full + (count > 0 ? count : 0);
+    int mark[DT_VALUE_MAX_RANK + 8] = {0}, dims[DT_VALUE_MAX_RANK], rank = 0;
+    if (!squeeze && count < 1) return fail_node(im, n, "no axes given");
+    if (out_full - 1 > DT_VALUE_MAX_RANK)
+        return fail_node(im, n, "its output has %d axes a sample, past dtrain's %d", out_full - 1,
+                         DT_VALUE_MAX_RANK);
+    for (int i = 0; i < count; i++) {
+        const int64_t a = axes[i] < 0 ? axes[i] + out_full : axes[i];
+        if (a < 0 || a >= out_full || mark[a]++)
+            return fail_node(im, n, "axis %lld is not an axis of its %s", (long long)axes[i],
+                             squeeze ? "input" : "output");
+        if (a == 0)
+            return fail_node(im, n, "it %s the batch axis (axis 0): dtrain keeps it first",
+                             squeeze ? "squeezes" : "puts a new axis before");
+        if (squeeze && xv.dims[a - 1] != 1)
+            return fail_node(im, n, "axis %lld has size %d, not 1", (long long)a, xv.dims[a - 1]);
+    }
+    if (squeeze) {
+        for (int d = 0; d < xv.rank; d++)
+            if (!(count < 0 ? xv.dims[d] == 1 : mark[d + 1])) dims[rank++] = xv.dims[d];
+    } else {
+        for (int a = 1, d = 0; a < out_full; a++) dims[rank++] = mark[a] ? 1 : xv.dims[d++];
+    }
+    if (rank < 1)
+        return fail_node(im, n,
+                         "its output is [batch] alone; dtrain's values keep at least one axis a "
+                         "sample");
+    return set_alias(im, n, dt_model_reshape(im->m, x->id, rank, dims));
+}
+
+/* Transpose with the batch axis first (perm[0] = 0): an op, or a view if the rest stays. */
+static int import_transpose(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int full = xv.rank + 1;
+    const Onnx__AttributeProto *a = attr(n, "perm");
+    int perm[DT_VALUE_MAX_RANK + 1], identity = 1;
+    if (a && a->n_ints) {
+        if (a->n_ints != (size_t)full)
+            return fail_node(im, n, "its perm has %zu entries for %d axes", a->n_ints, full);
+        for (int i = 0; i < full; i++)
+            perm[i] = a->ints[i] >= 0 && a->ints[i] < full ? (int)a->ints[i] : -1;
+    } else {
+        for (int i = 0; i < full; i++) perm[i] = full - 1 - i; /* ONNX's default: reversed */
+    }
+    if (perm[0] != 0)
+        return fail_node(im, n,
+                         "it moves the batch axis (perm[0] = %d): dtrain keeps the batch axis "
+                         "first",
+                         perm[0]);
+    int sample_perm[DT_VALUE_MAX_RANK], seen[DT_VALUE_MAX_RANK + 1] = {0};
+    for (int i = 1; i < full; i++) {
+        if (perm[i] < 1 || seen[perm[i]]++)
+            return fail_node(im, n, "its perm is not a permutation of its %d axes", full);
+        sample_perm[i - 1] = perm[i] - 1;
+        identity = identity && perm[i] == i;
+    }
+    if (identity) return set_alias(im, n, x->id);
+    return set_output(im, n, dt_model_transpose(im->m, x->id, sample_perm));
 }
 
 static int import_gemm(importer *im, const Onnx__NodeProto *n) {
@@ -935,7 +1206,7 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
         return set_output(im, n, dt_model_add(im->m, a->id, b->id));
     }
     onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
-    if (act->kind != V_ACT || !act->matmul || readers(im, act->name) != 1)
+    if (act->kind != V_ACT || !cst->tensor || !act->matmul || readers(im, act->name) != 1)
         return fail_node(im, n,
                          "an Add of a constant is supported only as the bias of the "
                          "MatMul before it");
@@ -1012,7 +1283,19 @@ static const struct {
              {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
-             {"Identity", 1, 1, 1, 1}};
+             {"Identity", 1, 1, 1, 1},
+             {"Transpose", 1, 1, 1, 1},
+             {"Squeeze", 1, 2, 1, 1},
+             {"Unsqueeze", 1, 2, 1, 1},
+             {"Shape", 1, 1, 1, 1},
+             {"ConstantOfShape", 1, 1, 1, 1},
+             {"Range", 3, 3, 1, 1},
+             {"Gather", 2, 2, 1, 1},
+             {"Slice", 1, 5, 1, 1},
+             {"Equal", 2, 2, 1, 1},
+             {"Where", 3, 3, 1, 1},
+             {"Cast", 1, 1, 1, 1},
+             {"Expand", 2, 2, 1, 1}};
 
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
@@ -1047,6 +1330,12 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         v->from_constant = 1;
         return 0;
     }
+    /* shape arithmetic on constants and shapes: evaluated here, once (onnx_fold.h); a
+     * node reading an activation (or a weight) falls through to its op */
+    if (dt_fold_takes(op)) {
+        const int folded = try_fold(im, n);
+        if (folded <= 0) return folded;
+    }
     if (!strcmp(op, "Conv")) return import_conv(im, n);
     if (!strcmp(op, "BatchNormalization")) return import_batchnorm(im, n);
     if (!strcmp(op, "Relu")) {
@@ -1065,8 +1354,11 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         onnx_value *x = act_input(im, n, 0);
         return x ? set_output(im, n, dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1)) : -1;
     }
-    if (!strcmp(op, "Flatten")) return import_flatten(im, n, 0);
-    if (!strcmp(op, "Reshape")) return import_flatten(im, n, 1);
+    if (!strcmp(op, "Flatten")) return import_flatten(im, n);
+    if (!strcmp(op, "Reshape")) return import_reshape(im, n);
+    if (!strcmp(op, "Squeeze")) return import_squeeze(im, n, 1);
+    if (!strcmp(op, "Unsqueeze")) return import_squeeze(im, n, 0);
+    if (!strcmp(op, "Transpose")) return import_transpose(im, n);
     if (!strcmp(op, "Gemm")) return import_gemm(im, n);
     if (!strcmp(op, "MatMul")) return import_matmul(im, n);
     if (!strcmp(op, "Add")) return import_add(im, n);
@@ -1098,12 +1390,15 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     return fail_node(im, n,
                      "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
                      "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, "
-                     "Concat, Flatten, Reshape to [batch, features], Dropout, Identity, "
-                     "Constant, and a Pad of zeros)");
+                     "Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Dropout, "
+                     "Identity, Constant, a Pad of zeros, and the shape arithmetic on "
+                     "constants docs/onnx.md lists)");
 }
 
-/* The graph's one data input (the inputs that are not initializers): its C x H x W. */
-static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, int *h, int *w) {
+/* The graph's one data input (the inputs that are not initializers): [batch, dims...],
+ * any rank (images [batch, C, H, W] the common case); the batch axis any size or
+ * symbolic. */
+static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *rank, int *dims) {
     const Onnx__GraphProto *g = im->g;
     *out = NULL;
     for (size_t i = 0; i < g->n_input; i++) {
@@ -1125,31 +1420,44 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
     if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return fail(im, "the input '%s' is not float", (*out)->name);
     const Onnx__TensorShapeProto *s = tt->shape;
-    if (s->n_dim != 4)
+    if (s->n_dim < 2 || s->n_dim > DT_VALUE_MAX_RANK + 1)
         return fail(im,
-                    "the input '%s' has %zu dimensions; dtrain feeds images [batch, C, H, W] "
-                    "(export with that shape, and a Flatten for an MLP)",
-                    (*out)->name, s->n_dim);
-    int dims[3];
-    for (int i = 1; i < 4; i++) {
+                    "the input '%s' has %zu dimensions; dtrain feeds [batch, 1 to %d axes] "
+                    "(images [batch, C, H, W])",
+                    (*out)->name, s->n_dim, DT_VALUE_MAX_RANK);
+    long long values = 1;
+    for (size_t i = 1; i < s->n_dim; i++) {
         const Onnx__TensorShapeProto__Dimension *d = s->dim[i];
         if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
             d->dim_value < 1 || d->dim_value > 65536)
-            return fail(im, "the input '%s': dimension %d is not a fixed size in 1..65536",
+            return fail(im, "the input '%s': dimension %zu is not a fixed size in 1..65536",
                         (*out)->name, i);
         dims[i - 1] = (int)d->dim_value;
     }
-    const long long values = (long long)dims[0] * dims[1] * dims[2];
-    if (values > MAX_SAMPLE_VALUES)
+    *rank = (int)s->n_dim - 1;
+    for (int i = 0; i < *rank && values <= MAX_SAMPLE_VALUES; i++) values *= dims[i];
+    if (values > MAX_SAMPLE_VALUES && *rank == 3) /* each side <= 2^16: exact */
         return fail(im,
                     "the input '%s' has %dx%dx%d = %lld values a sample, past the %lld dtrain "
                     "takes",
                     (*out)->name, dims[0], dims[1], dims[2], values, MAX_SAMPLE_VALUES);
-    *c = dims[0], *h = dims[1], *w = dims[2];
+    if (values > MAX_SAMPLE_VALUES)
+        return fail(im, "the input '%s' has more than the %lld values a sample dtrain takes",
+                    (*out)->name, MAX_SAMPLE_VALUES);
     return 0;
 }
 
 static void importer_free(importer *im) {
+    for (int i = 0; i < im->n_values; i++) {
+        if (im->values[i].fold) {
+            dt_fold_free(im->values[i].fold);
+            free(im->values[i].fold);
+        }
+        if (im->values[i].folded_proto) {
+            dt_fold_proto_free(im->values[i].folded_proto);
+            free(im->values[i].folded_proto);
+        }
+    }
     free(im->slots);
     free(im->storage_readers);
     free(im->values);
@@ -1173,16 +1481,23 @@ static int check_values(importer *im, const pending_copy *pc, const float *v, si
 static int import_graph(importer *im, const dt_model_spec *spec) {
     const Onnx__GraphProto *g = im->g;
     const Onnx__ValueInfoProto *input;
-    int c = 0, h = 0, w = 0;
+    int rank = 0, dims[DT_VALUE_MAX_RANK] = {0};
     if (g->n_node > MAX_NODES)
         return fail(im, "%zu nodes, past the %d that dtrain imports", g->n_node, MAX_NODES);
-    if (index_names(im) || data_input(im, &input, &c, &h, &w)) return -1;
-    if (spec->in_c && (spec->in_c != c || spec->in_h != h || spec->in_w != w))
-        return fail(im, "the graph takes %dx%dx%d inputs, not %dx%dx%d", c, h, w, spec->in_c,
-                    spec->in_h, spec->in_w);
+    if (index_names(im) || data_input(im, &input, &rank, dims)) return -1;
+    /* training's data sets feed images: other ranks are for graphs built as such
+     * (dt_onnx_build_any: the node tests) */
+    if (rank != 3 && !im->any_output)
+        return fail(im,
+                    "the input '%s' has %d axes a sample; dtrain's data sets feed images "
+                    "[batch, C, H, W]",
+                    input->name, rank);
+    if (spec->in_c && (spec->in_c != dims[0] || spec->in_h != dims[1] || spec->in_w != dims[2]))
+        return fail(im, "the graph takes %dx%dx%d inputs, not %dx%dx%d", dims[0], dims[1], dims[2],
+                    spec->in_c, spec->in_h, spec->in_w);
     if (g->n_output < 1 || !g->output[0]->name) return fail(im, "the graph has no output");
     dt_model *m = im->m;
-    const int x = dt_model_input(m, c, h, w);
+    const int x = dt_model_input_shape(m, rank, dims);
     onnx_value *v = add_value(im, input->name, V_ACT);
     if (!v) return -1;
     v->id = x;
@@ -1225,9 +1540,13 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                     "that ends in the logits",
                     g->output[0]->name);
     const dt_value yv = m->values[y->id];
-    if ((yv.h != 1 || yv.w != 1) && !im->any_output)
+    if ((yv.h != 1 || yv.w != 1) && !im->any_output) {
+        if (yv.rank != 3)
+            return fail(im, "the graph's output '%s' has %d axes a sample, not [batch, classes]",
+                        g->output[0]->name, yv.rank);
         return fail(im, "the graph's output '%s' is %dx%dx%d, not [batch, classes]",
                     g->output[0]->name, yv.c, yv.h, yv.w);
+    }
     for (size_t i = 1; i < g->n_output; i++)
         if (g->output[i]->name && *g->output[i]->name) {
             /* training-mode exports list BatchNorm's running statistics as outputs too:
@@ -1237,7 +1556,7 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                 return fail(im, "the graph has a second output '%s' (dtrain trains one head)",
                             g->output[i]->name);
         }
-    m->classes = yv.c;
+    m->classes = yv.c ? yv.c : (int)m->storages[yv.storage].per_sample;
     if (m->build_failed) return fail(im, "%s", m->build_error.msg);
     if (m->n_ops == 0) return fail(im, "the graph has no layer dtrain computes");
     for (int i = 0; i < im->n_values; i++)
