@@ -80,6 +80,34 @@ class SeparableDilated(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class ChannelShuffleNet(nn.Module):
+    """Values of any rank and a dynamic batch's shape arithmetic (issue 41): torchvision's
+    own channel_shuffle (ShuffleNetV2's: view [N, g, C/g, H, W], transpose(1, 2), view
+    back, its shapes from x.size() as Shape/Gather/Unsqueeze/Concat), after a grouped
+    1x1 and a depthwise 3x3; then a channels-last permute (ConvNeXt's) and
+    x.reshape(x.size(0), -1) before the linear head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        # imported here: torchvision's import inside a traced forward fails
+        from torchvision.models.shufflenetv2 import channel_shuffle
+        self.shuffle = channel_shuffle
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 16, 1, groups=2, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.conv3 = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.bn3 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 8 * 8, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.shuffle(F.relu(self.bn2(self.conv2(x))), 2)
+        x = F.relu(self.shuffle(self.bn3(self.conv3(x)), 4))
+        x = F.max_pool2d(x, 2).permute(0, 2, 3, 1)
+        return self.fc(x.reshape(x.size(0), -1))
+
+
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
 BF16_REFERENCES = {"separable_dilated"}
 
@@ -174,6 +202,7 @@ def main():
         ("googlenet_w4", lambda: build_imagenet("googlenet", 4, 10, no_dropout=True),
          (3, 32, 32), 4, 39, 0.1),
         ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
+        ("channel_shuffle", lambda: ChannelShuffleNet(), (3, 16, 16), 4, 63, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each

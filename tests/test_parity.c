@@ -256,6 +256,13 @@ static void test_googlenet_narrow_matches_pytorch(void **state) {
     run_committed("googlenet_w4.safetensors");
 }
 
+/* Values of any rank and a dynamic batch's folded shapes: torchvision's channel_shuffle
+ * twice, a channels-last permute and x.reshape(x.size(0), -1) (issue 41). */
+static void test_onnx_channel_shuffle_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/channel_shuffle.onnx.safetensors");
+}
+
 /* Models exported by torch.onnx.export in training mode, imported (docs/onnx.md). */
 static void test_onnx_residual_concat_matches_pytorch(void **state) {
     (void)state;
@@ -326,6 +333,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_googlenet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_separable_dilated_matches_pytorch),
+        cmocka_unit_test(test_onnx_channel_shuffle_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
