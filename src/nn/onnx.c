@@ -960,6 +960,23 @@ static int try_fold(importer *im, const Onnx__NodeProto *n) {
     return 0;
 }
 
+/* k*N + c as a message writes it: "N", "2*N", "2*N + 1". */
+static const char *form_text(int64_t k, int64_t c, char *buf, size_t size) {
+    char kn[32] = "";
+    if (k == 1)
+        snprintf(kn, sizeof kn, "N");
+    else if (k)
+        snprintf(kn, sizeof kn, "%lld*N", (long long)k);
+    if (!k)
+        snprintf(buf, size, "%lld", (long long)c);
+    else if (!c)
+        snprintf(buf, size, "%s", kn);
+    else
+        snprintf(buf, size, "%s %c %lld", kn, c < 0 ? '-' : '+',
+                 c < 0 ? -(long long)c : (long long)c);
+    return buf;
+}
+
 /* Reshape of an activation: a view. Its shape [N, dims...] may hold 0 (copy the input's
  * axis, allowzero 0) and one -1; the batch axis stays first and whole. */
 static int import_reshape(importer *im, const Onnx__NodeProto *n) {
@@ -971,6 +988,7 @@ static int import_reshape(importer *im, const Onnx__NodeProto *n) {
     const dt_fold_tensor *t = fold_input(im, n, 1, &tmp);
     if (!t) return -1;
     int dims[DT_VALUE_MAX_RANK], infer = -1, rc = 0, batch_inferred = 0;
+    char text[80];
     long long known = 1;
     const int rank = (int)t->count - 1;
     const int allowzero = attr_int(n, "allowzero", 0) != 0;
@@ -987,9 +1005,9 @@ static int import_reshape(importer *im, const Onnx__NodeProto *n) {
         batch_inferred = 1;
     else if (t->k[0])
         rc = fail_node(im, n,
-                       "its shape's first axis is %lld*N%+lld, not the batch N: dtrain keeps the "
-                       "batch axis first and whole",
-                       (long long)t->k[0], (long long)t->c[0]);
+                       "its shape's first axis is %s, not the batch N: dtrain keeps the batch "
+                       "axis first and whole",
+                       form_text(t->k[0], t->c[0], text, sizeof text));
     else
         rc = fail_node(im, n,
                        "a reshape to a fixed batch of %lld (export with a dynamic batch axis, as "
@@ -999,10 +1017,9 @@ static int import_reshape(importer *im, const Onnx__NodeProto *n) {
         const int64_t k = t->k[i + 1], c = t->c[i + 1];
         if (k)
             rc = fail_node(im, n,
-                           "its shape's axis %d is %lld*N%+lld: it merges the batch axis into "
-                           "another (as N*heads), which dtrain does not do (it keeps N first "
-                           "and whole)",
-                           i + 1, (long long)k, (long long)c);
+                           "its shape's axis %d is %s: it merges the batch axis into another "
+                           "(as N*heads), which dtrain does not do (it keeps N first and whole)",
+                           i + 1, form_text(k, c, text, sizeof text));
         else if (c == 0 && !allowzero && i < xv.rank)
             dims[i] = xv.dims[i];
         else if (c == -1 && infer < 0 && !batch_inferred)
@@ -1335,6 +1352,17 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (dt_fold_takes(op)) {
         const int folded = try_fold(im, n);
         if (folded <= 0) return folded;
+    }
+    /* the ops of images read C, H, W: other ranks are refused here, by name, before
+     * their checks would read a value of rank 4 as 0 channels */
+    if (!strcmp(op, "Conv") || !strcmp(op, "BatchNormalization") || !strcmp(op, "MaxPool") ||
+        !strcmp(op, "AveragePool") || !strcmp(op, "GlobalAveragePool")) {
+        const onnx_value *x = act_input(im, n, 0);
+        if (!x) return -1;
+        if (im->m->values[x->id].rank != 3)
+            return fail_node(im, n,
+                             "its input has %d axes a sample; %s takes images [batch, C, H, W]",
+                             im->m->values[x->id].rank, op);
     }
     if (!strcmp(op, "Conv")) return import_conv(im, n);
     if (!strcmp(op, "BatchNormalization")) return import_batchnorm(im, n);
