@@ -492,7 +492,10 @@ static int alloc_buffers(dt_int8_dnnl *e, dt_error *err) {
     for (int v = 0; v < q->n_values; v++) e->alias[v] = v;
     for (int i = 0; i < q->n_ops; i++) {
         const int r = q->ops[i].residual;
-        if (r < 0 || per_sample(&q->values[r]) != per_sample(&q->values[q->ops[i].out])) continue;
+        /* nor when the convolution reads it too (x + conv(x)): it would overwrite its input */
+        if (r < 0 || per_sample(&q->values[r]) != per_sample(&q->values[q->ops[i].out]) ||
+            q->ops[i].in == r)
+            continue;
         int read_later = 0;
         for (int j = i + 1; j < q->n_ops; j++) read_later |= dt_qop_reads(&q->ops[j], r);
         if (!read_later) e->alias[q->ops[i].out] = e->alias[r];
