@@ -109,6 +109,32 @@ class ChannelShuffleNet(nn.Module):
 
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
+class SqueezeGrouped(nn.Module):
+    """A 1-channel (Fashion-MNIST) CNN of torchvision's own blocks, for int8 of imported
+    models (docs/quantization.md): squeezenet1_1's stem (a ceil_mode max pooling), two of
+    its Fire modules (concats of 1x1 and 3x3 expansions), resnext's Bottleneck (a grouped
+    3x3, 4 groups, and a residual add), a depthwise-separable pair, and squeezenet's
+    classifier (dropout, a 1x1 convolution, ReLU, global average pooling)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        from torchvision.models.resnet import Bottleneck
+        from torchvision.models.squeezenet import Fire
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 16, 3, stride=2), nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, ceil_mode=True),
+            Fire(16, 8, 16, 16), Fire(32, 8, 16, 16),
+            Bottleneck(32, 8, groups=4, base_width=32),
+            nn.Conv2d(32, 32, 3, padding=1, groups=32, bias=False), nn.BatchNorm2d(32),
+            nn.ReLU(inplace=True), nn.Conv2d(32, 48, 1, bias=False), nn.BatchNorm2d(48),
+            nn.ReLU(inplace=True))
+        self.classifier = nn.Sequential(nn.Dropout(0.0), nn.Conv2d(48, classes, 1),
+                                        nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d((1, 1)))
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
 BF16_REFERENCES = {"separable_dilated"}
 
 
@@ -210,6 +236,7 @@ def main():
         ("tv_alexnet_w2", lambda: build_imagenet("alexnet", 2, 10, no_dropout=True),
          (3, 224, 224), 1, 59, 0.01),
         ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
+        ("squeeze_grouped_1ch", lambda: SqueezeGrouped(), (1, 28, 28), 4, 63, 0.05),
     ]
     only = set(args.only.split(",")) if args.only else None
     for name, build, shape, batch, seed, lr in cases:

@@ -1,7 +1,9 @@
 /* The int8 engine computes the float emulation's integers: every layer's output of
  * lenet5 (symmetric), lenet_cifar (the lab's scheme, its clip post-op) and resnet18
  * (BatchNorm folded, residual adds fused into a sum post-op, per-channel and per-tensor
- * weights) and mlp (a linear layer on the signed input), compared value by value for the
+ * weights), mlp (a linear layer on the signed input), imported CNNs (grouped, depthwise
+ * and dilated convolutions, concats, global pooling) and resnet20 (ops kept float
+ * between int8 ones), compared value by value for the
  * full batch and a partial one; the logits within one step of the last layer's output.
  * In the range quantize chooses on this CPU (7-bit activations without VNNI), and in
  * both ranges: a reduced one exact everywhere, a full one refused without VNNI (the
@@ -48,8 +50,15 @@ static void compare_engines(const char *name, int width, dt_quant_scheme scheme,
     dt_model m;
     dt_model_spec spec;
     dt_error err;
-    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
-    spec.width = width;
+    char path[600];
+    if (strstr(name, ".onnx")) { /* a fixture's imported graph */
+        const char *dir = getenv("DT_FIXTURES");
+        snprintf(path, sizeof path, "%s/onnx/%s", dir ? dir : "tests/fixtures", name);
+        if (dt_zoo_spec_of(&spec, path, &err)) fail_msg("%s", err.msg);
+    } else {
+        assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+        spec.width = width;
+    }
     if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, n, &err)) fail_msg("%s", err.msg);
     dt_model_init_params(&m, 9);
     dt_rng rng = dt_rng_make(4, 4);
@@ -169,6 +178,30 @@ static void test_resnet18_symmetric(void **state) {
     compare_engines("resnet18", 4, DT_QUANT_SYMMETRIC, 0, 6, here(DT_QUANT_SYMMETRIC));
 }
 
+/* Imported CNNs: depthwise, grouped and dilated convolutions (separable_dilated);
+ * concat, dropout and global average pooling (residual_concat); squeezenet's Fire
+ * concats, a ceil_mode max pooling, resnext's grouped bottleneck, a depthwise pair and
+ * int8 logits after the final ReLU and pooling (squeeze_grouped_1ch); both weight
+ * modes, both ranges. */
+static void test_imported_cnns(void **state) {
+    (void)state;
+    const char *models[] = {"separable_dilated.onnx", "residual_concat.onnx",
+                            "squeeze_grouped_1ch.onnx"};
+    for (int k = 0; k < 3; k++) {
+        compare_engines(models[k], 0, DT_QUANT_SYMMETRIC, 1, 6, here(DT_QUANT_SYMMETRIC));
+        compare_engines(models[k], 0, DT_QUANT_SYMMETRIC, 0, 6, here(DT_QUANT_SYMMETRIC));
+        compare_engines(models[k], 0, DT_QUANT_SYMMETRIC, 1, 6, 1);
+    }
+}
+
+/* Ops kept float (resnet20's option-A shortcuts) between int8 ones: the same float
+ * kernel and conversions in both engines, so the same integers after them. */
+static void test_kept_float_ops(void **state) {
+    (void)state;
+    compare_engines("resnet20", 4, DT_QUANT_SYMMETRIC, 1, 6, here(DT_QUANT_SYMMETRIC));
+    compare_engines("resnet20", 4, DT_QUANT_SYMMETRIC, 0, 6, 1);
+}
+
 /* A reduced range is exact everywhere (a file made on an AVX2 host runs on any), and a
  * full one is refused where it would not be (one made with VNNI, run without). */
 static void test_both_ranges(void **state) {
@@ -213,6 +246,8 @@ int main(void) {
         cmocka_unit_test(test_mlp_symmetric),
         cmocka_unit_test(test_resnet18_symmetric),
         cmocka_unit_test(test_both_ranges),
+        cmocka_unit_test(test_imported_cnns),
+        cmocka_unit_test(test_kept_float_ops),
         cmocka_unit_test(test_signed_strided_1x1_avoids_both),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/cpu_isa.h"
+#include "quant/qfloat.h"
 
 /* One primitive call with its arguments; the memories are owned by the step. */
 enum { MAX_ARGS = 5 };
@@ -19,6 +20,7 @@ typedef struct step {
     const void *copy_from;
     void *copy_to;
     size_t copy_bytes_per_sample;
+    const dt_qop *kept; /* a kept-float op, run in C (prim is NULL) */
 } step;
 
 typedef struct variant {
@@ -39,6 +41,7 @@ struct dt_int8_dnnl {
     size_t bytes;
     variant v[2];
     int n_variants, next_evict;
+    dt_qfloat *kept; /* the ops kept float; NULL if none */
 };
 
 #define TRY(call, what)                                                                            \
@@ -246,19 +249,23 @@ static int layer_step(step *s, dt_int8_dnnl *e, const dt_qop *o, const void *op_
 }
 
 /* The convolution step from its input and output descriptions: the weights [c_out,
- * wdims...] as oneDNN likes them (from the file's oihw), the s32 bias. */
+ * wdims...] as oneDNN likes them (from the file's oihw; grouped: [g, c_out / g, c_in / g,
+ * k, k], goihw), the s32 bias; taps dil - 1 apart (0: dense). */
 static int conv_desc_step(step *s, dt_int8_dnnl *e, const dt_qop *o, dnnl_memory_desc_t *src,
-                          dnnl_memory_desc_t *dst, const dnnl_dims_t wdims,
-                          const dnnl_dims_t strides, const dnnl_dims_t pad_l,
+                          dnnl_memory_desc_t *dst, int wndims, const dnnl_dims_t wdims,
+                          const dnnl_dims_t strides, const dnnl_dims_t dil, const dnnl_dims_t pad_l,
                           const dnnl_dims_t pad_r, dt_error *err) {
     dnnl_memory_desc_t wei_any, wei_user, bias;
     dnnl_dims_t bdims = {o->c_out};
-    TRY(dnnl_memory_desc_init_by_tag(&wei_any, 4, wdims, dnnl_s8, dnnl_format_tag_any), "md");
-    TRY(dnnl_memory_desc_init_by_tag(&wei_user, 4, wdims, dnnl_s8, dnnl_oihw), "md");
+    TRY(dnnl_memory_desc_init_by_tag(&wei_any, wndims, wdims, dnnl_s8, dnnl_format_tag_any), "md");
+    TRY(dnnl_memory_desc_init_by_tag(&wei_user, wndims, wdims, dnnl_s8,
+                                     wndims == 5 ? dnnl_goihw : dnnl_oihw),
+        "md");
     TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bdims, dnnl_s32, dnnl_x), "md");
     dnnl_convolution_desc_t cd;
-    TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                           src, &wei_any, &bias, dst, strides, pad_l, pad_r),
+    TRY(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                   dnnl_convolution_direct, src, &wei_any, &bias,
+                                                   dst, strides, dil, pad_l, pad_r),
         "convolution description");
     return layer_step(s, e, o, &cd, "convolution", src, &wei_user, &bias, dst, err);
 }
@@ -266,12 +273,16 @@ static int conv_desc_step(step *s, dt_int8_dnnl *e, const dt_qop *o, dnnl_memory
 static int conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
     dnnl_memory_desc_t src, dst;
-    dnnl_dims_t wdims = {o->c_out, o->c_in, o->kernel, o->kernel};
+    const int g = o->groups, k = o->kernel, span = (k - 1) * o->dilation + 1;
+    dnnl_dims_t wplain = {o->c_out, o->c_in, k, k};
+    dnnl_dims_t wgroup = {g, o->c_out / g, o->c_in / g, k, k};
     dnnl_dims_t strides = {o->stride, o->stride}, pad_l = {o->pad, o->pad};
-    dnnl_dims_t pad_r = {(y->h - 1) * o->stride + o->kernel - x->h - o->pad,
-                         (y->w - 1) * o->stride + o->kernel - x->w - o->pad};
+    dnnl_dims_t dil = {o->dilation - 1, o->dilation - 1};
+    dnnl_dims_t pad_r = {(y->h - 1) * o->stride + span - x->h - o->pad,
+                         (y->w - 1) * o->stride + span - x->w - o->pad};
     if (value_md(&src, x, n, err) || value_md(&dst, y, n, err)) return -1;
-    return conv_desc_step(s, e, o, &src, &dst, wdims, strides, pad_l, pad_r, err);
+    return conv_desc_step(s, e, o, &src, &dst, g > 1 ? 5 : 4, g > 1 ? wgroup : wplain, strides, dil,
+                          pad_l, pad_r, err);
 }
 
 /* A linear layer as the convolution it is: a kernel the size of its input, one output
@@ -283,10 +294,10 @@ static int linear_as_conv_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n,
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
     dnnl_memory_desc_t src, dst;
     dnnl_dims_t wdims = {o->c_out, x->c, x->h, x->w}, ddims = {n, o->c_out, 1, 1};
-    dnnl_dims_t strides = {1, 1}, pad = {0, 0};
+    dnnl_dims_t strides = {1, 1}, pad = {0, 0}, dil = {0, 0};
     if (value_md(&src, x, n, err)) return -1;
     TRY(dnnl_memory_desc_init_by_tag(&dst, 4, ddims, type_of(y), dnnl_nhwc), "md");
-    return conv_desc_step(s, e, o, &src, &dst, wdims, strides, pad, pad, err);
+    return conv_desc_step(s, e, o, &src, &dst, 4, wdims, strides, dil, pad, pad, err);
 }
 
 static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
@@ -308,13 +319,16 @@ static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_erro
     return layer_step(s, e, o, &ipd, "inner product", &src, &wei_user, &bias, &dst, err);
 }
 
-static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_kind_t alg,
-                     dt_error *err) {
+/* Pooling over kh x kw windows (sh, sw) apart from -pad; the right and bottom padding
+ * reach the last window (ceil_mode's). Max pooling's padding never wins; average
+ * pooling is never padded (quant.c's fits). */
+static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_kind_t alg, int kh,
+                     int kw, int sh, int sw, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
     dnnl_memory_desc_t src, dst;
-    dnnl_dims_t strides = {o->stride, o->stride}, kernel = {o->kernel, o->kernel}, pad = {0, 0};
-    dnnl_dims_t pad_r = {(y->h - 1) * o->stride + o->kernel - x->h,
-                         (y->w - 1) * o->stride + o->kernel - x->w};
+    dnnl_dims_t strides = {sh, sw}, kernel = {kh, kw}, pad = {o->pad, o->pad};
+    dnnl_dims_t pad_r = {(y->h - 1) * sh + kh - x->h - o->pad,
+                         (y->w - 1) * sw + kw - x->w - o->pad};
     if (value_md(&src, x, n, err) || value_md(&dst, y, n, err)) return -1;
     dnnl_pooling_desc_t pd_desc;
     TRY(dnnl_pooling_forward_desc_init(&pd_desc, dnnl_forward_inference, alg, &src, &dst, strides,
@@ -330,24 +344,74 @@ static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_
 }
 
 static int maxpool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
-    return pool_step(s, e, o, n, dnnl_pooling_max, err);
+    return pool_step(s, e, o, n, dnnl_pooling_max, o->kernel, o->kernel, o->stride, o->stride, err);
 }
 
 static int avgpool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
-    return pool_step(s, e, o, n, dnnl_pooling_avg_exclude_padding, err);
+    return pool_step(s, e, o, n, dnnl_pooling_avg_exclude_padding, o->kernel, o->kernel, o->stride,
+                     o->stride, err);
+}
+
+static int adaptive_avgpool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    const int kh = x->h / y->h, kw = x->w / y->w;
+    return pool_step(s, e, o, n, dnnl_pooling_avg_exclude_padding, kh, kw, kh, kw, err);
+}
+
+/* A concat: each input's integers reordered into its channels of the output (a
+ * sub-memory of its NHWC buffer); they share its scale, so this copies them (a u8 input
+ * of a signed concat holds at most 127). One step per input. */
+static int concat_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    const dt_qvalue *y = &e->q->values[o->out];
+    dnnl_memory_desc_t whole;
+    if (value_md(&whole, y, n, err)) return -1;
+    int at = 0;
+    for (int k = 0; k < o->n_ins; k++) {
+        const dt_qvalue *x = &e->q->values[o->ins[k]];
+        dnnl_memory_desc_t src, part;
+        dnnl_dims_t dims = {n, x->c, x->h, x->w}, offsets = {0, at, 0, 0};
+        if (value_md(&src, x, n, err)) return -1;
+        TRY(dnnl_memory_desc_init_submemory(&part, &whole, dims, offsets), "sub-memory");
+        dnnl_primitive_desc_t pd;
+        TRY(dnnl_reorder_primitive_desc_create(&pd, &src, e->engine, &part, e->engine, NULL),
+            "concat reorder");
+        if (make_primitive(&s[k], pd, err) ||
+            add_arg(&s[k], DNNL_ARG_FROM, &src, e->engine, e->buf[o->ins[k]], err) ||
+            add_arg(&s[k], DNNL_ARG_TO, &part, e->engine, e->buf[o->out], err))
+            return -1;
+        at += x->c;
+    }
+    return 0;
+}
+
+static int concat_steps(const dt_qop *o) {
+    return o->n_ins;
+}
+
+/* A kept-float op: run in C by dt_int8_dnnl_forward (float_run). */
+static int float_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
+    (void)e;
+    (void)n;
+    (void)err;
+    s->kept = o;
+    return 0;
 }
 
 /* How each kind of op runs (quant.h): the primitive of one op for batch n, with its
  * arguments. One row per kind, matched by designator. */
 typedef struct int8_kernel {
     int (*make)(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err);
+    int (*steps)(const dt_qop *o); /* how many steps it fills (NULL: one) */
 } int8_kernel;
 
 static const int8_kernel int8_kernels[] = {
-    [DT_QOP_CONV] = {conv_step},
-    [DT_QOP_LINEAR] = {linear_step},
-    [DT_QOP_MAXPOOL] = {maxpool_step},
-    [DT_QOP_AVGPOOL] = {avgpool_step},
+    [DT_QOP_CONV] = {conv_step, NULL},
+    [DT_QOP_LINEAR] = {linear_step, NULL},
+    [DT_QOP_MAXPOOL] = {maxpool_step, NULL},
+    [DT_QOP_AVGPOOL] = {avgpool_step, NULL},
+    [DT_QOP_ADAPTIVE_AVGPOOL] = {adaptive_avgpool_step, NULL},
+    [DT_QOP_CONCAT] = {concat_step, concat_steps},
+    [DT_QOP_FLOAT] = {float_step, NULL},
 };
 _Static_assert(sizeof int8_kernels / sizeof *int8_kernels == DT_QOP_COUNT,
                "one int8 engine row per quantized op kind");
@@ -378,13 +442,18 @@ static int input_step(step *s, variant *v, dt_int8_dnnl *e, int n, dt_error *err
 static int variant_init(variant *v, dt_int8_dnnl *e, int n, dt_error *err) {
     const dt_qnet *q = e->q;
     v->n = n;
-    v->steps = calloc((size_t)q->n_ops + 1, sizeof(step));
+    int count = 1;
+    for (int i = 0; i < q->n_ops; i++)
+        count +=
+            int8_kernels[q->ops[i].kind].steps ? int8_kernels[q->ops[i].kind].steps(&q->ops[i]) : 1;
+    v->steps = calloc((size_t)count, sizeof(step));
     if (!v->steps) return dt_error_set(err, "out of memory for the int8 engine");
-    v->n_steps = q->n_ops + 1;
+    v->n_steps = count;
     if (input_step(&v->steps[0], v, e, n, err)) return -1;
-    for (int i = 0; i < q->n_ops; i++) {
+    for (int i = 0, at = 1; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
-        step *s = &v->steps[i + 1];
+        step *s = &v->steps[at];
+        at += int8_kernels[o->kind].steps ? int8_kernels[o->kind].steps(o) : 1;
         if (!int8_kernels[o->kind].make)
             return dt_error_set(err, "the int8 engine has no %s kernel (%s)",
                                 dt_qop_class_of(o->kind)->name, o->name);
@@ -406,6 +475,7 @@ void dt_int8_dnnl_destroy(dt_int8_dnnl *e) {
     free(e->buf);
     free(e->alias);
     if (e->stream) dnnl_stream_destroy(e->stream);
+    dt_qfloat_destroy(e->kept);
     if (e->engine) dnnl_engine_destroy(e->engine);
     dt_free(e->logits);
     free(e);
@@ -422,10 +492,12 @@ static int alloc_buffers(dt_int8_dnnl *e, dt_error *err) {
     for (int v = 0; v < q->n_values; v++) e->alias[v] = v;
     for (int i = 0; i < q->n_ops; i++) {
         const int r = q->ops[i].residual;
-        if (r < 0 || per_sample(&q->values[r]) != per_sample(&q->values[q->ops[i].out])) continue;
+        /* nor when the convolution reads it too (x + conv(x)): it would overwrite its input */
+        if (r < 0 || per_sample(&q->values[r]) != per_sample(&q->values[q->ops[i].out]) ||
+            q->ops[i].in == r)
+            continue;
         int read_later = 0;
-        for (int j = i + 1; j < q->n_ops; j++)
-            read_later |= q->ops[j].in == r || q->ops[j].residual == r;
+        for (int j = i + 1; j < q->n_ops; j++) read_later |= dt_qop_reads(&q->ops[j], r);
         if (!read_later) e->alias[q->ops[i].out] = e->alias[r];
     }
     for (int v = 0; v < q->n_values; v++) {
@@ -453,7 +525,7 @@ int dt_int8_dnnl_exact_here(const dt_qnet *q, char *why, size_t why_size) {
             snprintf(why, why_size, "layer %s reads 8-bit activations ([0, %d])", o->name, x->hi);
             return 0;
         }
-        const size_t count = (size_t)o->c_out * o->c_in * o->kernel * o->kernel;
+        const size_t count = dt_qop_weight_count(o);
         for (size_t k = 0; x->lo < 0 && k < count; k++)
             if (o->weight[k] & 1) {
                 snprintf(why, why_size, "layer %s has odd weights on a signed input", o->name);
@@ -481,6 +553,7 @@ int dt_int8_dnnl_create(dt_int8_dnnl **out, const dt_qnet *q, int max_batch, dt_
             ? dt_error_set(err, "oneDNN int8: engine creation failed")
             : 0;
     if (rc == 0) rc = alloc_buffers(e, err);
+    if (rc == 0) rc = dt_qfloat_create(&e->kept, q, max_batch, err);
     if (rc == 0) {
         e->n_variants = 1;
         rc = variant_init(&e->v[0], e, max_batch, err);
@@ -509,11 +582,53 @@ static variant *variant_for(dt_int8_dnnl *e, int n) {
     return v;
 }
 
+/* A kept-float op between NHWC integers: the inputs of int8 ops dequantized into the
+ * float model's NCHW (qfloat.h's arithmetic, as the emulation), the op run, its output
+ * quantized back to NHWC. */
+static void float_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
+    for (int k = 0; k < o->n_ins; k++) {
+        const dt_qvalue *x = &e->q->values[o->ins[k]];
+        if (x->from_float) continue;
+        float *dst = dt_qfloat_input(e->kept, o, k);
+        const int8_t *s8 = e->buf[o->ins[k]];
+        const uint8_t *u8 = e->buf[o->ins[k]];
+        const size_t hw = (size_t)x->h * x->w;
+        for (size_t s = 0; s < (size_t)n; s++)
+            for (size_t p = 0; p < hw; p++)
+                for (size_t c = 0; c < (size_t)x->c; c++) {
+                    const size_t from = (s * hw + p) * x->c + c;
+                    dst[(s * x->c + c) * hw + p] =
+                        dt_qfloat_dequantize(x->lo < 0 ? s8[from] : u8[from], x->scale);
+                }
+    }
+    dt_qfloat_run(e->kept, o, n);
+    const dt_qvalue *y = &e->q->values[o->out];
+    const float *src = dt_qfloat_output(e->kept, o);
+    int8_t *s8 = e->buf[o->out];
+    uint8_t *u8 = e->buf[o->out];
+    const size_t hw = (size_t)y->h * y->w;
+    for (size_t s = 0; s < (size_t)n; s++)
+        for (size_t c = 0; c < (size_t)y->c; c++)
+            for (size_t p = 0; p < hw; p++) {
+                const int q = dt_qfloat_quantize(src[(s * y->c + c) * hw + p], y);
+                const size_t to = (s * hw + p) * y->c + c;
+                if (y->lo < 0)
+                    s8[to] = (int8_t)q;
+                else
+                    u8[to] = (uint8_t)q;
+            }
+}
+
 void dt_int8_dnnl_forward(dt_int8_dnnl *e, const float *x, int n) {
     variant *v = variant_for(e, n);
     run_or_die(dnnl_memory_set_data_handle(v->input, (void *)x), "input handle");
     for (int i = 0; i < v->n_steps; i++) {
         step *s = &v->steps[i];
+        if (s->kept) {
+            run_or_die(dnnl_stream_wait(e->stream), "stream wait");
+            float_run(e, s->kept, n);
+            continue;
+        }
         if (s->copy_from) memcpy(s->copy_to, s->copy_from, s->copy_bytes_per_sample * (size_t)n);
         run_or_die(dnnl_primitive_execute(s->prim, e->stream, s->n_args, s->args), "forward");
     }
@@ -522,8 +637,10 @@ void dt_int8_dnnl_forward(dt_int8_dnnl *e, const float *x, int n) {
     const int last_v = q->ops[q->n_ops - 1].out;
     const dt_qvalue *last = &q->values[last_v];
     if (!last->is_float) {
-        const int8_t *ql = e->buf[last_v];
-        for (size_t k = 0; k < (size_t)n * last->c; k++) e->logits[k] = (float)ql[k] / last->scale;
+        const int8_t *s8 = e->buf[last_v];
+        const uint8_t *u8 = e->buf[last_v];
+        for (size_t k = 0; k < (size_t)n * last->c; k++)
+            e->logits[k] = (float)(last->lo < 0 ? s8[k] : u8[k]) / last->scale;
     }
 }
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/qfloat.h"
+
 struct dt_qemu {
     const dt_qnet *q;
     int max_batch, threads;
@@ -15,6 +17,7 @@ struct dt_qemu {
     double *col;     /* per thread: [fan_in, h_out * w_out] (conv); [max_batch, c_in] (linear) */
     double *acc;     /* per thread: [c_out, h_out * w_out]; [max_batch, c_out] */
     size_t col_each, acc_each;
+    dt_qfloat *kept; /* the ops kept float; NULL if none */
 };
 
 /* How one kind of op is emulated: its forward over n samples and, for the layers, the
@@ -38,6 +41,7 @@ void dt_qemu_destroy(dt_qemu *e) {
     free(e->logits);
     free(e->col);
     free(e->acc);
+    dt_qfloat_destroy(e->kept);
     free(e);
 }
 
@@ -70,7 +74,7 @@ int dt_qemu_create(dt_qemu **out, const dt_qnet *q, int max_batch, dt_error *err
             e->acc_each = acc > e->acc_each ? acc : e->acc_each;
         }
         if (!dt_qop_class_of(o->kind)->weight_dims) continue;
-        const size_t count = (size_t)o->c_in * o->kernel * o->kernel * (size_t)o->c_out;
+        const size_t count = dt_qop_weight_count(o);
         if (!(e->weight[i] = malloc(sizeof(double) * count))) {
             ok = 0;
             break;
@@ -86,6 +90,10 @@ int dt_qemu_create(dt_qemu **out, const dt_qnet *q, int max_batch, dt_error *err
         dt_qemu_destroy(e);
         return dt_error_set(err, "out of memory for the int8 emulation of %s (batch %d)", q->model,
                             max_batch);
+    }
+    if (dt_qfloat_create(&e->kept, q, max_batch, err)) {
+        dt_qemu_destroy(e);
+        return -1;
     }
     *out = e;
     return 0;
@@ -104,7 +112,9 @@ static inline int16_t requant(double acc, int32_t bias, float scale, const int16
 static void conv_forward(dt_qemu *e, int i, int n) {
     const dt_qop *o = &e->q->ops[i];
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
-    const int k = o->kernel, hw = y->h * y->w, fan_in = o->c_in * k * k;
+    const int k = o->kernel, d = o->dilation, hw = y->h * y->w;
+    const int groups = o->groups, cig = o->c_in / groups, cog = o->c_out / groups;
+    const int fan_in = (int)dt_qop_fan_in(o);
     const int16_t *in = e->act[o->in];
     const int16_t *res = o->residual >= 0 ? e->act[o->residual] : NULL;
     int16_t *out = e->act[o->out];
@@ -113,23 +123,27 @@ static void conv_forward(dt_qemu *e, int i, int n) {
         double *col = e->col + e->col_each * (size_t)omp_get_thread_num();
         double *acc = e->acc + e->acc_each * (size_t)omp_get_thread_num();
         const int16_t *xs = in + (size_t)s * value_count(x);
-        for (int c = 0; c < o->c_in; c++)
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++) {
-                    double *row = col + (size_t)((c * k + ky) * k + kx) * hw;
-                    for (int oy = 0; oy < y->h; oy++) {
-                        const int iy = oy * o->stride - o->pad + ky;
-                        for (int ox = 0; ox < y->w; ox++) {
-                            const int ix = ox * o->stride - o->pad + kx;
-                            row[oy * y->w + ox] = iy >= 0 && iy < x->h && ix >= 0 && ix < x->w
-                                                      ? xs[((size_t)c * x->h + iy) * x->w + ix]
-                                                      : 0.0;
+        for (int g = 0; g < groups; g++) {
+            for (int c = 0; c < cig; c++)
+                for (int ky = 0; ky < k; ky++)
+                    for (int kx = 0; kx < k; kx++) {
+                        double *row = col + (size_t)((c * k + ky) * k + kx) * hw;
+                        const int16_t *plane = xs + (size_t)(g * cig + c) * x->h * x->w;
+                        for (int oy = 0; oy < y->h; oy++) {
+                            const int iy = oy * o->stride - o->pad + ky * d;
+                            for (int ox = 0; ox < y->w; ox++) {
+                                const int ix = ox * o->stride - o->pad + kx * d;
+                                row[oy * y->w + ox] = iy >= 0 && iy < x->h && ix >= 0 && ix < x->w
+                                                          ? plane[(size_t)iy * x->w + ix]
+                                                          : 0.0;
+                            }
                         }
                     }
-                }
-        /* exact: |products| < 2^15, sums of fewer than 2^38 of them stay below 2^53 */
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o->c_out, hw, fan_in, 1.0,
-                    e->weight[i], fan_in, col, hw, 0.0, acc, hw);
+            /* exact: |products| < 2^15, sums of fewer than 2^38 of them stay below 2^53 */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cog, hw, fan_in, 1.0,
+                        e->weight[i] + (size_t)g * cog * fan_in, fan_in, col, hw, 0.0,
+                        acc + (size_t)g * cog * hw, hw);
+        }
         const size_t base = (size_t)s * value_count(y);
         for (int c = 0; c < o->c_out; c++) {
             const float scale = o->output_scale[o->n_scales > 1 ? c : 0];
@@ -166,11 +180,13 @@ static void linear_forward(dt_qemu *e, int i, int n) {
         }
 }
 
-static void pool_forward(dt_qemu *e, int i, int n, int avg) {
+/* Pooling over kh x kw windows `stride` apart from -pad (max: padding never wins, a
+ * window past the input's end, ceil_mode's last one, takes what it covers; average:
+ * never padded, quant.c's fits). */
+static void pool_forward(dt_qemu *e, int i, int n, int avg, int kh, int kw, int sh, int sw) {
     const dt_qop *o = &e->q->ops[i];
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
-    const int k = o->kernel;
-    const float inv = 1.0f / (float)(k * k);
+    const float inv = 1.0f / (float)(kh * kw);
 #pragma omp parallel for schedule(static) num_threads(e->threads)
     for (int plane = 0; plane < n * x->c; plane++) {
         const int16_t *xs = e->act[o->in] + (size_t)plane * x->h * x->w;
@@ -178,24 +194,69 @@ static void pool_forward(dt_qemu *e, int i, int n, int avg) {
         for (int oy = 0; oy < y->h; oy++)
             for (int ox = 0; ox < y->w; ox++) {
                 int best = -32768, sum = 0;
-                for (int ky = 0; ky < k; ky++)
-                    for (int kx = 0; kx < k; kx++) {
-                        const int v = xs[(oy * o->stride + ky) * x->w + ox * o->stride + kx];
+                for (int ky = 0; ky < kh; ky++)
+                    for (int kx = 0; kx < kw; kx++) {
+                        const int iy = oy * sh - o->pad + ky, ix = ox * sw - o->pad + kx;
+                        if (iy < 0 || iy >= x->h || ix < 0 || ix >= x->w) continue;
+                        const int v = xs[iy * x->w + ix];
                         best = v > best ? v : best;
                         sum += v;
                     }
-                /* the mean as oneDNN's int8 pooling: float sum times 1/k^2, rounded */
+                /* the mean as oneDNN's int8 pooling: float sum times 1/(kh kw), rounded */
                 ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
             }
     }
 }
 
 static void maxpool_forward(dt_qemu *e, int i, int n) {
-    pool_forward(e, i, n, 0);
+    const dt_qop *o = &e->q->ops[i];
+    pool_forward(e, i, n, 0, o->kernel, o->kernel, o->stride, o->stride);
 }
 
 static void avgpool_forward(dt_qemu *e, int i, int n) {
-    pool_forward(e, i, n, 1);
+    const dt_qop *o = &e->q->ops[i];
+    pool_forward(e, i, n, 1, o->kernel, o->kernel, o->stride, o->stride);
+}
+
+/* Adaptive average pooling whose windows are all (h / h_out) x (w / w_out). */
+static void adaptive_avgpool_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    const int kh = x->h / y->h, kw = x->w / y->w;
+    pool_forward(e, i, n, 1, kh, kw, kh, kw);
+}
+
+/* Channels of inputs that share the output's scale: their integers, copied. */
+static void concat_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    const dt_qvalue *y = &e->q->values[o->out];
+    for (int s = 0; s < n; s++) {
+        int16_t *ys = e->act[o->out] + (size_t)s * value_count(y);
+        for (int k = 0; k < o->n_ins; k++) {
+            const size_t count = value_count(&e->q->values[o->ins[k]]);
+            memcpy(ys, e->act[o->ins[k]] + (size_t)s * count, sizeof(int16_t) * count);
+            ys += count;
+        }
+    }
+}
+
+/* A kept-float op: inputs of int8 ops dequantized into the float model (those of
+ * kept-float ops are there already), the op run, its output quantized. */
+static void float_forward(dt_qemu *e, int i, int n) {
+    const dt_qop *o = &e->q->ops[i];
+    for (int k = 0; k < o->n_ins; k++) {
+        const dt_qvalue *x = &e->q->values[o->ins[k]];
+        if (x->from_float) continue;
+        float *dst = dt_qfloat_input(e->kept, o, k);
+        const int16_t *src = e->act[o->ins[k]];
+        for (size_t j = 0; j < value_count(x) * (size_t)n; j++)
+            dst[j] = dt_qfloat_dequantize(src[j], x->scale);
+    }
+    dt_qfloat_run(e->kept, o, n);
+    const dt_qvalue *y = &e->q->values[o->out];
+    const float *src = dt_qfloat_output(e->kept, o);
+    for (size_t j = 0; j < value_count(y) * (size_t)n; j++)
+        e->act[o->out][j] = (int16_t)dt_qfloat_quantize(src[j], y);
 }
 
 /* Per-thread scratch in doubles: a conv's im2col columns and accumulators of one
@@ -203,7 +264,7 @@ static void avgpool_forward(dt_qemu *e, int i, int n) {
 static void conv_scratch(const dt_qop *o, const dt_qvalue *y, int max_batch, size_t *col,
                          size_t *acc) {
     (void)max_batch;
-    *col = (size_t)o->c_in * o->kernel * o->kernel * (size_t)y->h * y->w;
+    *col = dt_qop_fan_in(o) * (size_t)y->h * y->w; /* one group's */
     *acc = (size_t)o->c_out * y->h * y->w;
 }
 
@@ -220,6 +281,9 @@ static const qemu_kernel qemu_kernels[] = {
     [DT_QOP_LINEAR] = {linear_scratch, linear_forward},
     [DT_QOP_MAXPOOL] = {NULL, maxpool_forward},
     [DT_QOP_AVGPOOL] = {NULL, avgpool_forward},
+    [DT_QOP_ADAPTIVE_AVGPOOL] = {NULL, adaptive_avgpool_forward},
+    [DT_QOP_CONCAT] = {NULL, concat_forward},
+    [DT_QOP_FLOAT] = {NULL, float_forward},
 };
 _Static_assert(sizeof qemu_kernels / sizeof *qemu_kernels == DT_QOP_COUNT,
                "one emulation row per quantized op kind");

@@ -54,16 +54,34 @@ static int storage_of(const dt_model *m, int value) {
 static int new_value(dt_qnet *q, const char *name, const dt_model *m, int float_value,
                      int record_after) {
     dt_qvalue *v = &q->values[q->n_values];
+    const dt_value *x = &m->values[float_value];
     snprintf(v->name, sizeof v->name, "%s", name);
-    v->c = m->values[float_value].c;
-    v->h = m->values[float_value].h;
-    v->w = m->values[float_value].w;
+    if (dt_model_value_is_image(m, float_value)) {
+        v->c = x->c;
+        v->h = x->h;
+        v->w = x->w;
+    } else { /* any other rank (a kept-float op's), as a vector of its elements */
+        v->c = (int)m->storages[x->storage].per_sample;
+        v->h = v->w = 1;
+    }
     v->lo = -128;
     v->hi = 127;
     v->float_storage = storage_of(m, float_value);
     v->record_after = record_after;
     v->relu_op = -1;
+    v->share = q->n_values;
     return q->n_values++;
+}
+
+/* The group of values that share a scale (union-find over `share`). */
+static int share_root(const dt_qnet *q, int v) {
+    while (q->values[v].share != v) v = q->values[v].share;
+    return v;
+}
+
+static void share_scale(dt_qnet *q, int a, int b) {
+    const int ra = share_root(q, a), rb = share_root(q, b);
+    if (ra != rb) q->values[rb].share = ra;
 }
 
 /* A ReLU right after the layer: its integers lose their negative half. The lab clamps
@@ -89,11 +107,6 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int
     if (in < 0)
         return dt_error_set(err, "model %s: layer %s reads a value with no int8 form", m->name,
                             op->name);
-    if (spatial && (op->groups != 1 || op->dilation != 1))
-        return dt_error_set(err,
-                            "model %s: conv %s is %s: int8 has plain convolutions only "
-                            "(evaluate it in fp32)",
-                            m->name, op->name, op->groups != 1 ? "grouped" : "dilated");
     dt_qop *o = &q->ops[q->n_ops++];
     const dt_value *x = &m->values[op->in];
     snprintf(o->name, sizeof o->name, "%s", op->name);
@@ -103,11 +116,14 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int
     o->float_conv = i;
     o->float_bn = -1;
     o->c_out = m->values[op->out].c;
+    o->groups = o->dilation = 1;
     if (spatial) {
         o->c_in = x->c;
         o->kernel = op->kernel;
         o->stride = op->stride;
         o->pad = op->pad;
+        o->groups = op->groups;
+        o->dilation = op->dilation;
     } else {
         o->c_in = x->c * x->h * x->w;
         o->kernel = o->stride = 1;
@@ -151,10 +167,90 @@ static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int 
     o->float_conv = o->float_bn = -1;
     o->kernel = op->kernel;
     o->stride = op->stride;
+    o->pad = op->pad; /* max pooling: padding never wins; the output's size has ceil_mode */
+    o->groups = o->dilation = 1;
     o->c_in = o->c_out = q->values[in].c;
     o->out = new_value(q, o->name, m, op->out, i);
     q->values[o->out].lo = q->values[in].lo; /* the same integers, fewer of them */
     q->values[o->out].hi = q->values[in].hi;
+    share_scale(q, in, o->out);
+    of_storage[storage_of(m, op->out)] = o->out;
+    return i + 1;
+}
+
+/* The inputs of float op i in order (a concat's every input; else in, and in2 if any). */
+static int float_inputs(const dt_model *m, int i, int *ins) {
+    const dt_op *op = &m->ops[i];
+    if (op->n_ins > 0) {
+        memcpy(ins, op->ins, sizeof(int) * (size_t)op->n_ins);
+        return op->n_ins;
+    }
+    ins[0] = op->in;
+    ins[1] = op->in2;
+    return op->in2 >= 0 ? 2 : 1;
+}
+
+/* An op reading several values: their int8 forms in o->ins. */
+static int take_inputs(dt_qnet *q, const dt_model *m, int i, dt_qop *o, const int *of_storage,
+                       dt_error *err) {
+    int ins[DT_OP_MAX_INPUTS];
+    o->n_ins = float_inputs(m, i, ins);
+    for (int k = 0; k < o->n_ins; k++)
+        if ((o->ins[k] = of_storage[storage_of(m, ins[k])]) < 0)
+            return dt_error_set(err, "model %s: op %d (%s) reads a value the int8 network lacks",
+                                m->name, i, dt_op_kind_name(m->ops[i].kind));
+    o->in = o->ins[0];
+    (void)q;
+    return 0;
+}
+
+/* torch.cat on channels: its inputs take its scale (PyTorch's x86 backend shares one
+ * observer across a cat too), so the concat copies integers and rounds nothing again;
+ * a u8 input of a signed concat keeps [0, 127] (dt_qnet_build's end). */
+static int add_concat(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
+                      dt_error *err) {
+    const dt_op *op = &m->ops[i];
+    dt_qop *o = &q->ops[q->n_ops++];
+    o->kind = kind;
+    snprintf(o->name, sizeof o->name, "concat.%d", i);
+    o->residual = -1;
+    o->float_conv = o->float_bn = -1;
+    o->kernel = o->stride = o->groups = o->dilation = 1;
+    if (take_inputs(q, m, i, o, of_storage, err)) return -1;
+    o->c_out = m->values[op->out].c;
+    o->out = new_value(q, o->name, m, op->out, i);
+    for (int k = 0; k < o->n_ins; k++) share_scale(q, o->ins[k], o->out);
+    of_storage[storage_of(m, op->out)] = o->out;
+    return i + 1;
+}
+
+/* An op with no int8 form: the float model runs it (qfloat.h) on its inputs
+ * dequantized, and its output is quantized at a scale of its own. Named after the op,
+ * or its kind and index ("shortcut_pad.12") if it has no name. */
+static int add_float(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_error *err) {
+    const dt_op *op = &m->ops[i];
+    dt_qop *o = &q->ops[q->n_ops++];
+    o->kind = DT_QOP_FLOAT;
+    if (op->name[0])
+        snprintf(o->name, sizeof o->name, "%s", op->name);
+    else
+        snprintf(o->name, sizeof o->name, "%s.%d", dt_op_kind_name(op->kind), i);
+    o->residual = -1;
+    o->float_conv = o->float_bn = -1;
+    o->float_op = i;
+    snprintf(o->float_kind, sizeof o->float_kind, "%s", dt_op_kind_name(op->kind));
+    o->kernel = o->stride = o->groups = o->dilation = 1;
+    if (take_inputs(q, m, i, o, of_storage, err)) return -1;
+    const int tensors[4] = {op->weight, op->bias, op->running_mean, op->running_var};
+    for (int k = 0; k < 4; k++) {
+        o->float_tensor[k] = tensors[k];
+        if (tensors[k] < 0) continue;
+        snprintf(o->float_name[k], sizeof o->float_name[k], "%s", m->tensors[tensors[k]].name);
+        o->float_count[k] = m->tensors[tensors[k]].numel;
+    }
+    o->c_out = m->values[op->out].c;
+    o->out = new_value(q, o->name, m, op->out, i);
+    q->values[o->out].from_float = 1;
     of_storage[storage_of(m, op->out)] = o->out;
     return i + 1;
 }
@@ -169,12 +265,12 @@ static int fusable(const dt_qnet *q, const dt_model *m, int add, int a, const in
         if (q->ops[j].out == v) k = j;
     if (k < 0 || q->ops[k].kind != DT_QOP_CONV || q->ops[k].residual >= 0) return -1;
     for (int t = 0; t < m->n_ops; t++) {
-        const dt_op *op = &m->ops[t];
         if (t == add) continue;
-        if (t > q->values[v].record_after &&
-            (storage_of(m, op->in) == storage_of(m, a) ||
-             (op->in2 >= 0 && storage_of(m, op->in2) == storage_of(m, a))))
-            return -1;
+        if (t <= q->values[v].record_after) continue;
+        int ins[DT_OP_MAX_INPUTS];
+        const int n = float_inputs(m, t, ins);
+        for (int j = 0; j < n; j++)
+            if (storage_of(m, ins[j]) == storage_of(m, a)) return -1;
     }
     return k;
 }
@@ -187,11 +283,8 @@ static int fuse_add(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_er
         k = res >= 0 ? fusable(q, m, i, sides[s][0], of_storage) : -1;
         if (k >= 0) other = sides[s][1];
     }
-    if (k < 0)
-        return dt_error_set(err,
-                            "model %s: a residual add none of whose inputs is a convolution's own "
-                            "output: no int8 form here",
-                            m->name);
+    if (k < 0) /* none of its inputs is a convolution's own output: kept float */
+        return add_float(q, m, i, of_storage, err);
     /* The convolution moves after whatever computes the other input (the shortcut). */
     dt_qop conv = q->ops[k];
     memmove(&q->ops[k], &q->ops[k + 1], sizeof(dt_qop) * (size_t)(q->n_ops - k - 1));
@@ -208,30 +301,69 @@ static int fuse_add(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_er
     return maybe_fuse_relu(q, m, i + 1, op->out, conv.out, q->cfg.scheme);
 }
 
-static double conv_macs(const dt_qop *o, const dt_qvalue *y) {
-    return (double)o->c_out * y->h * y->w * o->c_in * o->kernel * o->kernel;
-}
-
 static double linear_macs(const dt_qop *o, const dt_qvalue *y) {
     (void)y;
     return (double)o->c_out * o->c_in;
 }
 
-/* One row per kind, matched by designator: what it is, how float op `from` becomes it
- * (returning the next float op: fused ones are consumed), and its multiply-accumulates
- * per sample (NULL: none counted). The engines' rows are in qemu.c and int8_dnnl.c. */
+static double group_conv_macs(const dt_qop *o, const dt_qvalue *y) {
+    return (double)o->c_out * y->h * y->w * (double)dt_qop_fan_in(o);
+}
+
+/* Whether a float op's int8 form fits it: images in and out (any other rank is kept
+ * float); average pooling without padding or ceil_mode (oneDNN's and the emulation's
+ * window is then always k x k); adaptive pooling whose windows are all the same size. */
+static int fits_image(const dt_model *m, const dt_op *op) {
+    return m->values[op->in].rank == 3 && m->values[op->out].rank == 3;
+}
+
+static int fits_any(const dt_model *m, const dt_op *op) {
+    (void)m;
+    (void)op;
+    return 1;
+}
+
+static int fits_avgpool(const dt_model *m, const dt_op *op) {
+    return fits_image(m, op) && op->pad == 0 && !op->ceil_mode;
+}
+
+static int fits_adaptive(const dt_model *m, const dt_op *op) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    return fits_image(m, op) && x->h % y->h == 0 && x->w % y->w == 0;
+}
+
+static int fits_concat(const dt_model *m, const dt_op *op) {
+    int ins[DT_OP_MAX_INPUTS];
+    const int n = float_inputs(m, (int)(op - m->ops), ins);
+    for (int k = 0; k < n; k++)
+        if (m->values[ins[k]].rank != 3) return 0;
+    return m->values[op->out].rank == 3;
+}
+
+/* One row per kind, matched by designator: what it is, whether float op `from` has this
+ * int8 form (fits), how it becomes it (returning the next float op: fused ones are
+ * consumed), and its multiply-accumulates per sample (NULL: none counted). The engines'
+ * rows are in qemu.c and int8_dnnl.c. DT_QOP_FLOAT's row takes no float op by itself:
+ * it is what an op no other row fits becomes. */
 typedef struct qop_row {
     dt_qop_class cls;
+    int (*fits)(const dt_model *m, const dt_op *op);
     int (*add)(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int *of_storage,
                dt_error *err);
     double (*macs)(const dt_qop *o, const dt_qvalue *y);
 } qop_row;
 
 static const qop_row qop_table[] = {
-    [DT_QOP_CONV] = {{"conv", DT_OP_CONV2D, 4}, add_conv, conv_macs},
-    [DT_QOP_LINEAR] = {{"linear", DT_OP_LINEAR, 2}, add_linear, linear_macs},
-    [DT_QOP_MAXPOOL] = {{"maxpool", DT_OP_MAXPOOL2D, 0}, add_pool, NULL},
-    [DT_QOP_AVGPOOL] = {{"avgpool", DT_OP_AVGPOOL2D, 0}, add_pool, NULL},
+    [DT_QOP_CONV] = {{"conv", DT_OP_CONV2D, 4}, fits_image, add_conv, group_conv_macs},
+    [DT_QOP_LINEAR] = {{"linear", DT_OP_LINEAR, 2}, fits_any, add_linear, linear_macs},
+    [DT_QOP_MAXPOOL] = {{"maxpool", DT_OP_MAXPOOL2D, 0}, fits_image, add_pool, NULL},
+    [DT_QOP_AVGPOOL] = {{"avgpool", DT_OP_AVGPOOL2D, 0}, fits_avgpool, add_pool, NULL},
+    [DT_QOP_ADAPTIVE_AVGPOOL] = {{"adaptive_avgpool", DT_OP_ADAPTIVE_AVGPOOL2D, 0},
+                                 fits_adaptive,
+                                 add_pool,
+                                 NULL},
+    [DT_QOP_CONCAT] = {{"concat", DT_OP_CONCAT, 0}, fits_concat, add_concat, NULL},
+    [DT_QOP_FLOAT] = {{"float", DT_OP_COUNT, 0}, NULL, NULL, NULL},
 };
 _Static_assert(sizeof qop_table / sizeof *qop_table == DT_QOP_COUNT,
                "one table row per quantized op kind");
@@ -240,11 +372,30 @@ const dt_qop_class *dt_qop_class_of(dt_qop_kind kind) {
     return &qop_table[kind].cls;
 }
 
-/* The kind made from float ops of this kind; -1 if none. */
-static int qop_kind_from(dt_op_kind kind) {
+/* The int8 form of float op i: the first row made from its kind that fits it; -1 if
+ * none (it is kept float). */
+static int qop_kind_for(const dt_model *m, int i) {
     for (int k = 0; k < DT_QOP_COUNT; k++)
-        if (qop_table[k].cls.from == kind) return k;
+        if (qop_table[k].cls.from == m->ops[i].kind && qop_table[k].fits &&
+            qop_table[k].fits(m, &m->ops[i]))
+            return k;
     return -1;
+}
+
+size_t dt_qop_fan_in(const dt_qop *o) {
+    const int groups = o->groups > 1 ? o->groups : 1;
+    return (size_t)(o->c_in / groups) * o->kernel * o->kernel;
+}
+
+size_t dt_qop_weight_count(const dt_qop *o) {
+    return dt_qop_fan_in(o) * (size_t)o->c_out;
+}
+
+int dt_qop_reads(const dt_qop *o, int v) {
+    if (o->in == v || o->residual == v) return 1;
+    for (int k = 0; k < o->n_ins; k++)
+        if (o->ins[k] == v) return 1;
+    return 0;
 }
 
 /* Whether ops of this kind hold int8 weights: layers, not poolings. */
@@ -258,12 +409,43 @@ void dt_qnet_free(dt_qnet *q) {
         free(q->ops[i].bias);
         free(q->ops[i].weight_scale);
         free(q->ops[i].output_scale);
+        for (int k = 0; k < 4; k++) free(q->ops[i].float_data[k]);
     }
     free(q->ops);
     free(q->values);
     free(q->vstats);
     free(q->wstats);
     memset(q, 0, sizeof *q);
+}
+
+/* Values sharing a scale share its integers' range: a group with a signed member is
+ * signed, and its u8 members keep [0, 127] (the integers the signed concat can hold, as
+ * many levels per unit as the s8 members); an all-u8 group stays [0, 255]. */
+static int resolve_shared_ranges(dt_qnet *q, dt_error *err) {
+    char *is_signed = calloc((size_t)q->n_values, 1); /* per group root */
+    if (!is_signed) return dt_error_set(err, "out of memory building the quantized network");
+    for (int v = 0; v < q->n_values; v++)
+        if (q->values[v].lo < 0) is_signed[share_root(q, v)] = 1;
+    for (int v = 0; v < q->n_values; v++)
+        if (is_signed[share_root(q, v)] && q->values[v].lo == 0 && q->values[v].hi > 127)
+            q->values[v].hi = 127;
+    /* in order, so that a pooling of a concat follows it */
+    for (int i = 0; i < q->n_ops; i++) {
+        const dt_qop *o = &q->ops[i];
+        dt_qvalue *y = &q->values[o->out];
+        if (o->kind == DT_QOP_CONCAT) {
+            const int s = is_signed[share_root(q, o->out)];
+            y->lo = s ? -128 : 0;
+            y->hi = s ? 127 : 255;
+            for (int k = 0; !s && k < o->n_ins; k++)
+                if (q->values[o->ins[k]].hi < y->hi) y->hi = q->values[o->ins[k]].hi;
+        } else if (!qop_table[o->kind].cls.weight_dims && o->kind != DT_QOP_FLOAT) {
+            y->lo = q->values[o->in].lo; /* a pooling: its input's integers */
+            y->hi = q->values[o->in].hi;
+        }
+    }
+    free(is_signed);
+    return 0;
 }
 
 int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_quant_scheme scheme,
@@ -289,25 +471,30 @@ int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_q
     int rc = 0;
     for (int i = 0; rc >= 0 && i < m->n_ops;) {
         const dt_op *op = &m->ops[i];
-        const int kind = qop_kind_from(op->kind);
-        if (kind >= 0)
+        const int kind = qop_kind_for(m, i);
+        if (op->kind == DT_OP_DROPOUT) { /* the identity at inference: its input's integers */
+            of_storage[storage_of(m, op->out)] = of_storage[storage_of(m, op->in)];
+            rc = ++i;
+        } else if (kind >= 0) {
             rc = i = qop_table[kind].add(q, m, i, (dt_qop_kind)kind, of_storage, err);
-        else if (op->kind == DT_OP_ADD) /* no op of its own: fused into a convolution */
+        } else if (op->kind == DT_OP_ADD) { /* fused into a convolution, or kept float */
             rc = i = fuse_add(q, m, i, of_storage, err);
-        else
-            rc = dt_error_set(err,
-                              "model %s: op %d (%s%s%s) has no int8 form here (quantized: "
-                              "conv2d with its BatchNorm and ReLU, linear, pooling, residual add)",
-                              m->name, i, dt_op_kind_name(op->kind), op->name[0] ? " " : "",
-                              op->name);
+        } else {
+            rc = i = add_float(q, m, i, of_storage, err);
+        }
     }
+    if (rc >= 0) rc = resolve_shared_ranges(q, err);
     if (rc >= 0) {
         const int last = of_storage[storage_of(m, m->n_values - 1)];
+        const int layer = last >= 0 && q->n_ops > 0 && q->ops[q->n_ops - 1].out == last &&
+                          has_weights(q->ops[q->n_ops - 1].kind) && q->values[last].relu_op < 0;
         if (last < 0 || q->n_ops == 0 || q->ops[q->n_ops - 1].out != last ||
-            !has_weights(q->ops[q->n_ops - 1].kind) || q->values[last].relu_op >= 0)
+            (scheme == DT_QUANT_LAB && !layer))
             rc = dt_error_set(err, "model %s does not end in a linear or conv layer", m->name);
-        else if (scheme == DT_QUANT_SYMMETRIC)
+        else if (scheme == DT_QUANT_SYMMETRIC && layer)
             q->values[last].is_float = 1; /* logits stay float32 */
+        /* else int8 logits, its integers over its scale (squeezenet's ReLU and pooling
+         * after its last convolution) */
     }
     free(of_storage);
     if (rc < 0) {
@@ -315,6 +502,33 @@ int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_q
         return -1;
     }
     return 0;
+}
+
+int dt_qnet_float_summary(const dt_qnet *q, char *text, size_t size) {
+    int total = 0;
+    for (int i = 0; i < q->n_ops; i++)
+        if (q->ops[i].kind == DT_QOP_FLOAT) total++;
+    text[0] = '\0';
+    if (!total) return 0;
+    /* each kind once, counted, in the order it first appears */
+    size_t at = (size_t)snprintf(text, size, "%d op%s (", total, total == 1 ? "" : "s");
+    int first = 1;
+    for (int i = 0; i < q->n_ops && at < size; i++) {
+        const dt_qop *o = &q->ops[i];
+        if (o->kind != DT_QOP_FLOAT) continue;
+        int earlier = 0, same = 0;
+        for (int j = 0; j < q->n_ops; j++)
+            if (q->ops[j].kind == DT_QOP_FLOAT && !strcmp(q->ops[j].float_kind, o->float_kind)) {
+                same++;
+                earlier |= j < i;
+            }
+        if (earlier) continue;
+        at += (size_t)snprintf(text + at, size - at, "%s%s x%d", first ? "" : ", ", o->float_kind,
+                               same);
+        first = 0;
+    }
+    if (at < size) snprintf(text + at, size - at, ")");
+    return total;
 }
 
 double dt_qnet_macs(const dt_qnet *q) {
@@ -362,12 +576,14 @@ int dt_quant_file_hash(const char *path, long expect_bytes, char *hex, size_t si
 
 enum { PASS_RANGE, PASS_HIST, PASS_REPORT };
 
-/* Values the calibration chooses a scale for: the input and every layer's output
- * (pooling inherits its input's, float logits need none). */
+/* Values the calibration reads: the input, every layer's, concat's and kept-float op's
+ * output (pooling inherits its input's scale, float logits need none). */
 static int calibrated(const dt_qnet *q, int v) {
     if (v == 0) return 1;
     for (int i = 0; i < q->n_ops; i++)
-        if (q->ops[i].out == v) return has_weights(q->ops[i].kind) && !q->values[v].is_float;
+        if (q->ops[i].out == v)
+            return (has_weights(q->ops[i].kind) && !q->values[v].is_float) ||
+                   q->ops[i].kind == DT_QOP_CONCAT || q->ops[i].kind == DT_QOP_FLOAT;
     return 0;
 }
 
@@ -419,25 +635,32 @@ static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, in
             return dt_error_set(err, "calibration runs the float model in fp32, not %s",
                                 dt_dtype_name(m->storages[si].dtype));
     float *x = dt_model_input_data(m);
+    char *read = malloc((size_t)q->n_values);
+    if (!read) return dt_error_set(err, "out of memory for calibration");
+    for (int v = 0; v < q->n_values; v++) read[v] = (char)calibrated(q, v);
     long total = 0;
     for (int index = 0;; index++) {
         const int n = feed(ctx, index, x, m->max_batch, err);
-        if (n < 0) return -1;
+        if (n < 0) {
+            free(read);
+            return -1;
+        }
         if (n == 0) break;
         total += n;
         for (int v = 0; v < q->n_values; v++)
-            if (calibrated(q, v) && read_point(q, v, pass) < 0)
+            if (read[v] && read_point(q, v, pass) < 0)
                 observe(q, v, x, dt_model_input_floats_per_sample(m) * (size_t)n, pass);
         for (int i = 0; i < m->n_ops; i++) {
             dt_op *op = &m->ops[i];
             op->impl->forward(m, op, n);
             for (int v = 0; v < q->n_values; v++) {
-                if (!calibrated(q, v) || read_point(q, v, pass) != i) continue;
+                if (!read[v] || read_point(q, v, pass) != i) continue;
                 const dt_storage *s = &m->storages[q->values[v].float_storage];
                 observe(q, v, (const float *)s->data, s->per_sample * (size_t)n, pass);
             }
         }
     }
+    free(read);
     if (total == 0) return dt_error_set(err, "no calibration images: the calibration set is empty");
     q->calib_samples = (int)total;
     return 0;
@@ -449,7 +672,7 @@ static int calib_pass(dt_qnet *q, dt_model *m, dt_quant_feed feed, void *ctx, in
  * w' = w * gamma / sqrt(var + eps), b' = beta + (b - mean) * gamma / sqrt(var + eps). */
 static void folded_weights(const dt_qop *o, dt_model *m, float *w, float *b) {
     const dt_op *conv = &m->ops[o->float_conv];
-    const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
+    const size_t fan_in = dt_qop_fan_in(o);
     const float *w0 = dt_model_param(m, conv->weight), *b0 = dt_model_param(m, conv->bias);
     memcpy(w, w0, sizeof(float) * fan_in * (size_t)o->c_out);
     for (int c = 0; c < o->c_out; c++) b[c] = b0 ? b0[c] : 0.0f;
@@ -477,9 +700,12 @@ static int value_scale(dt_qnet *q, int v, dt_error *err) {
                             "activations of %s are not finite (NaN or infinity) over the %d "
                             "calibration images",
                             x->name, q->calib_samples);
-    /* of |x|: 128 for s8 and a reduced range's 7-bit u8, 256 for a full u8; the lab's
-     * [0, 127] values are searched over 256 levels (as 4701151 did: never reduced) */
-    const int levels = x->lo < 0 || q->cfg.reduce_range ? 128 : 256;
+    /* of |x|: 128 for s8 and a 7-bit u8 (a reduced range, a signed concat's input), 256
+     * for a full u8; the lab's [0, 127] values are searched over 256 levels (as 4701151
+     * did: never reduced) */
+    const int levels = q->cfg.scheme == DT_QUANT_LAB ? (x->lo < 0 ? 128 : 256)
+                       : x->hi <= 127                ? 128
+                                                     : 256;
     float scale;
     if (q->cfg.scheme == DT_QUANT_LAB) {
         double lo, hi;
@@ -501,7 +727,7 @@ static int value_scale(dt_qnet *q, int v, dt_error *err) {
 /* A layer's integers: weights at weight_scale, the accumulator at weight_scale x the
  * input's scale, the output at the next scale. */
 static int quantize_layer(dt_qnet *q, dt_qop *o, const float *w, const float *b, dt_error *err) {
-    const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
+    const size_t fan_in = dt_qop_fan_in(o);
     const int lab = q->cfg.scheme == DT_QUANT_LAB;
     const int even = q->cfg.reduce_range && q->values[o->in].lo < 0;
     const float wlo = lab ? -128.0f : even ? -126.0f : -127.0f, whi = even ? 126.0f : 127.0f;
@@ -571,7 +797,7 @@ static int quantize_layer(dt_qnet *q, dt_qop *o, const float *w, const float *b,
 }
 
 static void weight_stats(dt_qweight_stats *st, const dt_qop *o, const float *w) {
-    const size_t count = (size_t)o->c_in * o->kernel * o->kernel * (size_t)o->c_out;
+    const size_t count = dt_qop_weight_count(o);
     const size_t per_scale = count / (size_t)o->n_scales;
     st->min = INFINITY;
     st->max = -INFINITY;
@@ -589,6 +815,39 @@ static void weight_stats(dt_qweight_stats *st, const dt_qop *o, const float *w) 
     }
 }
 
+/* The symmetric scheme's scales, before any layer is quantized: each calibrated value's
+ * own, then one per group of values that share it (quant.h: a concat and its inputs, a
+ * pooling and its input), the smallest of the group's (the widest threshold), so no
+ * member clips more than it did alone. */
+static int shared_scales(dt_qnet *q, dt_error *err) {
+    for (int v = 1; v < q->n_values; v++)
+        if (calibrated(q, v) && !q->values[v].is_float && value_scale(q, v, err)) return -1;
+    float *group = malloc(sizeof(float) * (size_t)q->n_values);
+    if (!group) return dt_error_set(err, "out of memory for calibration");
+    for (int v = 0; v < q->n_values; v++) group[v] = INFINITY;
+    for (int v = 0; v < q->n_values; v++) {
+        const int r = share_root(q, v);
+        if (calibrated(q, v) && !q->values[v].is_float && q->values[v].scale < group[r])
+            group[r] = q->values[v].scale;
+    }
+    for (int v = 0; v < q->n_values; v++)
+        if (!q->values[v].is_float) q->values[v].scale = group[share_root(q, v)];
+    free(group);
+    return 0;
+}
+
+/* A kept-float op's parameters and buffers, copied for the file. */
+static int keep_float_params(dt_qop *o, dt_model *m, dt_error *err) {
+    for (int k = 0; k < 4; k++) {
+        if (o->float_tensor[k] < 0) continue;
+        o->float_data[k] = malloc(sizeof(float) * o->float_count[k]);
+        if (!o->float_data[k]) return dt_error_set(err, "out of memory quantizing %s", o->name);
+        memcpy(o->float_data[k], dt_model_tensor_data(m, o->float_tensor[k]),
+               sizeof(float) * o->float_count[k]);
+    }
+    return 0;
+}
+
 int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_feed feed,
                 void *feed_ctx, dt_error *err) {
     if (cfg->scheme != q->cfg.scheme)
@@ -598,11 +857,16 @@ int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_fe
         return dt_error_set(err, "the lab scheme quantizes weights per layer; per-channel weights "
                                  "need --scheme symmetric");
     for (int i = 0; i < q->n_ops; i++)
-        if (cfg->scheme == DT_QUANT_LAB && q->ops[i].residual >= 0)
+        if (cfg->scheme == DT_QUANT_LAB &&
+            (q->ops[i].residual >= 0 || q->ops[i].kind == DT_QOP_CONCAT ||
+             q->ops[i].kind == DT_QOP_FLOAT))
             return dt_error_set(err,
                                 "the lab scheme chains each layer's scales into the next; model "
-                                "%s has residual adds (use --scheme symmetric)",
-                                q->model);
+                                "%s has %s (use --scheme symmetric)",
+                                q->model,
+                                q->ops[i].residual >= 0           ? "residual adds"
+                                : q->ops[i].kind == DT_QOP_CONCAT ? "concats"
+                                                                  : "ops kept float");
     if (cfg->reduce_range && cfg->scheme == DT_QUANT_LAB)
         return dt_error_set(err, "the lab scheme's ranges are the lab's; a reduced int8 range "
                                  "needs --scheme symmetric");
@@ -619,14 +883,19 @@ int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_fe
     if (rc == 0 && (dt_calib_needs_histograms(&cfg->calib) || cfg->report))
         rc = calib_pass(q, m, feed, feed_ctx, PASS_HIST, err);
     if (rc == 0) rc = value_scale(q, 0, err);
+    if (rc == 0 && cfg->scheme == DT_QUANT_SYMMETRIC) rc = shared_scales(q, err);
     for (int i = 0; rc == 0 && i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
         dt_qvalue *out = &q->values[o->out];
-        if (!has_weights(o->kind)) {
-            out->scale = q->values[o->in].scale;
+        if (o->kind == DT_QOP_FLOAT) {
+            rc = keep_float_params(o, m, err);
             continue;
         }
-        const size_t fan_in = (size_t)o->c_in * o->kernel * o->kernel;
+        if (!has_weights(o->kind)) {
+            if (cfg->scheme == DT_QUANT_LAB) out->scale = q->values[o->in].scale;
+            continue;
+        }
+        const size_t fan_in = dt_qop_fan_in(o);
         float *w = malloc(sizeof(float) * fan_in * (size_t)o->c_out);
         float *b = malloc(sizeof(float) * (size_t)o->c_out);
         if (!w || !b) {
@@ -634,8 +903,8 @@ int dt_quantize(dt_qnet *q, dt_model *m, const dt_quant_config *cfg, dt_quant_fe
         } else {
             folded_weights(o, m, w, b);
             /* the output's scale from its range (the lab's target, which its chain
-             * then replaces) */
-            if (!out->is_float) rc = value_scale(q, o->out, err);
+             * then replaces); the symmetric scheme's are set */
+            if (!out->is_float && cfg->scheme == DT_QUANT_LAB) rc = value_scale(q, o->out, err);
             if (rc == 0) rc = quantize_layer(q, o, w, b, err);
             if (rc == 0) weight_stats(&q->wstats[i], o, w);
         }
@@ -690,7 +959,7 @@ static void file_layout_free(file_layout *f) {
  * per-value scalars); on load the same list says what must be there. */
 static int file_layout_make(file_layout *f, const dt_qnet *q, dt_error *err) {
     memset(f, 0, sizeof *f);
-    f->cap = 2 + 7 * q->n_ops;
+    f->cap = 2 + 7 * q->n_ops; /* a layer's at most 7; a concat's 2, a float op's 6 */
     f->entries = calloc((size_t)f->cap, sizeof(dt_st_entry));
     f->names = calloc((size_t)f->cap, NAME_BYTES);
     f->act_scale = calloc((size_t)q->n_values, sizeof(float));
@@ -709,9 +978,19 @@ static int file_layout_make(file_layout *f, const dt_qnet *q, dt_error *err) {
     add_entry(f, "input", "act_range", "I32", 1, &two, &f->act_range[0]);
     for (int i = 0; i < q->n_ops; i++) {
         const dt_qop *o = &q->ops[i];
+        if (o->kind == DT_QOP_CONCAT || o->kind == DT_QOP_FLOAT) { /* a scale of its own */
+            add_entry(f, o->name, "act_scale", "F32", 1, &one, &f->act_scale[o->out]);
+            add_entry(f, o->name, "act_range", "I32", 1, &two, &f->act_range[2 * o->out]);
+        }
+        for (int k = 0; o->kind == DT_QOP_FLOAT && k < 4; k++) {
+            const int64_t count = (int64_t)o->float_count[k];
+            if (o->float_tensor[k] >= 0)
+                add_entry(f, "float", o->float_name[k], "F32", 1, &count, o->float_data[k]);
+        }
         if (!has_weights(o->kind)) continue;
-        int64_t wshape[4] = {o->c_out, o->c_in, o->kernel, o->kernel}, cout = o->c_out,
-                ns = o->n_scales;
+        int64_t wshape[4] = {o->c_out, o->c_in / (o->groups > 1 ? o->groups : 1), o->kernel,
+                             o->kernel},
+                cout = o->c_out, ns = o->n_scales;
         add_entry(f, o->name, "weight", "I8", qop_table[o->kind].cls.weight_dims, wshape,
                   o->weight);
         add_entry(f, o->name, "bias", "I32", 1, &cout, o->bias);
@@ -793,6 +1072,15 @@ static int check_scales(const dt_safetensors *st, const char *name, const float 
     return 0;
 }
 
+static int check_finite(const dt_safetensors *st, const char *name, const float *x, int64_t count,
+                        dt_error *err) {
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(x[i]))
+            return dt_error_set(err, "%s: %s[%lld] is %g, not a finite number", st->path, name,
+                                (long long)i, (double)x[i]);
+    return 0;
+}
+
 int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec, dt_error *err) {
     memset(q, 0, sizeof *q);
     if (!dt_qnet_file_is_quantized(st))
@@ -844,8 +1132,14 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
         q->calib_samples = (int)n_samples;
     for (int i = 0; i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
+        for (int k = 0; o->kind == DT_QOP_FLOAT && k < 4; k++)
+            if (o->float_tensor[k] >= 0 &&
+                !(o->float_data[k] = malloc(sizeof(float) * o->float_count[k]))) {
+                dt_qnet_free(q);
+                return dt_error_set(err, "out of memory loading %s", st->path);
+            }
         if (!has_weights(o->kind)) continue;
-        const size_t count = (size_t)o->c_out * o->c_in * o->kernel * o->kernel;
+        const size_t count = dt_qop_weight_count(o);
         o->n_scales = q->cfg.per_channel ? o->c_out : 1;
         o->weight = malloc(count);
         o->bias = malloc(sizeof(int32_t) * (size_t)o->c_out);
@@ -866,7 +1160,9 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
         int shape[DT_ST_MAX_DIMS];
         for (int d = 0; d < en->ndim; d++) shape[d] = (int)en->shape[d];
         rc = dt_safetensors_get(st, en->name, en->dtype, en->ndim, shape, (void *)en->data, err);
-        if (rc == 0 && !strcmp(en->dtype, "F32"))
+        if (rc == 0 && !strncmp(en->name, "float.", 6)) /* a kept-float op's weights */
+            rc = check_finite(st, en->name, en->data, en->shape[0], err);
+        else if (rc == 0 && !strcmp(en->dtype, "F32"))
             rc = check_scales(st, en->name, en->data, (int)en->shape[0], err);
     }
     for (int v = 0; rc == 0 && v < q->n_values; v++) {
@@ -887,7 +1183,16 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
     }
     for (int i = 0; rc == 0 && i < q->n_ops; i++) {
         dt_qop *o = &q->ops[i];
-        if (!has_weights(o->kind)) q->values[o->out].scale = q->values[o->in].scale;
+        if (o->kind == DT_QOP_CONCAT) /* a copy: its inputs' scale is its own */
+            for (int k = 0; rc == 0 && k < o->n_ins; k++) {
+                if (q->values[o->ins[k]].scale != q->values[o->out].scale)
+                    rc = dt_error_set(err, "%s: %s's input %s has scale %g, not the concat's %g",
+                                      st->path, o->name, q->values[o->ins[k]].name,
+                                      (double)q->values[o->ins[k]].scale,
+                                      (double)q->values[o->out].scale);
+            }
+        else if (!has_weights(o->kind) && o->kind != DT_QOP_FLOAT)
+            q->values[o->out].scale = q->values[o->in].scale;
     }
     file_layout_free(&f);
     if (rc) dt_qnet_free(q);

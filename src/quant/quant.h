@@ -68,13 +68,17 @@ typedef enum dt_qop_kind {
     DT_QOP_LINEAR,
     DT_QOP_MAXPOOL,
     DT_QOP_AVGPOOL,
+    DT_QOP_ADAPTIVE_AVGPOOL, /* windows of equal size (global average pooling among them) */
+    DT_QOP_CONCAT,           /* channels of int8 inputs that share its scale: a copy */
+    DT_QOP_FLOAT, /* any other op: run by the float model, its int8 inputs dequantized, its
+                     output quantized (qfloat.h) */
     DT_QOP_COUNT
 } dt_qop_kind;
 
 /* What a kind is, for code that walks a network whatever its ops. */
 typedef struct dt_qop_class {
-    const char *name; /* "conv", "linear", "maxpool", "avgpool" */
-    dt_op_kind from;  /* the float op it quantizes */
+    const char *name; /* "conv", "linear", "maxpool", "avgpool", ... */
+    dt_op_kind from;  /* the float op it quantizes (DT_QOP_FLOAT: any kind) */
     /* The rank of its int8 weights (4: [c_out, c_in, k, k]; 2: [c_out, fan_in]), which
      * come with an int32 bias and scales and make its output a calibrated value; 0: no
      * weights, its input's integers passed on at the input's scale and range (pooling). */
@@ -90,6 +94,10 @@ typedef struct dt_qvalue {
     int lo, hi;   /* its integers' range */
     int is_float; /* the symmetric scheme's logits */
     float scale;  /* q = round(x * scale) */
+    /* The value whose scale this one shares (itself if none): a pooling's output and
+     * its input, a concat's output and its inputs (so a concat is a copy). */
+    int share;
+    int from_float; /* written by a kept-float op: its float copy is in the float model */
     /* Where the float model holds it during calibration: its storage after op
      * `record_after` (-1: the model's input), or after `relu_op` (-1: none) when the
      * scheme calibrates after ReLU. */
@@ -102,14 +110,32 @@ typedef struct dt_qop {
     int in, out;   /* value ids */
     int residual;  /* value added before rounding (a fused residual add), or -1 */
     int c_in, c_out, kernel, stride, pad; /* linear: kernel 1, c_in = input features */
-    int n_scales;                         /* conv/linear: 1 or c_out */
-    int8_t *weight;                       /* [c_out, c_in, kernel, kernel] or [c_out, c_in] */
-    int32_t *bias;                        /* [c_out], at the accumulator's scale */
-    float *weight_scale;                  /* [n_scales] */
-    float *output_scale;                  /* [n_scales] */
+    int groups, dilation;                 /* conv: [c_out, c_in / groups, k, k] weights */
+    /* concat and kept-float ops: every input in order (ins[0] = in) */
+    int ins[DT_OP_MAX_INPUTS];
+    int n_ins;
+    /* a kept-float op: its float op, and the parameters and buffers it reads (weight,
+     * bias, running mean, running variance; tensor -1: none), saved in the file */
+    int float_op;
+    char float_kind[32]; /* its kind's name (dt_op_kind_name) */
+    int float_tensor[4];
+    char float_name[4][96];
+    size_t float_count[4];
+    float *float_data[4];
+    int n_scales;        /* conv/linear: 1 or c_out */
+    int8_t *weight;      /* [c_out, c_in, kernel, kernel] or [c_out, c_in] */
+    int32_t *bias;       /* [c_out], at the accumulator's scale */
+    float *weight_scale; /* [n_scales] */
+    float *output_scale; /* [n_scales] */
     float residual_scale;
     int float_conv, float_bn; /* quantize time: the float model's op ids (bn: -1) */
 } dt_qop;
+
+/* A layer's int8 weights per output channel (c_in / groups * k * k) and in all. */
+size_t dt_qop_fan_in(const dt_qop *o);
+size_t dt_qop_weight_count(const dt_qop *o);
+/* Whether op o reads value v (its input, residual or any concat/float input). */
+int dt_qop_reads(const dt_qop *o, int v);
 
 /* What the report shows of an activation and of a layer's weights. */
 typedef struct dt_qvalue_stats {
@@ -141,9 +167,10 @@ typedef struct dt_qnet {
 } dt_qnet;
 
 /* The structure of the quantized network of model m's graph (m need not be
- * allocated): ops, values, fused ReLUs and residual adds, no numbers yet. Refuses, with
- * the op's name, what has no int8 form here (a BatchNorm not after a convolution, a
- * ReLU after a pooling, the option-A padding shortcut). */
+ * allocated): ops, values, fused ReLUs and residual adds, no numbers yet. Each float op
+ * takes the first int8 form that fits it (a row of quant.c's table); dropout is the
+ * identity; any op without one (a BatchNorm not after a convolution, a ReLU after a
+ * pooling, the option-A shortcut, a kind quant does not know) is kept float. */
 int dt_qnet_build(dt_qnet *q, const dt_model *m, const dt_model_spec *spec, dt_quant_scheme scheme,
                   dt_error *err);
 void dt_qnet_free(dt_qnet *q);
@@ -175,6 +202,10 @@ int dt_qnet_load(dt_qnet *q, const dt_safetensors *st, const dt_model_spec *spec
  * regular file is read, no further than its size; expect_bytes >= 0: the size it must
  * have (a path named inside a file is not trusted further). */
 int dt_quant_file_hash(const char *path, long expect_bytes, char *hex, size_t size, dt_error *err);
+
+/* The ops kept float, as "3 ops (shortcut_pad x2, batchnorm2d x1)"; "" if none.
+ * Returns their number. */
+int dt_qnet_float_summary(const dt_qnet *q, char *text, size_t size);
 
 /* Multiply-accumulates of one sample's forward pass (conv and linear layers). */
 double dt_qnet_macs(const dt_qnet *q);

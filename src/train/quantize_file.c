@@ -164,6 +164,9 @@ int dt_quantize_file(const dt_quantize_file_options *o, FILE *out, dt_error *err
                 qc->per_channel ? "per-channel" : "per-tensor", method, q.calib_samples, cfg->data,
                 qc->reduce_range ? "; 7-bit activations: this CPU's int8 has no VNNI" : "", o->out,
                 o->report_dir ? "; report in " : "", o->report_dir ? o->report_dir : "");
+            char kept[512];
+            if (dt_qnet_float_summary(&q, kept, sizeof kept))
+                fprintf(out, "kept float: %s\n", kept);
         }
         dt_qnet_free(&q);
     }
