@@ -84,6 +84,9 @@ save("rank4conv.onnx", [
     helper.make_node("Reshape", ["x", "shape"], ["r"], name="split"),
     helper.make_node("Conv", ["r", "conv.weight"], ["y"], name="conv")],
     [ints("shape", 0, 2, 8, 8, 8), w])
+# the Shape of a value no node defines
+save("undefined.onnx", [helper.make_node("Shape", ["nothing"], ["s"], name="shape"),
+                        helper.make_node("Reshape", ["x", "s"], ["y"], name="r")])
 # an input that is no image, to a command that trains from a data set
 v = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 10])
 save("vector.onnx", [helper.make_node("Relu", ["x"], ["y"], name="relu")], inp=v)
@@ -128,6 +131,9 @@ expect "a ConstantOfShape the batch's size" \
 expect "a Conv of a rank-4 value" \
     "dtrain models: rank4conv.onnx: node 'conv' (Conv): its input has 4 axes a sample; Conv takes images [batch, C, H, W]" \
     "" "$DTRAIN" models rank4conv.onnx
+expect "the Shape of an undefined value" \
+    "dtrain models: undefined.onnx: node 'shape' (Shape): its input 'nothing' is not defined before it (undefined, or the graph is not in topological order: a cycle)" \
+    "" "$DTRAIN" models undefined.onnx
 expect "a vector input to a command that trains from images" \
     "dtrain models: vector.onnx: the input 'x' has 1 axes a sample; dtrain's data sets feed images [batch, C, H, W]" \
     "" "$DTRAIN" models vector.onnx

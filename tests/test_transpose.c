@@ -190,11 +190,68 @@ static void test_transpose_bf16_model_matches_f32(void **state) {
     dt_model_free(&b);
 }
 
+/* conv -> BatchNorm -> ReLU -> conv (16 channels: oneDNN's blocked nChw16c between them)
+ * -> [2, 8, H, W] -> channel shuffle -> [16, H, W] -> conv: the storages a reshape sees
+ * stay plain, the others blocked, and the logits and gradients are the all-plain
+ * model's. */
+static void build_blocked(dt_model *m, int plain) {
+    dt_model_init_empty(m, "blocked", 10);
+    m->conv_backend = DT_CONV_DNNL;
+    m->plain_layouts = plain;
+    int x = dt_model_input(m, 3, 6, 6);
+    x = dt_model_relu(m,
+                      dt_model_batchnorm2d(m, "bn1", dt_model_conv2d(m, "c1", x, 16, 3, 1, 1, 0)));
+    x = dt_model_conv2d(m, "c2", x, 16, 1, 1, 0, 0);
+    const int split[4] = {2, 8, 6, 6}, shuffle[4] = {1, 0, 2, 3}, back[3] = {16, 6, 6};
+    x = dt_model_reshape(m, dt_model_transpose(m, dt_model_reshape(m, x, 4, split), shuffle), 3,
+                         back);
+    x = dt_model_conv2d(m, "c3", x, 16, 3, 1, 1, 1);
+    dt_model_linear(m, "fc", dt_model_flatten(m, dt_model_adaptive_avgpool2d(m, x, 1, 1)), 10);
+}
+
+static void test_blocked_layouts_stop_at_a_reshape(void **state) {
+    (void)state;
+    dt_model a, b;
+    dt_error err;
+    build_blocked(&a, 0);
+    build_blocked(&b, 1);
+    const int batch = 3;
+    if (dt_model_alloc(&a, batch, &err) || dt_model_alloc(&b, batch, &err)) fail_msg("%s", err.msg);
+    /* values: 0 input, 1 conv1, 2 bn1, 3 relu1, 4 conv2, 5 its [2, 8, 6, 6] view, 6 the
+     * transpose, 7 its [16, 6, 6] view, 8 conv3 */
+    assert_int_equal(dt_model_value_blocked(&a, 2), 1);         /* bn1 -> relu -> conv2 */
+    assert_int_equal(dt_model_value_blocked(&a, 4), 0);         /* conv2's, reshaped */
+    assert_int_equal(dt_model_value_blocked(&a, 6), 0);         /* the transpose's */
+    assert_int_equal(a.values[5].storage, a.values[4].storage); /* views, no copies */
+    assert_int_equal(a.values[7].storage, a.values[6].storage);
+    dt_model_init_params(&a, 3);
+    dt_model_init_params(&b, 3);
+    const size_t nx = dt_model_input_floats_per_sample(&a) * batch;
+    float *x = test_alloc(nx * sizeof(float));
+    fill_uniform(x, nx, 8, -1, 1);
+    const int32_t labels[3] = {2, 5, 7};
+    dt_model_zero_grad(&a);
+    dt_model_zero_grad(&b);
+    loss_at(&a, x, labels, batch);
+    loss_at(&b, x, labels, batch);
+    const double logits = rel_error(dt_model_logits(&a), dt_model_logits(&b), (size_t)batch * 10);
+    dt_model_backward(&a, labels, batch);
+    dt_model_backward(&b, labels, batch);
+    const double grads = rel_error(a.grads, b.grads, a.n_params);
+    print_message("blocked against plain: logits %.2e, gradients %.2e\n", logits, grads);
+    assert_true(logits < 1e-5);
+    assert_true(grads < 1e-4);
+    free(x);
+    dt_model_free(&a);
+    dt_model_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transpose_matches_numpy),
         cmocka_unit_test(test_transpose_grad_matches_fd),
         cmocka_unit_test(test_transpose_bf16_model_matches_f32),
+        cmocka_unit_test(test_blocked_layouts_stop_at_a_reshape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -911,18 +911,27 @@ static int try_fold(importer *im, const Onnx__NodeProto *n) {
     int rc;
     if (n->n_input > DT_OP_MAX_INPUTS || n->n_output != 1) return 1;
     onnx_value *x = n->n_input ? find_value(im, n->input[0]) : NULL;
-    if (!strcmp(op, "Shape") && x && x->kind == V_ACT) {
+    if (!strcmp(op, "Shape") && !x) return act_input(im, n, 0) ? 1 : -1;
+    if (!strcmp(op, "Shape") && x->kind == V_ACT) {
         /* an activation's shape: [N, dims...], N symbolic */
         const dt_value *xv = &im->m->values[x->id];
         int64_t k[DT_VALUE_MAX_RANK + 1] = {1}, c[DT_VALUE_MAX_RANK + 1] = {0};
         for (int d = 0; d < xv->rank; d++) c[d + 1] = xv->dims[d];
         rc = dt_fold_shape(n, xv->rank + 1, k, c, &out, why, sizeof why);
+    } else if (!strcmp(op, "Shape") && x->kind == V_CONST) {
+        /* a constant's shape, a weight's too: its dims, never its (maybe large) data */
+        int64_t k[DT_FOLD_MAX_RANK] = {0}, c[DT_FOLD_MAX_RANK] = {0};
+        const int rank = x->fold ? x->fold->rank : (int)x->tensor->n_dims;
+        if (rank > DT_FOLD_MAX_RANK) return fail_node(im, n, "its input has %d axes", rank);
+        for (int d = 0; d < rank; d++) c[d] = x->fold ? x->fold->dims[d] : x->tensor->dims[d];
+        rc = dt_fold_shape(n, rank, k, c, &out, why, sizeof why);
     } else {
         for (size_t i = 0; i < n->n_input; i++) {
             if (!n->input[i] || !*n->input[i]) continue; /* an optional input not given */
             const onnx_value *v = find_value(im, n->input[i]);
             const name_slot *sl = slot_of(im, n->input[i]);
-            if (!v || v->kind != V_CONST) return 1;
+            if (!v) return act_input(im, n, i) ? 1 : -1; /* names the undefined input */
+            if (v->kind != V_CONST) return 1;
             if (!v->fold && sl && sl->is_initializer &&
                 (v->tensor->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
                  v->tensor->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE))

@@ -439,11 +439,20 @@ static int binary(int op, const dt_fold_tensor *a, const dt_fold_tensor *b, dt_f
             k = ka / cb, c = ca / cb; /* C's truncation, as ONNX's integer Div */
             break;
         case OP_EQUAL:
-            if (ka != kb) {
-                dt_fold_free(out);
-                return failf(why, size, "it compares values that are equal for some N only");
-            }
             k = 0, c = ca == cb;
+            if (ka != kb) {
+                /* equal only at N = (cb - ca) / (ka - kb): a batch is at least 1, so where
+                 * that is no positive integer they are never equal (torch's expand
+                 * compares its shape [N, -1, -1] with -1) */
+                const int64_t d = ka - kb, e = cb - ca;
+                if (e % d == 0 && e / d >= 1) {
+                    dt_fold_free(out);
+                    return failf(why, size,
+                                 "it compares values that are equal only for a batch of %lld",
+                                 (long long)(e / d));
+                }
+                c = 0;
+            }
             break;
         }
         if (overflow) {
