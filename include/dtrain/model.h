@@ -94,6 +94,18 @@ typedef struct dt_storage {
     void *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
+/* The elementwise binary op's function: out = a OP b, or for the _REVERSED ones, where
+ * a tensor operand t comes first, out = t - a and t / a. Numbered from 1 so that a
+ * graph without these ops hashes as before. */
+typedef enum dt_binary_func {
+    DT_BINARY_ADD = 1,
+    DT_BINARY_SUB,
+    DT_BINARY_MUL,
+    DT_BINARY_DIV,
+    DT_BINARY_SUB_REVERSED,
+    DT_BINARY_DIV_REVERSED,
+} dt_binary_func;
+
 /* The most inputs a concat joins (GoogLeNet's inception: 4). */
 enum { DT_OP_MAX_INPUTS = 8 };
 
@@ -113,6 +125,10 @@ typedef struct dt_op {
     int64_t num_batches_tracked; /* batchnorm */
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
+    int func;                    /* binary: its dt_binary_func (0 for every other op) */
+    int constant;  /* binary: its operand when that is a constant (a buffer tensor entry), or
+                      -1; a trainable operand is `weight` */
+    unsigned axes; /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
     void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
@@ -197,6 +213,22 @@ int dt_model_dropout(dt_model *m, int in, float p);
 int dt_model_concat(dt_model *m, const int *ins, int count);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
 int dt_model_add(dt_model *m, int a, int b);
+/* Elementwise a OP b with NumPy broadcasting between two activations of the same rank
+ * (each per-sample axis equal, or 1 on one side; both have the batch axis): e.g.
+ * squeeze-and-excitation's [C,H,W] * [C,1,1]. The output takes the larger extent of each
+ * axis. An add of equal shapes is dt_model_add's. */
+int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b);
+/* a OP t (t OP a for the _REVERSED functions) with a tensor t of `ndim` <= 4 axes,
+ * `shape`, broadcast over the batch: its axes align with a's per-sample axes from the
+ * right (a leading batch axis of extent 1 dropped: ONNX's [1, T, C] position embedding).
+ * trainable: t is a parameter named `name` (layer scale, position embedding: its
+ * gradient is summed over the axes it broadcasts along); else a constant (a buffer).
+ * Starts as ones (parameters) or zeros; an importer gives it its values. */
+int dt_model_binary_tensor(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                           const int *shape, int trainable);
+/* The mean over the per-sample axes set in `axes` (bit d: dims[d]); keepdims keeps them
+ * as extent 1, else they are dropped (at least one axis must remain). */
+int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
  * up to c_out, split evenly before and after the input's. */
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);

@@ -32,6 +32,13 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_concat_bf16_kernel,
     &dt_adaptive_avgpool2d_f32_kernel,
     &dt_adaptive_avgpool2d_bf16_kernel,
+    /* the elementwise kernels (any layout) before the broadcasting ones (NCHW) */
+    &dt_binary_f32_kernel,
+    &dt_binary_bf16_kernel,
+    &dt_binary_bcast_f32_kernel,
+    &dt_binary_bcast_bf16_kernel,
+    &dt_reduce_mean_f32_kernel,
+    &dt_reduce_mean_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {
@@ -167,6 +174,8 @@ static int plan_layouts(dt_model *m, dt_error *err) {
         /* a flattened view (h = w = 1 with c = c*h*w) reads as a vector: its reader
          * (linear) is plain-only and settles it below */
         if (x->c % 16 != 0) ok[x->storage] = 0;
+        /* values of other ranks (a [T, C] sequence) have no channels to block */
+        if (!dt_model_value_is_image(m, v)) ok[x->storage] = 0;
     }
     ok[m->values[m->n_values - 1].storage] = 0; /* the logits */
     for (int i = 0; i < m->n_ops; i++) {

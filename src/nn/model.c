@@ -123,6 +123,28 @@ static int new_vector(dt_model *m, int storage, int features) {
     return v;
 }
 
+/* A value of per-sample shape dims[0 .. rank): images (rank 3) and vectors (rank 1) as
+ * new_value and new_vector make them, other ranks without the image view. */
+static int new_value_of_rank(dt_model *m, int rank, const int *dims) {
+    if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        return build_failf(m, "model %s: a value of %d axes a sample (1 to %d)", m->name, rank,
+                           DT_VALUE_MAX_RANK);
+    long long total = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 1 || __builtin_mul_overflow(total, (long long)dims[d], &total))
+            return build_failf(m, "model %s: a value with an axis of %d", m->name, dims[d]);
+    }
+    if (rank == 3)
+        return new_value(m, new_storage(m, dims[0], dims[1], dims[2]), dims[0], dims[1], dims[2]);
+    if (rank == 1) return new_vector(m, new_storage(m, dims[0], 1, 1), dims[0]);
+    const int v = new_value(m, new_storage(m, total, 1, 1), 0, 0, 0);
+    if (v < 0) return -1;
+    dt_value *x = &m->values[v];
+    x->rank = rank;
+    for (int d = 0; d < DT_VALUE_MAX_RANK; d++) x->dims[d] = d < rank ? dims[d] : 0;
+    return v;
+}
+
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
     if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
@@ -163,6 +185,7 @@ static dt_op *new_op(dt_model *m, dt_op_kind kind, const char *name, int in, int
     op->in2 = in2;
     op->out = out;
     op->weight = op->bias = op->running_mean = op->running_var = -1;
+    op->constant = -1;
     m->storages[m->values[in].storage].last_user = index;
     if (in2 >= 0) m->storages[m->values[in2].storage].last_user = index;
     dt_storage *so = &m->storages[m->values[out].storage];
@@ -346,6 +369,108 @@ int dt_model_add(dt_model *m, int a, int b) {
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 
+/* The broadcast of per-sample shapes x and y (both `rank` axes) into out: each axis
+ * equal, or 1 on one side. -1 if they do not broadcast. */
+static int broadcast_dims(int rank, const int *x, const int *y, int *out) {
+    for (int d = 0; d < rank; d++) {
+        if (x[d] != y[d] && x[d] != 1 && y[d] != 1) return -1;
+        out[d] = x[d] > y[d] ? x[d] : y[d];
+    }
+    return 0;
+}
+
+static void format_dims(char *buf, size_t size, int rank, const int *dims) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < rank && at < size; d++)
+        at += (size_t)snprintf(buf + at, size - at, d ? "x%d" : "%d", dims[d]);
+}
+
+int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b) {
+    if (!valid_value(m, a) || !valid_value(m, b)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV)
+        return build_failf(m, "model %s: binary function %d between two activations", m->name,
+                           (int)func);
+    const dt_value x = m->values[a], y = m->values[b];
+    int dims[DT_VALUE_MAX_RANK];
+    if (x.rank != y.rank || broadcast_dims(x.rank, x.dims, y.dims, dims)) {
+        char xs[64], ys[64];
+        format_dims(xs, sizeof xs, x.rank, x.dims);
+        format_dims(ys, sizeof ys, y.rank, y.dims);
+        return build_failf(m, "model %s: values of %s and %s a sample do not broadcast", m->name,
+                           xs, ys);
+    }
+    const int out = new_value_of_rank(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, NULL, a, b, out);
+    if (!op) return -1;
+    op->func = func;
+    return out;
+}
+
+int dt_model_binary_tensor(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                           const int *shape, int trainable) {
+    if (!valid_value(m, a)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV_REVERSED)
+        return build_failf(m, "model %s: binary function %d", m->name, (int)func);
+    const dt_value x = m->values[a];
+    /* the tensor's axes against the sample's, from the right; a leading batch axis of 1 goes */
+    int skip = 0;
+    if (ndim < 0 || ndim > 4 || (ndim > x.rank && !(ndim == x.rank + 1 && shape[0] == 1)))
+        return build_failf(m, "model %s: tensor %s of %d axes against values of %d a sample",
+                           m->name, name, ndim, x.rank);
+    if (ndim > x.rank) skip = 1;
+    int t[DT_VALUE_MAX_RANK], dims[DT_VALUE_MAX_RANK];
+    for (int d = 0; d < x.rank; d++) {
+        const int k = d - (x.rank - (ndim - skip)); /* the tensor's axis, past the skipped one */
+        t[d] = k >= 0 ? shape[k + skip] : 1;
+    }
+    if (broadcast_dims(x.rank, x.dims, t, dims)) {
+        char xs[64], ts[64];
+        format_dims(xs, sizeof xs, x.rank, x.dims);
+        format_dims(ts, sizeof ts, ndim, shape);
+        return build_failf(m, "model %s: tensor %s of %s does not broadcast with values of %s",
+                           m->name, name, ts, xs);
+    }
+    const int out = new_value_of_rank(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, name, a, -1, out);
+    if (!op) return -1;
+    op->func = func;
+    const int entry =
+        new_tensor(m, "", "", trainable, trainable ? DT_INIT_ONES : DT_INIT_ZEROS, 0, ndim, shape);
+    if (entry < 0) return -1;
+    snprintf(m->tensors[entry].name, sizeof m->tensors[entry].name, "%s", name);
+    if (trainable)
+        op->weight = entry;
+    else
+        op->constant = entry;
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    if (axes == 0 || (axes >> x.rank) != 0)
+        return build_failf(m, "model %s: a mean over axes 0x%x of a value of %d axes", m->name,
+                           axes, x.rank);
+    int dims[DT_VALUE_MAX_RANK], rank = 0;
+    for (int d = 0; d < x.rank; d++) {
+        if (!(axes >> d & 1u))
+            dims[rank++] = x.dims[d];
+        else if (keepdims)
+            dims[rank++] = 1;
+    }
+    if (rank == 0)
+        return build_failf(m,
+                           "model %s: a mean over every axis of a sample without keepdims "
+                           "leaves none",
+                           m->name);
+    const int out = new_value_of_rank(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_REDUCE_MEAN, NULL, in, -1, out);
+    if (!op) return -1;
+    op->axes = axes;
+    return out;
+}
+
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
@@ -455,6 +580,10 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
+        if (op->func || op->constant >= 0 || op->axes) { /* what older graphs lack */
+            hash_int(&g, op->func), hash_int(&g, op->constant);
+            hash_int(&g, (int64_t)op->axes);
+        }
     }
     return g.h;
 }
