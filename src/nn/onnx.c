@@ -921,8 +921,38 @@ static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     return 0;
 }
 
-static int import_add(importer *im, const Onnx__NodeProto *n) {
-    if (n->n_input != 2) return fail_node(im, n, "an Add of other than two inputs");
+/* Whether an initializer is a trainable parameter or a constant. torch.onnx.export names
+ * a module's parameters by their state_dict paths ("encoder.pos_embedding", "gamma") and
+ * the constants it makes "onnx::Mul_123" (or puts them in Constant nodes): so an
+ * initializer is trained unless a Constant node gave it or its name starts "onnx::".
+ * (docs/onnx.md, "Parameters and constants") */
+static int trainable_initializer(const onnx_value *v) {
+    return !v->from_constant && v->tensor->name && strncmp(v->tensor->name, "onnx::", 6) != 0;
+}
+
+/* A constant operand's values into buffer entry `entry`, named after the node's output
+ * (a constant initializer may serve several nodes; each gets its own copy). */
+static int take_constant(importer *im, const Onnx__NodeProto *n, int entry,
+                         const Onnx__TensorProto *t) {
+    dt_tensor_entry *e = &im->m->tensors[entry];
+    if (numel_of(t) != (long long)e->numel)
+        return fail_node(im, n, "its constant '%s' has %lld values where dtrain's %s has %zu",
+                         tname(t), numel_of(t), e->name, e->numel);
+    return add_copy(im, entry, t, 0);
+}
+
+/* Add, Sub, Mul, Div with NumPy broadcasting: between two activations (the same rank:
+ * both have the batch axis), or an activation and a parameter or constant (the same for
+ * every sample). A same-shape Add of two activations is the residual add; an Add of a
+ * constant after a MatMul, that linear layer's bias. One function, so that a pass that
+ * folds constant arithmetic can run before it. */
+static int import_binary(importer *im, const Onnx__NodeProto *n) {
+    const char *op = n->op_type ? n->op_type : "";
+    dt_binary_func func = !strcmp(op, "Add")   ? DT_BINARY_ADD
+                          : !strcmp(op, "Sub") ? DT_BINARY_SUB
+                          : !strcmp(op, "Mul") ? DT_BINARY_MUL
+                                               : DT_BINARY_DIV;
+    if (n->n_input != 2) return fail_node(im, n, "other than two inputs");
     onnx_value *a = find_value(im, n->input[0]), *b = find_value(im, n->input[1]);
     if (!a || !b) {
         act_input(im, n, a ? 1 : 0); /* the message for the undefined one */
@@ -930,19 +960,106 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
     }
     if (a->kind == V_ACT && b->kind == V_ACT) {
         const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
-        if (av.c != bv.c || av.h != bv.h || av.w != bv.w)
-            return fail_node(im, n, "its inputs' shapes differ (no broadcasting)");
-        return set_output(im, n, dt_model_add(im->m, a->id, b->id));
+        int same = av.rank == bv.rank;
+        for (int d = 0; same && d < av.rank; d++) same = av.dims[d] == bv.dims[d];
+        if (func == DT_BINARY_ADD && same)
+            return set_output(im, n, dt_model_add(im->m, a->id, b->id));
+        if (av.rank != bv.rank)
+            return fail_node(im, n,
+                             "its inputs have %d and %d axes: an activation's batch axis "
+                             "broadcasts only against another's",
+                             av.rank + 1, bv.rank + 1);
+        return set_output(im, n, dt_model_binary(im->m, func, a->id, b->id));
     }
+    if (a->kind != V_ACT && b->kind != V_ACT)
+        return fail_node(im, n, "both its inputs are constants: nothing to compute per sample");
     onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
-    if (act->kind != V_ACT || !act->matmul || readers(im, act->name) != 1)
+    if (func == DT_BINARY_ADD && act->matmul && readers(im, act->name) == 1) {
+        if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
+        act->matmul = NULL;
+        /* the Add's output is the linear layer's own */
+        return set_alias(im, n, act->id);
+    }
+    if (act == b) { /* the tensor first */
+        if (func == DT_BINARY_SUB) func = DT_BINARY_SUB_REVERSED;
+        if (func == DT_BINARY_DIV) func = DT_BINARY_DIV_REVERSED;
+    }
+    const Onnx__TensorProto *t = cst->tensor;
+    const int rank = im->m->values[act->id].rank;
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail_node(im, n, "its constant '%s' is not float (element type %d)", tname(t),
+                         t->data_type);
+    if (t->n_dims > 4 || numel_of(t) < 1)
+        return fail_node(im, n, "its constant '%s' is not a tensor of 1 to 4 axes with values",
+                         tname(t));
+    if ((int)t->n_dims == rank + 1 && t->dims[0] != 1)
         return fail_node(im, n,
-                         "an Add of a constant is supported only as the bias of the "
-                         "MatMul before it");
-    if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
-    act->matmul = NULL;
-    /* the Add's output is the linear layer's own */
-    return set_alias(im, n, act->id);
+                         "its constant '%s' has %lld along the batch axis: a tensor the same for "
+                         "every sample has 1 there",
+                         tname(t), (long long)t->dims[0]);
+    int shape[4];
+    for (size_t d = 0; d < t->n_dims; d++) shape[d] = (int)t->dims[d];
+    const int trainable = trainable_initializer(cst);
+    char name[96];
+    if (trainable) {
+        if (strlen(t->name) >= sizeof name)
+            return fail_node(im, n, "initializer name '%.60s...' is longer than %zu characters",
+                             t->name, sizeof name - 1);
+        snprintf(name, sizeof name, "%s", t->name);
+    } else if (snprintf(name, sizeof name, "%s.constant", n->output[0]) >= (int)sizeof name) {
+        return fail_node(im, n, "its output's name '%.60s...' is longer than %zu characters",
+                         n->output[0], sizeof name - 10);
+    }
+    if (set_output(
+            im, n,
+            dt_model_binary_tensor(im->m, name, func, act->id, (int)t->n_dims, shape, trainable)))
+        return -1;
+    const dt_op *o = &im->m->ops[im->m->n_ops - 1];
+    return trainable ? take(im, n, o->weight, t, 0) : take_constant(im, n, o->constant, t);
+}
+
+/* ReduceMean over per-sample axes (the attribute, or opset 18's input); over an image's
+ * H and W with keepdims, the global average pool (which reads blocked activations). */
+static int import_reduce_mean(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const long long keepdims = attr_int(n, "keepdims", 1);
+    int64_t axes[DT_VALUE_MAX_RANK + 1];
+    int count = -1;
+    const Onnx__AttributeProto *a = attr(n, "axes");
+    if (n->n_input > 1 && n->input[1] && *n->input[1]) {
+        if (im->opset < 18)
+            return fail_node(im, n, "an axes input before opset 18 (an attribute there)");
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_int64s(im, t, axes, DT_VALUE_MAX_RANK + 1, &count)) return -1;
+    } else if (a) {
+        if (a->n_ints > DT_VALUE_MAX_RANK + 1)
+            return fail_node(im, n, "more axes than its input has");
+        count = (int)a->n_ints;
+        for (int i = 0; i < count; i++) axes[i] = a->ints[i];
+    }
+    if (count <= 0) {
+        if (attr_int(n, "noop_with_empty_axes", 0)) return set_alias(im, n, x->id);
+        return fail_node(im, n,
+                         "a mean over every axis, the batch's too (dtrain's ops keep each "
+                         "sample's own)");
+    }
+    unsigned mask = 0;
+    const int r = xv.rank + 1; /* ONNX's axes count the batch */
+    for (int i = 0; i < count; i++) {
+        const long long ax = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (ax < 0 || ax >= r)
+            return fail_node(im, n, "axis %lld of an input of %d axes", (long long)axes[i], r);
+        if (ax == 0)
+            return fail_node(im, n,
+                             "a mean over the batch axis (dtrain's ops keep each sample's own)");
+        if (mask >> (ax - 1) & 1u) return fail_node(im, n, "axis %lld twice", (long long)axes[i]);
+        mask |= 1u << (ax - 1);
+    }
+    if (xv.rank == 3 && mask == 6u && keepdims)
+        return set_output(im, n, dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1));
+    return set_output(im, n, dt_model_reduce_mean(im->m, x->id, mask, keepdims != 0));
 }
 
 static int import_concat(importer *im, const Onnx__NodeProto *n) {
@@ -985,6 +1102,9 @@ static const struct {
     int since;
 } first_opset[] = {{"BatchNormalization", 9},
                    {"Add", 7},
+                   {"Sub", 7},
+                   {"Mul", 7},
+                   {"Div", 7},
                    {"Gemm", 7},
                    {"Concat", 4},
                    {"Reshape", 5},
@@ -1009,6 +1129,10 @@ static const struct {
              {"Gemm", 2, 3, 1, 1},
              {"MatMul", 2, 2, 1, 1},
              {"Add", 2, 2, 1, 1},
+             {"Sub", 2, 2, 1, 1},
+             {"Mul", 2, 2, 1, 1},
+             {"Div", 2, 2, 1, 1},
+             {"ReduceMean", 1, 2, 1, 1},
              {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
@@ -1069,7 +1193,9 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Reshape")) return import_flatten(im, n, 1);
     if (!strcmp(op, "Gemm")) return import_gemm(im, n);
     if (!strcmp(op, "MatMul")) return import_matmul(im, n);
-    if (!strcmp(op, "Add")) return import_add(im, n);
+    if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
+        return import_binary(im, n);
+    if (!strcmp(op, "ReduceMean")) return import_reduce_mean(im, n);
     if (!strcmp(op, "Concat")) return import_concat(im, n);
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
     if (!strcmp(op, "Pad")) {
@@ -1097,9 +1223,9 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     }
     return fail_node(im, n,
                      "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
-                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, "
-                     "Concat, Flatten, Reshape to [batch, features], Dropout, Identity, "
-                     "Constant, and a Pad of zeros)");
+                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Sub, "
+                     "Mul, Div, ReduceMean, Concat, Flatten, Reshape to [batch, features], "
+                     "Dropout, Identity, Constant, and a Pad of zeros)");
 }
 
 /* The graph's one data input (the inputs that are not initializers): its C x H x W. */
