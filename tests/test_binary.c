@@ -1,7 +1,7 @@
 /* The elementwise binary op (add, sub, mul, div with NumPy broadcasting) and ReduceMean:
  * their gradients against central finite differences of a small graph's loss, for
  * broadcasting along each axis, both operand orders, tensor operands (trainable and
- * constant, the batch axis broadcast), ranks 2 and 3; large shapes (the threaded walks)
+ * constant scalars, the batch axis broadcast), ranks 2 and 3; large shapes (the threaded walks)
  * by directional differences and the same results on 1 and 2 threads; bf16 against f32. */
 #include <math.h>
 #include <omp.h>
@@ -22,7 +22,8 @@
 
 /* One graph: the input x, the branches a and b (x averaged where their shape has 1,
  * then scaled by a parameter of their shape: its gradient is the branch's), and
- * y = a OP b, or a OP t for a tensor t (t_ndim >= 0). y is the logits. */
+ * y = a OP b, or a OP t for a parameter t (t_ndim >= 0, trainable) or the constant
+ * 0.75 (t_ndim >= 0, not trainable). y is the logits. */
 typedef struct bin_case {
     const char *what;
     dt_binary_func func;
@@ -36,7 +37,7 @@ static int branch(dt_model *m, int x, const int *xs, const int *shape, const cha
     for (int d = 0; d < 3; d++)
         if (shape[d] == 1 && xs[d] != 1) axes |= 1u << d;
     const int v = axes ? dt_model_reduce_mean(m, x, axes, 1) : x;
-    return dt_model_binary_tensor(m, name, DT_BINARY_MUL, v, 3, shape, 1);
+    return dt_model_binary_param(m, name, DT_BINARY_MUL, v, 3, shape);
 }
 
 static void build_case(dt_model *m, const bin_case *c) {
@@ -44,8 +45,10 @@ static void build_case(dt_model *m, const bin_case *c) {
     const int x = dt_model_input(m, c->x[0], c->x[1], c->x[2]);
     const int a = branch(m, x, c->x, c->a, "scale_a");
     int y;
-    if (c->t_ndim >= 0) {
-        y = dt_model_binary_tensor(m, "t", c->func, a, c->t_ndim, c->t, c->trainable);
+    if (c->t_ndim >= 0 && c->trainable) {
+        y = dt_model_binary_param(m, "t", c->func, a, c->t_ndim, c->t);
+    } else if (c->t_ndim >= 0) {
+        y = dt_model_binary_scalar(m, c->func, a, 0.75f);
     } else {
         const int b = branch(m, x, c->x, c->b, "scale_b");
         y = c->swap ? dt_model_binary(m, c->func, b, a) : dt_model_binary(m, c->func, a, b);
@@ -143,8 +146,10 @@ static void test_binary_tensor_grad_matches_fd(void **state) {
         {"tensor_minus_x", DT_BINARY_SUB_REVERSED, {4, 3, 5}, {4, 3, 5}, {0}, 0, 2, {3, 1}, 1},
         {"tensor_over_x", DT_BINARY_DIV_REVERSED, {4, 3, 5}, {4, 3, 5}, {0}, 0, 2, {3, 5}, 1},
         {"div_by_tensor", DT_BINARY_DIV, {4, 3, 5}, {4, 3, 5}, {0}, 0, 3, {1, 3, 1}, 1},
-        {"div_by_constant_scalar", DT_BINARY_DIV, {4, 3, 5}, {4, 3, 5}, {0}, 0, 0, {0}, 0},
-        {"mul_constant", DT_BINARY_MUL, {4, 3, 5}, {4, 3, 5}, {0}, 0, 3, {4, 1, 5}, 0},
+        {"div_by_constant", DT_BINARY_DIV, {4, 3, 5}, {4, 3, 5}, {0}, 0, 0, {0}, 0},
+        {"constant_over_x", DT_BINARY_DIV_REVERSED, {4, 3, 5}, {4, 3, 5}, {0}, 0, 0, {0}, 0},
+        {"constant_minus_x", DT_BINARY_SUB_REVERSED, {4, 3, 5}, {4, 3, 5}, {0}, 0, 0, {0}, 0},
+        {"scalar_parameter", DT_BINARY_MUL, {4, 3, 5}, {4, 3, 5}, {0}, 0, 0, {0}, 1},
         /* the tensor larger than the activation along an axis */
         {"tensor_widens", DT_BINARY_MUL, {4, 3, 1}, {4, 3, 1}, {0}, 0, 3, {4, 1, 5}, 1},
     };
@@ -162,11 +167,11 @@ static void test_rank2_grad_matches_fd(void **state) {
         const int x = dt_model_input(&m, 4, 3, 5);
         const int r = dt_model_reduce_mean(&m, x, 1u << 2, 0);
         const int shape[2] = {4, 3};
-        const int a = dt_model_binary_tensor(&m, "scale_a", DT_BINARY_MUL, r, 2, shape, 1);
+        const int a = dt_model_binary_param(&m, "scale_a", DT_BINARY_MUL, r, 2, shape);
         const int b = dt_model_reduce_mean(&m, a, 1u << 1, 1); /* [4, 1] */
         const int ab = dt_model_binary(&m, (dt_binary_func)func, a, b);
         const int three[1] = {3};
-        const int y = dt_model_binary_tensor(&m, "t", (dt_binary_func)func, ab, 1, three, 1);
+        const int y = dt_model_binary_param(&m, "t", (dt_binary_func)func, ab, 1, three);
         assert_int_equal(m.values[b].rank, 2);
         assert_int_equal(m.values[y].rank, 2);
         m.classes = 12;
@@ -191,7 +196,7 @@ static void test_builders_refuse_what_does_not_broadcast(void **state) {
     dt_model_init_empty(&m, "bad", 1);
     const int x2 = dt_model_input(&m, 4, 3, 5);
     const int t[3] = {2, 3, 5};
-    assert_int_equal(dt_model_binary_tensor(&m, "t", DT_BINARY_ADD, x2, 3, t, 1), -1);
+    assert_int_equal(dt_model_binary_param(&m, "t", DT_BINARY_ADD, x2, 3, t), -1);
     assert_int_equal(dt_model_alloc(&m, 2, &err), -1);
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "tensor t of 2x3x5 does not broadcast with values of 4x3x5"));
@@ -298,15 +303,14 @@ static void run_precision(dt_precision precision, float *logits, float *grads, s
     const int s = dt_model_reduce_mean(&m, a, 6u, 1);
     const int y = dt_model_binary(&m, DT_BINARY_MUL, a, s);
     const int gamma[3] = {16, 1, 1};
-    const int z = dt_model_binary_tensor(&m, "gamma", DT_BINARY_MUL, y, 3, gamma, 1);
+    const int z = dt_model_binary_param(&m, "gamma", DT_BINARY_MUL, y, 3, gamma);
     const int c = dt_model_reduce_mean(&m, z, 1u, 1); /* [1, 8, 8] */
     const int d = dt_model_binary(&m, DT_BINARY_SUB, z, c);
-    const int e = dt_model_binary_tensor(&m, "half", DT_BINARY_DIV, d, 0, NULL, 0);
+    const int e = dt_model_binary_scalar(&m, DT_BINARY_DIV, d, 2.0f);
     dt_model_linear(&m, "fc", e, 10);
     const int n = 4;
     if (dt_model_alloc(&m, n, &err)) fail_msg("%s", err.msg);
     dt_model_init_params(&m, 5);
-    fill_uniform(m.buffers, m.n_buffers, 3, 0.5f, 1.5f);
     float *in = test_alloc(sizeof(float) * 3 * 64 * n);
     fill_uniform(in, 3 * 64 * n, 1, -1, 1);
     int32_t labels[4] = {1, 3, 5, 7};

@@ -565,15 +565,15 @@ static void test_a_value_past_size_t_is_refused_by_the_model(void **state) {
 
 /* conv -> SE (ReduceMean over H, W; Mul) -> layer scale first (Mul) -> a constant minus
  * it (Sub) -> ReduceMean over W -> Flatten -> Gemm: the layer scale is a parameter
- * (a state_dict name), the "onnx::" initializer a constant (a buffer), the SE mean the
- * global average pool. */
+ * (a state_dict name), the "onnx::" initializer a constant (kept in its op), the SE
+ * mean the global average pool. */
 static void broadcast_graph(graph *gr) {
     static int64_t k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, hw[2] = {2, 3}, w_axis[1] = {-1};
     graph_init(gr, 4);
     init(gr, "features.0.weight", 4, 2, 1, 3, 3);
     init(gr, "features.0.bias", 1, 2);
     init(gr, "layer_scale", 3, 2, 1, 1);
-    init(gr, "onnx::Sub_9", 1, 1);
+    init(gr, "onnx::Sub_9", 1, 1)->float_data[0] = 2.5f;
     init(gr, "head.weight", 2, 3, 8);
     init(gr, "head.bias", 1, 3);
     Onnx__NodeProto *c =
@@ -601,11 +601,11 @@ static void test_broadcasting_ops_take_parameters_and_constants(void **state) {
     if (dt_zoo_spec_of(&spec, path, &err)) fail_msg("%s", err.msg);
     if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m.n_params, 2 * 9 + 2 + 2 + 3 * 8 + 3);
-    const int ls = dt_model_find_tensor(&m, "layer_scale"),
-              k = dt_model_find_tensor(&m, "h.constant");
-    assert_true(ls >= 0 && k >= 0);
+    const int ls = dt_model_find_tensor(&m, "layer_scale");
+    assert_true(ls >= 0);
     assert_int_equal(m.tensors[ls].is_param, 1);
-    assert_int_equal(m.tensors[k].is_param, 0);
+    assert_int_equal(m.n_tensors, 5); /* conv 2, layer scale, head 2; the constant in its op */
+
     assert_float_equal(m.imported[m.tensors[ls].offset + 1], 0.01f, 0.0f);
     const dt_op_kind kinds[] = {DT_OP_CONV2D, DT_OP_ADAPTIVE_AVGPOOL2D, DT_OP_BINARY, DT_OP_BINARY,
                                 DT_OP_BINARY, DT_OP_REDUCE_MEAN,        DT_OP_LINEAR};
@@ -614,7 +614,8 @@ static void test_broadcasting_ops_take_parameters_and_constants(void **state) {
     assert_int_equal(m.ops[3].func, DT_BINARY_MUL);
     assert_int_equal(m.ops[3].weight, ls);
     assert_int_equal(m.ops[4].func, DT_BINARY_SUB_REVERSED);
-    assert_int_equal(m.ops[4].constant, k);
+    assert_int_equal(m.ops[4].weight, -1);
+    assert_float_equal(m.ops[4].scalar, 2.5f, 0.0f);
     /* it trains: the forward of the constant minus the scaled SE product is finite and
      * the layer scale gets a gradient */
     if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
@@ -651,12 +652,16 @@ static void test_broadcasting_ops_refuse_what_they_cannot(void **state) {
     gr.init_data[2][2] = gr.init_data[2][3] = 0.0f;
     gr.inits[2].n_float_data = 4;
     refused(write_graph(&gr, "batch_axis.onnx"), 2, "node 'scale' (Mul)",
-            "its constant 'layer_scale' has 2 along the batch axis");
+            "its initializer 'layer_scale' has 2 along the batch axis");
     broadcast_graph(&gr);
     gr.attrs[1][0].ints = batch;
     gr.attrs[1][0].n_ints = 1;
     refused(write_graph(&gr, "batch_mean.onnx"), 2, "node 'se_mean' (ReduceMean)",
             "a mean over the batch axis");
+    broadcast_graph(&gr);
+    gr.init_dims[3][0] = 2, gr.inits[3].n_float_data = 2; /* onnx::Sub_9 of 2 values */
+    refused(write_graph(&gr, "constant_tensor.onnx"), 2, "node 'minus' (Sub)",
+            "its constant 'onnx::Sub_9' has 2 values: dtrain takes constants of one value");
     broadcast_graph(&gr);
     gr.node_in[4][1] = "head.bias"; /* Sub(onnx::Sub_9, head.bias) */
     refused(write_graph(&gr, "constants.onnx"), 2, "node 'minus' (Sub)",

@@ -126,9 +126,8 @@ typedef struct dt_op {
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
     int func;                    /* binary: its dt_binary_func (0 for every other op) */
-    int constant;  /* binary: its operand when that is a constant (a buffer tensor entry), or
-                      -1; a trainable operand is `weight` */
-    unsigned axes; /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
+    float scalar;          /* binary: the constant operand when it has neither in2 nor weight */
+    unsigned axes;         /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
     void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
@@ -218,14 +217,16 @@ int dt_model_add(dt_model *m, int a, int b);
  * squeeze-and-excitation's [C,H,W] * [C,1,1]. The output takes the larger extent of each
  * axis. An add of equal shapes is dt_model_add's. */
 int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b);
-/* a OP t (t OP a for the _REVERSED functions) with a tensor t of `ndim` <= 4 axes,
- * `shape`, broadcast over the batch: its axes align with a's per-sample axes from the
- * right (a leading batch axis of extent 1 dropped: ONNX's [1, T, C] position embedding).
- * trainable: t is a parameter named `name` (layer scale, position embedding: its
- * gradient is summed over the axes it broadcasts along); else a constant (a buffer).
- * Starts as ones (parameters) or zeros; an importer gives it its values. */
-int dt_model_binary_tensor(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
-                           const int *shape, int trainable);
+/* a OP t (t OP a for the _REVERSED functions) with a parameter t named `name` of
+ * `ndim` <= 4 axes, `shape`, the same for every sample (its gradient summed over the
+ * batch and the axes it broadcasts along): its axes align with a's per-sample axes
+ * from the right (a leading batch axis of extent 1 dropped: ONNX's [1, T, C] position
+ * embedding). Layer scale, position embeddings. Starts as ones; an importer gives it its
+ * values. */
+int dt_model_binary_param(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                          const int *shape);
+/* a OP value (value OP a for the _REVERSED functions) with a constant scalar. */
+int dt_model_binary_scalar(dt_model *m, dt_binary_func func, int a, float value);
 /* The mean over the per-sample axes set in `axes` (bit d: dims[d]); keepdims keeps them
  * as extent 1, else they are dropped (at least one axis must remain). */
 int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims);

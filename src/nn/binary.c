@@ -24,10 +24,15 @@ const dt_op_class dt_binary_op = {
 
 /* ---- shapes ---- */
 
-/* The tensor operand's axes aligned with a's per-sample axes, as dt_model_binary_tensor
- * aligned them (from the right, a leading batch axis of 1 dropped). */
-static void tensor_dims(const dt_model *m, const dt_op *op, int rank, int *dims) {
-    const dt_tensor_entry *t = &m->tensors[dt_binary_tensor(op)];
+/* The operand b's axes aligned with a's per-sample axes: a parameter's as
+ * dt_model_binary_param aligned them (from the right, a leading batch axis of 1
+ * dropped), a scalar's all 1. */
+static void operand_dims(const dt_model *m, const dt_op *op, int rank, int *dims) {
+    if (op->weight < 0) {
+        for (int d = 0; d < rank; d++) dims[d] = 1;
+        return;
+    }
+    const dt_tensor_entry *t = &m->tensors[op->weight];
     const int skip = t->ndim > rank ? 1 : 0;
     for (int d = 0; d < rank; d++) {
         const int k = d - (rank - (t->ndim - skip));
@@ -37,7 +42,7 @@ static void tensor_dims(const dt_model *m, const dt_op *op, int rank, int *dims)
 
 int dt_binary_is_elementwise(const dt_model *m, const dt_op *op) {
     const dt_value *a = &m->values[op->in];
-    if (op->in2 < 0) return m->tensors[dt_binary_tensor(op)].numel == 1;
+    if (op->in2 < 0) return op->weight < 0 || m->tensors[op->weight].numel == 1;
     const dt_value *b = &m->values[op->in2];
     if (a->rank != b->rank) return 0;
     for (int d = 0; d < a->rank; d++)
@@ -52,7 +57,7 @@ int dt_binary_kernel_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, 
     if (op->in2 >= 0) {
         for (int d = 0; d < a->rank; d++) b_dims[d] = m->values[op->in2].dims[d];
     } else {
-        tensor_dims(m, op, a->rank, b_dims);
+        operand_dims(m, op, a->rank, b_dims);
     }
     dt_bcast *p = calloc(1, sizeof *p);
     if (!p) return dt_error_set(err, "out of memory for the binary op %s", op->name);
@@ -337,7 +342,7 @@ static void reduce_done(void *ctx, size_t e, const float *acc, size_t len) {
 
 /* ---- the kernel's functions ---- */
 
-static void args_of(dt_model *m, const dt_op *op, bin_args *g) {
+static void args_of(dt_model *m, dt_op *op, bin_args *g) {
     g->func = op->func;
     g->act_bf = dt_model_value_dtype(m, op->out) == DT_BF16;
     g->a = dt_model_value_ptr(m, op->in);
@@ -346,7 +351,7 @@ static void args_of(dt_model *m, const dt_op *op, bin_args *g) {
         g->b = dt_model_value_ptr(m, op->in2);
         g->b_bf = dt_model_value_dtype(m, op->in2) == DT_BF16;
     } else {
-        g->b = dt_model_tensor_data(m, dt_binary_tensor(op));
+        g->b = op->weight >= 0 ? dt_model_tensor_data(m, op->weight) : &op->scalar;
         g->b_bf = 0;
     }
 }

@@ -1,7 +1,7 @@
 /* The elementwise binary op out = a OP b (add, sub, mul, div; model.h's dt_binary_func)
- * with NumPy broadcasting: a is an activation; b an activation (both batched) or a
- * tensor (a parameter or a constant, the same for every sample). Its loops are written
- * once over an element load and store and instantiated for f32 and bf16 activations;
+ * with NumPy broadcasting: a is an activation; b an activation (both batched), a
+ * parameter (op->weight) or a constant scalar (op->scalar), the same for every sample. Its loops
+ * are written once over an element load and store and instantiated for f32 and bf16 activations;
  * the CPU backend's f32 kernels are binary.c's, its bf16 ones (bf16_kernels.c) run the
  * same functions. */
 #ifndef DTRAIN_BINARY_H
@@ -12,13 +12,8 @@
 #include "dtrain/error.h"
 #include "dtrain/model.h"
 
-/* The tensor operand's entry (a parameter or a constant), or -1 (b is an activation). */
-static inline int dt_binary_tensor(const dt_op *op) {
-    return op->weight >= 0 ? op->weight : op->constant;
-}
-
-/* 1 when the op broadcasts nothing (equal shapes, or a per-sample scalar operand): it
- * is then elementwise in any layout. */
+/* 1 when the op broadcasts nothing (equal shapes, or a scalar operand): it is then
+ * elementwise in any layout. */
 int dt_binary_is_elementwise(const dt_model *m, const dt_op *op);
 
 /* A kernel's functions: the plan (its broadcast, op->state), forward and backward on the

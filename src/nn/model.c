@@ -185,7 +185,6 @@ static dt_op *new_op(dt_model *m, dt_op_kind kind, const char *name, int in, int
     op->in2 = in2;
     op->out = out;
     op->weight = op->bias = op->running_mean = op->running_var = -1;
-    op->constant = -1;
     m->storages[m->values[in].storage].last_user = index;
     if (in2 >= 0) m->storages[m->values[in2].storage].last_user = index;
     dt_storage *so = &m->storages[m->values[out].storage];
@@ -407,18 +406,17 @@ int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b) {
     return out;
 }
 
-int dt_model_binary_tensor(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
-                           const int *shape, int trainable) {
+int dt_model_binary_param(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                          const int *shape) {
     if (!valid_value(m, a)) return -1;
     if (func < DT_BINARY_ADD || func > DT_BINARY_DIV_REVERSED)
         return build_failf(m, "model %s: binary function %d", m->name, (int)func);
     const dt_value x = m->values[a];
     /* the tensor's axes against the sample's, from the right; a leading batch axis of 1 goes */
-    int skip = 0;
     if (ndim < 0 || ndim > 4 || (ndim > x.rank && !(ndim == x.rank + 1 && shape[0] == 1)))
         return build_failf(m, "model %s: tensor %s of %d axes against values of %d a sample",
                            m->name, name, ndim, x.rank);
-    if (ndim > x.rank) skip = 1;
+    const int skip = ndim > x.rank ? 1 : 0;
     int t[DT_VALUE_MAX_RANK], dims[DT_VALUE_MAX_RANK];
     for (int d = 0; d < x.rank; d++) {
         const int k = d - (x.rank - (ndim - skip)); /* the tensor's axis, past the skipped one */
@@ -435,15 +433,23 @@ int dt_model_binary_tensor(dt_model *m, const char *name, dt_binary_func func, i
     dt_op *op = new_op(m, DT_OP_BINARY, name, a, -1, out);
     if (!op) return -1;
     op->func = func;
-    const int entry =
-        new_tensor(m, "", "", trainable, trainable ? DT_INIT_ONES : DT_INIT_ZEROS, 0, ndim, shape);
-    if (entry < 0) return -1;
-    snprintf(m->tensors[entry].name, sizeof m->tensors[entry].name, "%s", name);
-    if (trainable)
-        op->weight = entry;
-    else
-        op->constant = entry;
+    op->weight = new_tensor(m, "", "", 1, DT_INIT_ONES, 0, ndim, shape);
+    if (op->weight < 0) return -1;
+    snprintf(m->tensors[op->weight].name, sizeof m->tensors[op->weight].name, "%s", name);
     return m->build_failed ? -1 : out;
+}
+
+int dt_model_binary_scalar(dt_model *m, dt_binary_func func, int a, float value) {
+    if (!valid_value(m, a)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV_REVERSED)
+        return build_failf(m, "model %s: binary function %d", m->name, (int)func);
+    const dt_value x = m->values[a];
+    const int out = new_value_of_rank(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, NULL, a, -1, out);
+    if (!op) return -1;
+    op->func = func;
+    op->scalar = value;
+    return out;
 }
 
 int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims) {
@@ -580,9 +586,9 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
-        if (op->func || op->constant >= 0 || op->axes) { /* what older graphs lack */
-            hash_int(&g, op->func), hash_int(&g, op->constant);
-            hash_int(&g, (int64_t)op->axes);
+        if (op->func || op->axes) { /* what older graphs lack */
+            hash_int(&g, op->func), hash_int(&g, (int64_t)op->axes);
+            hash_float(&g, op->scalar);
         }
     }
     return g.h;

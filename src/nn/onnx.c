@@ -930,17 +930,6 @@ static int trainable_initializer(const onnx_value *v) {
     return !v->from_constant && v->tensor->name && strncmp(v->tensor->name, "onnx::", 6) != 0;
 }
 
-/* A constant operand's values into buffer entry `entry`, named after the node's output
- * (a constant initializer may serve several nodes; each gets its own copy). */
-static int take_constant(importer *im, const Onnx__NodeProto *n, int entry,
-                         const Onnx__TensorProto *t) {
-    dt_tensor_entry *e = &im->m->tensors[entry];
-    if (numel_of(t) != (long long)e->numel)
-        return fail_node(im, n, "its constant '%s' has %lld values where dtrain's %s has %zu",
-                         tname(t), numel_of(t), e->name, e->numel);
-    return add_copy(im, entry, t, 0);
-}
-
 /* Add, Sub, Mul, Div with NumPy broadcasting: between two activations (the same rank:
  * both have the batch axis), or an activation and a parameter or constant (the same for
  * every sample). A same-shape Add of two activations is the residual add; an Add of a
@@ -986,36 +975,38 @@ static int import_binary(importer *im, const Onnx__NodeProto *n) {
     }
     const Onnx__TensorProto *t = cst->tensor;
     const int rank = im->m->values[act->id].rank;
+    if (!trainable_initializer(cst)) { /* a constant: one value, kept in the op */
+        float value;
+        if (numel_of(t) != 1)
+            return fail_node(im, n,
+                             "its constant '%s' has %lld values: dtrain takes constants of one "
+                             "value (a tensor it trains is an initializer named as a parameter, "
+                             "docs/onnx.md)",
+                             tname(t), numel_of(t));
+        if (tensor_scalar(im, t, &value)) return -1;
+        if (!isfinite(value)) return fail_node(im, n, "its constant '%s' is not finite", tname(t));
+        return set_output(im, n, dt_model_binary_scalar(im->m, func, act->id, value));
+    }
     if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return fail_node(im, n, "its constant '%s' is not float (element type %d)", tname(t),
+        return fail_node(im, n, "its initializer '%s' is not float (element type %d)", tname(t),
                          t->data_type);
     if (t->n_dims > 4 || numel_of(t) < 1)
-        return fail_node(im, n, "its constant '%s' is not a tensor of 1 to 4 axes with values",
+        return fail_node(im, n, "its initializer '%s' is not a tensor of 0 to 4 axes with values",
                          tname(t));
     if ((int)t->n_dims == rank + 1 && t->dims[0] != 1)
         return fail_node(im, n,
-                         "its constant '%s' has %lld along the batch axis: a tensor the same for "
-                         "every sample has 1 there",
+                         "its initializer '%s' has %lld along the batch axis: a tensor the same "
+                         "for every sample has 1 there",
                          tname(t), (long long)t->dims[0]);
+    if (strlen(t->name) >= sizeof im->m->tensors[0].name)
+        return fail_node(im, n, "initializer name '%.60s...' is longer than %zu characters",
+                         t->name, sizeof im->m->tensors[0].name - 1);
     int shape[4];
     for (size_t d = 0; d < t->n_dims; d++) shape[d] = (int)t->dims[d];
-    const int trainable = trainable_initializer(cst);
-    char name[96];
-    if (trainable) {
-        if (strlen(t->name) >= sizeof name)
-            return fail_node(im, n, "initializer name '%.60s...' is longer than %zu characters",
-                             t->name, sizeof name - 1);
-        snprintf(name, sizeof name, "%s", t->name);
-    } else if (snprintf(name, sizeof name, "%s.constant", n->output[0]) >= (int)sizeof name) {
-        return fail_node(im, n, "its output's name '%.60s...' is longer than %zu characters",
-                         n->output[0], sizeof name - 10);
-    }
-    if (set_output(
-            im, n,
-            dt_model_binary_tensor(im->m, name, func, act->id, (int)t->n_dims, shape, trainable)))
+    if (set_output(im, n,
+                   dt_model_binary_param(im->m, t->name, func, act->id, (int)t->n_dims, shape)))
         return -1;
-    const dt_op *o = &im->m->ops[im->m->n_ops - 1];
-    return trainable ? take(im, n, o->weight, t, 0) : take_constant(im, n, o->constant, t);
+    return take(im, n, im->m->ops[im->m->n_ops - 1].weight, t, 0);
 }
 
 /* ReduceMean over per-sample axes (the attribute, or opset 18's input); over an image's
