@@ -24,6 +24,7 @@ import tempfile
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 from make_fixtures import make_bf16_fixture, make_fixture
 from torch_models import ImageNetResNet, LeNet5, ResNet18, build_imagenet
@@ -78,6 +79,33 @@ class SeparableDilated(nn.Module):
         x = F.relu(self.grouped(x))
         x = F.relu(self.bn3(self.dilated(x)) + x)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class SEScale(nn.Module):
+    """A user-defined CNN of the elementwise ops today's models use: a learned position
+    embedding added ([1, C, H, W]: broadcast over the batch), torchvision's
+    squeeze-and-excitation block (its scale [N, C, 1, 1] times the map; here without
+    the sigmoid, another op's), a layer-scale parameter gamma [C, 1, 1] on a residual
+    branch, a channel mean subtracted, a division by a constant and the mean over the
+    map as the head's pooling (ReduceMean, keepdims 1 and 0)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.pos = nn.Parameter(0.1 * torch.randn(1, 16, 8, 8))
+        self.se = torchvision.ops.SqueezeExcitation(16, 4, scale_activation=nn.Identity)
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.gamma = nn.Parameter(torch.full((16, 1, 1), 0.5))
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.stem(x)))
+        x = x + self.pos
+        x = self.se(x)
+        x = x + self.gamma * F.relu(self.conv(x))
+        x = (x - x.mean(dim=1, keepdim=True)) / 2.0
+        return self.fc(x.mean(dim=(2, 3)))
 
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
@@ -174,6 +202,7 @@ def main():
         ("googlenet_w4", lambda: build_imagenet("googlenet", 4, 10, no_dropout=True),
          (3, 32, 32), 4, 39, 0.1),
         ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
+        ("se_layer_scale", lambda: SEScale(), (3, 8, 8), 4, 65, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each
