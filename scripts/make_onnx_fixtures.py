@@ -140,10 +140,15 @@ def tv_vgg11_narrow(width, classes=10):
     return model
 
 
-def export(model, path, shape):
+# fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's, 17
+OPSETS = {"se_layer_scale": 17}
+
+
+def export(model, path, shape, opset=None):
     """The export a user runs; on a copy, so that tracing's forward pass does not move
     the fixture's BatchNorm statistics."""
-    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path,
+    extra = {"opset_version": opset} if opset else {}
+    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path, **extra,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -174,7 +179,7 @@ def torchvision_check(test_parity):
                     mod.p = 0.0
             shape = (3, side, side)
             onnx_path = os.path.join(tmp, f"tv_{name}.onnx")
-            export(model, onnx_path, shape)
+            export(model, onnx_path, shape, OPSETS.get(name))
             make_fixture(onnx_path + ".safetensors", model, f"tv_{name}.onnx", 0, shape, batch,
                          seed, lr=lr, f32_errors=True,
                          extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})
@@ -218,7 +223,7 @@ def main():
         torch.manual_seed(seed - 1)
         model = build()
         onnx_path = os.path.join(args.out, f"{name}.onnx")
-        export(model, onnx_path, shape)
+        export(model, onnx_path, shape, OPSETS.get(name))
         make_fixture(onnx_path + ".safetensors", model, f"{name}.onnx", 0, shape, batch, seed,
                      lr=lr, f32_errors=True,
                      extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})
