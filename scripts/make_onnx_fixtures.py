@@ -109,7 +109,7 @@ class SEScale(nn.Module):
 
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
-BF16_REFERENCES = {"separable_dilated"}
+BF16_REFERENCES = {"separable_dilated", "se_layer_scale"}
 
 
 def tv_resnet18_narrow(width, classes=10):
