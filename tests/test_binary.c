@@ -350,6 +350,69 @@ static void test_bf16_matches_f32(void **state) {
     free(g16);
 }
 
+/* Squeeze-and-excitation between convolutions keeps oneDNN's nChw16c: conv -> global
+ * average pool -> 1x1 conv (the scale s) -> s * x -> x * gamma [C,1,1] -> conv -> head.
+ * The product and the layer scale run blocked, and give what the plain layout gives
+ * (the sums of the scale's gradient in another order: float rounding apart). */
+static void run_se(dt_precision precision, int plain, float *logits, float *grads,
+                   size_t *n_params) {
+    dt_model m;
+    dt_error err;
+    dt_model_init_empty(&m, "se_blocked", 10);
+    m.precision = precision;
+    m.plain_layouts = plain;
+    const int x = dt_model_input(&m, 3, 8, 8);
+    const int a = dt_model_conv2d(&m, "conv1", x, 32, 3, 1, 1, 1);
+    const int p = dt_model_adaptive_avgpool2d(&m, a, 1, 1);
+    const int s = dt_model_conv2d(&m, "fc", p, 32, 1, 1, 0, 1);
+    const int y = dt_model_binary(&m, DT_BINARY_MUL, s, a);
+    const int gamma[3] = {32, 1, 1};
+    const int z = dt_model_binary_param(&m, "gamma", DT_BINARY_MUL, y, 3, gamma);
+    const int c = dt_model_conv2d(&m, "conv2", z, 16, 3, 1, 1, 1);
+    dt_model_linear(&m, "head", dt_model_flatten(&m, dt_model_adaptive_avgpool2d(&m, c, 1, 1)), 10);
+    const int n = 4;
+    if (dt_model_alloc(&m, n, &err)) fail_msg("%s", err.msg);
+    for (int v = 0; v < m.n_values; v++)
+        if (v == y || v == z || v == s) assert_int_equal(dt_model_value_blocked(&m, v), !plain);
+    for (int i = 0; i < m.n_ops; i++)
+        if (m.ops[i].kind == DT_OP_BINARY)
+            print_message("  %s, %s\n", m.ops[i].impl->name, plain ? "NCHW" : "nChw16c");
+    dt_model_init_params(&m, 5);
+    float *in = test_alloc(sizeof(float) * 3 * 64 * n);
+    fill_uniform(in, 3 * 64 * n, 1, -1, 1);
+    int32_t labels[4] = {1, 3, 5, 7};
+    dt_model_zero_grad(&m);
+    loss_at(&m, in, labels, n);
+    dt_model_backward(&m, labels, n);
+    assert_true(m.n_params <= 20000);
+    memcpy(logits, dt_model_logits(&m), sizeof(float) * 10 * n);
+    memcpy(grads, m.grads, sizeof(float) * m.n_params);
+    *n_params = m.n_params;
+    free(in);
+    dt_model_free(&m);
+}
+
+static void test_se_blocked_matches_plain(void **state) {
+    (void)state;
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        if (bf16 && !dt_cpu_has_bf16()) break; /* the fp32 half ran */
+        const dt_precision pr = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
+        float lb[40], lp[40];
+        float *gb = test_alloc(sizeof(float) * 20000), *gp = test_alloc(sizeof(float) * 20000);
+        size_t nb, np;
+        run_se(pr, 0, lb, gb, &nb);
+        run_se(pr, 1, lp, gp, &np);
+        assert_int_equal(nb, np);
+        const double el = rel_error(lb, lp, 40), eg = rel_error(gb, gp, nb);
+        print_message("%s: nChw16c against NCHW: logits %.2e, gradients %.2e\n",
+                      bf16 ? "bf16" : "fp32", el, eg);
+        assert_true(el < (bf16 ? 2e-2 : 1e-5));
+        assert_true(eg < (bf16 ? 3e-2 : 1e-4));
+        free(gb);
+        free(gp);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_binary_activations_grad_matches_fd),
@@ -358,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_builders_refuse_what_does_not_broadcast),
         cmocka_unit_test(test_large_shapes_threaded),
         cmocka_unit_test(test_bf16_matches_f32),
+        cmocka_unit_test(test_se_blocked_matches_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -455,8 +455,8 @@ static int bf16_activations(const dt_model *m, const dt_op *op) {
            (op->in2 < 0 || dt_model_value_dtype(m, op->in2) == DT_BF16);
 }
 
-static int binary_elementwise_accepts(const dt_model *m, const dt_op *op) {
-    return bf16_activations(m, op) && dt_binary_is_elementwise(m, op);
+static int binary_any_layout_accepts(const dt_model *m, const dt_op *op) {
+    return bf16_activations(m, op) && dt_binary_any_layout(m, op);
 }
 
 const dt_kernel dt_binary_bf16_kernel = {
@@ -464,7 +464,7 @@ const dt_kernel dt_binary_bf16_kernel = {
     .name = "binary.bf16",
     .dtype = DT_BF16,
     .layouts = DT_OP_SAME_LAYOUT,
-    .accepts = binary_elementwise_accepts,
+    .accepts = binary_any_layout_accepts,
     .plan = dt_binary_kernel_plan,
     .free = dt_binary_kernel_free,
     .forward = dt_binary_kernel_forward,

@@ -40,6 +40,30 @@ static void operand_dims(const dt_model *m, const dt_op *op, int rank, int *dims
     }
 }
 
+/* The operand shapes a blocked (nChw16c) layout runs: an image and a per-channel
+ * operand [C, 1, 1] (an activation: squeeze-and-excitation's scale; a parameter: a layer
+ * scale), the image the output's shape. *image_is_b: which operand is the image. */
+static int per_channel(const dt_model *m, const dt_op *op, int *image_is_b) {
+    const dt_value *out = &m->values[op->out], *a = &m->values[op->in];
+    if (out->rank != 3) return 0;
+    int b_dims[3];
+    if (op->in2 >= 0)
+        for (int d = 0; d < 3; d++) b_dims[d] = m->values[op->in2].dims[d];
+    else
+        operand_dims(m, op, 3, b_dims);
+    const int a_image = a->dims[0] == out->c && a->dims[1] == out->h && a->dims[2] == out->w;
+    const int b_image = b_dims[0] == out->c && b_dims[1] == out->h && b_dims[2] == out->w;
+    const int a_channel = a->dims[0] == out->c && a->dims[1] == 1 && a->dims[2] == 1;
+    const int b_channel = b_dims[0] == out->c && b_dims[1] == 1 && b_dims[2] == 1;
+    *image_is_b = !a_image;
+    return (a_image && b_channel) || (b_image && a_channel);
+}
+
+int dt_binary_any_layout(const dt_model *m, const dt_op *op) {
+    int image_is_b;
+    return dt_binary_is_elementwise(m, op) || per_channel(m, op, &image_is_b);
+}
+
 int dt_binary_is_elementwise(const dt_model *m, const dt_op *op) {
     const dt_value *a = &m->values[op->in];
     if (op->in2 < 0) return op->weight < 0 || m->tensors[op->weight].numel == 1;
@@ -62,6 +86,19 @@ int dt_binary_kernel_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, 
     dt_bcast *p = calloc(1, sizeof *p);
     if (!p) return dt_error_set(err, "out of memory for the binary op %s", op->name);
     op->state = p;
+    int image_is_b;
+    if (dt_model_value_blocked(m, op->out) && !dt_binary_is_elementwise(m, op) &&
+        per_channel(m, op, &image_is_b)) {
+        /* nChw16c: the image [C/16, H*W, 16], the per-channel operand [C/16, 1, 16] (the
+         * same memory as [C]); the walk's runs are the 16 lanes of a block */
+        const dt_value *out = &m->values[op->out];
+        const int image[3] = {out->c / 16, out->h * out->w, 16}, channel[3] = {out->c / 16, 1, 16};
+        if (dt_bcast_plan(p, 3, image_is_b ? channel : image, image_is_b ? image : channel, 1,
+                          op->in2 >= 0))
+            return dt_error_set(err, "binary op %s: its operands do not broadcast", op->name);
+        *bytes += sizeof *p;
+        return 0;
+    }
     if (dt_bcast_plan(p, a->rank, a->dims, b_dims, 1, op->in2 >= 0))
         return dt_error_set(err, "binary op %s: its operands do not broadcast", op->name);
     *bytes += sizeof *p;
@@ -398,22 +435,22 @@ static int all_of(const dt_model *m, const dt_op *op, dt_dtype dtype) {
            (op->in2 < 0 || dt_model_value_dtype(m, op->in2) == dtype);
 }
 
-static int accepts_elementwise_f32(const dt_model *m, const dt_op *op) {
-    return all_of(m, op, DT_F32) && dt_binary_is_elementwise(m, op);
+static int accepts_any_layout_f32(const dt_model *m, const dt_op *op) {
+    return all_of(m, op, DT_F32) && dt_binary_any_layout(m, op);
 }
 
 static int accepts_f32(const dt_model *m, const dt_op *op) {
     return all_of(m, op, DT_F32);
 }
 
-/* Equal shapes (or a scalar operand): any layout, the same for all (blocked between
- * convolutions). */
+/* Equal shapes, a scalar operand, or an image and a per-channel operand: any layout,
+ * the same for all (blocked between convolutions). */
 const dt_kernel dt_binary_f32_kernel = {
     .kind = DT_OP_BINARY,
     .name = "binary.f32",
     .dtype = DT_F32,
     .layouts = DT_OP_SAME_LAYOUT,
-    .accepts = accepts_elementwise_f32,
+    .accepts = accepts_any_layout_f32,
     .plan = dt_binary_kernel_plan,
     .free = dt_binary_kernel_free,
     .forward = dt_binary_kernel_forward,

@@ -15,6 +15,10 @@
 /* 1 when the op broadcasts nothing (equal shapes, or a scalar operand): it is then
  * elementwise in any layout. */
 int dt_binary_is_elementwise(const dt_model *m, const dt_op *op);
+/* 1 when the op runs in either layout (the same for its operands and output): it is
+ * elementwise, or an image [C, H, W] and a per-channel operand [C, 1, 1] (squeeze-and-
+ * excitation, layer scale), which in nChw16c are blocks of 16 channels. */
+int dt_binary_any_layout(const dt_model *m, const dt_op *op);
 
 /* A kernel's functions: the plan (its broadcast, op->state), forward and backward on the
  * op's activations in their dtype (f32 or bf16). Backward adds into the gradients. */
