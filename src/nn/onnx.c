@@ -977,6 +977,10 @@ static int import_binary(importer *im, const Onnx__NodeProto *n) {
     const int rank = im->m->values[act->id].rank;
     if (!trainable_initializer(cst)) { /* a constant: one value, kept in the op */
         float value;
+        if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+            t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+            return fail_node(im, n, "its constant '%s' is not float or double (element type %d)",
+                             tname(t), t->data_type);
         if (numel_of(t) != 1)
             return fail_node(im, n,
                              "its constant '%s' has %lld values: dtrain takes constants of one "
