@@ -190,14 +190,17 @@ DT_ELEM_INLINE void fwd_typed(const bin_args *g, size_t o, size_t ia, size_t ib,
     }
 }
 
-static void fwd_run(void *ctx, size_t o, size_t ia, size_t ib, size_t len, int sa, int sb) {
+static void fwd_run(void *ctx, const dt_bcast_run *r) {
     const bin_args *g = ctx;
-    if (!g->act_bf)
-        fwd_typed(g, o, ia, ib, len, sa, sb, 0, 0);
-    else if (g->b_bf)
-        fwd_typed(g, o, ia, ib, len, sa, sb, 1, 1);
-    else
-        fwd_typed(g, o, ia, ib, len, sa, sb, 1, 0);
+    for (size_t i = 0; i < r->rows; i++) {
+        const size_t o = r->o + i * r->len, ia = r->ia + i * r->ra, ib = r->ib + i * r->rb;
+        if (!g->act_bf)
+            fwd_typed(g, o, ia, ib, r->len, r->sa, r->sb, 0, 0);
+        else if (g->b_bf)
+            fwd_typed(g, o, ia, ib, r->len, r->sa, r->sb, 1, 1);
+        else
+            fwd_typed(g, o, ia, ib, r->len, r->sa, r->sb, 1, 0);
+    }
 }
 
 /* An operand's gradient is dout * phi(other) * psi(itself): phi 1, the other operand
@@ -283,18 +286,21 @@ DT_ELEM_INLINE void full_phi_psi(const bin_args *g, size_t o, size_t ix, size_t 
     }
 }
 
-static void full_run(void *ctx, size_t o, size_t ia, size_t ib, size_t len, int sa, int sb) {
+static void full_run(void *ctx, const dt_bcast_run *r) {
     const bin_args *g = ctx;
-    const size_t ix = g->x_is_b ? ib : ia, io = g->x_is_b ? ia : ib;
-    const int so = g->x_is_b ? sa : sb;
-    /* the dtype mixes that occur: all f32; all bf16; bf16 activations with an f32 tensor
-     * as the other operand (a full operand is an activation) */
-    if (!g->act_bf)
-        full_phi_psi(g, o, ix, io, len, so, 0, 0, 0, 0);
-    else if (g->other_bf)
-        full_phi_psi(g, o, ix, io, len, so, 1, 1, 1, 1);
-    else
-        full_phi_psi(g, o, ix, io, len, so, 1, 1, 0, 1);
+    const int so = g->x_is_b ? r->sa : r->sb;
+    for (size_t i = 0; i < r->rows; i++) {
+        const size_t o = r->o + i * r->len, ia = r->ia + i * r->ra, ib = r->ib + i * r->rb;
+        const size_t ix = g->x_is_b ? ib : ia, io = g->x_is_b ? ia : ib;
+        /* the dtype mixes that occur: all f32; all bf16; bf16 activations with an f32
+         * tensor as the other operand (a full operand is an activation) */
+        if (!g->act_bf)
+            full_phi_psi(g, o, ix, io, r->len, so, 0, 0, 0, 0);
+        else if (g->other_bf)
+            full_phi_psi(g, o, ix, io, r->len, so, 1, 1, 1, 1);
+        else
+            full_phi_psi(g, o, ix, io, r->len, so, 1, 1, 0, 1);
+    }
 }
 
 /* A reduction's run: sum of dout * phi(other) over len positions, into acc[0] or acc[j]. */

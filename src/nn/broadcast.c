@@ -97,6 +97,19 @@ static void my_range(size_t total, size_t align, size_t *lo, size_t *hi) {
     *hi = *lo + per < total ? *lo + per : total;
 }
 
+/* After axis i's index grew to its extent: back to 0 there, one step on the axis
+ * before, and so on up. */
+static void carry(const walk *w, size_t *idx, size_t *ia, size_t *ib, int i) {
+    for (; i > 0 && idx[i] == w->d[i]; i--) {
+        *ia -= w->d[i] * w->sa[i];
+        *ib -= w->d[i] * w->sb[i];
+        idx[i] = 0;
+        idx[i - 1]++;
+        *ia += w->sa[i - 1];
+        *ib += w->sb[i - 1];
+    }
+}
+
 void dt_bcast_runs(const dt_bcast *p, int n, dt_bcast_run_fn fn, void *ctx) {
     walk w;
     walk_of(p, n, &w);
@@ -117,21 +130,28 @@ void dt_bcast_runs(const dt_bcast *p, int n, dt_bcast_run_fn fn, void *ctx) {
                 ib += idx[i] * w.sb[i];
             }
             for (size_t pos = lo; pos < hi;) {
-                const size_t left = len_in - idx[k - 1];
-                const size_t len = left < hi - pos ? left : hi - pos;
-                fn(ctx, pos, ia, ib, len, sa_in, sb_in);
-                pos += len;
-                idx[k - 1] += len;
-                ia += len * w.sa[k - 1];
-                ib += len * w.sb[k - 1];
-                for (int i = k - 1; i > 0 && idx[i] == w.d[i]; i--) { /* carry */
-                    ia -= w.d[i] * w.sa[i];
-                    ib -= w.d[i] * w.sb[i];
-                    idx[i] = 0;
-                    idx[i - 1]++;
-                    ia += w.sa[i - 1];
-                    ib += w.sb[i - 1];
+                dt_bcast_run r = {pos, ia, ib, 0, sa_in, sb_in, 1, 0, 0};
+                if (k > 1 && idx[k - 1] == 0 && hi - pos >= len_in) {
+                    /* whole rows along the axis before the innermost: one call */
+                    size_t rows = (hi - pos) / len_in;
+                    if (rows > w.d[k - 2] - idx[k - 2]) rows = w.d[k - 2] - idx[k - 2];
+                    r.len = len_in, r.rows = rows, r.ra = w.sa[k - 2], r.rb = w.sb[k - 2];
+                    fn(ctx, &r);
+                    pos += rows * len_in;
+                    idx[k - 2] += rows;
+                    ia += rows * w.sa[k - 2];
+                    ib += rows * w.sb[k - 2];
+                    carry(&w, idx, &ia, &ib, k - 2);
+                    continue;
                 }
+                const size_t left = len_in - idx[k - 1];
+                r.len = left < hi - pos ? left : hi - pos;
+                fn(ctx, &r);
+                pos += r.len;
+                idx[k - 1] += r.len;
+                ia += r.len * w.sa[k - 1];
+                ib += r.len * w.sb[k - 1];
+                carry(&w, idx, &ia, &ib, k - 1);
             }
         }
     }

@@ -44,11 +44,17 @@ typedef struct dt_bcast {
 int dt_bcast_plan(dt_bcast *p, int rank, const int *a_dims, const int *b_dims, int a_batched,
                   int b_batched);
 
-/* A run of `len` output elements from offset o, a's from ia and b's from ib, each
- * operand's elements `sa`, `sb` (0 or 1) apart. */
-typedef void (*dt_bcast_run_fn)(void *ctx, size_t o, size_t ia, size_t ib, size_t len, int sa,
-                                int sb);
-/* Every output element of n samples, once, in runs (in parallel). */
+/* Runs of output elements: `rows` rows of `len`, one after the other in the output from
+ * offset o; along a row the operands step by sa and sb (0 or 1) from ia and ib, and from
+ * one row to the next by ra and rb (squeeze-and-excitation's [N*C, H*W] is one call of
+ * N*C rows, or a thread's share of them). */
+typedef struct dt_bcast_run {
+    size_t o, ia, ib, len;
+    int sa, sb;
+    size_t rows, ra, rb;
+} dt_bcast_run;
+typedef void (*dt_bcast_run_fn)(void *ctx, const dt_bcast_run *r);
+/* Every output element of n samples, once (in parallel). */
 void dt_bcast_runs(const dt_bcast *p, int n, dt_bcast_run_fn fn, void *ctx);
 
 /* Reductions onto one operand X (b when x_is_b, else a) from the output positions

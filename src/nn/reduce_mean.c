@@ -109,13 +109,15 @@ DT_ELEM_INLINE void spread_loop(const mean_args *g, size_t o, size_t ib, size_t 
         dt_elem_store(g->din, o + j, dt_elem_load(g->din, o + j, bf) + v, bf);
 }
 
-static void mean_spread(void *ctx, size_t o, size_t ia, size_t ib, size_t len, int sa, int sb) {
-    (void)ia, (void)sa;
+static void mean_spread(void *ctx, const dt_bcast_run *r) {
     const mean_args *g = ctx;
-    if (g->bf)
-        spread_loop(g, o, ib, len, sb, 1);
-    else
-        spread_loop(g, o, ib, len, sb, 0);
+    for (size_t i = 0; i < r->rows; i++) {
+        const size_t o = r->o + i * r->len, ib = r->ib + i * r->rb;
+        if (g->bf)
+            spread_loop(g, o, ib, r->len, r->sb, 1);
+        else
+            spread_loop(g, o, ib, r->len, r->sb, 0);
+    }
 }
 
 void dt_reduce_mean_kernel_forward(dt_model *m, dt_op *op, int n) {
