@@ -355,15 +355,17 @@ DT_ELEM_INLINE void sum_phi(const bin_args *g, float *acc, size_t o, size_t io, 
     }
 }
 
-static void reduce_sum(void *ctx, float *acc, size_t o, size_t io, size_t len, int so,
-                       int acc_stride) {
+static void reduce_sum(void *ctx, float *acc, const dt_bcast_sum_run *r) {
     const bin_args *g = ctx;
-    if (!g->act_bf)
-        sum_phi(g, acc, o, io, len, so, acc_stride, 0, 0);
-    else if (g->other_bf)
-        sum_phi(g, acc, o, io, len, so, acc_stride, 1, 1);
-    else
-        sum_phi(g, acc, o, io, len, so, acc_stride, 1, 0);
+    for (size_t i = 0; i < r->rows; i++) {
+        const size_t o = r->o + i * r->ro, io = r->io + i * r->rio;
+        if (!g->act_bf)
+            sum_phi(g, acc, o, io, r->len, r->so, r->acc_stride, 0, 0);
+        else if (g->other_bf)
+            sum_phi(g, acc, o, io, r->len, r->so, r->acc_stride, 1, 1);
+        else
+            sum_phi(g, acc, o, io, r->len, r->so, r->acc_stride, 1, 0);
+    }
 }
 
 DT_ELEM_INLINE void done_loop(const bin_args *g, size_t e, const float *acc, size_t len, int xbf,

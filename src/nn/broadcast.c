@@ -211,7 +211,16 @@ void dt_bcast_reduce(const dt_bcast *p, int n, int x_is_b, dt_bcast_sum_fn sum,
             spread.axes[spread.count++] = i;
         }
     }
-    if (!sx[k - 1]) {
+    /* the last spread axis left to the odometer below: rows of one call instead */
+    size_t rows_of = 1, ro = 0, rio = 0;
+    const int inner_spread = !sx[k - 1];
+    if (spread.count > inner_spread) {
+        const int ax = spread.axes[spread.count - 1 - inner_spread];
+        rows_of = w.d[ax], ro = w.so[ax], rio = s_other[ax];
+        if (inner_spread) spread.axes[spread.count - 2] = spread.axes[spread.count - 1];
+        spread.count--;
+    }
+    if (inner_spread) {
         /* the innermost axis broadcasts X (squeeze-and-excitation's scale: each element's
          * sum runs over a whole plane): one sum per element over runs */
         spread.count--; /* the runs cover it */
@@ -226,7 +235,9 @@ void dt_bcast_reduce(const dt_bcast *p, int n, int x_is_b, dt_bcast_sum_fn sum,
                     float acc = 0.0f;
                     odometer_set(&over, &w, s_other, 0);
                     do {
-                        sum(ctx, &acc, at.o + over.o, at.io + over.io, len_in, so_in, 0);
+                        const dt_bcast_sum_run r = {
+                            at.o + over.o, at.io + over.io, len_in, so_in, 0, rows_of, ro, rio};
+                        sum(ctx, &acc, &r);
                     } while (odometer_next(&over, &w, s_other));
                     done(ctx, e, &acc, 1);
                     odometer_next(&at, &w, s_other);
@@ -252,8 +263,15 @@ void dt_bcast_reduce(const dt_bcast *p, int n, int x_is_b, dt_bcast_sum_fn sum,
             memset(acc, 0, sizeof(float) * len);
             odometer_set(&over, &w, s_other, 0);
             do {
-                sum(ctx, acc, at.o + over.o + j0, at.io + over.io + j0 * (size_t)so_in, len, so_in,
-                    1);
+                const dt_bcast_sum_run r = {at.o + over.o + j0,
+                                            at.io + over.io + j0 * (size_t)so_in,
+                                            len,
+                                            so_in,
+                                            1,
+                                            rows_of,
+                                            ro,
+                                            rio};
+                sum(ctx, acc, &r);
             } while (odometer_next(&over, &w, s_other));
             done(ctx, row * len_in + j0, acc, len);
         }

@@ -59,12 +59,17 @@ void dt_bcast_runs(const dt_bcast *p, int n, dt_bcast_run_fn fn, void *ctx);
 
 /* Reductions onto one operand X (b when x_is_b, else a) from the output positions
  * broadcast to each of its elements: the gradient of a broadcast operand, ReduceMean.
- * `sum` adds a run of `len` output positions from o, the other operand's from io (its
- * elements `so` apart): into acc[0] when acc_stride is 0 (the run all maps to one X
- * element), else acc[j] for position j (the run maps to as many X elements). `done`
- * gets X's elements e .. e+len-1 and their sums (each X element's sum is complete). */
-typedef void (*dt_bcast_sum_fn)(void *ctx, float *acc, size_t o, size_t io, size_t len, int so,
-                                int acc_stride);
+ * `sum` adds `rows` runs of `len` output positions, from o and then ro apart, the other
+ * operand's from io, rio apart (along a run its elements `so` apart, 0 or 1): into
+ * acc[0] when acc_stride is 0 (a run all maps to one X element), else acc[j] for
+ * position j (a run maps to as many X elements). `done` gets X's elements e .. e+len-1
+ * and their sums (each X element's sum is complete). */
+typedef struct dt_bcast_sum_run {
+    size_t o, io, len;
+    int so, acc_stride;
+    size_t rows, ro, rio;
+} dt_bcast_sum_run;
+typedef void (*dt_bcast_sum_fn)(void *ctx, float *acc, const dt_bcast_sum_run *r);
 typedef void (*dt_bcast_done_fn)(void *ctx, size_t e, const float *acc, size_t len);
 void dt_bcast_reduce(const dt_bcast *p, int n, int x_is_b, dt_bcast_sum_fn sum,
                      dt_bcast_done_fn done, void *ctx);

@@ -71,14 +71,14 @@ DT_ELEM_INLINE void sum_loop(const void *in, float *acc, size_t o, size_t len, i
         ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
-static void mean_sum(void *ctx, float *acc, size_t o, size_t io, size_t len, int so,
-                     int acc_stride) {
-    (void)io, (void)so; /* the input is the walk's output space: at o */
-    const mean_args *g = ctx;
-    if (g->bf)
-        sum_loop(g->in, acc, o, len, acc_stride, 1);
-    else
-        sum_loop(g->in, acc, o, len, acc_stride, 0);
+static void mean_sum(void *ctx, float *acc, const dt_bcast_sum_run *r) {
+    const mean_args *g = ctx; /* the input is the walk's output space: at o */
+    for (size_t i = 0; i < r->rows; i++) {
+        if (g->bf)
+            sum_loop(g->in, acc, r->o + i * r->ro, r->len, r->acc_stride, 1);
+        else
+            sum_loop(g->in, acc, r->o + i * r->ro, r->len, r->acc_stride, 0);
+    }
 }
 
 DT_ELEM_INLINE void store_means(const mean_args *g, size_t e, const float *acc, size_t len,
