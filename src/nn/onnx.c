@@ -1014,7 +1014,8 @@ static int import_binary(importer *im, const Onnx__NodeProto *n) {
 }
 
 /* ReduceMean over per-sample axes (the attribute, or opset 18's input); over an image's
- * H and W with keepdims, the global average pool (which reads blocked activations). */
+ * H and W, the global average pool (which reads blocked activations), flattened
+ * without keepdims. */
 static int import_reduce_mean(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
@@ -1052,8 +1053,10 @@ static int import_reduce_mean(importer *im, const Onnx__NodeProto *n) {
         if (mask >> (ax - 1) & 1u) return fail_node(im, n, "axis %lld twice", (long long)axes[i]);
         mask |= 1u << (ax - 1);
     }
-    if (xv.rank == 3 && mask == 6u && keepdims)
-        return set_output(im, n, dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1));
+    if (xv.rank == 3 && mask == 6u) { /* without keepdims, a flat view of its [C, 1, 1] */
+        const int pooled = dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1);
+        return set_output(im, n, keepdims || pooled < 0 ? pooled : dt_model_flatten(im->m, pooled));
+    }
     return set_output(im, n, dt_model_reduce_mean(im->m, x->id, mask, keepdims != 0));
 }
 
