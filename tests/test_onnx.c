@@ -663,6 +663,11 @@ static void test_broadcasting_ops_refuse_what_they_cannot(void **state) {
     refused(write_graph(&gr, "constant_tensor.onnx"), 2, "node 'minus' (Sub)",
             "its constant 'onnx::Sub_9' has 2 values: dtrain takes constants of one value");
     broadcast_graph(&gr);
+    gr.node_in[1][1] = "onnx::Sub_9"; /* ReduceMean's axes as an input, before opset 18 */
+    gr.nodes[1].n_input = 2;
+    refused(write_graph(&gr, "axes_input.onnx"), 2, "node 'se_mean' (ReduceMean)",
+            "an axes input before opset 18");
+    broadcast_graph(&gr);
     gr.inits[3].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64; /* onnx::Sub_9 an integer */
     refused(write_graph(&gr, "constant_int.onnx"), 2, "node 'minus' (Sub)",
             "its constant 'onnx::Sub_9' is not float or double (element type 7)");
