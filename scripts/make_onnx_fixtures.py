@@ -24,6 +24,7 @@ import tempfile
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torchvision
 
 from make_fixtures import make_bf16_fixture, make_fixture
 from torch_models import ImageNetResNet, LeNet5, ResNet18, build_imagenet
@@ -108,7 +109,6 @@ class ChannelShuffleNet(nn.Module):
         return self.fc(x.reshape(x.size(0), -1))
 
 
-# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
 class SqueezeGrouped(nn.Module):
     """A 1-channel (Fashion-MNIST) CNN of torchvision's own blocks, for int8 of imported
     models (docs/quantization.md): squeezenet1_1's stem (a ceil_mode max pooling), two of
@@ -135,7 +135,35 @@ class SqueezeGrouped(nn.Module):
         return torch.flatten(self.classifier(self.features(x)), 1)
 
 
-BF16_REFERENCES = {"separable_dilated"}
+class SEScale(nn.Module):
+    """A user-defined CNN of the elementwise ops today's models use: a learned position
+    embedding added ([1, C, H, W]: broadcast over the batch), torchvision's
+    squeeze-and-excitation block (its scale [N, C, 1, 1] times the map; here without
+    the sigmoid, another op's), a layer-scale parameter gamma [C, 1, 1] on a residual
+    branch, a channel mean subtracted, a division by a constant and the mean over the
+    map as the head's pooling (ReduceMean, keepdims 1 and 0)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.pos = nn.Parameter(0.1 * torch.randn(1, 16, 8, 8))
+        self.se = torchvision.ops.SqueezeExcitation(16, 4, scale_activation=nn.Identity)
+        self.conv = nn.Conv2d(16, 16, 3, padding=1)
+        self.gamma = nn.Parameter(torch.full((16, 1, 1), 0.5))
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.stem(x)))
+        x = x + self.pos
+        x = self.se(x)
+        x = x + self.gamma * F.relu(self.conv(x))
+        x = (x - x.mean(dim=1, keepdim=True)) / 2.0
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
+BF16_REFERENCES = {"separable_dilated", "se_layer_scale"}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -166,10 +194,15 @@ def tv_vgg11_narrow(width, classes=10):
     return model
 
 
-def export(model, path, shape):
+# fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's, 17
+OPSETS = {"se_layer_scale": 17}
+
+
+def export(model, path, shape, opset=None):
     """The export a user runs; on a copy, so that tracing's forward pass does not move
     the fixture's BatchNorm statistics."""
-    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path,
+    extra = {"opset_version": opset} if opset else {}
+    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path, **extra,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -200,7 +233,7 @@ def torchvision_check(test_parity):
                     mod.p = 0.0
             shape = (3, side, side)
             onnx_path = os.path.join(tmp, f"tv_{name}.onnx")
-            export(model, onnx_path, shape)
+            export(model, onnx_path, shape, OPSETS.get(name))
             make_fixture(onnx_path + ".safetensors", model, f"tv_{name}.onnx", 0, shape, batch,
                          seed, lr=lr, f32_errors=True,
                          extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})
@@ -229,6 +262,7 @@ def main():
          (3, 32, 32), 4, 39, 0.1),
         ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
         ("channel_shuffle", lambda: ChannelShuffleNet(), (3, 16, 16), 4, 63, 0.1),
+        ("se_layer_scale", lambda: SEScale(), (3, 8, 8), 4, 65, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each
@@ -245,7 +279,7 @@ def main():
         torch.manual_seed(seed - 1)
         model = build()
         onnx_path = os.path.join(args.out, f"{name}.onnx")
-        export(model, onnx_path, shape)
+        export(model, onnx_path, shape, OPSETS.get(name))
         make_fixture(onnx_path + ".safetensors", model, f"{name}.onnx", 0, shape, batch, seed,
                      lr=lr, f32_errors=True,
                      extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})

@@ -563,6 +563,120 @@ static void test_a_value_past_size_t_is_refused_by_the_model(void **state) {
     dt_model_free(&m);
 }
 
+/* conv -> SE (ReduceMean over H, W; Mul) -> layer scale first (Mul) -> a constant minus
+ * it (Sub) -> ReduceMean over W -> Flatten -> Gemm: the layer scale is a parameter
+ * (a state_dict name), the "onnx::" initializer a constant (kept in its op), the SE
+ * mean the global average pool. */
+static void broadcast_graph(graph *gr) {
+    static int64_t k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, hw[2] = {2, 3}, w_axis[1] = {-1};
+    graph_init(gr, 4);
+    init(gr, "features.0.weight", 4, 2, 1, 3, 3);
+    init(gr, "features.0.bias", 1, 2);
+    init(gr, "layer_scale", 3, 2, 1, 1);
+    init(gr, "onnx::Sub_9", 1, 1)->float_data[0] = 2.5f;
+    init(gr, "head.weight", 2, 3, 8);
+    init(gr, "head.bias", 1, 3);
+    Onnx__NodeProto *c =
+        node(gr, "Conv", "conv", "c", 3, "x", "features.0.weight", "features.0.bias");
+    attr_ints(gr, c, "kernel_shape", 2, k3);
+    attr_ints(gr, c, "pads", 4, p1);
+    attr_ints(gr, node(gr, "ReduceMean", "se_mean", "s", 1, "c"), "axes", 2, hw);
+    node(gr, "Mul", "se", "e", 2, "c", "s");
+    node(gr, "Mul", "scale", "g", 2, "layer_scale", "e");
+    node(gr, "Sub", "minus", "h", 2, "onnx::Sub_9", "g");
+    attr_ints(gr, node(gr, "ReduceMean", "w_mean", "q", 1, "h"), "axes", 1, w_axis);
+    node(gr, "Flatten", "flatten", "f", 1, "q");
+    Onnx__NodeProto *gm = node(gr, "Gemm", "gemm", "y", 3, "f", "head.weight", "head.bias");
+    attr_int(gr, gm, "transB", 1);
+}
+
+static void test_broadcasting_ops_take_parameters_and_constants(void **state) {
+    (void)state;
+    graph gr;
+    broadcast_graph(&gr);
+    const char *path = write_graph(&gr, "broadcast.onnx");
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err)) fail_msg("%s", err.msg);
+    if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_params, 2 * 9 + 2 + 2 + 3 * 8 + 3);
+    const int ls = dt_model_find_tensor(&m, "layer_scale");
+    assert_true(ls >= 0);
+    assert_int_equal(m.tensors[ls].is_param, 1);
+    assert_int_equal(m.n_tensors, 5); /* conv 2, layer scale, head 2; the constant in its op */
+
+    assert_float_equal(m.imported[m.tensors[ls].offset + 1], 0.01f, 0.0f);
+    const dt_op_kind kinds[] = {DT_OP_CONV2D, DT_OP_ADAPTIVE_AVGPOOL2D, DT_OP_BINARY, DT_OP_BINARY,
+                                DT_OP_BINARY, DT_OP_REDUCE_MEAN,        DT_OP_LINEAR};
+    assert_int_equal(m.n_ops, 7);
+    for (int i = 0; i < 7; i++) assert_int_equal(m.ops[i].kind, kinds[i]);
+    assert_int_equal(m.ops[3].func, DT_BINARY_MUL);
+    assert_int_equal(m.ops[3].weight, ls);
+    assert_int_equal(m.ops[4].func, DT_BINARY_SUB_REVERSED);
+    assert_int_equal(m.ops[4].weight, -1);
+    assert_float_equal(m.ops[4].scalar, 2.5f, 0.0f);
+    /* it trains: the forward of the constant minus the scaled SE product is finite and
+     * the layer scale gets a gradient */
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 1);
+    fill_uniform(dt_model_input_data(&m), 32, 5, -1, 1);
+    int32_t labels[2] = {0, 2};
+    dt_model_zero_grad(&m);
+    dt_model_forward(&m, 2);
+    assert_true(isfinite(dt_model_loss(&m, labels, 2, NULL)));
+    dt_model_backward(&m, labels, 2);
+    assert_true(m.grads[m.tensors[ls].offset] != 0.0f);
+    dt_model_free(&m);
+}
+
+static void test_broadcasting_ops_refuse_what_they_cannot(void **state) {
+    (void)state;
+    graph gr;
+    static int64_t last[1] = {-1}, batch[1] = {0};
+    broadcast_graph(&gr);
+    gr.node_in[2][1] = "q0"; /* Mul(c [N,2,4,4], a mean over W without keepdims [N,2,4]) */
+    gr.nodes[1].output[0] = "q0";
+    gr.attrs[1][0].ints = last;
+    gr.attrs[1][0].n_ints = 1;
+    attr_int(&gr, &gr.nodes[1], "keepdims", 0);
+    refused(write_graph(&gr, "ranks.onnx"), 2, "node 'se' (Mul)",
+            "its inputs have 4 and 3 axes: an activation's batch axis broadcasts only");
+    broadcast_graph(&gr);
+    gr.init_dims[2][0] = 1, gr.init_dims[2][1] = 2, gr.inits[2].n_dims = 2; /* [1, 2] */
+    refused(write_graph(&gr, "wrong_axis.onnx"), 2, "node 'scale' (Mul)",
+            "tensor layer_scale of 1x2 does not broadcast with values of 2x4x4");
+    broadcast_graph(&gr);
+    gr.init_dims[2][0] = 2, gr.init_dims[2][1] = 2, gr.init_dims[2][2] = 1;
+    gr.init_dims[2][3] = 1, gr.inits[2].n_dims = 4; /* [2, 2, 1, 1]: 4 values, 2 given */
+    gr.init_data[2][2] = gr.init_data[2][3] = 0.0f;
+    gr.inits[2].n_float_data = 4;
+    refused(write_graph(&gr, "batch_axis.onnx"), 2, "node 'scale' (Mul)",
+            "its initializer 'layer_scale' has 2 along the batch axis");
+    broadcast_graph(&gr);
+    gr.attrs[1][0].ints = batch;
+    gr.attrs[1][0].n_ints = 1;
+    refused(write_graph(&gr, "batch_mean.onnx"), 2, "node 'se_mean' (ReduceMean)",
+            "a mean over the batch axis");
+    broadcast_graph(&gr);
+    gr.init_dims[3][0] = 2, gr.inits[3].n_float_data = 2; /* onnx::Sub_9 of 2 values */
+    refused(write_graph(&gr, "constant_tensor.onnx"), 2, "node 'minus' (Sub)",
+            "its constant 'onnx::Sub_9' has 2 values: dtrain takes constants of one value");
+    broadcast_graph(&gr);
+    gr.node_in[1][1] = "onnx::Sub_9"; /* ReduceMean's axes as an input, before opset 18 */
+    gr.nodes[1].n_input = 2;
+    refused(write_graph(&gr, "axes_input.onnx"), 2, "node 'se_mean' (ReduceMean)",
+            "an axes input before opset 18");
+    broadcast_graph(&gr);
+    gr.inits[3].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64; /* onnx::Sub_9 an integer */
+    refused(write_graph(&gr, "constant_int.onnx"), 2, "node 'minus' (Sub)",
+            "its constant 'onnx::Sub_9' is not float or double (element type 7)");
+    broadcast_graph(&gr);
+    gr.node_in[4][1] = "head.bias"; /* Sub(onnx::Sub_9, head.bias) */
+    refused(write_graph(&gr, "constants.onnx"), 2, "node 'minus' (Sub)",
+            "both its inputs are constants");
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -582,6 +696,8 @@ int main(void) {
         cmocka_unit_test(test_untrainable_weights_and_old_opsets_are_refused),
         cmocka_unit_test(test_a_save_past_2_gib_is_refused_before_training),
         cmocka_unit_test(test_a_value_past_size_t_is_refused_by_the_model),
+        cmocka_unit_test(test_broadcasting_ops_take_parameters_and_constants),
+        cmocka_unit_test(test_broadcasting_ops_refuse_what_they_cannot),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -9,6 +9,11 @@
  * A case is one node whose weights are graph inputs with data files; dtrain trains
  * weights it holds, so they become initializers here; the data input keeps its own
  * rank (a vector [K] is given as [K, 1]).
+ * weights it holds, so they become initializers here, and inputs of fewer than four
+ * dimensions get trailing ones ([M, K] -> [M, K, 1, 1]: the same memory). So that the
+ * broadcasting ops compute the same, their initializers get the same trailing ones
+ * after ones in front up to the data's rank ([5] against [3, 4, 5]: [1, 1, 5, 1]), and
+ * ReduceMean's negative axes count from the data's own rank.
  *   test_onnx_node [DATA_DIR]   (default /usr/share/libonnx-testdata/data/node;
  *                                 77 if it is absent) */
 #include <dirent.h>
@@ -39,7 +44,8 @@ static const char *const families[] = {
     "test_add",          "test_concat_",           "test_flatten_",     "test_reshape_",
     "test_dropout_",     "test_batchnorm_",        "test_constant_pad", "test_squeeze",
     "test_unsqueeze",    "test_transpose_",        "test_shape",        "test_constantofshape_",
-    "test_range_",       "test_identity"};
+    "test_range_",       "test_identity",          "test_sub",          "test_mul",
+    "test_div",          "test_reduce_mean"};
 
 /* The cases that must run (the variants dtrain imports). */
 static const char *const must_run[] = {"test_conv_with_strides_padding",
@@ -67,7 +73,14 @@ static const char *const must_run[] = {"test_conv_with_strides_padding",
                                        "test_unsqueeze_axis_1",
                                        "test_unsqueeze_two_axes",
                                        "test_unsqueeze_unsorted_axes",
-                                       "test_transpose_all_permutations_1"};
+                                       "test_transpose_all_permutations_1",
+                                       "test_add_bcast",
+                                       "test_sub_bcast",
+                                       "test_mul_bcast",
+                                       "test_div_bcast",
+                                       "test_reduce_mean_keepdims_example",
+                                       "test_reduce_mean_do_not_keepdims_example",
+                                       "test_reduce_mean_negative_axes_keepdims_example"};
 
 static Onnx__TensorProto *read_tensor(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -156,6 +169,20 @@ static int run_case(const char *name, outcome *out, char *why, size_t why_size) 
     }
     shape->dim = dim_ptrs;
     shape->n_dim = (size_t)x_rank;
+    /* a vector [K] given as [K, 1]: a broadcasting op's 1-D operand [K] then becomes
+     * [K, 1] as well, so that it still meets the data element by element */
+    const char *node_op = g->n_node == 1 && g->node[0]->op_type ? g->node[0]->op_type : "";
+    const int broadcasts = !strcmp(node_op, "Add") || !strcmp(node_op, "Sub") ||
+                           !strcmp(node_op, "Mul") || !strcmp(node_op, "Div");
+    int64_t column_dims[8][2], *own_dims[8] = {0};
+    for (size_t i = 1; broadcasts && ins[0]->n_dims == 1 && i < n_in && i < 8; i++)
+        if (ins[i] && ins[i]->n_dims == 1) {
+            column_dims[i][0] = ins[i]->dims[0];
+            column_dims[i][1] = 1;
+            own_dims[i] = ins[i]->dims;
+            ins[i]->dims = column_dims[i];
+            ins[i]->n_dims = 2;
+        }
     /* a view (Reshape, Flatten, Squeeze, Unsqueeze, Identity) alone computes nothing:
      * a Dropout after it (the identity in eval mode, a copy) lets its values be checked */
     Onnx__NodeProto copy = ONNX__NODE_PROTO__INIT, **old_nodes = g->node;
@@ -185,6 +212,8 @@ static int run_case(const char *name, outcome *out, char *why, size_t why_size) 
     shape->n_dim = old_n_dim;
     g->initializer = old_inits;
     g->n_initializer = old_n_inits;
+    for (size_t i = 1; i < n_in && i < 8; i++)
+        if (own_dims[i]) ins[i]->dims = own_dims[i], ins[i]->n_dims = 1;
     f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(packed, 1, packed_len, f), packed_len);

@@ -290,6 +290,14 @@ static void test_onnx_separable_dilated_matches_pytorch(void **state) {
     run_committed("onnx/separable_dilated.onnx.safetensors");
 }
 
+/* Today's elementwise ops: a position embedding and a layer scale (parameters that
+ * broadcast), squeeze-and-excitation's product, a channel mean subtracted, a division
+ * by a constant, the head's mean over the map (Add, Mul, Sub, Div, ReduceMean). */
+static void test_onnx_se_layer_scale_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/se_layer_scale.onnx.safetensors");
+}
+
 /* torchvision's own structures (and, for resnet18 and vgg11, its classes) at a small
  * width: make_onnx_fixtures.py --torchvision checks the full-width ones by hand. */
 static void test_onnx_tv_resnet18_narrow_matches_pytorch(void **state) {
@@ -334,6 +342,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_googlenet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_separable_dilated_matches_pytorch),
         cmocka_unit_test(test_onnx_channel_shuffle_matches_pytorch),
+        cmocka_unit_test(test_onnx_se_layer_scale_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),

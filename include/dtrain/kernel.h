@@ -78,5 +78,7 @@ typedef struct dt_backend {
 extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_f32_kernel,
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
+/* The elementwise binary op: same shapes (any layout), and broadcasting (NCHW). */
+extern const dt_kernel dt_binary_f32_kernel, dt_binary_bcast_f32_kernel, dt_reduce_mean_f32_kernel;
 
 #endif

@@ -94,6 +94,18 @@ typedef struct dt_storage {
     void *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
+/* The elementwise binary op's function: out = a OP b, or for the _REVERSED ones, where
+ * a tensor operand t comes first, out = t - a and t / a. Numbered from 1 so that a
+ * graph without these ops hashes as before. */
+typedef enum dt_binary_func {
+    DT_BINARY_ADD = 1,
+    DT_BINARY_SUB,
+    DT_BINARY_MUL,
+    DT_BINARY_DIV,
+    DT_BINARY_SUB_REVERSED,
+    DT_BINARY_DIV_REVERSED,
+} dt_binary_func;
+
 /* The most inputs a concat joins (GoogLeNet's inception: 4). */
 enum { DT_OP_MAX_INPUTS = 8 };
 
@@ -115,6 +127,9 @@ typedef struct dt_op {
                                     sample; the batch axis stays first) */
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
+    int func;                    /* binary: its dt_binary_func (0 for every other op) */
+    float scalar;          /* binary: the constant operand when it has neither in2 nor weight */
+    unsigned axes;         /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
     void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
@@ -207,6 +222,24 @@ int dt_model_reshape(dt_model *m, int in, int rank, const int *dims);
  * of the value's rank axes; the batch axis stays first). A copy: an op. */
 int dt_model_transpose(dt_model *m, int in, const int *perm);
 int dt_model_add(dt_model *m, int a, int b);
+/* Elementwise a OP b with NumPy broadcasting between two activations of the same rank
+ * (each per-sample axis equal, or 1 on one side; both have the batch axis): e.g.
+ * squeeze-and-excitation's [C,H,W] * [C,1,1]. The output takes the larger extent of each
+ * axis. An add of equal shapes is dt_model_add's. */
+int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b);
+/* a OP t (t OP a for the _REVERSED functions) with a parameter t named `name` of
+ * `ndim` <= 4 axes, `shape`, the same for every sample (its gradient summed over the
+ * batch and the axes it broadcasts along): its axes align with a's per-sample axes
+ * from the right (a leading batch axis of extent 1 dropped: ONNX's [1, T, C] position
+ * embedding). Layer scale, position embeddings. Starts as ones; an importer gives it its
+ * values. */
+int dt_model_binary_param(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                          const int *shape);
+/* a OP value (value OP a for the _REVERSED functions) with a constant scalar. */
+int dt_model_binary_scalar(dt_model *m, dt_binary_func func, int a, float value);
+/* The mean over the per-sample axes set in `axes` (bit d: dims[d]); keepdims keeps them
+ * as extent 1, else they are dropped (at least one axis must remain). */
+int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
  * up to c_out, split evenly before and after the input's. */
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);

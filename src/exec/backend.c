@@ -35,6 +35,13 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_adaptive_avgpool2d_bf16_kernel,
     &dt_transpose_f32_kernel,
     &dt_transpose_bf16_kernel,
+    /* the elementwise kernels (any layout) before the broadcasting ones (NCHW) */
+    &dt_binary_f32_kernel,
+    &dt_binary_bf16_kernel,
+    &dt_binary_bcast_f32_kernel,
+    &dt_binary_bcast_bf16_kernel,
+    &dt_reduce_mean_f32_kernel,
+    &dt_reduce_mean_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {

@@ -12,7 +12,9 @@
 #include "dtrain/model.h"
 #include "exec/bf16_ops.h"
 #include "exec/exec.h"
+#include "nn/binary.h"
 #include "nn/dropout.h"
+#include "nn/reduce_mean.h"
 
 static uint16_t *data16(dt_model *m, int v) {
     return dt_model_value_ptr(m, v);
@@ -441,4 +443,53 @@ const dt_kernel dt_linear_bf16_kernel = {
     .free = linear_free,
     .forward = linear_forward,
     .backward = linear_backward,
+};
+
+/* The elementwise binary op and ReduceMean: the f32 kernels' functions (binary.c,
+ * reduce_mean.c), whose loops are instantiated for bf16 too; a tensor operand stays f32.
+ * Their backward adds into every gradient. */
+
+static int bf16_activations(const dt_model *m, const dt_op *op) {
+    return dt_model_value_dtype(m, op->in) == DT_BF16 &&
+           dt_model_value_dtype(m, op->out) == DT_BF16 &&
+           (op->in2 < 0 || dt_model_value_dtype(m, op->in2) == DT_BF16);
+}
+
+static int binary_any_layout_accepts(const dt_model *m, const dt_op *op) {
+    return bf16_activations(m, op) && dt_binary_any_layout(m, op);
+}
+
+const dt_kernel dt_binary_bf16_kernel = {
+    .kind = DT_OP_BINARY,
+    .name = "binary.bf16",
+    .dtype = DT_BF16,
+    .layouts = DT_OP_SAME_LAYOUT,
+    .accepts = binary_any_layout_accepts,
+    .plan = dt_binary_kernel_plan,
+    .free = dt_binary_kernel_free,
+    .forward = dt_binary_kernel_forward,
+    .backward = dt_binary_kernel_backward,
+};
+
+const dt_kernel dt_binary_bcast_bf16_kernel = {
+    .kind = DT_OP_BINARY,
+    .name = "binary_bcast.bf16",
+    .dtype = DT_BF16,
+    .layouts = DT_OP_PLAIN_ONLY,
+    .accepts = bf16_activations,
+    .plan = dt_binary_kernel_plan,
+    .free = dt_binary_kernel_free,
+    .forward = dt_binary_kernel_forward,
+    .backward = dt_binary_kernel_backward,
+};
+
+const dt_kernel dt_reduce_mean_bf16_kernel = {
+    .kind = DT_OP_REDUCE_MEAN,
+    .name = "reduce_mean.bf16",
+    .dtype = DT_BF16,
+    .layouts = DT_OP_PLAIN_ONLY,
+    .plan = dt_reduce_mean_kernel_plan,
+    .free = dt_reduce_mean_kernel_free,
+    .forward = dt_reduce_mean_kernel_forward,
+    .backward = dt_reduce_mean_kernel_backward,
 };

@@ -163,6 +163,14 @@ static int image_input(dt_model *m, int in, const char *what) {
     return 0;
 }
 
+/* A value of per-sample shape dims[0 .. rank) on a storage of its own. */
+static int new_value_of_rank(dt_model *m, int rank, const int *dims) {
+    if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        return build_failf(m, "model %s: a value of %d axes a sample (1 to %d)", m->name, rank,
+                           DT_VALUE_MAX_RANK);
+    return new_value_shape(m, new_storage_shape(m, rank, dims), rank, dims);
+}
+
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
     if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
@@ -430,6 +438,115 @@ int dt_model_add(dt_model *m, int a, int b) {
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 
+/* The broadcast of per-sample shapes x and y (both `rank` axes) into out: each axis
+ * equal, or 1 on one side. -1 if they do not broadcast. */
+static int broadcast_dims(int rank, const int *x, const int *y, int *out) {
+    for (int d = 0; d < rank; d++) {
+        if (x[d] != y[d] && x[d] != 1 && y[d] != 1) return -1;
+        out[d] = x[d] > y[d] ? x[d] : y[d];
+    }
+    return 0;
+}
+
+static void format_dims(char *buf, size_t size, int rank, const int *dims) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < rank && at < size; d++)
+        at += (size_t)snprintf(buf + at, size - at, d ? "x%d" : "%d", dims[d]);
+}
+
+int dt_model_binary(dt_model *m, dt_binary_func func, int a, int b) {
+    if (!valid_value(m, a) || !valid_value(m, b)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV)
+        return build_failf(m, "model %s: binary function %d between two activations", m->name,
+                           (int)func);
+    const dt_value x = m->values[a], y = m->values[b];
+    int dims[DT_VALUE_MAX_RANK];
+    if (x.rank != y.rank || broadcast_dims(x.rank, x.dims, y.dims, dims)) {
+        char xs[64], ys[64];
+        format_dims(xs, sizeof xs, x.rank, x.dims);
+        format_dims(ys, sizeof ys, y.rank, y.dims);
+        return build_failf(m, "model %s: values of %s and %s a sample do not broadcast", m->name,
+                           xs, ys);
+    }
+    const int out = new_value_of_rank(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, NULL, a, b, out);
+    if (!op) return -1;
+    op->func = func;
+    return out;
+}
+
+int dt_model_binary_param(dt_model *m, const char *name, dt_binary_func func, int a, int ndim,
+                          const int *shape) {
+    if (!valid_value(m, a)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV_REVERSED)
+        return build_failf(m, "model %s: binary function %d", m->name, (int)func);
+    const dt_value x = m->values[a];
+    /* the tensor's axes against the sample's, from the right; a leading batch axis of 1 goes */
+    if (ndim < 0 || ndim > 4 || (ndim > x.rank && !(ndim == x.rank + 1 && shape[0] == 1)))
+        return build_failf(m, "model %s: tensor %s of %d axes against values of %d a sample",
+                           m->name, name, ndim, x.rank);
+    const int skip = ndim > x.rank ? 1 : 0;
+    int t[DT_VALUE_MAX_RANK], dims[DT_VALUE_MAX_RANK];
+    for (int d = 0; d < x.rank; d++) {
+        const int k = d - (x.rank - (ndim - skip)); /* the tensor's axis, past the skipped one */
+        t[d] = k >= 0 ? shape[k + skip] : 1;
+    }
+    if (broadcast_dims(x.rank, x.dims, t, dims)) {
+        char xs[64], ts[64];
+        format_dims(xs, sizeof xs, x.rank, x.dims);
+        format_dims(ts, sizeof ts, ndim, shape);
+        return build_failf(m, "model %s: tensor %s of %s does not broadcast with values of %s",
+                           m->name, name, ts, xs);
+    }
+    const int out = new_value_of_rank(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, name, a, -1, out);
+    if (!op) return -1;
+    op->func = func;
+    op->weight = new_tensor(m, "", "", 1, DT_INIT_ONES, 0, ndim, shape);
+    if (op->weight < 0) return -1;
+    snprintf(m->tensors[op->weight].name, sizeof m->tensors[op->weight].name, "%s", name);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_binary_scalar(dt_model *m, dt_binary_func func, int a, float value) {
+    if (!valid_value(m, a)) return -1;
+    if (func < DT_BINARY_ADD || func > DT_BINARY_DIV_REVERSED)
+        return build_failf(m, "model %s: binary function %d", m->name, (int)func);
+    const dt_value x = m->values[a];
+    const int out = new_value_of_rank(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_BINARY, NULL, a, -1, out);
+    if (!op) return -1;
+    op->func = func;
+    op->scalar = value;
+    return out;
+}
+
+int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    if (axes == 0 || (axes >> x.rank) != 0)
+        return build_failf(m, "model %s: a mean over axes 0x%x of a value of %d axes", m->name,
+                           axes, x.rank);
+    int dims[DT_VALUE_MAX_RANK], rank = 0;
+    for (int d = 0; d < x.rank; d++) {
+        if (!(axes >> d & 1u))
+            dims[rank++] = x.dims[d];
+        else if (keepdims)
+            dims[rank++] = 1;
+    }
+    if (rank == 0)
+        return build_failf(m,
+                           "model %s: a mean over every axis of a sample without keepdims "
+                           "leaves none",
+                           m->name);
+    const int out = new_value_of_rank(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_REDUCE_MEAN, NULL, in, -1, out);
+    if (!op) return -1;
+    op->axes = axes;
+    return out;
+}
+
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     if (!image_input(m, in, "shortcut_pad")) return -1;
     dt_value x = m->values[in];
@@ -541,6 +658,10 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         hash_float(&g, op->p);
         if (op->kind == DT_OP_TRANSPOSE) /* other kinds hash as before */
             for (int d = 0; d < m->values[op->in].rank; d++) hash_int(&g, op->perm[d]);
+        if (op->func || op->axes) { /* what older graphs lack */
+            hash_int(&g, op->func), hash_int(&g, (int64_t)op->axes);
+            hash_float(&g, op->scalar);
+        }
     }
     return g.h;
 }

@@ -1218,8 +1218,27 @@ static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     return 0;
 }
 
-static int import_add(importer *im, const Onnx__NodeProto *n) {
-    if (n->n_input != 2) return fail_node(im, n, "an Add of other than two inputs");
+/* Whether an initializer is a trainable parameter or a constant. torch.onnx.export names
+ * a module's parameters by their state_dict paths ("encoder.pos_embedding", "gamma") and
+ * the constants it makes "onnx::Mul_123" (or puts them in Constant nodes): so an
+ * initializer is trained unless a Constant node gave it or its name starts "onnx::".
+ * (docs/onnx.md, "Parameters and constants") */
+static int trainable_initializer(const onnx_value *v) {
+    return !v->from_constant && v->tensor->name && strncmp(v->tensor->name, "onnx::", 6) != 0;
+}
+
+/* Add, Sub, Mul, Div with NumPy broadcasting: between two activations (the same rank:
+ * both have the batch axis), or an activation and a parameter or constant (the same for
+ * every sample). A same-shape Add of two activations is the residual add; an Add of a
+ * constant after a MatMul, that linear layer's bias. One function, so that a pass that
+ * folds constant arithmetic can run before it. */
+static int import_binary(importer *im, const Onnx__NodeProto *n) {
+    const char *op = n->op_type ? n->op_type : "";
+    dt_binary_func func = !strcmp(op, "Add")   ? DT_BINARY_ADD
+                          : !strcmp(op, "Sub") ? DT_BINARY_SUB
+                          : !strcmp(op, "Mul") ? DT_BINARY_MUL
+                                               : DT_BINARY_DIV;
+    if (n->n_input != 2) return fail_node(im, n, "other than two inputs");
     onnx_value *a = find_value(im, n->input[0]), *b = find_value(im, n->input[1]);
     if (!a || !b) {
         act_input(im, n, a ? 1 : 0); /* the message for the undefined one */
@@ -1227,19 +1246,115 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
     }
     if (a->kind == V_ACT && b->kind == V_ACT) {
         const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
-        if (av.c != bv.c || av.h != bv.h || av.w != bv.w)
-            return fail_node(im, n, "its inputs' shapes differ (no broadcasting)");
-        return set_output(im, n, dt_model_add(im->m, a->id, b->id));
+        int same = av.rank == bv.rank;
+        for (int d = 0; same && d < av.rank; d++) same = av.dims[d] == bv.dims[d];
+        if (func == DT_BINARY_ADD && same)
+            return set_output(im, n, dt_model_add(im->m, a->id, b->id));
+        if (av.rank != bv.rank)
+            return fail_node(im, n,
+                             "its inputs have %d and %d axes: an activation's batch axis "
+                             "broadcasts only against another's",
+                             av.rank + 1, bv.rank + 1);
+        return set_output(im, n, dt_model_binary(im->m, func, a->id, b->id));
     }
+    if (a->kind != V_ACT && b->kind != V_ACT)
+        return fail_node(im, n, "both its inputs are constants: nothing to compute per sample");
     onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
-    if (act->kind != V_ACT || !cst->tensor || !act->matmul || readers(im, act->name) != 1)
+    if (func == DT_BINARY_ADD && act->matmul && readers(im, act->name) == 1) {
+        if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
+        act->matmul = NULL;
+        /* the Add's output is the linear layer's own */
+        return set_alias(im, n, act->id);
+    }
+    if (act == b) { /* the tensor first */
+        if (func == DT_BINARY_SUB) func = DT_BINARY_SUB_REVERSED;
+        if (func == DT_BINARY_DIV) func = DT_BINARY_DIV_REVERSED;
+    }
+    const Onnx__TensorProto *t = cst->tensor;
+    const int rank = im->m->values[act->id].rank;
+    if (!trainable_initializer(cst)) { /* a constant: one value, kept in the op */
+        float value;
+        if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+            t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+            return fail_node(im, n, "its constant '%s' is not float or double (element type %d)",
+                             tname(t), t->data_type);
+        if (numel_of(t) != 1)
+            return fail_node(im, n,
+                             "its constant '%s' has %lld values: dtrain takes constants of one "
+                             "value (a tensor it trains is an initializer named as a parameter, "
+                             "docs/onnx.md)",
+                             tname(t), numel_of(t));
+        if (tensor_scalar(im, t, &value)) return -1;
+        if (!isfinite(value)) return fail_node(im, n, "its constant '%s' is not finite", tname(t));
+        return set_output(im, n, dt_model_binary_scalar(im->m, func, act->id, value));
+    }
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail_node(im, n, "its initializer '%s' is not float (element type %d)", tname(t),
+                         t->data_type);
+    if (t->n_dims > 4 || numel_of(t) < 1)
+        return fail_node(im, n, "its initializer '%s' is not a tensor of 0 to 4 axes with values",
+                         tname(t));
+    if ((int)t->n_dims == rank + 1 && t->dims[0] != 1)
         return fail_node(im, n,
-                         "an Add of a constant is supported only as the bias of the "
-                         "MatMul before it");
-    if (take(im, n, act->bias_tensor, cst->tensor, 0)) return -1;
-    act->matmul = NULL;
-    /* the Add's output is the linear layer's own */
-    return set_alias(im, n, act->id);
+                         "its initializer '%s' has %lld along the batch axis: a tensor the same "
+                         "for every sample has 1 there",
+                         tname(t), (long long)t->dims[0]);
+    if (strlen(t->name) >= sizeof im->m->tensors[0].name)
+        return fail_node(im, n, "initializer name '%.60s...' is longer than %zu characters",
+                         t->name, sizeof im->m->tensors[0].name - 1);
+    int shape[4];
+    for (size_t d = 0; d < t->n_dims; d++) shape[d] = (int)t->dims[d];
+    if (set_output(im, n,
+                   dt_model_binary_param(im->m, t->name, func, act->id, (int)t->n_dims, shape)))
+        return -1;
+    return take(im, n, im->m->ops[im->m->n_ops - 1].weight, t, 0);
+}
+
+/* ReduceMean over per-sample axes (the attribute, or opset 18's input); over an image's
+ * H and W, the global average pool (which reads blocked activations), flattened
+ * without keepdims. */
+static int import_reduce_mean(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const long long keepdims = attr_int(n, "keepdims", 1);
+    int64_t axes[DT_VALUE_MAX_RANK + 1];
+    int count = -1;
+    const Onnx__AttributeProto *a = attr(n, "axes");
+    if (n->n_input > 1 && n->input[1] && *n->input[1]) {
+        if (im->opset < 18)
+            return fail_node(im, n, "an axes input before opset 18 (an attribute there)");
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_int64s(im, t, axes, DT_VALUE_MAX_RANK + 1, &count)) return -1;
+    } else if (a) {
+        if (a->n_ints > DT_VALUE_MAX_RANK + 1)
+            return fail_node(im, n, "more axes than its input has");
+        count = (int)a->n_ints;
+        for (int i = 0; i < count; i++) axes[i] = a->ints[i];
+    }
+    if (count <= 0) {
+        if (attr_int(n, "noop_with_empty_axes", 0)) return set_alias(im, n, x->id);
+        return fail_node(im, n,
+                         "a mean over every axis, the batch's too (dtrain's ops keep each "
+                         "sample's own)");
+    }
+    unsigned mask = 0;
+    const int r = xv.rank + 1; /* ONNX's axes count the batch */
+    for (int i = 0; i < count; i++) {
+        const long long ax = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (ax < 0 || ax >= r)
+            return fail_node(im, n, "axis %lld of an input of %d axes", (long long)axes[i], r);
+        if (ax == 0)
+            return fail_node(im, n,
+                             "a mean over the batch axis (dtrain's ops keep each sample's own)");
+        if (mask >> (ax - 1) & 1u) return fail_node(im, n, "axis %lld twice", (long long)axes[i]);
+        mask |= 1u << (ax - 1);
+    }
+    if (xv.rank == 3 && mask == 6u) { /* without keepdims, a flat view of its [C, 1, 1] */
+        const int pooled = dt_model_adaptive_avgpool2d(im->m, x->id, 1, 1);
+        return set_output(im, n, keepdims || pooled < 0 ? pooled : dt_model_flatten(im->m, pooled));
+    }
+    return set_output(im, n, dt_model_reduce_mean(im->m, x->id, mask, keepdims != 0));
 }
 
 static int import_concat(importer *im, const Onnx__NodeProto *n) {
@@ -1282,6 +1397,9 @@ static const struct {
     int since;
 } first_opset[] = {{"BatchNormalization", 9},
                    {"Add", 7},
+                   {"Sub", 7},
+                   {"Mul", 7},
+                   {"Div", 7},
                    {"Gemm", 7},
                    {"Concat", 4},
                    {"Reshape", 5},
@@ -1306,6 +1424,10 @@ static const struct {
              {"Gemm", 2, 3, 1, 1},
              {"MatMul", 2, 2, 1, 1},
              {"Add", 2, 2, 1, 1},
+             {"Sub", 2, 2, 1, 1},
+             {"Mul", 2, 2, 1, 1},
+             {"Div", 2, 2, 1, 1},
+             {"ReduceMean", 1, 2, 1, 1},
              {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
@@ -1398,7 +1520,9 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Transpose")) return import_transpose(im, n);
     if (!strcmp(op, "Gemm")) return import_gemm(im, n);
     if (!strcmp(op, "MatMul")) return import_matmul(im, n);
-    if (!strcmp(op, "Add")) return import_add(im, n);
+    if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
+        return import_binary(im, n);
+    if (!strcmp(op, "ReduceMean")) return import_reduce_mean(im, n);
     if (!strcmp(op, "Concat")) return import_concat(im, n);
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
     if (!strcmp(op, "Pad")) {
@@ -1426,10 +1550,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     }
     return fail_node(im, n,
                      "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
-                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, "
-                     "Concat, Flatten, Reshape, Squeeze, Unsqueeze, Transpose, Dropout, "
-                     "Identity, Constant, a Pad of zeros, and the shape arithmetic on "
-                     "constants docs/onnx.md lists)");
+                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Sub, "
+                     "Mul, Div, ReduceMean, Concat, Flatten, Reshape, Squeeze, Unsqueeze, "
+                     "Transpose, Dropout, Identity, Constant, a Pad of zeros, and the shape "
+                     "arithmetic on constants docs/onnx.md lists)");
 }
 
 /* The graph's one data input (the inputs that are not initializers): [batch, dims...],

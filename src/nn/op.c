@@ -15,6 +15,8 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_CONCAT] = &dt_concat_op,
     [DT_OP_ADAPTIVE_AVGPOOL2D] = &dt_adaptive_avgpool2d_op,
     [DT_OP_TRANSPOSE] = &dt_transpose_op,
+    [DT_OP_BINARY] = &dt_binary_op,
+    [DT_OP_REDUCE_MEAN] = &dt_reduce_mean_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 
