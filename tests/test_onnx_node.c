@@ -32,10 +32,12 @@ static char scratch[256];
 
 /* The operators imported (docs/onnx.md), by the cases' name prefixes. */
 static const char *const families[] = {
-    "test_conv_",        "test_basic_conv_",       "test_relu",        "test_maxpool_",
-    "test_averagepool_", "test_globalaveragepool", "test_gemm_",       "test_matmul_",
-    "test_add",          "test_concat_",           "test_flatten_",    "test_reshape_",
-    "test_dropout_",     "test_batchnorm_",        "test_constant_pad"};
+    "test_conv_", "test_basic_conv_", "test_relu", "test_maxpool_", "test_averagepool_",
+    "test_globalaveragepool", "test_gemm_", "test_matmul_", "test_add", "test_concat_",
+    "test_flatten_", "test_reshape_", "test_dropout_", "test_batchnorm_", "test_constant_pad",
+    /* the activations (activation.h) and Erf, imported only inside GELU */
+    "test_clip", "test_sigmoid", "test_hardsigmoid", "test_hardswish", "test_tanh",
+    "test_leakyrelu", "test_erf"};
 
 /* The cases that must run (the variants dtrain imports). */
 static const char *const must_run[] = {"test_conv_with_strides_padding",

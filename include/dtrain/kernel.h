@@ -78,5 +78,8 @@ typedef struct dt_backend {
 extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_f32_kernel,
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
+/* The activations' loop is one body for both element types: both its kernels are
+ * beside it (src/nn/activation.c). */
+extern const dt_kernel dt_activation_f32_kernel, dt_activation_bf16_kernel;
 
 #endif

@@ -25,7 +25,8 @@ typedef enum dt_op_kind {
     DT_OP_DROPOUT,
     DT_OP_CONCAT,
     DT_OP_ADAPTIVE_AVGPOOL2D,
-    DT_OP_COUNT /* the number of kinds: size arrays and loops with it */
+    DT_OP_ACTIVATION, /* elementwise: its function in dt_op.act (activation.h) */
+    DT_OP_COUNT       /* the number of kinds: size arrays and loops with it */
 } dt_op_kind;
 
 typedef struct dt_model dt_model;
@@ -50,5 +51,6 @@ const char *dt_op_kind_name(dt_op_kind kind);
 extern const dt_op_class dt_conv2d_op, dt_linear_op, dt_batchnorm2d_op, dt_relu_op, dt_maxpool2d_op,
     dt_avgpool2d_op, dt_add_op;
 extern const dt_op_class dt_shortcut_pad_op, dt_dropout_op, dt_concat_op, dt_adaptive_avgpool2d_op;
+extern const dt_op_class dt_activation_op;
 
 #endif

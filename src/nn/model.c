@@ -248,6 +248,28 @@ int dt_model_relu(dt_model *m, int in) {
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
+int dt_model_activation(dt_model *m, int in, dt_activation act) {
+    if (!valid_value(m, in)) return -1;
+    const char *fn = dt_activation_name(act.fn);
+    if (!fn) return build_failf(m, "model %s: activation function %d is unknown", m->name, act.fn);
+    const int bounds = act.fn == DT_ACT_CLIP;
+    if (bounds ? isnan(act.a) || isnan(act.b) : !isfinite(act.a) || !isfinite(act.b))
+        return build_failf(m, "model %s: %s with parameters %g, %g", m->name, fn, (double)act.a,
+                           (double)act.b);
+    dt_value x = m->values[in];
+    int out =
+        new_value(m, new_storage(m, (long long)m->storages[x.storage].per_sample, 1, 1), 0, 0, 0);
+    if (out < 0) return -1;
+    dt_value *y = &m->values[out]; /* x's shape, whatever its rank */
+    const int storage = y->storage;
+    *y = x;
+    y->storage = storage;
+    dt_op *op = new_op(m, DT_OP_ACTIVATION, NULL, in, -1, out);
+    if (!op) return -1;
+    op->act = act;
+    return out;
+}
+
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
     if (!valid_value(m, in)) return -1;
@@ -455,6 +477,10 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
+        if (op->kind == DT_OP_ACTIVATION) { /* the other kinds hash as before */
+            hash_int(&g, op->act.fn);
+            hash_float(&g, op->act.a), hash_float(&g, op->act.b);
+        }
     }
     return g.h;
 }
