@@ -58,7 +58,20 @@ static const char *const must_run[] = {"test_conv_with_strides_padding",
                                        "test_batchnorm_example",
                                        "test_batchnorm_epsilon",
                                        "test_batchnorm_example_training_mode",
-                                       "test_batchnorm_epsilon_training_mode"};
+                                       "test_batchnorm_epsilon_training_mode",
+                                       "test_clip",
+                                       "test_clip_default_inbounds",
+                                       "test_clip_default_min",
+                                       "test_clip_default_max",
+                                       "test_clip_splitbounds",
+                                       "test_sigmoid",
+                                       "test_hardsigmoid",
+                                       "test_hardsigmoid_default",
+                                       "test_hardswish",
+                                       "test_hardswish_expanded",
+                                       "test_tanh",
+                                       "test_leakyrelu",
+                                       "test_leakyrelu_default"};
 
 static Onnx__TensorProto *read_tensor(const char *path) {
     FILE *f = fopen(path, "rb");
