@@ -80,6 +80,38 @@ class SeparableDilated(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Activations(nn.Module):
+    """A user-defined CNN of today's activations: ReLU6 (Clip), Hardswish, SiLU (Sigmoid
+    times x), GELU (its Erf decomposition) and its tanh approximation, LeakyReLU, Tanh,
+    Hardsigmoid and a Sigmoid that is not a SiLU (read by an Add)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.conv3 = nn.Conv2d(8, 16, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(16)
+        self.conv4 = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv5 = nn.Conv2d(16, 16, 1)
+        self.fc1 = nn.Linear(16, 16)
+        self.fc2 = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu6(self.bn1(self.conv1(x)))
+        x = F.hardswish(self.bn2(self.conv2(x)))
+        x = F.silu(self.bn3(self.conv3(x)))
+        y = F.gelu(self.conv4(x))
+        x = F.leaky_relu(self.conv5(y), 0.1) + torch.tanh(y)
+        x = F.hardsigmoid(x) + torch.sigmoid(x)
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+# fixtures exported at an opset other than torch.onnx's default
+OPSETS = {"activations": 17}
+
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
 BF16_REFERENCES = {"separable_dilated"}
 
@@ -112,10 +144,11 @@ def tv_vgg11_narrow(width, classes=10):
     return model
 
 
-def export(model, path, shape):
+def export(model, path, shape, opset=None):
     """The export a user runs; on a copy, so that tracing's forward pass does not move
-    the fixture's BatchNorm statistics."""
-    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path,
+    the fixture's BatchNorm statistics. opset None: torch.onnx's default (14)."""
+    kwargs = {"opset_version": opset} if opset else {}
+    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path, **kwargs,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -174,6 +207,7 @@ def main():
         ("googlenet_w4", lambda: build_imagenet("googlenet", 4, 10, no_dropout=True),
          (3, 32, 32), 4, 39, 0.1),
         ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
+        ("activations", lambda: Activations(), (3, 16, 16), 4, 63, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each
@@ -189,7 +223,7 @@ def main():
         torch.manual_seed(seed - 1)
         model = build()
         onnx_path = os.path.join(args.out, f"{name}.onnx")
-        export(model, onnx_path, shape)
+        export(model, onnx_path, shape, OPSETS.get(name))
         make_fixture(onnx_path + ".safetensors", model, f"{name}.onnx", 0, shape, batch, seed,
                      lr=lr, f32_errors=True,
                      extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})

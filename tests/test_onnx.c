@@ -723,6 +723,17 @@ static void test_clip_takes_its_bounds_as_its_opset_says(void **state) {
     gr.nodes[0].n_input = 2;
     gr.node_in[0][1] = "x"; /* a bound that is an activation */
     refused(write_graph(&gr, "clip.onnx"), 2, "node 'clip' (Clip)", "must be an initializer");
+    /* torch.onnx 1.13's ReLU6: its bounds cast to float first */
+    graph_init_16(&gr);
+    scalar(&gr, "lo", 0.0f);
+    scalar(&gr, "hi", 6.0f);
+    attr_int(&gr, node(&gr, "Cast", "cast_lo", "lo_f", 1, "lo"), "to", 1);
+    attr_int(&gr, node(&gr, "Cast", "cast_hi", "hi_f", 1, "hi"), "to", 1);
+    node(&gr, "Clip", "clip", "y", 3, "x", "lo_f", "hi_f");
+    run_16(write_graph(&gr, "relu6.onnx"), x, y, &fn);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], fmin(fmax(x[i], 0.0), 6.0), 0);
+    gr.node_in[0][0] = "x"; /* a Cast of an activation */
+    refused(write_graph(&gr, "relu6.onnx"), 2, "node 'cast_lo' (Cast)", "float constant");
 }
 
 int main(void) {

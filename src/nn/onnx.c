@@ -985,6 +985,22 @@ static int import_activation(importer *im, const Onnx__NodeProto *n, dt_activati
     return x ? set_output(im, n, dt_model_activation(im->m, x->id, act)) : -1;
 }
 
+/* A Cast of a float constant to float: torch.onnx 1.13 casts ReLU6's bounds (0 and 6)
+ * to the input's type before its Clip. The output is the same constant. */
+static int import_cast_of_constant(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = find_value(im, n->n_input == 1 ? n->input[0] : NULL);
+    if (!x || x->kind != V_CONST || x->tensor->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+        attr_int(n, "to", -1) != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail_node(im, n, "only a Cast of a float constant to float is supported");
+    if (n->n_output != 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_CONST);
+    if (!v) return -1;
+    v->tensor = x->tensor;
+    v->from_constant = 1; /* not an initializer of its own: never a weight */
+    return 0;
+}
+
 /* Clip's bounds: attributes before opset 11, optional constant inputs from it; absent
  * is unbounded. */
 static int import_clip(importer *im, const Onnx__NodeProto *n) {
@@ -1050,13 +1066,14 @@ static int scalar_of(const Onnx__TensorProto *t, double *out) {
 }
 
 /* The scalar constant `name`: an initializer, a Constant node imported already, or
- * one among the PATTERN_LOOKAHEAD nodes after node `from` (not imported yet: it comes
- * between the pattern's nodes). -1 when it is none of these. */
-static int constant_named(importer *im, const char *name, size_t from, double *out) {
+ * one between the node being imported (the pattern's first) and PATTERN_LOOKAHEAD
+ * nodes after node `upto` (not imported yet: it comes between the pattern's nodes).
+ * -1 when it is none of these. */
+static int constant_named(importer *im, const char *name, size_t upto, double *out) {
     const onnx_value *v = find_value(im, name);
     if (v) return v->kind == V_CONST ? scalar_of(v->tensor, out) : -1;
     const Onnx__GraphProto *g = im->g;
-    for (size_t i = from + 1; i < g->n_node && i <= from + PATTERN_LOOKAHEAD; i++) {
+    for (size_t i = im->node_index + 1; i < g->n_node && i <= upto + PATTERN_LOOKAHEAD; i++) {
         const Onnx__NodeProto *n = g->node[i];
         if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 && n->output[0] &&
             !strcmp(n->output[0], name)) {
@@ -1289,7 +1306,8 @@ static const struct {
              {"HardSwish", 1, 1, 1, 1},
              {"Tanh", 1, 1, 1, 1},
              {"LeakyRelu", 1, 1, 1, 1},
-             {"Erf", 1, 1, 1, 1}};
+             {"Erf", 1, 1, 1, 1},
+             {"Cast", 1, 1, 1, 1}};
 
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
@@ -1340,6 +1358,7 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         const int rc = import_gelu(im, n);
         if (rc <= 0) return rc; /* 1: not the start of a GELU */
     }
+    if (!strcmp(op, "Cast")) return import_cast_of_constant(im, n);
     if (!strcmp(op, "Clip")) return import_clip(im, n);
     if (!strcmp(op, "Sigmoid")) {
         const dt_activation silu = {DT_ACT_SILU, 0, 0};
