@@ -264,7 +264,7 @@ int dt_model_activation(dt_model *m, int in, dt_activation act) {
     const int storage = y->storage;
     *y = x;
     y->storage = storage;
-    dt_op *op = new_op(m, DT_OP_ACTIVATION, NULL, in, -1, out);
+    dt_op *op = new_op(m, DT_OP_ACTIVATION, fn, in, -1, out); /* its name: the function's */
     if (!op) return -1;
     op->act = act;
     return out;
