@@ -83,10 +83,13 @@ class SeparableDilated(nn.Module):
 class Activations(nn.Module):
     """A user-defined CNN of today's activations: ReLU6 (Clip), Hardswish, SiLU (Sigmoid
     times x), GELU (its Erf decomposition) and its tanh approximation, LeakyReLU, Tanh,
-    Hardsigmoid and a Sigmoid that is not a SiLU (read by an Add)."""
+    Hardsigmoid and a Sigmoid that is not a SiLU (read by an Add). clamp_relu6: ReLU6
+    as torch.clamp (the same forward; the gradient differs only at exactly 0 and 6),
+    for the bf16 autocast reference: PyTorch 1.13 has no bf16 hardtanh_backward."""
 
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, clamp_relu6=False):
         super().__init__()
+        self.clamp_relu6 = clamp_relu6
         self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(8)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
@@ -99,7 +102,8 @@ class Activations(nn.Module):
         self.fc2 = nn.Linear(16, classes)
 
     def forward(self, x):
-        x = F.relu6(self.bn1(self.conv1(x)))
+        x = self.bn1(self.conv1(x))
+        x = torch.clamp(x, 0, 6) if self.clamp_relu6 else F.relu6(x)
         x = F.hardswish(self.bn2(self.conv2(x)))
         x = F.silu(self.bn3(self.conv3(x)))
         y = F.gelu(self.conv4(x))
@@ -113,7 +117,9 @@ class Activations(nn.Module):
 OPSETS = {"activations": 17}
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
-BF16_REFERENCES = {"separable_dilated"}
+BF16_REFERENCES = {"separable_dilated", "activations"}
+# the model autocast runs where the fixture's own cannot run in bf16
+BF16_BUILDS = {"activations": lambda: Activations(clamp_relu6=True)}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -230,7 +236,8 @@ def main():
         print(f"wrote {onnx_path}")
         if name in BF16_REFERENCES:  # PyTorch's bf16 autocast on it, for test_bf16
             make_bf16_fixture(onnx_path + ".safetensors",
-                              os.path.join(args.out, f"{name}_bf16.safetensors"), build())
+                              os.path.join(args.out, f"{name}_bf16.safetensors"),
+                              BF16_BUILDS.get(name, build)())
 
 
 if __name__ == "__main__":
