@@ -1020,6 +1020,46 @@ static void test_activation_bf16_matches_f32(void **state) {
     free(x16), free(y16), free(g16), free(dx16), free(x), free(y), free(g), free(dx);
 }
 
+/* In place (out == in, din == dout, x == y) a function that runs so gives the same bits
+ * as out of place, in f32 and bf16; the others are refused by the builder. */
+static void test_activation_in_place_matches_out_of_place(void **state) {
+    (void)state;
+    const size_t count = 40000 + 5;
+    float *x = test_alloc(4 * count), *g = test_alloc(4 * count);
+    fill_uniform(x, count, 85, -7, 7);
+    fill_uniform(g, count, 86, -1, 1);
+    for (int type = 0; type < 2; type++) {
+        const dt_dtype dtype = type ? DT_BF16 : DT_F32;
+        const size_t size = type ? 2 : 4;
+        unsigned char *xs = test_alloc(size * count), *gs = test_alloc(size * count);
+        unsigned char *y = test_alloc(size * count), *dx = test_alloc(size * count);
+        unsigned char *io = test_alloc(size * count), *gio = test_alloc(size * count);
+        for (size_t i = 0; i < count; i++)
+            if (type)
+                ((uint16_t *)xs)[i] = dt_bf16_from_f32(x[i]),
+                           ((uint16_t *)gs)[i] = dt_bf16_from_f32(g[i]);
+            else
+                ((float *)xs)[i] = x[i], ((float *)gs)[i] = g[i];
+        int in_place = 0;
+        for (int f = 0; f < N_ACTIVATIONS; f++) {
+            const dt_activation *a = &activations[f];
+            if (!dt_activation_runs_in_place(*a)) continue;
+            in_place++;
+            dt_activation_forward(a, dtype, y, xs, count);
+            dt_activation_backward(a, dtype, dx, gs, xs, y, count, 0);
+            memcpy(io, xs, size * count);
+            memcpy(gio, gs, size * count);
+            dt_activation_forward(a, dtype, io, io, count);
+            dt_activation_backward(a, dtype, gio, gio, io, io, count, 0);
+            assert_memory_equal(io, y, size * count);
+            assert_memory_equal(gio, dx, size * count);
+        }
+        assert_int_equal(in_place, 8); /* clip x2, sigmoid, hardsigmoid x2, tanh, leaky x2 */
+        free(xs), free(gs), free(y), free(dx), free(io), free(gio);
+    }
+    free(x), free(g);
+}
+
 /* The op in a model, through its kernel: the conv's output read by two activations
  * (backward adds into its gradient) and a chain of them (each its input's sole
  * reader: backward writes); every parameter's gradient against the directional
@@ -1039,6 +1079,9 @@ static void test_activation_op_grad_matches_fd(void **state) {
     const int c = dt_model_conv2d(&m, "conv", x, 4, 1, 1, 0, 1);
     int a = dt_model_activation(&m, c, (dt_activation){DT_ACT_GELU, 0, 0});
     for (int f = 0; f < N_ACTIVATIONS; f++) a = dt_model_activation(&m, a, activations[f]);
+    for (int f = 0; f < N_ACTIVATIONS; f++) /* and those that can, in place */
+        if (dt_activation_runs_in_place(activations[f]))
+            a = dt_model_activation_in_place(&m, a, activations[f]);
     const int b = dt_model_activation(&m, c, (dt_activation){DT_ACT_SILU, 0, 0});
     const int y = dt_model_linear(&m, "fc", dt_model_flatten(&m, dt_model_add(&m, a, b)), 3);
     assert_true(y >= 0);
@@ -1046,6 +1089,9 @@ static void test_activation_op_grad_matches_fd(void **state) {
     assert_int_equal(m.values[a].h, 3);
     assert_int_equal(dt_model_activation(&m, y, (dt_activation){DT_ACT_LEAKY_RELU, NAN, 0}), -1);
     assert_non_null(strstr(m.build_error.msg, "leaky_relu with parameters nan"));
+    m.build_failed = 0;
+    assert_int_equal(dt_model_activation_in_place(&m, y, (dt_activation){DT_ACT_GELU, 0, 0}), -1);
+    assert_non_null(strstr(m.build_error.msg, "gelu cannot run in place"));
     m.build_failed = 0;
     const int batch = 3;
     if (dt_model_alloc(&m, batch, &err)) fail_msg("%s", err.msg);
@@ -1105,6 +1151,7 @@ int main(void) {
         cmocka_unit_test(test_activation_forward_matches_libm),
         cmocka_unit_test(test_activation_kinks_follow_pytorch),
         cmocka_unit_test(test_activation_bf16_matches_f32),
+        cmocka_unit_test(test_activation_in_place_matches_out_of_place),
         cmocka_unit_test(test_activation_op_grad_matches_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -695,6 +695,45 @@ static void test_silu_and_hardswishs_decompositions_are_one_op(void **state) {
     refused(write_graph(&gr, "hardsigmoid.onnx"), 1, "node 'mul' (Mul)");
 }
 
+/* An activation whose gradient follows from its output overwrites its input where no
+ * other node reads it (one storage for the chain), and keeps it where one does. */
+static void test_activations_run_in_place_where_nothing_else_reads_the_input(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    node(&gr, "Tanh", "tanh", "t", 1, "x");
+    Onnx__NodeProto *leaky = node(&gr, "LeakyRelu", "leaky", "y", 1, "t");
+    Onnx__AttributeProto *alpha =
+        new_attr(&gr, leaky, "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    alpha->has_f = 1, alpha->f = 0.5f;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    const char *path = write_graph(&gr, "inplace_chain.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 1);
+    dt_model_free(&m);
+    alpha->f = -0.5f; /* a negative slope needs its input */
+    path = write_graph(&gr, "inplace_chain.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 2);
+    dt_model_free(&m);
+    graph_init_16(&gr);
+    node(&gr, "Tanh", "tanh", "t", 1, "x");
+    node(&gr, "Sigmoid", "sigmoid", "s", 1, "x");
+    node(&gr, "Add", "add", "y", 2, "t", "s");
+    float x[32], y[32];
+    inputs_16(x);
+    path = write_graph(&gr, "shared_input.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 4); /* x, tanh's, sigmoid's, the sum */
+    dt_model_free(&m);
+    dt_activation_fn fn;
+    run_16(path, x, y, &fn);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(y[i], tanh(x[i]) + 1.0 / (1.0 + exp(-x[i])), 1e-6);
+}
+
 /* Clip's bounds: attributes before opset 11, constant inputs from it. */
 static void test_clip_takes_its_bounds_as_its_opset_says(void **state) {
     (void)state;
@@ -759,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_gelus_tanh_form_is_one_op),
         cmocka_unit_test(test_silu_and_hardswishs_decompositions_are_one_op),
         cmocka_unit_test(test_clip_takes_its_bounds_as_its_opset_says),
+        cmocka_unit_test(test_activations_run_in_place_where_nothing_else_reads_the_input),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -25,5 +25,8 @@ typedef struct dt_activation {
 
 /* "clip", "sigmoid", ...; NULL for a value out of range. */
 const char *dt_activation_name(dt_activation_fn fn);
+/* 1 when the derivative follows from the output alone, so the op may overwrite its
+ * input: clip, sigmoid, hardsigmoid, tanh, leaky_relu of a slope >= 0. */
+int dt_activation_runs_in_place(dt_activation act);
 
 #endif

@@ -189,6 +189,9 @@ int dt_model_relu(dt_model *m, int in); /* in place */
  * (alpha a, beta b), hardswish, tanh, leaky_relu (slope a), gelu, gelu_tanh, silu.
  * Parameters are finite, clip's not NaN. */
 int dt_model_activation(dt_model *m, int in, dt_activation act);
+/* The same, overwriting its input (as dt_model_relu: nothing may read the input after
+ * it), for a function that dt_activation_runs_in_place. */
+int dt_model_activation_in_place(dt_model *m, int in, dt_activation act);
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
 /* PyTorch's MaxPool2d(kernel, stride, padding, ceil_mode): padding counts as -inf,
  * pad <= kernel / 2; ceil_mode keeps a last window that starts inside the input. */

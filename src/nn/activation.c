@@ -32,6 +32,20 @@ const char *dt_activation_name(dt_activation_fn fn) {
     return fn >= 0 && fn < DT_ACT_COUNT ? names[fn] : NULL;
 }
 
+int dt_activation_runs_in_place(dt_activation act) {
+    switch (act.fn) {
+    case DT_ACT_CLIP:
+    case DT_ACT_SIGMOID:
+    case DT_ACT_HARDSIGMOID:
+    case DT_ACT_TANH:
+        return 1;
+    case DT_ACT_LEAKY_RELU:
+        return act.a >= 0.0f;
+    default:
+        return 0;
+    }
+}
+
 /* ---- the scalar functions, branch-free ---- */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -137,15 +151,19 @@ ALWAYS_INLINE float silu_f(float x) {
     return x / (1.0f + exp_approx(-x));
 }
 
-/* The derivatives, as PyTorch's *_backward kernels (g is the incoming gradient). */
+/* The derivatives, as PyTorch's *_backward kernels (g is the incoming gradient). Those
+ * of clip, hardsigmoid, leaky_relu (slope >= 0), sigmoid and tanh follow from the
+ * output y alone, so those can run in place (dt_activation_runs_in_place). Clip's
+ * "a < x < b" is "a < y < b" for y = clip(x) (a bound stored as y is: in bf16 the one
+ * value next to a bound that bf16 cannot hold may differ), hardsigmoid's
+ * "0 < a x + b < 1" is "0 < y < 1", leaky_relu's "x > 0" is "y > 0". */
 
-ALWAYS_INLINE float clip_grad(float g, float x, float lo, float hi) {
-    return x > lo && x < hi ? g : 0.0f;
+ALWAYS_INLINE float clip_grad(float g, float y, float lo, float hi) {
+    return y > lo && y < hi ? g : 0.0f;
 }
 
-ALWAYS_INLINE float hardsigmoid_grad(float g, float x, float alpha, float beta) {
-    const float v = alpha * x + beta;
-    return v > 0.0f && v < 1.0f ? g * alpha : 0.0f;
+ALWAYS_INLINE float hardsigmoid_grad(float g, float y, float alpha) {
+    return y > 0.0f && y < 1.0f ? g * alpha : 0.0f;
 }
 
 ALWAYS_INLINE float hardswish_grad(float g, float x) {
@@ -176,6 +194,7 @@ ALWAYS_INLINE float silu_grad(float g, float x) {
 
 typedef float (*load_fn)(const void *p, size_t i);
 typedef void (*store_fn)(void *p, size_t i, float v);
+typedef float (*round_fn)(float v); /* v as a store then a load give it back */
 
 ALWAYS_INLINE float load_f32(const void *p, size_t i) {
     return ((const float *)p)[i];
@@ -189,6 +208,14 @@ ALWAYS_INLINE float load_bf16(const void *p, size_t i) {
     return dt_bf16_to_f32(((const uint16_t *)p)[i]);
 }
 
+ALWAYS_INLINE float round_f32(float v) {
+    return v;
+}
+
+ALWAYS_INLINE float round_bf16(float v) {
+    return dt_bf16_to_f32(dt_bf16_from_f32(v));
+}
+
 /* dtype.h's rounding (to nearest even, NaN kept quiet), without its branch */
 ALWAYS_INLINE void store_bf16(void *p, size_t i, float v) {
     uint32_t u;
@@ -198,37 +225,41 @@ ALWAYS_INLINE void store_bf16(void *p, size_t i, float v) {
 }
 
 /* out[lo, hi) = f(in[lo, hi)) */
-ALWAYS_INLINE void forward_body(const dt_activation *act, void *restrict out,
-                                const void *restrict in, size_t lo, size_t hi, load_fn ld,
-                                store_fn st) {
+/* The arrays of a call are each either disjoint or the same (in place): the loops carry
+ * no dependence from one element to the next, which ivdep tells the vectoriser (out ==
+ * in would otherwise fail its overlap test and run scalar). */
+#define EACH_ELEMENT(i) _Pragma("GCC ivdep") for (size_t i = lo; i < hi; i++)
+
+ALWAYS_INLINE void forward_body(const dt_activation *act, void *out, const void *in, size_t lo,
+                                size_t hi, load_fn ld, store_fn st) {
     const float a = act->a, b = act->b;
     switch (act->fn) {
     case DT_ACT_CLIP:
-        for (size_t i = lo; i < hi; i++) st(out, i, clip_f(ld(in, i), a, b));
+        EACH_ELEMENT(i) st(out, i, clip_f(ld(in, i), a, b));
         break;
     case DT_ACT_SIGMOID:
-        for (size_t i = lo; i < hi; i++) st(out, i, sigmoid_f(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, sigmoid_f(ld(in, i)));
         break;
     case DT_ACT_HARDSIGMOID:
-        for (size_t i = lo; i < hi; i++) st(out, i, hardsigmoid_f(ld(in, i), a, b));
+        EACH_ELEMENT(i) st(out, i, hardsigmoid_f(ld(in, i), a, b));
         break;
     case DT_ACT_HARDSWISH:
-        for (size_t i = lo; i < hi; i++) st(out, i, hardswish_f(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, hardswish_f(ld(in, i)));
         break;
     case DT_ACT_TANH:
-        for (size_t i = lo; i < hi; i++) st(out, i, tanh_approx(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, tanh_approx(ld(in, i)));
         break;
     case DT_ACT_LEAKY_RELU:
-        for (size_t i = lo; i < hi; i++) st(out, i, leaky_f(ld(in, i), a));
+        EACH_ELEMENT(i) st(out, i, leaky_f(ld(in, i), a));
         break;
     case DT_ACT_GELU:
-        for (size_t i = lo; i < hi; i++) st(out, i, gelu_f(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, gelu_f(ld(in, i)));
         break;
     case DT_ACT_GELU_TANH:
-        for (size_t i = lo; i < hi; i++) st(out, i, gelu_tanh_f(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, gelu_tanh_f(ld(in, i)));
         break;
     case DT_ACT_SILU:
-        for (size_t i = lo; i < hi; i++) st(out, i, silu_f(ld(in, i)));
+        EACH_ELEMENT(i) st(out, i, silu_f(ld(in, i)));
         break;
     case DT_ACT_COUNT:
         break;
@@ -240,51 +271,57 @@ ALWAYS_INLINE void put(void *din, size_t i, float v, int add, load_fn ld, store_
     st(din, i, add ? ld(din, i) + v : v);
 }
 
-ALWAYS_INLINE void backward_body(const dt_activation *act, void *restrict din,
-                                 const void *restrict dout, const void *restrict x,
-                                 const void *restrict y, size_t lo, size_t hi, int add, load_fn ld,
-                                 store_fn st) {
+ALWAYS_INLINE void backward_body(const dt_activation *act, void *din, const void *dout,
+                                 const void *x, const void *y, size_t lo, size_t hi, int add,
+                                 load_fn ld, store_fn st, round_fn rd) {
     const float a = act->a, b = act->b;
     switch (act->fn) {
-    case DT_ACT_CLIP:
-        for (size_t i = lo; i < hi; i++)
-            put(din, i, clip_grad(ld(dout, i), ld(x, i), a, b), add, ld, st);
+    case DT_ACT_CLIP: { /* the bounds as y holds them */
+        const float lo_y = rd(a), hi_y = rd(b);
+        EACH_ELEMENT(i) put(din, i, clip_grad(ld(dout, i), ld(y, i), lo_y, hi_y), add, ld, st);
         break;
+    }
     case DT_ACT_SIGMOID: /* PyTorch's sigmoid_backward: g (1 - y) y */
-        for (size_t i = lo; i < hi; i++) {
+        EACH_ELEMENT(i) {
             const float yi = ld(y, i);
             put(din, i, ld(dout, i) * (1.0f - yi) * yi, add, ld, st);
         }
         break;
     case DT_ACT_HARDSIGMOID:
-        for (size_t i = lo; i < hi; i++)
-            put(din, i, hardsigmoid_grad(ld(dout, i), ld(x, i), a, b), add, ld, st);
+        EACH_ELEMENT(i) put(din, i, hardsigmoid_grad(ld(dout, i), ld(y, i), a), add, ld, st);
         break;
     case DT_ACT_HARDSWISH:
-        for (size_t i = lo; i < hi; i++)
-            put(din, i, hardswish_grad(ld(dout, i), ld(x, i)), add, ld, st);
+        EACH_ELEMENT(i)
+        put(din, i, hardswish_grad(ld(dout, i), ld(x, i)), add, ld, st);
         break;
     case DT_ACT_TANH: /* tanh_backward: g (1 - y^2) */
-        for (size_t i = lo; i < hi; i++) {
+        EACH_ELEMENT(i) {
             const float yi = ld(y, i);
             put(din, i, ld(dout, i) * (1.0f - yi * yi), add, ld, st);
         }
         break;
     case DT_ACT_LEAKY_RELU: /* x > 0 ? g : g a; at 0 the slope a, as PyTorch */
-        for (size_t i = lo; i < hi; i++) {
-            const float g = ld(dout, i);
-            put(din, i, ld(x, i) > 0.0f ? g : g * a, add, ld, st);
+        if (a >= 0.0f) {
+            EACH_ELEMENT(i) {
+                const float g = ld(dout, i);
+                put(din, i, ld(y, i) > 0.0f ? g : g * a, add, ld, st);
+            }
+        } else { /* a negative slope flips the sign: only x tells */
+            EACH_ELEMENT(i) {
+                const float g = ld(dout, i);
+                put(din, i, ld(x, i) > 0.0f ? g : g * a, add, ld, st);
+            }
         }
         break;
     case DT_ACT_GELU:
-        for (size_t i = lo; i < hi; i++) put(din, i, gelu_grad(ld(dout, i), ld(x, i)), add, ld, st);
+        EACH_ELEMENT(i) put(din, i, gelu_grad(ld(dout, i), ld(x, i)), add, ld, st);
         break;
     case DT_ACT_GELU_TANH:
-        for (size_t i = lo; i < hi; i++)
-            put(din, i, gelu_tanh_grad(ld(dout, i), ld(x, i)), add, ld, st);
+        EACH_ELEMENT(i)
+        put(din, i, gelu_tanh_grad(ld(dout, i), ld(x, i)), add, ld, st);
         break;
     case DT_ACT_SILU:
-        for (size_t i = lo; i < hi; i++) put(din, i, silu_grad(ld(dout, i), ld(x, i)), add, ld, st);
+        EACH_ELEMENT(i) put(din, i, silu_grad(ld(dout, i), ld(x, i)), add, ld, st);
         break;
     case DT_ACT_COUNT:
         break;
@@ -305,17 +342,17 @@ static void forward_bf16(const dt_activation *act, void *out, const void *in, si
 static void backward_f32(const dt_activation *act, void *din, const void *dout, const void *x,
                          const void *y, size_t lo, size_t hi, int add) {
     if (add)
-        backward_body(act, din, dout, x, y, lo, hi, 1, load_f32, store_f32);
+        backward_body(act, din, dout, x, y, lo, hi, 1, load_f32, store_f32, round_f32);
     else
-        backward_body(act, din, dout, x, y, lo, hi, 0, load_f32, store_f32);
+        backward_body(act, din, dout, x, y, lo, hi, 0, load_f32, store_f32, round_f32);
 }
 
 static void backward_bf16(const dt_activation *act, void *din, const void *dout, const void *x,
                           const void *y, size_t lo, size_t hi, int add) {
     if (add)
-        backward_body(act, din, dout, x, y, lo, hi, 1, load_bf16, store_bf16);
+        backward_body(act, din, dout, x, y, lo, hi, 1, load_bf16, store_bf16, round_bf16);
     else
-        backward_body(act, din, dout, x, y, lo, hi, 0, load_bf16, store_bf16);
+        backward_body(act, din, dout, x, y, lo, hi, 0, load_bf16, store_bf16, round_bf16);
 }
 
 /* Below this many elements a loop runs on one thread: waking the team costs more. */
@@ -373,7 +410,7 @@ double dt_activation_backward_flops_per_element(dt_activation_fn fn) {
     return fn >= 0 && fn < DT_ACT_COUNT ? flops_per_element[fn].backward : 0.0;
 }
 
-/* ---- the op in the model graph: out of place, on any layout and rank ---- */
+/* ---- the op in the model graph: on any layout and rank, in place or not ---- */
 
 static double activation_forward_flops(const dt_model *m, const dt_op *op, int n) {
     return dt_activation_forward_flops_per_element(op->act.fn) *
@@ -392,12 +429,17 @@ const dt_op_class dt_activation_op = {
     .forward_flops = activation_forward_flops,
 };
 
+static int in_place(const dt_model *m, const dt_op *op) {
+    return m->values[op->in].storage == m->values[op->out].storage;
+}
+
 /* The op is the only reader of its input: its backward writes the input's gradient
- * (sparing the model's zeroing pass) instead of adding to it. */
+ * (sparing the model's zeroing pass) instead of adding to it. In place, the gradient
+ * is its output's, rewritten where it lies (as ReLU's), and others may read it. */
 static int activation_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
     (void)max_batch, (void)bytes, (void)err;
     dt_storage *s = &m->storages[m->values[op->in].storage];
-    if (s->readers == 1) s->grad_written = 1;
+    if (!in_place(m, op) && s->readers == 1) s->grad_written = 1;
     return 0;
 }
 
@@ -410,7 +452,7 @@ static void activation_op_forward(dt_model *m, dt_op *op, int n) {
 static void activation_op_backward(dt_model *m, dt_op *op, int n) {
     void *din = dt_model_value_grad_ptr(m, op->in);
     if (!din) return;
-    const int add = !m->storages[m->values[op->in].storage].grad_written;
+    const int add = !in_place(m, op) && !m->storages[m->values[op->in].storage].grad_written;
     dt_activation_backward(&op->act, dt_model_value_dtype(m, op->in), din,
                            dt_model_value_grad_ptr(m, op->out), dt_model_value_ptr(m, op->in),
                            dt_model_value_ptr(m, op->out), dt_model_value_floats(m, op->in, n),

@@ -9,12 +9,13 @@
 #include "dtrain/activation.h"
 #include "dtrain/dtype.h"
 
-/* out[i] = f(in[i]); out and in do not overlap. dtype: DT_F32 or DT_BF16. */
+/* out[i] = f(in[i]); out == in (in place) or disjoint. dtype: DT_F32 or DT_BF16. */
 void dt_activation_forward(const dt_activation *act, dt_dtype dtype, void *out, const void *in,
                            size_t count);
 /* din[i] = f'(x[i]) * dout[i], or added to din (add = 1); x and y are what forward
- * read and wrote (sigmoid and tanh take their derivative from y, as PyTorch does; the
- * others from x). No two of the arrays overlap. */
+ * read and wrote (sigmoid, tanh, clip, hardsigmoid and leaky_relu of a slope >= 0
+ * take their derivative from y, the others from x). Arrays are disjoint, or in place
+ * (dt_activation_runs_in_place): din == dout and x == y, add = 0. */
 void dt_activation_backward(const dt_activation *act, dt_dtype dtype, void *din, const void *dout,
                             const void *x, const void *y, size_t count, int add);
 /* FLOPs per element of forward and of backward (transcendentals counted as one). */

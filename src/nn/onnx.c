@@ -980,9 +980,17 @@ static int import_dropout(importer *im, const Onnx__NodeProto *n) {
 
 /* ------------------------------------------------------------------ activations */
 
+/* The activation of x: in place (its memory spared) where the function's gradient
+ * follows from its output and no other node reads x under any name (as Relu). */
+static int add_activation(importer *im, const onnx_value *x, dt_activation act) {
+    if (dt_activation_runs_in_place(act) && im->storage_readers[im->m->values[x->id].storage] == 1)
+        return dt_model_activation_in_place(im->m, x->id, act);
+    return dt_model_activation(im->m, x->id, act);
+}
+
 static int import_activation(importer *im, const Onnx__NodeProto *n, dt_activation act) {
     onnx_value *x = act_input(im, n, 0);
-    return x ? set_output(im, n, dt_model_activation(im->m, x->id, act)) : -1;
+    return x ? set_output(im, n, add_activation(im, x, act)) : -1;
 }
 
 /* A Cast of a float constant to float: torch.onnx 1.13 casts ReLU6's bounds (0 and 6)
@@ -1016,8 +1024,8 @@ static int import_clip(importer *im, const Onnx__NodeProto *n) {
         if (!t || tensor_scalar(im, t, &bound[i - 1])) return -1;
     }
     if (isnan(bound[0]) || isnan(bound[1])) return fail_node(im, n, "a bound is NaN");
-    return set_output(
-        im, n, dt_model_activation(im->m, x->id, (dt_activation){DT_ACT_CLIP, bound[0], bound[1]}));
+    return set_output(im, n,
+                      add_activation(im, x, (dt_activation){DT_ACT_CLIP, bound[0], bound[1]}));
 }
 
 /* torch.onnx writes GELU and SiLU as small subgraphs, found here from their first
@@ -1251,7 +1259,7 @@ static int import_gate(importer *im, const Onnx__NodeProto *n, dt_activation alo
             return set_output(im, mul, dt_model_activation(im->m, x->id, *times_x));
         }
     }
-    return set_output(im, n, dt_model_activation(im->m, x->id, alone));
+    return set_output(im, n, add_activation(im, x, alone));
 }
 
 static int import_hardsigmoid(importer *im, const Onnx__NodeProto *n) {
