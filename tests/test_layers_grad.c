@@ -973,6 +973,12 @@ static void test_activation_kinks_follow_pytorch(void **state) {
         {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, 3.0f, 0},
         {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, -3.0f, 0},
         {{DT_ACT_LEAKY_RELU, 0.1f, 0}, 0.0f, 0.1f},
+        /* a NaN input: hardtanh and hardswish pass the gradient, hardsigmoid does not,
+         * leaky_relu scales it */
+        {{DT_ACT_CLIP, 0, 6}, NAN, 1.0f},
+        {{DT_ACT_HARDSWISH, 0, 0}, NAN, 1.0f},
+        {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, NAN, 0},
+        {{DT_ACT_LEAKY_RELU, 0.1f, 0}, NAN, 0.1f},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         float y, g = 1.0f, dx = 0.0f;

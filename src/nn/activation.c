@@ -158,8 +158,9 @@ ALWAYS_INLINE float silu_f(float x) {
  * value next to a bound that bf16 cannot hold may differ), hardsigmoid's
  * "0 < a x + b < 1" is "0 < y < 1", leaky_relu's "x > 0" is "y > 0". */
 
+/* hardtanh_backward's test, so a NaN passes its gradient as there */
 ALWAYS_INLINE float clip_grad(float g, float y, float lo, float hi) {
-    return y > lo && y < hi ? g : 0.0f;
+    return y <= lo || y >= hi ? 0.0f : g;
 }
 
 ALWAYS_INLINE float hardsigmoid_grad(float g, float y, float alpha) {
