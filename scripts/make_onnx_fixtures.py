@@ -162,8 +162,44 @@ class SEScale(nn.Module):
         return self.fc(x.mean(dim=(2, 3)))
 
 
+class Activations(nn.Module):
+    """A user-defined CNN of today's activations: ReLU6 (Clip), Hardswish, SiLU (Sigmoid
+    times x), GELU (its Erf decomposition) and its tanh approximation, LeakyReLU, Tanh,
+    Hardsigmoid and a Sigmoid that is not a SiLU (read by an Add). clamp_relu6: ReLU6
+    as torch.clamp (the same forward; the gradient differs only at exactly 0 and 6),
+    for the bf16 autocast reference: PyTorch 1.13 has no bf16 hardtanh_backward."""
+
+    def __init__(self, classes=10, clamp_relu6=False):
+        super().__init__()
+        self.clamp_relu6 = clamp_relu6
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.conv3 = nn.Conv2d(8, 16, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(16)
+        self.conv4 = nn.Conv2d(16, 16, 3, padding=1)
+        self.conv5 = nn.Conv2d(16, 16, 1)
+        self.fc1 = nn.Linear(16, 16)
+        self.fc2 = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.bn1(self.conv1(x))
+        x = torch.clamp(x, 0, 6) if self.clamp_relu6 else F.relu6(x)
+        x = F.hardswish(self.bn2(self.conv2(x)))
+        x = F.silu(self.bn3(self.conv3(x)))
+        y = F.gelu(self.conv4(x))
+        x = F.leaky_relu(self.conv5(y), 0.1) + torch.tanh(y)
+        x = F.hardsigmoid(x) + torch.sigmoid(x)
+        x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
-BF16_REFERENCES = {"separable_dilated", "se_layer_scale"}
+BF16_REFERENCES = {"separable_dilated", "se_layer_scale", "activations"}
+# the model autocast runs where the fixture's own cannot run in bf16
+BF16_BUILDS = {"activations": lambda: Activations(clamp_relu6=True)}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -195,7 +231,7 @@ def tv_vgg11_narrow(width, classes=10):
 
 
 # fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's, 17
-OPSETS = {"se_layer_scale": 17}
+OPSETS = {"se_layer_scale": 17, "activations": 17}
 
 
 def export(model, path, shape, opset=None):
@@ -263,6 +299,7 @@ def main():
         ("separable_dilated", lambda: SeparableDilated(), (3, 16, 16), 4, 55, 0.1),
         ("channel_shuffle", lambda: ChannelShuffleNet(), (3, 16, 16), 4, 63, 0.1),
         ("se_layer_scale", lambda: SEScale(), (3, 8, 8), 4, 65, 0.1),
+        ("activations", lambda: Activations(), (3, 16, 16), 4, 63, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each
@@ -286,7 +323,8 @@ def main():
         print(f"wrote {onnx_path}")
         if name in BF16_REFERENCES:  # PyTorch's bf16 autocast on it, for test_bf16
             make_bf16_fixture(onnx_path + ".safetensors",
-                              os.path.join(args.out, f"{name}_bf16.safetensors"), build())
+                              os.path.join(args.out, f"{name}_bf16.safetensors"),
+                              BF16_BUILDS.get(name, build)())
 
 
 if __name__ == "__main__":

@@ -194,6 +194,31 @@ static void test_onnx_separable_dilated_bf16_as_close_as_autocast(void **state) 
                "onnx/separable_dilated_bf16.safetensors");
 }
 
+/* Today's activations (the activation op's bf16 kernel, GELU and SiLU as one op each);
+ * the autocast reference runs ReLU6 as torch.clamp (PyTorch 1.13 has no bf16
+ * hardtanh_backward): the same but at exactly 0 and 6. */
+static void test_onnx_activations_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("onnx/activations.onnx.safetensors", "onnx/activations_bf16.safetensors");
+    /* and its activations ran on their bf16 kernel, none fell back to f32 */
+    char path[512], onnx_path[600];
+    fixture_path(path, sizeof path, "onnx/activations.onnx.safetensors");
+    dt_model_spec spec;
+    fixture_model_spec(&spec, path, "activations.onnx", onnx_path, sizeof onnx_path);
+    spec.precision = DT_PRECISION_BF16;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    int activations = 0;
+    for (int i = 0; i < m.n_ops; i++)
+        if (m.ops[i].kind == DT_OP_ACTIVATION) {
+            assert_ptr_equal(m.ops[i].impl, &dt_activation_bf16_kernel);
+            activations++;
+        }
+    assert_int_equal(activations, 9); /* clip hardswish silu gelu leaky tanh hsig sig gelu_tanh */
+    dt_model_free(&m);
+}
+
 /* The im2col backend has no bf16: building such a model fails with a message. */
 /* The elementwise ops with broadcasting (position embedding, squeeze-and-excitation,
  * layer scale, a channel mean subtracted, a division by a constant, ReduceMean) on
@@ -274,6 +299,7 @@ int main(void) {
         cmocka_unit_test(test_resnet20_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_separable_dilated_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_se_layer_scale_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_onnx_activations_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
         cmocka_unit_test(test_bf16_activations_end_to_end),
     };

@@ -11,8 +11,10 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "dtrain/activation.h"
 #include "dtrain/backend.h"
 #include "dtrain/model.h"
+#include "nn/activation.h"
 #include "nn/adaptive_avgpool2d.h"
 #include "nn/batchnorm2d.h"
 #include "nn/concat.h"
@@ -827,6 +829,305 @@ static void test_cross_entropy_grad_matches_fd(void **state) {
     free(c.z), free(c.dz), free(c.probs);
 }
 
+/* ---- the activations (activation.h) ---- */
+
+/* Every function, with parameters as the ONNX importer gives them. */
+static const dt_activation activations[] = {
+    {DT_ACT_CLIP, 0.0f, 6.0f},
+    {DT_ACT_CLIP, -1.5f, 2.0f},
+    {DT_ACT_SIGMOID, 0, 0},
+    {DT_ACT_HARDSIGMOID, 1.0f / 6.0f, 0.5f},
+    {DT_ACT_HARDSIGMOID, 0.2f, 0.5f},
+    {DT_ACT_HARDSWISH, 0, 0},
+    {DT_ACT_TANH, 0, 0},
+    {DT_ACT_LEAKY_RELU, 0.01f, 0},
+    {DT_ACT_LEAKY_RELU, 0.3f, 0},
+    {DT_ACT_GELU, 0, 0},
+    {DT_ACT_GELU_TANH, 0, 0},
+    {DT_ACT_SILU, 0, 0},
+};
+enum { N_ACTIVATIONS = sizeof activations / sizeof *activations };
+
+typedef struct {
+    dt_activation act;
+    float *x, *out, *r, *dx;
+    size_t count;
+} activation_ctx;
+
+static double activation_fwd(void *p) {
+    activation_ctx *c = p;
+    dt_activation_forward(&c->act, DT_F32, c->out, c->x, c->count);
+    return dot(c->out, c->r, c->count);
+}
+
+static void activation_bwd(void *p) {
+    activation_ctx *c = p;
+    dt_activation_backward(&c->act, DT_F32, c->dx, c->r, c->x, c->out, c->count, 1);
+}
+
+/* The points where a function's derivative jumps (clip's bounds, hardswish's +-3,
+ * hardsigmoid's ends, leaky_relu's 0): x lies at least `gap` away from them. */
+static float away_from_kinks(const dt_activation *a, float x, float gap) {
+    float kinks[2];
+    int n = 0;
+    if (a->fn == DT_ACT_CLIP) kinks[n++] = a->a, kinks[n++] = a->b;
+    if (a->fn == DT_ACT_HARDSWISH) kinks[n++] = -3.0f, kinks[n++] = 3.0f;
+    if (a->fn == DT_ACT_HARDSIGMOID) kinks[n++] = -a->b / a->a, kinks[n++] = (1.0f - a->b) / a->a;
+    if (a->fn == DT_ACT_LEAKY_RELU) kinks[n++] = 0.0f;
+    for (int k = 0; k < n; k++)
+        if (fabsf(x - kinks[k]) < gap) x = kinks[k] + (x < kinks[k] ? -gap : gap);
+    return x;
+}
+
+static void test_activation_grad_matches_fd(void **state) {
+    (void)state;
+    for (int f = 0; f < N_ACTIVATIONS; f++) {
+        activation_ctx c = {.act = activations[f], .count = 600};
+        c.x = test_alloc(4 * c.count), c.out = test_alloc(4 * c.count);
+        c.r = test_alloc(4 * c.count), c.dx = test_alloc(4 * c.count);
+        fill_uniform(c.x, c.count, 71 + (uint64_t)f, -6, 6);
+        fill_uniform(c.r, c.count, 72, -1, 1);
+        for (size_t i = 0; i < c.count; i++) c.x[i] = away_from_kinks(&c.act, c.x[i], 0.03f);
+        print_message("%s(%g, %g)\n", dt_activation_name(c.act.fn), (double)c.act.a,
+                      (double)c.act.b);
+        layer_case lc = {&c, activation_fwd, activation_bwd, {{"input", c.x, c.dx, c.count}},
+                         1,  1e-2f};
+        check_case(&lc, 1000, 1e-3);
+        free(c.x), free(c.out), free(c.r), free(c.dx);
+    }
+}
+
+/* The forward against libm in double (exp, erf, tanh), over [-20, 20]: within 1e-6 of
+ * max(|y|, 1) (the formulas' own float rounding, as PyTorch's: gelu_tanh's 1 + tanh
+ * cancels left of -5 in float, whatever the tanh). */
+static double reference_activation(const dt_activation *a, double x) {
+    switch (a->fn) {
+    case DT_ACT_CLIP:
+        return x < a->a ? a->a : x > a->b ? a->b : x;
+    case DT_ACT_SIGMOID:
+        return 1.0 / (1.0 + exp(-x));
+    case DT_ACT_HARDSIGMOID:
+        return fmin(1.0, fmax(0.0, (double)a->a * x + a->b));
+    case DT_ACT_HARDSWISH:
+        return x * fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+    case DT_ACT_TANH:
+        return tanh(x);
+    case DT_ACT_LEAKY_RELU:
+        return x > 0 ? x : x * a->a;
+    case DT_ACT_GELU:
+        return 0.5 * x * erfc(-x / sqrt(2.0));
+    case DT_ACT_GELU_TANH:
+        return 0.5 * x *
+               (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case DT_ACT_SILU:
+        return x / (1.0 + exp(-x));
+    default:
+        return NAN;
+    }
+}
+
+static void test_activation_forward_matches_libm(void **state) {
+    (void)state;
+    enum { COUNT = 40001 };
+    float *x = test_alloc(4 * COUNT), *y = test_alloc(4 * COUNT);
+    for (int i = 0; i < COUNT; i++) x[i] = -20.0f + 40.0f * (float)i / (COUNT - 1);
+    double worst_all = 0;
+    for (int f = 0; f < N_ACTIVATIONS; f++) {
+        const dt_activation *a = &activations[f];
+        dt_activation_forward(a, DT_F32, y, x, COUNT);
+        double worst = 0, where = 0;
+        for (int i = 0; i < COUNT; i++) {
+            const double want = reference_activation(a, x[i]);
+            const double err = fabs(y[i] - want) / fmax(fabs(want), 1.0);
+            if (err > worst) worst = err, where = x[i];
+        }
+        print_message("  %-12s worst error %.2e of max(|y|, 1) (at %g)\n",
+                      dt_activation_name(a->fn), worst, where);
+        worst_all = fmax(worst_all, worst);
+    }
+    assert_true(worst_all < 1e-6);
+    /* NaN stays NaN through every function */
+    x[0] = NAN;
+    for (int f = 0; f < N_ACTIVATIONS; f++) {
+        dt_activation_forward(&activations[f], DT_F32, y, x, 1);
+        assert_true(isnan(y[0]));
+    }
+    free(x), free(y);
+}
+
+/* The derivatives at the kinks, as PyTorch 1.13 gives them (torch.autograd on
+ * F.relu6 / hardtanh, hardswish, hardsigmoid, leaky_relu at these points). */
+static void test_activation_kinks_follow_pytorch(void **state) {
+    (void)state;
+    const struct {
+        dt_activation act;
+        float x, grad;
+    } cases[] = {
+        {{DT_ACT_CLIP, 0, 6}, 0.0f, 0.0f},
+        {{DT_ACT_CLIP, 0, 6}, 6.0f, 0.0f},
+        {{DT_ACT_CLIP, 0, 6}, 3.0f, 1.0f},
+        {{DT_ACT_HARDSWISH, 0, 0}, -3.0f, -0.5f},
+        {{DT_ACT_HARDSWISH, 0, 0}, 3.0f, 1.5f},
+        {{DT_ACT_HARDSWISH, 0, 0}, 6.0f, 1.0f},
+        {{DT_ACT_HARDSWISH, 0, 0}, -4.0f, 0.0f},
+        {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, 3.0f, 0},
+        {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, -3.0f, 0},
+        {{DT_ACT_LEAKY_RELU, 0.1f, 0}, 0.0f, 0.1f},
+        /* a NaN input: hardtanh and hardswish pass the gradient, hardsigmoid does not,
+         * leaky_relu scales it */
+        {{DT_ACT_CLIP, 0, 6}, NAN, 1.0f},
+        {{DT_ACT_HARDSWISH, 0, 0}, NAN, 1.0f},
+        {{DT_ACT_HARDSIGMOID, 1.0f / 6, 0.5f}, NAN, 0},
+        {{DT_ACT_LEAKY_RELU, 0.1f, 0}, NAN, 0.1f},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        float y, g = 1.0f, dx = 0.0f;
+        dt_activation_forward(&cases[k].act, DT_F32, &y, &cases[k].x, 1);
+        dt_activation_backward(&cases[k].act, DT_F32, &dx, &g, &cases[k].x, &y, 1, 0);
+        assert_float_equal(dx, cases[k].grad, 1e-7);
+    }
+}
+
+/* bf16 runs the f32 body on the widened values and rounds once: on inputs that are
+ * bf16 values, its results are the f32 results rounded, bit for bit (forward, and
+ * backward written or added to), at sizes past the loops' threading threshold. */
+static void test_activation_bf16_matches_f32(void **state) {
+    (void)state;
+    const size_t count = 40000 + 7;
+    uint16_t *x16 = test_alloc(2 * count), *y16 = test_alloc(2 * count);
+    uint16_t *g16 = test_alloc(2 * count), *dx16 = test_alloc(2 * count);
+    float *x = test_alloc(4 * count), *y = test_alloc(4 * count), *g = test_alloc(4 * count);
+    float *dx = test_alloc(4 * count);
+    fill_uniform(x, count, 81, -7, 7);
+    fill_uniform(g, count, 82, -1, 1);
+    for (size_t i = 0; i < count; i++) {
+        x16[i] = dt_bf16_from_f32(x[i]), x[i] = dt_bf16_to_f32(x16[i]);
+        g16[i] = dt_bf16_from_f32(g[i]), g[i] = dt_bf16_to_f32(g16[i]);
+    }
+    for (int f = 0; f < N_ACTIVATIONS; f++) {
+        const dt_activation *a = &activations[f];
+        dt_activation_forward(a, DT_F32, y, x, count);
+        dt_activation_forward(a, DT_BF16, y16, x16, count);
+        size_t differ = 0;
+        for (size_t i = 0; i < count; i++) differ += y16[i] != dt_bf16_from_f32(y[i]);
+        /* backward reads y: both from the same bf16 values */
+        for (size_t i = 0; i < count; i++) y[i] = dt_bf16_to_f32(y16[i]);
+        for (int add = 0; add <= 1; add++) {
+            for (size_t i = 0; i < count; i++)
+                dx16[i] = g16[count - 1 - i], dx[i] = g[count - 1 - i];
+            dt_activation_backward(a, DT_F32, dx, g, x, y, count, add);
+            dt_activation_backward(a, DT_BF16, dx16, g16, x16, y16, count, add);
+            for (size_t i = 0; i < count; i++) differ += dx16[i] != dt_bf16_from_f32(dx[i]);
+        }
+        print_message("  %-12s %zu of %zu bf16 results differ from f32's rounded\n",
+                      dt_activation_name(a->fn), differ, 3 * count);
+        assert_int_equal(differ, 0);
+    }
+    free(x16), free(y16), free(g16), free(dx16), free(x), free(y), free(g), free(dx);
+}
+
+/* In place (out == in, din == dout, x == y) a function that runs so gives the same bits
+ * as out of place, in f32 and bf16; the others are refused by the builder. */
+static void test_activation_in_place_matches_out_of_place(void **state) {
+    (void)state;
+    const size_t count = 40000 + 5;
+    float *x = test_alloc(4 * count), *g = test_alloc(4 * count);
+    fill_uniform(x, count, 85, -7, 7);
+    fill_uniform(g, count, 86, -1, 1);
+    for (int type = 0; type < 2; type++) {
+        const dt_dtype dtype = type ? DT_BF16 : DT_F32;
+        const size_t size = type ? 2 : 4;
+        unsigned char *xs = test_alloc(size * count), *gs = test_alloc(size * count);
+        unsigned char *y = test_alloc(size * count), *dx = test_alloc(size * count);
+        unsigned char *io = test_alloc(size * count), *gio = test_alloc(size * count);
+        for (size_t i = 0; i < count; i++)
+            if (type)
+                ((uint16_t *)xs)[i] = dt_bf16_from_f32(x[i]),
+                           ((uint16_t *)gs)[i] = dt_bf16_from_f32(g[i]);
+            else
+                ((float *)xs)[i] = x[i], ((float *)gs)[i] = g[i];
+        int in_place = 0;
+        for (int f = 0; f < N_ACTIVATIONS; f++) {
+            const dt_activation *a = &activations[f];
+            if (!dt_activation_runs_in_place(*a)) continue;
+            in_place++;
+            dt_activation_forward(a, dtype, y, xs, count);
+            dt_activation_backward(a, dtype, dx, gs, xs, y, count, 0);
+            memcpy(io, xs, size * count);
+            memcpy(gio, gs, size * count);
+            dt_activation_forward(a, dtype, io, io, count);
+            dt_activation_backward(a, dtype, gio, gio, io, io, count, 0);
+            assert_memory_equal(io, y, size * count);
+            assert_memory_equal(gio, dx, size * count);
+        }
+        assert_int_equal(in_place, 8); /* clip x2, sigmoid, hardsigmoid x2, tanh, leaky x2 */
+        free(xs), free(gs), free(y), free(dx), free(io), free(gio);
+    }
+    free(x), free(g);
+}
+
+/* The op in a model, through its kernel: the conv's output read by two activations
+ * (backward adds into its gradient) and a chain of them (each its input's sole
+ * reader: backward writes); every parameter's gradient against the directional
+ * difference of the loss. */
+static double model_loss(dt_model *m, const float *x, const int32_t *labels, int n) {
+    memcpy(dt_model_input_data(m), x, sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+    dt_model_forward(m, n);
+    return dt_model_loss(m, labels, n, NULL);
+}
+
+static void test_activation_op_grad_matches_fd(void **state) {
+    (void)state;
+    dt_model m;
+    dt_error err;
+    dt_model_init_empty(&m, "activations", 3);
+    const int x = dt_model_input(&m, 2, 3, 4);
+    const int c = dt_model_conv2d(&m, "conv", x, 4, 1, 1, 0, 1);
+    int a = dt_model_activation(&m, c, (dt_activation){DT_ACT_GELU, 0, 0});
+    for (int f = 0; f < N_ACTIVATIONS; f++) a = dt_model_activation(&m, a, activations[f]);
+    for (int f = 0; f < N_ACTIVATIONS; f++) /* and those that can, in place */
+        if (dt_activation_runs_in_place(activations[f]))
+            a = dt_model_activation_in_place(&m, a, activations[f]);
+    const int b = dt_model_activation(&m, c, (dt_activation){DT_ACT_SILU, 0, 0});
+    const int y = dt_model_linear(&m, "fc", dt_model_flatten(&m, dt_model_add(&m, a, b)), 3);
+    assert_true(y >= 0);
+    assert_int_equal(m.values[a].rank, 3);
+    assert_int_equal(m.values[a].h, 3);
+    assert_int_equal(dt_model_activation(&m, y, (dt_activation){DT_ACT_LEAKY_RELU, NAN, 0}), -1);
+    assert_non_null(strstr(m.build_error.msg, "leaky_relu with parameters nan"));
+    m.build_failed = 0;
+    assert_int_equal(dt_model_activation_in_place(&m, y, (dt_activation){DT_ACT_GELU, 0, 0}), -1);
+    assert_non_null(strstr(m.build_error.msg, "gelu cannot run in place"));
+    m.build_failed = 0;
+    const int batch = 3;
+    if (dt_model_alloc(&m, batch, &err)) fail_msg("%s", err.msg);
+    assert_false(m.storages[m.values[c].storage].grad_written); /* two readers */
+    assert_true(m.storages[m.values[m.ops[3].in].storage].grad_written);
+    dt_model_init_params(&m, 7);
+    float xs[2 * 3 * 4 * 3];
+    fill_uniform(xs, sizeof xs / sizeof *xs, 91, -3, 3);
+    const int32_t labels[3] = {0, 2, 1};
+    dt_model_zero_grad(&m);
+    model_loss(&m, xs, labels, batch);
+    dt_model_backward(&m, labels, batch);
+    float *dir = test_alloc(sizeof(float) * m.n_params),
+          *saved = test_alloc(sizeof(float) * m.n_params);
+    fill_uniform(dir, m.n_params, 92, -1, 1);
+    memcpy(saved, m.params, sizeof(float) * m.n_params);
+    double g_dot_d = 0;
+    for (size_t i = 0; i < m.n_params; i++) g_dot_d += (double)m.grads[i] * dir[i];
+    const float eps = 1e-3f;
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = saved[i] + eps * dir[i];
+    const double lp = model_loss(&m, xs, labels, batch);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] = saved[i] - eps * dir[i];
+    const double lm = model_loss(&m, xs, labels, batch);
+    const double numeric = (lp - lm) / (2.0 * eps);
+    print_message("  directional derivative %.6g, gradient's %.6g\n", numeric, g_dot_d);
+    assert_true(fabs(numeric - g_dot_d) <= 2e-3 * fabs(g_dot_d));
+    free(dir), free(saved);
+    dt_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear_grad_matches_fd),
@@ -852,6 +1153,12 @@ int main(void) {
         cmocka_unit_test(test_dropout_zeroes_p_and_scales_the_rest),
         cmocka_unit_test(test_dropout_op_trains_and_evaluates_as_pytorch),
         cmocka_unit_test(test_cross_entropy_grad_matches_fd),
+        cmocka_unit_test(test_activation_grad_matches_fd),
+        cmocka_unit_test(test_activation_forward_matches_libm),
+        cmocka_unit_test(test_activation_kinks_follow_pytorch),
+        cmocka_unit_test(test_activation_bf16_matches_f32),
+        cmocka_unit_test(test_activation_in_place_matches_out_of_place),
+        cmocka_unit_test(test_activation_op_grad_matches_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,10 +23,11 @@
 static char folder[256];
 
 /* A graph under construction: input [N, 1, 4, 4], nodes and initializers appended. */
+enum { GRAPH_MAX_NODES = 12 }; /* GELU's tanh form: 9 */
 typedef struct graph {
-    Onnx__NodeProto nodes[8], *node_ptrs[8];
-    Onnx__AttributeProto attrs[8][4], *attr_ptrs[8][4];
-    char *node_in[8][4], *node_out[8][2];
+    Onnx__NodeProto nodes[GRAPH_MAX_NODES], *node_ptrs[GRAPH_MAX_NODES];
+    Onnx__AttributeProto attrs[GRAPH_MAX_NODES][4], *attr_ptrs[GRAPH_MAX_NODES][4];
+    char *node_in[GRAPH_MAX_NODES][4], *node_out[GRAPH_MAX_NODES][2];
     Onnx__TensorProto inits[8], *init_ptrs[8];
     int64_t init_dims[8][4];
     float init_data[8][64];
@@ -90,6 +91,7 @@ static void graph_init(graph *gr, int rank) {
 static Onnx__NodeProto *node(graph *gr, const char *op, const char *name, const char *out, int n_in,
                              ...) {
     const int k = gr->n_nodes++;
+    assert_true(k < GRAPH_MAX_NODES);
     Onnx__NodeProto *n = &gr->nodes[k];
     onnx__node_proto__init(n);
     n->op_type = (char *)op;
@@ -677,6 +679,220 @@ static void test_broadcasting_ops_refuse_what_they_cannot(void **state) {
             "both its inputs are constants");
 }
 
+/* ---- activations (src/nn/activation.c) and the patterns imported as one ---- */
+
+/* A scalar float initializer. */
+static void scalar(graph *gr, const char *name, float v) {
+    init(gr, name, 0)->float_data[0] = v;
+}
+
+/* Imports path, runs it forward on x (2 samples of 16) and returns the ops' count;
+ * y gets the output, fn the first op's function. */
+static int run_16(const char *path, const float *x, float *y, dt_activation_fn *fn) {
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 0);
+    memcpy(dt_model_input_data(&m), x, sizeof(float) * 32);
+    dt_model_forward(&m, 2);
+    memcpy(y, dt_model_value_data(&m, m.n_values - 1), sizeof(float) * 32);
+    const int ops = m.n_ops;
+    assert_int_equal(m.ops[0].kind, DT_OP_ACTIVATION);
+    *fn = m.ops[0].act.fn;
+    dt_model_free(&m);
+    return ops;
+}
+
+/* A graph of input [2, 16, 1, 1]: its activations' output reads as [batch, classes]. */
+static void graph_init_16(graph *gr) {
+    graph_init(gr, 4);
+    gr->dims[1].dim_value = 16;
+    gr->dims[2].dim_value = gr->dims[3].dim_value = 1;
+}
+
+static void inputs_16(float *x) {
+    for (int i = 0; i < 32; i++) x[i] = -4.0f + 0.25f * (float)i;
+}
+
+/* torch.onnx's nn.GELU: Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5, one op; a
+ * graph that differs from it (here: + 2) is refused naming its Erf. */
+static void test_gelus_decomposition_is_one_op(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    scalar(&gr, "sqrt2", 1.4142135f);
+    scalar(&gr, "one", 1.0f);
+    scalar(&gr, "half", 0.5f);
+    node(&gr, "Div", "div", "d", 2, "x", "sqrt2");
+    node(&gr, "Erf", "erf", "e", 1, "d");
+    node(&gr, "Add", "add", "a", 2, "e", "one");
+    node(&gr, "Mul", "mul", "m", 2, "x", "a");
+    node(&gr, "Mul", "mul_1", "y", 2, "m", "half");
+    float x[32], y[32];
+    inputs_16(x);
+    dt_activation_fn fn;
+    assert_int_equal(run_16(write_graph(&gr, "gelu.onnx"), x, y, &fn), 1);
+    assert_int_equal(fn, DT_ACT_GELU);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(y[i], 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))), 2e-6);
+    /* the halving first, the operands swapped: the same op */
+    gr.node_in[3][0] = "half", gr.node_in[3][1] = "a";
+    gr.node_in[4][1] = "x";
+    assert_int_equal(run_16(write_graph(&gr, "gelu.onnx"), x, y, &fn), 1);
+    assert_int_equal(fn, DT_ACT_GELU);
+    gr.inits[1].float_data[0] = 2.0f;
+    refused(write_graph(&gr, "gelu.onnx"), 3, "node 'erf' (Erf)", "GELU's decomposition",
+            "step 3 of 5");
+    /* Erf alone: refused naming it */
+    graph_init_16(&gr);
+    node(&gr, "Erf", "erf", "y", 1, "x");
+    refused(write_graph(&gr, "erf.onnx"), 2, "node 'erf' (Erf)", "only inside GELU's");
+}
+
+/* PyTorch's GELU(approximate='tanh'): nine nodes, one op. */
+static void test_gelus_tanh_form_is_one_op(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    scalar(&gr, "kappa", 0.044715f);
+    scalar(&gr, "beta", 0.7978846f);
+    scalar(&gr, "one", 1.0f);
+    scalar(&gr, "half", 0.5f);
+    node(&gr, "Mul", "sq", "s", 2, "x", "x");
+    node(&gr, "Mul", "cube", "c", 2, "x", "s");
+    node(&gr, "Mul", "k", "k", 2, "kappa", "c");
+    node(&gr, "Add", "inner", "i", 2, "x", "k");
+    node(&gr, "Mul", "b", "b", 2, "beta", "i");
+    node(&gr, "Tanh", "tanh", "t", 1, "b");
+    node(&gr, "Add", "plus1", "p", 2, "one", "t");
+    node(&gr, "Mul", "times_x", "m", 2, "x", "p");
+    node(&gr, "Mul", "halve", "y", 2, "half", "m");
+    float x[32], y[32];
+    inputs_16(x);
+    dt_activation_fn fn;
+    assert_int_equal(run_16(write_graph(&gr, "gelu_tanh.onnx"), x, y, &fn), 1);
+    assert_int_equal(fn, DT_ACT_GELU_TANH);
+    for (int i = 0; i < 32; i++) {
+        const double v = x[i],
+                     inner = sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v);
+        assert_float_equal(y[i], 0.5 * v * (1.0 + tanh(inner)), 2e-6);
+    }
+}
+
+/* Sigmoid whose one reader is Mul(x, it): SiLU, one op; read by another node too, a
+ * Sigmoid (here the graph's output, which nothing else reads, is the Sigmoid's). */
+static void test_silu_and_hardswishs_decompositions_are_one_op(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    node(&gr, "Sigmoid", "sig", "s", 1, "x");
+    node(&gr, "Mul", "mul", "y", 2, "s", "x");
+    float x[32], y[32];
+    inputs_16(x);
+    dt_activation_fn fn;
+    assert_int_equal(run_16(write_graph(&gr, "silu.onnx"), x, y, &fn), 1);
+    assert_int_equal(fn, DT_ACT_SILU);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], x[i] / (1.0 + exp(-x[i])), 1e-6);
+    /* opset 13's nn.Hardswish: HardSigmoid(alpha 1/6) then Mul by x */
+    gr.nodes[0].op_type = "HardSigmoid";
+    Onnx__AttributeProto *alpha =
+        new_attr(&gr, &gr.nodes[0], "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    alpha->has_f = 1, alpha->f = 1.0f / 6.0f;
+    assert_int_equal(run_16(write_graph(&gr, "hardswish.onnx"), x, y, &fn), 1);
+    assert_int_equal(fn, DT_ACT_HARDSWISH);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(y[i], x[i] * fmin(fmax(x[i] + 3.0, 0.0), 6.0) / 6.0, 1e-6);
+    /* another alpha: x * hardsigmoid(x) is no HardSwish: two ops, a HardSigmoid and the
+     * broadcasting Mul */
+    alpha->f = 0.2f;
+    assert_int_equal(run_16(write_graph(&gr, "hardsigmoid.onnx"), x, y, &fn), 2);
+    assert_int_equal(fn, DT_ACT_HARDSIGMOID);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(y[i], x[i] * fmin(fmax(0.2 * x[i] + 0.5, 0.0), 1.0), 1e-6);
+}
+
+/* An activation whose gradient follows from its output overwrites its input where no
+ * other node reads it (one storage for the chain), and keeps it where one does. */
+static void test_activations_run_in_place_where_nothing_else_reads_the_input(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    node(&gr, "Tanh", "tanh", "t", 1, "x");
+    Onnx__NodeProto *leaky = node(&gr, "LeakyRelu", "leaky", "y", 1, "t");
+    Onnx__AttributeProto *alpha =
+        new_attr(&gr, leaky, "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    alpha->has_f = 1, alpha->f = 0.5f;
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    const char *path = write_graph(&gr, "inplace_chain.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 1);
+    dt_model_free(&m);
+    alpha->f = -0.5f; /* a negative slope needs its input */
+    path = write_graph(&gr, "inplace_chain.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 2);
+    dt_model_free(&m);
+    graph_init_16(&gr);
+    node(&gr, "Tanh", "tanh", "t", 1, "x");
+    node(&gr, "Sigmoid", "sigmoid", "s", 1, "x");
+    node(&gr, "Add", "add", "y", 2, "t", "s");
+    float x[32], y[32];
+    inputs_16(x);
+    path = write_graph(&gr, "shared_input.onnx");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_storages, 4); /* x, tanh's, sigmoid's, the sum */
+    dt_model_free(&m);
+    dt_activation_fn fn;
+    run_16(path, x, y, &fn);
+    for (int i = 0; i < 32; i++)
+        assert_float_equal(y[i], tanh(x[i]) + 1.0 / (1.0 + exp(-x[i])), 1e-6);
+}
+
+/* Clip's bounds: attributes before opset 11, constant inputs from it. */
+static void test_clip_takes_its_bounds_as_its_opset_says(void **state) {
+    (void)state;
+    graph gr;
+    graph_init_16(&gr);
+    scalar(&gr, "lo", -1.0f);
+    scalar(&gr, "hi", 2.5f);
+    node(&gr, "Clip", "clip", "y", 3, "x", "lo", "hi");
+    float x[32], y[32];
+    inputs_16(x);
+    dt_activation_fn fn;
+    assert_int_equal(run_16(write_graph(&gr, "clip.onnx"), x, y, &fn), 1);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], fmin(fmax(x[i], -1.0), 2.5), 0);
+    gr.node_in[0][1] = ""; /* no lower bound */
+    run_16(write_graph(&gr, "clip.onnx"), x, y, &fn);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], fmin(x[i], 2.5), 0);
+    gr.opset.version = 10;
+    refused(write_graph(&gr, "clip.onnx"), 2, "node 'clip' (Clip)", "as attributes");
+    gr.nodes[0].n_input = 1;
+    Onnx__AttributeProto *lo =
+        new_attr(&gr, &gr.nodes[0], "min", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    lo->has_f = 1, lo->f = 0.0f;
+    run_16(write_graph(&gr, "clip.onnx"), x, y, &fn);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], fmax(x[i], 0.0), 0);
+    gr.opset.version = 14;
+    gr.nodes[0].n_input = 2;
+    gr.node_in[0][1] = "x"; /* a bound that is an activation */
+    refused(write_graph(&gr, "clip.onnx"), 2, "node 'clip' (Clip)", "must be an initializer");
+    /* torch.onnx 1.13's ReLU6: its bounds cast to float first */
+    graph_init_16(&gr);
+    scalar(&gr, "lo", 0.0f);
+    scalar(&gr, "hi", 6.0f);
+    attr_int(&gr, node(&gr, "Cast", "cast_lo", "lo_f", 1, "lo"), "to", 1);
+    attr_int(&gr, node(&gr, "Cast", "cast_hi", "hi_f", 1, "hi"), "to", 1);
+    node(&gr, "Clip", "clip", "y", 3, "x", "lo_f", "hi_f");
+    run_16(write_graph(&gr, "relu6.onnx"), x, y, &fn);
+    for (int i = 0; i < 32; i++) assert_float_equal(y[i], fmin(fmax(x[i], 0.0), 6.0), 0);
+    gr.node_in[0][0] = "x"; /* a Cast of an activation */
+    refused(write_graph(&gr, "relu6.onnx"), 2, "node 'cast_lo' (Cast)", "float constant");
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -698,6 +914,11 @@ int main(void) {
         cmocka_unit_test(test_a_value_past_size_t_is_refused_by_the_model),
         cmocka_unit_test(test_broadcasting_ops_take_parameters_and_constants),
         cmocka_unit_test(test_broadcasting_ops_refuse_what_they_cannot),
+        cmocka_unit_test(test_gelus_decomposition_is_one_op),
+        cmocka_unit_test(test_gelus_tanh_form_is_one_op),
+        cmocka_unit_test(test_silu_and_hardswishs_decompositions_are_one_op),
+        cmocka_unit_test(test_clip_takes_its_bounds_as_its_opset_says),
+        cmocka_unit_test(test_activations_run_in_place_where_nothing_else_reads_the_input),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -38,14 +38,30 @@ static const char *data_dir = "/usr/share/libonnx-testdata/data/node";
 static char scratch[256];
 
 /* The operators imported (docs/onnx.md), by the cases' name prefixes. */
-static const char *const families[] = {
-    "test_conv_",        "test_basic_conv_",       "test_relu",         "test_maxpool_",
-    "test_averagepool_", "test_globalaveragepool", "test_gemm_",        "test_matmul_",
-    "test_add",          "test_concat_",           "test_flatten_",     "test_reshape_",
-    "test_dropout_",     "test_batchnorm_",        "test_constant_pad", "test_squeeze",
-    "test_unsqueeze",    "test_transpose_",        "test_shape",        "test_constantofshape_",
-    "test_range_",       "test_identity",          "test_sub",          "test_mul",
-    "test_div",          "test_reduce_mean"};
+static const char *const families[] = {"test_conv_",        "test_basic_conv_",
+                                       "test_relu",         "test_maxpool_",
+                                       "test_averagepool_", "test_globalaveragepool",
+                                       "test_gemm_",        "test_matmul_",
+                                       "test_add",          "test_concat_",
+                                       "test_flatten_",     "test_reshape_",
+                                       "test_dropout_",     "test_batchnorm_",
+                                       "test_constant_pad", "test_squeeze",
+                                       "test_unsqueeze",    "test_transpose_",
+                                       "test_shape",        "test_constantofshape_",
+                                       "test_range_",       "test_identity",
+                                       "test_sub",          "test_mul",
+                                       "test_div",          "test_reduce_mean",
+                                       "test_conv_",        "test_basic_conv_",
+                                       "test_relu",         "test_maxpool_",
+                                       "test_averagepool_", "test_globalaveragepool",
+                                       "test_gemm_",        "test_matmul_",
+                                       "test_add",          "test_concat_",
+                                       "test_flatten_",     "test_reshape_",
+                                       "test_dropout_",     "test_batchnorm_",
+                                       "test_constant_pad", "test_clip",
+                                       "test_sigmoid",      "test_hardsigmoid",
+                                       "test_hardswish",    "test_tanh",
+                                       "test_leakyrelu",    "test_erf"};
 
 /* The cases that must run (the variants dtrain imports). */
 static const char *const must_run[] = {"test_conv_with_strides_padding",
@@ -80,7 +96,20 @@ static const char *const must_run[] = {"test_conv_with_strides_padding",
                                        "test_div_bcast",
                                        "test_reduce_mean_keepdims_example",
                                        "test_reduce_mean_do_not_keepdims_example",
-                                       "test_reduce_mean_negative_axes_keepdims_example"};
+                                       "test_reduce_mean_negative_axes_keepdims_example",
+                                       "test_clip",
+                                       "test_clip_default_inbounds",
+                                       "test_clip_default_min",
+                                       "test_clip_default_max",
+                                       "test_clip_splitbounds",
+                                       "test_sigmoid",
+                                       "test_hardsigmoid",
+                                       "test_hardsigmoid_default",
+                                       "test_hardswish",
+                                       "test_hardswish_expanded",
+                                       "test_tanh",
+                                       "test_leakyrelu",
+                                       "test_leakyrelu_default"};
 
 static Onnx__TensorProto *read_tensor(const char *path) {
     FILE *f = fopen(path, "rb");

@@ -298,6 +298,13 @@ static void test_onnx_se_layer_scale_matches_pytorch(void **state) {
     run_committed("onnx/se_layer_scale.onnx.safetensors");
 }
 
+/* ReLU6, Hardswish, SiLU, GELU (both forms), LeakyReLU, Tanh, Hardsigmoid, Sigmoid
+ * (opset 17): the activation op, and torch.onnx's GELU and SiLU subgraphs as one op. */
+static void test_onnx_activations_match_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/activations.onnx.safetensors");
+}
+
 /* torchvision's own structures (and, for resnet18 and vgg11, its classes) at a small
  * width: make_onnx_fixtures.py --torchvision checks the full-width ones by hand. */
 static void test_onnx_tv_resnet18_narrow_matches_pytorch(void **state) {
@@ -343,6 +350,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_separable_dilated_matches_pytorch),
         cmocka_unit_test(test_onnx_channel_shuffle_matches_pytorch),
         cmocka_unit_test(test_onnx_se_layer_scale_matches_pytorch),
+        cmocka_unit_test(test_onnx_activations_match_pytorch),
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),

@@ -5,6 +5,7 @@
 #ifndef DTRAIN_DTRAIN_H
 #define DTRAIN_DTRAIN_H
 
+#include "dtrain/activation.h"
 #include "dtrain/backend.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/dataset.h"

@@ -80,5 +80,8 @@ extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
 /* The elementwise binary op: same shapes (any layout), and broadcasting (NCHW). */
 extern const dt_kernel dt_binary_f32_kernel, dt_binary_bcast_f32_kernel, dt_reduce_mean_f32_kernel;
+/* The activations' loop is one body for both element types: both its kernels are
+ * beside it (src/nn/activation.c). */
+extern const dt_kernel dt_activation_f32_kernel, dt_activation_bf16_kernel;
 
 #endif

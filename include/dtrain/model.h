@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtrain/activation.h"
 #include "dtrain/error.h"
 #include "dtrain/kernel.h"
 #include "dtrain/op.h"
@@ -130,6 +131,7 @@ typedef struct dt_op {
     int func;                    /* binary: its dt_binary_func (0 for every other op) */
     float scalar;          /* binary: the constant operand when it has neither in2 nor weight */
     unsigned axes;         /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
+    dt_activation act;           /* activation: the function and its parameters */
     const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
     void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
@@ -199,6 +201,14 @@ int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
 int dt_model_relu(dt_model *m, int in); /* in place */
+/* An elementwise activation (activation.h) of a value of any shape, into a new value:
+ * clip (bounds a, b: infinite for none; a > b gives b, as ONNX), sigmoid, hardsigmoid
+ * (alpha a, beta b), hardswish, tanh, leaky_relu (slope a), gelu, gelu_tanh, silu.
+ * Parameters are finite, clip's not NaN. */
+int dt_model_activation(dt_model *m, int in, dt_activation act);
+/* The same, overwriting its input (as dt_model_relu: nothing may read the input after
+ * it), for a function that dt_activation_runs_in_place. */
+int dt_model_activation_in_place(dt_model *m, int in, dt_activation act);
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
 /* PyTorch's MaxPool2d(kernel, stride, padding, ceil_mode): padding counts as -inf,
  * pad <= kernel / 2; ceil_mode keeps a last window that starts inside the input. */

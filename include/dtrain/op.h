@@ -28,6 +28,7 @@ typedef enum dt_op_kind {
     DT_OP_TRANSPOSE,
     DT_OP_BINARY,
     DT_OP_REDUCE_MEAN,
+    DT_OP_ACTIVATION, /* elementwise: its function in dt_op.act (activation.h) */
     DT_OP_COUNT /* the number of kinds: size arrays and loops with it */
 } dt_op_kind;
 
@@ -55,5 +56,6 @@ extern const dt_op_class dt_conv2d_op, dt_linear_op, dt_batchnorm2d_op, dt_relu_
 extern const dt_op_class dt_shortcut_pad_op, dt_dropout_op, dt_concat_op, dt_adaptive_avgpool2d_op;
 extern const dt_op_class dt_transpose_op;
 extern const dt_op_class dt_binary_op, dt_reduce_mean_op;
+extern const dt_op_class dt_activation_op;
 
 #endif

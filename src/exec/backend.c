@@ -42,6 +42,8 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_binary_bcast_bf16_kernel,
     &dt_reduce_mean_f32_kernel,
     &dt_reduce_mean_bf16_kernel,
+    &dt_activation_f32_kernel,
+    &dt_activation_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {

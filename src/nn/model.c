@@ -296,6 +296,40 @@ int dt_model_relu(dt_model *m, int in) {
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
+/* An activation of `in` into `storage` (a new one, or in's own in place). */
+static int activation(dt_model *m, int in, dt_activation act, int in_place) {
+    if (!valid_value(m, in)) return -1;
+    const char *fn = dt_activation_name(act.fn);
+    if (!fn) return build_failf(m, "model %s: activation function %d is unknown", m->name, act.fn);
+    const int bounds = act.fn == DT_ACT_CLIP;
+    if (bounds ? isnan(act.a) || isnan(act.b) : !isfinite(act.a) || !isfinite(act.b))
+        return build_failf(m, "model %s: %s with parameters %g, %g", m->name, fn, (double)act.a,
+                           (double)act.b);
+    if (in_place && !dt_activation_runs_in_place(act))
+        return build_failf(m, "model %s: %s cannot run in place (its gradient needs its input)",
+                           m->name, fn);
+    dt_value x = m->values[in];
+    const int storage =
+        in_place ? x.storage : new_storage(m, (long long)m->storages[x.storage].per_sample, 1, 1);
+    int out = new_value(m, storage, 0, 0, 0);
+    if (out < 0) return -1;
+    dt_value *y = &m->values[out]; /* x's shape, whatever its rank */
+    *y = x;
+    y->storage = storage;
+    dt_op *op = new_op(m, DT_OP_ACTIVATION, fn, in, -1, out); /* its name: the function's */
+    if (!op) return -1;
+    op->act = act;
+    return out;
+}
+
+int dt_model_activation(dt_model *m, int in, dt_activation act) {
+    return activation(m, in, act, 0);
+}
+
+int dt_model_activation_in_place(dt_model *m, int in, dt_activation act) {
+    return activation(m, in, act, 1);
+}
+
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
     if (!image_input(m, in, "pooling")) return -1;
@@ -661,6 +695,10 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         if (op->func || op->axes) { /* what older graphs lack */
             hash_int(&g, op->func), hash_int(&g, (int64_t)op->axes);
             hash_float(&g, op->scalar);
+        }
+        if (op->kind == DT_OP_ACTIVATION) { /* the other kinds hash as before */
+            hash_int(&g, op->act.fn);
+            hash_float(&g, op->act.a), hash_float(&g, op->act.b);
         }
     }
     return g.h;

@@ -233,7 +233,9 @@ typedef struct importer {
     int n_copies, cap_copies;
     dt_error *err;
     int failed;
-    int any_output; /* dt_onnx_build_any: the last value may be any shape */
+    int any_output;        /* dt_onnx_build_any: the last value may be any shape */
+    size_t node_index;     /* the node being imported */
+    unsigned char *folded; /* [n_node]: 1 for a node a pattern before it took (GELU, SiLU) */
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1388,6 +1390,299 @@ static int import_dropout(importer *im, const Onnx__NodeProto *n) {
     return set_output(im, n, dt_model_dropout(im->m, x->id, p));
 }
 
+/* ------------------------------------------------------------------ activations */
+
+/* The activation of x: in place (its memory spared) where the function's gradient
+ * follows from its output and no other node reads x under any name (as Relu). */
+static int add_activation(importer *im, const onnx_value *x, dt_activation act) {
+    if (dt_activation_runs_in_place(act) && im->storage_readers[im->m->values[x->id].storage] == 1)
+        return dt_model_activation_in_place(im->m, x->id, act);
+    return dt_model_activation(im->m, x->id, act);
+}
+
+static int import_activation(importer *im, const Onnx__NodeProto *n, dt_activation act) {
+    onnx_value *x = act_input(im, n, 0);
+    return x ? set_output(im, n, add_activation(im, x, act)) : -1;
+}
+
+/* A Cast of a float constant to float: torch.onnx 1.13 casts ReLU6's bounds (0 and 6)
+ * to the input's type before its Clip. The output is the same constant. */
+static int import_cast_of_constant(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = find_value(im, n->n_input == 1 ? n->input[0] : NULL);
+    if (!x || x->kind != V_CONST || x->tensor->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+        attr_int(n, "to", -1) != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        return fail_node(im, n, "only a Cast of a float constant to float is supported");
+    if (n->n_output != 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_CONST);
+    if (!v) return -1;
+    v->tensor = x->tensor;
+    v->from_constant = 1; /* not an initializer of its own: never a weight */
+    return 0;
+}
+
+/* Clip's bounds: attributes before opset 11, optional constant inputs from it; absent
+ * is unbounded. */
+static int import_clip(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    float bound[2] = {attr_float(n, "min", -INFINITY), attr_float(n, "max", INFINITY)};
+    if (im->opset < 11 && n->n_input > 1)
+        return fail_node(im, n, "opset %lld's Clip takes its bounds as attributes, not inputs",
+                         im->opset);
+    for (size_t i = 1; i < n->n_input && i < 3; i++) {
+        if (!n->input[i] || !*n->input[i]) continue; /* absent */
+        const Onnx__TensorProto *t = const_input(im, n, i, 0);
+        if (!t || tensor_scalar(im, t, &bound[i - 1])) return -1;
+    }
+    if (isnan(bound[0]) || isnan(bound[1])) return fail_node(im, n, "a bound is NaN");
+    return set_output(im, n,
+                      add_activation(im, x, (dt_activation){DT_ACT_CLIP, bound[0], bound[1]}));
+}
+
+/* torch.onnx writes GELU and SiLU as small subgraphs, found here from their first
+ * node and imported as one activation: its nodes follow one another, with the
+ * Constant nodes of their scalars between them, so each next one is looked for among
+ * the few nodes after the last (no index of readers needed). */
+enum { PATTERN_LOOKAHEAD = 16 };
+
+/* The node among the PATTERN_LOOKAHEAD after node `from` that reads `name`, when it is
+ * the name's only reader in the graph; -1 otherwise. */
+static long sole_reader_after(const importer *im, const char *name, size_t from) {
+    if (readers(im, name) != 1) return -1;
+    const Onnx__GraphProto *g = im->g;
+    for (size_t i = from + 1; i < g->n_node && i <= from + PATTERN_LOOKAHEAD; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t q = 0; q < n->n_input; q++)
+            if (n->input[q] && !strcmp(n->input[q], name)) return im->folded[i] ? -1 : (long)i;
+    }
+    return -1;
+}
+
+/* A float or double scalar's value, or -1 (nothing failed: a pattern just differs). */
+static int scalar_of(const Onnx__TensorProto *t, double *out) {
+    if (!t || numel_of(t) != 1) return -1;
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        float f;
+        if (t->has_raw_data && t->raw_data.len == sizeof f)
+            memcpy(&f, t->raw_data.data, sizeof f);
+        else if (t->n_float_data == 1)
+            f = t->float_data[0];
+        else
+            return -1;
+        *out = f;
+        return 0;
+    }
+    if (t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+        if (t->has_raw_data && t->raw_data.len == sizeof *out)
+            memcpy(out, t->raw_data.data, sizeof *out);
+        else if (t->n_double_data == 1)
+            *out = t->double_data[0];
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+/* The scalar constant `name`: an initializer, a Constant node imported already, or
+ * one between the node being imported (the pattern's first) and PATTERN_LOOKAHEAD
+ * nodes after node `upto` (not imported yet: it comes between the pattern's nodes).
+ * -1 when it is none of these. */
+static int constant_named(importer *im, const char *name, size_t upto, double *out) {
+    const onnx_value *v = find_value(im, name);
+    if (v) return v->kind == V_CONST ? scalar_of(v->tensor, out) : -1;
+    const Onnx__GraphProto *g = im->g;
+    for (size_t i = im->node_index + 1; i < g->n_node && i <= upto + PATTERN_LOOKAHEAD; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 && n->output[0] &&
+            !strcmp(n->output[0], name)) {
+            const Onnx__AttributeProto *a = attr(n, "value");
+            return a && a->t ? scalar_of(a->t, out) : -1;
+        }
+    }
+    return -1;
+}
+
+/* One node of a pattern: its op, reading the previous node's output (the pattern's
+ * input x for the first) and, for a binary op, `arg`: x again, or a scalar constant. */
+typedef enum pattern_arg { ARG_NONE, ARG_X, ARG_CONST } pattern_arg;
+typedef struct pattern_step {
+    const char *op;
+    pattern_arg arg;
+    double value;
+} pattern_step;
+
+enum { PATTERN_MAX_STEPS = 9 };
+typedef struct pattern {
+    const char *what; /* for messages */
+    dt_activation_fn fn;
+    int steps;
+    pattern_step step[PATTERN_MAX_STEPS];
+} pattern;
+
+#define SQRT2     1.41421356237309504880
+#define SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
+/* torch.onnx 1.13's gelu symbolic (x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5), the
+ * halving before the x, and x * (1 / sqrt 2) instead of the division; and its tanh
+ * approximation. */
+static const pattern gelu_patterns[] = {
+    {"GELU",
+     DT_ACT_GELU,
+     5,
+     {{"Div", ARG_CONST, SQRT2},
+      {"Erf", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.5}}},
+    {"GELU",
+     DT_ACT_GELU,
+     5,
+     {{"Div", ARG_CONST, SQRT2},
+      {"Erf", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_CONST, 0.5},
+      {"Mul", ARG_X, 0}}},
+    {"GELU",
+     DT_ACT_GELU,
+     5,
+     {{"Mul", ARG_CONST, 1 / SQRT2},
+      {"Erf", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.5}}},
+    {"GELU",
+     DT_ACT_GELU,
+     5,
+     {{"Mul", ARG_CONST, 1 / SQRT2},
+      {"Erf", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_CONST, 0.5},
+      {"Mul", ARG_X, 0}}},
+    {"GELU (tanh)",
+     DT_ACT_GELU_TANH,
+     9,
+     {{"Mul", ARG_X, 0},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.044715},
+      {"Add", ARG_X, 0},
+      {"Mul", ARG_CONST, SQRT_2_PI},
+      {"Tanh", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.5}}},
+    {"GELU (tanh)",
+     DT_ACT_GELU_TANH,
+     9,
+     {{"Mul", ARG_X, 0},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.044715},
+      {"Add", ARG_X, 0},
+      {"Mul", ARG_CONST, SQRT_2_PI},
+      {"Tanh", ARG_NONE, 0},
+      {"Add", ARG_CONST, 1},
+      {"Mul", ARG_CONST, 0.5},
+      {"Mul", ARG_X, 0}}},
+};
+
+static int default_domain(const Onnx__NodeProto *n) {
+    return !n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx");
+}
+
+/* Whether node n is step s reading `prev`, x being the pattern's input. */
+static int is_step(importer *im, const Onnx__NodeProto *n, const pattern_step *s, const char *prev,
+                   const char *x, size_t at) {
+    if (!n->op_type || strcmp(n->op_type, s->op) || !default_domain(n) || n->n_output != 1 ||
+        !n->output[0] || !*n->output[0])
+        return 0;
+    if (s->arg == ARG_NONE) return n->n_input == 1 && n->input[0] && !strcmp(n->input[0], prev);
+    if (n->n_input != 2 || !n->input[0] || !n->input[1]) return 0;
+    const char *other;
+    if (!strcmp(n->input[0], prev))
+        other = n->input[1];
+    else if (strcmp(s->op, "Div") && !strcmp(n->input[1], prev)) /* Add, Mul: either side */
+        other = n->input[0];
+    else
+        return 0;
+    if (s->arg == ARG_X) return !strcmp(other, x);
+    double v;
+    return constant_named(im, other, at, &v) == 0 && fabs(v - s->value) <= 1e-6 * fabs(s->value);
+}
+
+/* Matches pattern p from node `start` (its first step) on input x: the node index of
+ * each step into at[]; the number of steps matched. */
+static int match_pattern(importer *im, const pattern *p, size_t start, const char *x, long *at) {
+    const Onnx__GraphProto *g = im->g;
+    const char *prev = x;
+    long i = (long)start;
+    for (int s = 0; s < p->steps; s++) {
+        if (s > 0 && (i = sole_reader_after(im, prev, (size_t)i)) < 0) return s;
+        const Onnx__NodeProto *n = g->node[i];
+        if (!is_step(im, n, &p->step[s], prev, x, (size_t)i)) return s;
+        at[s] = i;
+        prev = n->output[0];
+    }
+    return p->steps;
+}
+
+/* A Div or Mul that starts GELU's subgraph: the whole of it imported as one op (0), or
+ * refused (-1) where an Erf follows but the rest differs (ONNX's Erf alone is not
+ * imported). 1: not a GELU's start (the node is imported as itself). */
+static int import_gelu(importer *im, const Onnx__NodeProto *n) {
+    if (n->n_input != 2 || !n->input[0] || !n->input[1]) return 1;
+    const onnx_value *x = find_value(im, n->input[0]);
+    if ((!x || x->kind != V_ACT) && !strcmp(n->op_type, "Mul")) x = find_value(im, n->input[1]);
+    if (!x || x->kind != V_ACT) return 1;
+    long at[PATTERN_MAX_STEPS], erf_at = -1;
+    int erf_steps = 0;
+    for (size_t k = 0; k < sizeof gelu_patterns / sizeof *gelu_patterns; k++) {
+        const pattern *p = &gelu_patterns[k];
+        const int matched = match_pattern(im, p, im->node_index, x->name, at);
+        if (matched == p->steps) {
+            for (int s = 1; s < p->steps; s++) im->folded[at[s]] = 1;
+            const int y = dt_model_activation(im->m, x->id, (dt_activation){p->fn, 0, 0});
+            return set_output(im, im->g->node[at[p->steps - 1]], y);
+        }
+        if (p->fn == DT_ACT_GELU && matched >= 2 && matched > erf_steps)
+            erf_steps = matched, erf_at = at[1];
+    }
+    if (erf_at < 0) return 1;
+    const Onnx__NodeProto *erf = im->g->node[erf_at];
+    return fail_node(im, erf,
+                     "Erf is imported only inside GELU's decomposition (x / sqrt(2), Erf, + 1, "
+                     "* x, * 0.5: torch.onnx's nn.GELU), and the nodes after this one differ "
+                     "from it at step %d of 5",
+                     erf_steps + 1);
+}
+
+/* Node n (Sigmoid, HardSigmoid) as `alone`, or as *times_x when its one reader is
+ * Mul(its input, it): torch.onnx's nn.SiLU, and nn.Hardswish before opset 14. One op,
+ * which keeps no intermediate activation for backward. */
+static int import_gate(importer *im, const Onnx__NodeProto *n, dt_activation alone,
+                       const dt_activation *times_x) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    if (times_x && n->n_output == 1 && n->output[0] && *n->output[0]) {
+        const long r = sole_reader_after(im, n->output[0], im->node_index);
+        const Onnx__NodeProto *mul = r >= 0 ? im->g->node[r] : NULL;
+        const pattern_step step = {"Mul", ARG_X, 0};
+        if (mul && is_step(im, mul, &step, n->output[0], n->input[0], (size_t)r)) {
+            im->folded[r] = 1;
+            return set_output(im, mul, dt_model_activation(im->m, x->id, *times_x));
+        }
+    }
+    return set_output(im, n, add_activation(im, x, alone));
+}
+
+static int import_hardsigmoid(importer *im, const Onnx__NodeProto *n) {
+    const float alpha = attr_float(n, "alpha", 0.2f), beta = attr_float(n, "beta", 0.5f);
+    const dt_activation alone = {DT_ACT_HARDSIGMOID, alpha, beta};
+    /* x * hardsigmoid(x) is HardSwish only with HardSwish's own alpha and beta */
+    const dt_activation hardswish = {DT_ACT_HARDSWISH, 0, 0};
+    const int is_hardswish = fabsf(alpha - 1.0f / 6.0f) <= 1e-7f && beta == 0.5f;
+    return import_gate(im, n, alone, is_hardswish ? &hardswish : NULL);
+}
+
 /* The first opset whose version of an operator is the one imported here (ONNX's
  * Changelog): BatchNormalization before 9 had `spatial`, Add and Gemm before 7 their
  * `broadcast`, Concat before 4 a default axis, Reshape before 5 a shape attribute, Pad
@@ -1443,7 +1738,14 @@ static const struct {
              {"Equal", 2, 2, 1, 1},
              {"Where", 3, 3, 1, 1},
              {"Cast", 1, 1, 1, 1},
-             {"Expand", 2, 2, 1, 1}};
+             {"Expand", 2, 2, 1, 1},
+             {"Clip", 1, 3, 1, 1},
+             {"Sigmoid", 1, 1, 1, 1},
+             {"HardSigmoid", 1, 1, 1, 1},
+             {"HardSwish", 1, 1, 1, 1},
+             {"Tanh", 1, 1, 1, 1},
+             {"LeakyRelu", 1, 1, 1, 1},
+             {"Erf", 1, 1, 1, 1}};
 
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
@@ -1507,6 +1809,27 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
                              "works in place");
         return set_output(im, n, dt_model_relu(im->m, x->id));
     }
+    if (!strcmp(op, "Div") || !strcmp(op, "Mul")) {
+        const int rc = import_gelu(im, n);
+        if (rc <= 0) return rc; /* 1: not the start of a GELU */
+    }
+    if (!strcmp(op, "Cast")) return import_cast_of_constant(im, n);
+    if (!strcmp(op, "Clip")) return import_clip(im, n);
+    if (!strcmp(op, "Sigmoid")) {
+        const dt_activation silu = {DT_ACT_SILU, 0, 0};
+        return import_gate(im, n, (dt_activation){DT_ACT_SIGMOID, 0, 0}, &silu);
+    }
+    if (!strcmp(op, "HardSigmoid")) return import_hardsigmoid(im, n);
+    if (!strcmp(op, "HardSwish"))
+        return import_activation(im, n, (dt_activation){DT_ACT_HARDSWISH, 0, 0});
+    if (!strcmp(op, "Tanh")) return import_activation(im, n, (dt_activation){DT_ACT_TANH, 0, 0});
+    if (!strcmp(op, "LeakyRelu"))
+        return import_activation(
+            im, n, (dt_activation){DT_ACT_LEAKY_RELU, attr_float(n, "alpha", 0.01f), 0});
+    if (!strcmp(op, "Erf"))
+        return fail_node(im, n,
+                         "Erf is imported only inside GELU's decomposition (x / sqrt(2), Erf, "
+                         "+ 1, * x, * 0.5: torch.onnx's nn.GELU), and no such pattern leads to it");
     if (!strcmp(op, "MaxPool")) return import_pool(im, n, 1);
     if (!strcmp(op, "AveragePool")) return import_pool(im, n, 0);
     if (!strcmp(op, "GlobalAveragePool")) {
@@ -1548,12 +1871,14 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         onnx_value *x = act_input(im, n, 0);
         return x ? set_alias(im, n, x->id) : -1;
     }
-    return fail_node(im, n,
-                     "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
-                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Sub, "
-                     "Mul, Div, ReduceMean, Concat, Flatten, Reshape, Squeeze, Unsqueeze, "
-                     "Transpose, Dropout, Identity, Constant, a Pad of zeros, and the shape "
-                     "arithmetic on constants docs/onnx.md lists)");
+    return fail_node(
+        im, n,
+        "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
+        "Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, LeakyRelu, GELU's and SiLU's "
+        "patterns, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Sub, "
+        "Mul, Div, ReduceMean, Concat, Flatten, Reshape, Squeeze, Unsqueeze, "
+        "Transpose, Dropout, Identity, Constant, a Pad of zeros, and the shape "
+        "arithmetic on constants docs/onnx.md lists)");
 }
 
 /* The graph's one data input (the inputs that are not initializers): [batch, dims...],
@@ -1619,6 +1944,7 @@ static void importer_free(importer *im) {
             free(im->values[i].folded_proto);
         }
     }
+    free(im->folded);
     free(im->slots);
     free(im->storage_readers);
     free(im->values);
@@ -1678,9 +2004,13 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         if (!v) return -1;
         v->tensor = t;
     }
+    im->folded = calloc(g->n_node + 1, 1);
+    if (!im->folded) return fail(im, "out of memory");
     /* in order: a name read before it is defined is reported by the node reading it */
     for (size_t i = 0; i < g->n_node && !im->failed; i++) {
         const Onnx__NodeProto *n = g->node[i];
+        if (im->folded[i]) continue; /* imported with the pattern that took it */
+        im->node_index = i;
         if (import_node(im, n)) return -1;
         for (size_t k = 0; k < n->n_output; k++) {
             /* outputs past the first (BatchNormalization's running statistics in training

@@ -17,6 +17,7 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_TRANSPOSE] = &dt_transpose_op,
     [DT_OP_BINARY] = &dt_binary_op,
     [DT_OP_REDUCE_MEAN] = &dt_reduce_mean_op,
+    [DT_OP_ACTIVATION] = &dt_activation_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 
