@@ -117,7 +117,7 @@ onnx.save(helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
 PY
 
 FIX="export with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False (docs/onnx.md)"
-FOLDED="was computed by the exporter, not a parameter of the model: an eval-mode export folds each BatchNorm into the convolution before it, and dtrain would train without them; $FIX"
+FOLDED="was computed by the exporter: an eval-mode export folds each BatchNorm into the convolution before it, and dtrain would train without them; $FIX"
 
 # 1. eval-mode exports (imported silently without their BatchNorms before)
 expect "an eval-mode export with constant folding (torch.onnx.export's defaults)" \

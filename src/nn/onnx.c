@@ -1200,7 +1200,8 @@ static int refuse_lacking_ops(importer *im) {
 
 /* Whether a Conv input is a tensor the exporter computed rather than a parameter of the
  * model: PyTorch names those "onnx::Conv_N"; the model's own keep their state-dict
- * names. (Where two came out equal, one is an Identity of the other: refused as that.) */
+ * names. (Where two came out equal, one is an Identity of the other: refused as that.)
+ * The refusals below are kept short: fail() holds 400 characters, node names included. */
 static int exporter_computed(const importer *im, const char *name) {
     const name_slot *s = slot_of(im, name);
     return s && s->is_initializer && !strncmp(name, "onnx::", 6);
@@ -1228,8 +1229,8 @@ static int refuse_lossy_export(importer *im) {
             for (size_t k = 1; k < n->n_input && k < 3; k++)
                 if (exporter_computed(im, n->input[k]))
                     return fail_node(im, n,
-                                     "its %s '%s' was computed by the exporter, not a parameter "
-                                     "of the model: an eval-mode export folds each BatchNorm "
+                                     "its %s '%s' was computed by the exporter: an eval-mode "
+                                     "export folds each BatchNorm "
                                      "into the convolution before it, and dtrain would train "
                                      "without them; " EXPORT_FIX,
                                      k == 1 ? "weight" : "bias", n->input[k]);
