@@ -141,7 +141,10 @@ def make_bf16_fixture(fixture, out, model):
     """PyTorch's bf16 autocast on a committed fixture's first batch: its loss and
     gradients, and their errors against the fixture's float64 reference."""
     tensors, meta = load_safetensors(fixture)
-    model.load_state_dict({k: tensors[k] for k in model.state_dict()})
+    state = model.state_dict()
+    loaded = type(state)((k, tensors[k]) for k in state)
+    loaded._metadata = state._metadata  # module versions (torchvision's MNASNet reads them)
+    model.load_state_dict(loaded)
     model.train()
     x, y = tensors["input1"], tensors["labels1"].long()
     with torch.autocast("cpu", dtype=torch.bfloat16):

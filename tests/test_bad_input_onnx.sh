@@ -438,7 +438,7 @@ expect "2^30 + 81,921 parameters" \
     "dtrain models: params.onnx: 1073823745 parameters and buffers, past the 1073741824 dtrain takes" \
     "" "$DTRAIN" models params.onnx
 expect "an eval-mode export's weight shared through an Identity" \
-    "dtrain models: evalmode.onnx: node 'ident' (Identity): its input 'onnx::Conv_25' is a constant where dtrain needs an activation (an eval-mode export's shared weight: export with training=torch.onnx.TrainingMode.TRAINING, as docs/onnx.md shows)" \
+    "dtrain models: evalmode.onnx: node 'ident' (Identity): its input 'onnx::Conv_25' is a constant where dtrain needs an activation: an eval-mode export folds each BatchNorm into the convolution before it and shares equal folded tensors through an Identity; export with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False (docs/onnx.md)" \
     "" "$DTRAIN" models evalmode.onnx
 
 bad_input_done

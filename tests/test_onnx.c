@@ -275,6 +275,34 @@ static void test_an_unsupported_op_names_the_node(void **state) {
             "not an operator dtrain imports");
 }
 
+/* Every operator dtrain lacks is named at once, with its count, in the graph's order,
+ * before a limit of a known operator (here a Conv's group) is reported. */
+static void test_every_lacking_op_is_named_at_once(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    attr_int(&gr, &gr.nodes[0], "group", 2); /* refused at its node, after the list */
+    gr.nodes[1].op_type = "Elu";
+    gr.nodes[1].name = "elu";
+    gr.nodes[2].op_type = "Sin";
+    gr.nodes[3].op_type = "Elu";
+    refused(write_graph(&gr, "lacking.onnx"), 1,
+            "dtrain lacks 2 operators this graph needs: Elu (2 nodes, first 'elu'), Sin (1)");
+}
+
+/* An eval-mode export's Conv reads tensors the exporter computed ("onnx::Conv_N": its
+ * BatchNorm folded in): refused with the export flags that keep the BatchNorms. */
+static void test_an_eval_mode_export_is_refused_with_its_fix(void **state) {
+    (void)state;
+    graph gr;
+    good_graph(&gr);
+    gr.inits[0].name = "onnx::Conv_25";
+    gr.nodes[0].input[1] = "onnx::Conv_25";
+    refused(write_graph(&gr, "folded.onnx"), 3, "node 'conv' (Conv): its weight 'onnx::Conv_25'",
+            "folds each BatchNorm into the convolution",
+            "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False");
+}
+
 /* Grouped and dilated convolutions import (test_parity's separable_dilated fixture);
  * groups that do not divide the channels and unequal dilations are refused. */
 static void test_bad_groups_and_dilations_are_refused(void **state) {
@@ -900,6 +928,8 @@ int main(void) {
         cmocka_unit_test(test_a_good_graph_gives_its_shape_names_and_weights),
         cmocka_unit_test(test_files_that_are_not_onnx_are_refused),
         cmocka_unit_test(test_an_unsupported_op_names_the_node),
+        cmocka_unit_test(test_every_lacking_op_is_named_at_once),
+        cmocka_unit_test(test_an_eval_mode_export_is_refused_with_its_fix),
         cmocka_unit_test(test_bad_groups_and_dilations_are_refused),
         cmocka_unit_test(test_undefined_inputs_and_cycles_are_refused),
         cmocka_unit_test(test_shape_contradictions_and_huge_dims_are_refused),

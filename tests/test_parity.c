@@ -322,6 +322,87 @@ static void test_onnx_tv_vgg11_narrow_matches_pytorch(void **state) {
     run_committed("onnx/tv_vgg11_w2.onnx.safetensors");
 }
 
+/* The operators a refusal names, comma-separated into out: the list of "dtrain lacks N
+ * operators this graph needs: A (3 nodes, first 'x'), B (2)", or the one node's "(Op)"
+ * of "node 'name' (Op): why". */
+static void refused_ops(const char *msg, char *out, size_t size) {
+    out[0] = '\0';
+    size_t used = 0;
+    const char *p = strstr(msg, "this graph needs: ");
+    if (p) {
+        p += strlen("this graph needs: ");
+        while (*p) {
+            const char *end = strstr(p, " (");
+            if (!end || !strncmp(p, "and ", 4)) fail_msg("cannot read the operators of: %s", msg);
+            used += (size_t)snprintf(out + used, size - used, "%s%.*s", used ? "," : "",
+                                     (int)(end - p), p);
+            p = strstr(end, "), ");
+            if (!p) break;
+            p += 3;
+        }
+        return;
+    }
+    p = strstr(msg, ": node '");
+    const char *op = p ? strstr(p, "' (") : NULL;
+    const char *end = op ? strstr(op, "): ") : NULL;
+    if (!end) fail_msg("the refusal names no node and operator: %s", msg);
+    snprintf(out, size, "%.*s", (int)(end - op - 3), op + 3);
+}
+
+/* Whether comma-separated lists a and b hold the same names (each once). */
+static int same_names(const char *a, const char *b) {
+    int count_a = 0, count_b = 0;
+    for (const char *p = a; *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p)) {
+        count_a++;
+        const size_t len = strcspn(p, ",");
+        int found = 0;
+        for (const char *q = b; *q; q = strchr(q, ',') ? strchr(q, ',') + 1 : q + strlen(q))
+            found |= strcspn(q, ",") == len && !strncmp(p, q, len);
+        if (!found) return 0;
+    }
+    for (const char *q = b; *q; q = strchr(q, ',') ? strchr(q, ',') + 1 : q + strlen(q)) count_b++;
+    return count_a == count_b;
+}
+
+/* Issue 41's torchvision families (tests/fixtures/onnx/families.txt, made by
+ * make_onnx_fixtures.py): a `parity` row imports and matches PyTorch's float64 on both
+ * conv paths, as every fixture above; a `refused` row is refused in one line naming
+ * exactly the operators it lists, so the list stays true as operators land (the row
+ * then fails until it is flipped). */
+static void test_onnx_families_as_listed(void **state) {
+    (void)state;
+    family_row rows[64];
+    const int n = family_rows(rows, 64);
+    assert_true(n > 0);
+    const char *dir = getenv("DT_FIXTURES");
+    for (int i = 0; i < n; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/onnx/%s.onnx", dir ? dir : "tests/fixtures", rows[i].name);
+        if (rows[i].parity) {
+            char fixture[600];
+            snprintf(fixture, sizeof fixture, "%s.safetensors", path);
+            run_fixture(fixture);
+            continue;
+        }
+        dt_model_spec spec;
+        dt_model m;
+        dt_error err;
+        int refused = dt_zoo_spec_of(&spec, path, &err) != 0;
+        if (!refused) {
+            refused = dt_zoo_build(&m, &spec, &err) != 0;
+            if (!refused) dt_model_free(&m);
+        }
+        if (!refused) fail_msg("%s imports: families.txt says refused %s", path, rows[i].ops);
+        char named[512];
+        refused_ops(err.msg, named, sizeof named);
+        print_message("%s: refused naming %s: %s\n", rows[i].name, named, err.msg);
+        assert_null(strchr(err.msg, '\n'));
+        if (!same_names(named, rows[i].ops))
+            fail_msg("%s is refused naming %s, where families.txt says %s", path, named,
+                     rows[i].ops);
+    }
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -354,6 +435,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_families_as_listed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

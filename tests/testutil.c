@@ -46,6 +46,35 @@ void fixture_model_spec(struct dt_model_spec *spec, const char *fixture_path, co
     }
 }
 
+int family_rows(family_row *rows, int max) {
+    const char *dir = getenv("DT_FIXTURES");
+    char path[512], line[1024];
+    snprintf(path, sizeof path, "%s/onnx/families.txt", dir ? dir : "tests/fixtures");
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("cannot open %s", path);
+    int n = 0, lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char name[64], status[16], ops[256];
+        /* a comment, a blank line, or an indented one: the row's description goes on */
+        if (line[0] == '#' || line[0] == '\n' || line[0] == ' ' || line[0] == '\t') continue;
+        const int got = sscanf(line, "%63s %15s %255s", name, status, ops);
+        if (got < 2 || n == max)
+            fail_msg("%s:%d: a malformed row (or too many rows)", path, lineno);
+        family_row *r = &rows[n++];
+        snprintf(r->name, sizeof r->name, "%s", name);
+        r->parity = !strcmp(status, "parity");
+        r->ops[0] = '\0';
+        if (!r->parity) {
+            if (strcmp(status, "refused") || got < 3)
+                fail_msg("%s:%d: the status is 'parity' or 'refused OP[,OP...]'", path, lineno);
+            snprintf(r->ops, sizeof r->ops, "%s", ops);
+        }
+    }
+    fclose(f);
+    return n;
+}
+
 void *test_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
     assert_non_null(p);

@@ -22,6 +22,18 @@ struct dt_model_spec;
 void fixture_model_spec(struct dt_model_spec *spec, const char *fixture_path, const char *model,
                         char *onnx_path, size_t size);
 
+/* A row of tests/fixtures/onnx/families.txt (issue 41's torchvision families): the
+ * fixture (onnx/NAME.onnx and its parity data) and what it does today: imports at
+ * PyTorch's parity, or is refused naming exactly the operators in `ops` (commas). */
+typedef struct family_row {
+    char name[64];
+    int parity;
+    char ops[256];
+} family_row;
+/* Reads $DT_FIXTURES/onnx/families.txt into rows (at most max); returns the count.
+ * Fails the test on a malformed row. */
+int family_rows(family_row *rows, int max);
+
 struct dt_train_config;
 /* The small run the equivalence tests compare: synthetic MNIST, 6 steps, SGD with
  * momentum and weight decay, one thread, fixed seed. */

@@ -1703,7 +1703,9 @@ static const struct {
 
 /* How many inputs and outputs each operator has (ONNX's operator specs, opsets 1 to 17;
  * optional ones counted, given or empty): a node of more is a malformed file, and its
- * extra names would be taken as readers. */
+ * extra names would be taken as readers. It is also the list of the operators dtrain
+ * imports: every operator import_node takes has its row here (refuse_lacking_ops names
+ * the graph's others, all at once, before importing). */
 static const struct {
     const char *op;
     unsigned char min_in, max_in, min_out, max_out;
@@ -1746,6 +1748,9 @@ static const struct {
              {"Tanh", 1, 1, 1, 1},
              {"LeakyRelu", 1, 1, 1, 1},
              {"Erf", 1, 1, 1, 1}};
+
+/* the refusal of a node whose operator dtrain lacks (import_node, refuse_lacking_ops) */
+#define NOT_IMPORTED "not an operator dtrain imports (docs/onnx.md lists the ones it does)"
 
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
@@ -1871,14 +1876,152 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         onnx_value *x = act_input(im, n, 0);
         return x ? set_alias(im, n, x->id) : -1;
     }
-    return fail_node(
-        im, n,
-        "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
-        "Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, LeakyRelu, GELU's and SiLU's "
-        "patterns, MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, Sub, "
-        "Mul, Div, ReduceMean, Concat, Flatten, Reshape, Squeeze, Unsqueeze, "
-        "Transpose, Dropout, Identity, Constant, a Pad of zeros, and the shape "
-        "arithmetic on constants docs/onnx.md lists)");
+    return fail_node(im, n, NOT_IMPORTED);
+}
+
+/* Whether import_node takes this operator: a row of `arity`, in ONNX's default domain. */
+static int op_known(const Onnx__NodeProto *n) {
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) return 0;
+    for (size_t i = 0; i < sizeof arity / sizeof *arity; i++)
+        if (n->op_type && !strcmp(n->op_type, arity[i].op)) return 1;
+    return 0;
+}
+
+typedef struct lacking_node {
+    const Onnx__NodeProto *node;
+    size_t index; /* in the graph */
+    int count;    /* a group's nodes (refuse_lacking_ops) */
+} lacking_node;
+
+static int operator_order(const Onnx__NodeProto *x, const Onnx__NodeProto *y) {
+    const int c = strcmp(x->domain ? x->domain : "", y->domain ? y->domain : "");
+    return c ? c : strcmp(x->op_type ? x->op_type : "", y->op_type ? y->op_type : "");
+}
+
+/* by operator, then graph order */
+static int lacking_order(const void *a, const void *b) {
+    const lacking_node *x = a, *y = b;
+    const int c = operator_order(x->node, y->node);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* the operators in the order the graph meets them (each group by its first node) */
+static int first_met_order(const void *a, const void *b) {
+    const lacking_node *x = a, *y = b;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Every operator of the graph dtrain lacks, refused in one line before any import,
+ * with its node count (and the first node's name): a user learns all a model needs at
+ * once, not one operator a try, nor a limit of a known one (a BatchNorm's momentum)
+ * first. A graph of one such node gets import_node's line, naming that node. Sorting
+ * keeps it O(n log n) whatever the names. */
+static int refuse_lacking_ops(importer *im) {
+    const Onnx__GraphProto *g = im->g;
+    size_t n = 0, one = 0;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!op_known(g->node[i])) {
+            n++;
+            one = i;
+        }
+    if (n == 0) return 0;
+    if (n == 1) {
+        const Onnx__NodeProto *node = g->node[one];
+        if (node->domain && *node->domain && strcmp(node->domain, "ai.onnx"))
+            return fail_node(im, node, "an operator outside the standard ONNX domain");
+        return fail_node(im, node, NOT_IMPORTED);
+    }
+    lacking_node *all = calloc(n, sizeof *all);
+    if (!all) return fail(im, "out of memory");
+    n = 0;
+    for (size_t i = 0; i < g->n_node; i++)
+        if (!op_known(g->node[i])) all[n++] = (lacking_node){g->node[i], i, 1};
+    qsort(all, n, sizeof *all, lacking_order);
+    size_t kinds = 0; /* the groups, each its first node, in place */
+    for (size_t i = 0; i < n; i++) {
+        if (kinds && !operator_order(all[kinds - 1].node, all[i].node))
+            all[kinds - 1].count++;
+        else
+            all[kinds++] = all[i];
+    }
+    qsort(all, kinds, sizeof *all, first_met_order);
+    char list[300];
+    size_t used = 0, shown = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < kinds; k++) {
+        const Onnx__NodeProto *node = all[k].node;
+        const char *domain = node->domain && *node->domain ? node->domain : "";
+        const char *op = node->op_type ? node->op_type : "?";
+        char item[200];
+        if (k == 0)
+            snprintf(item, sizeof item, "%s%s%s (%d node%s, first '%.60s')", domain,
+                     *domain ? ":" : "", op, all[k].count, all[k].count == 1 ? "" : "s",
+                     node->name && *node->name ? node->name : "(unnamed)");
+        else
+            snprintf(item, sizeof item, "%s%s%s (%d)", domain, *domain ? ":" : "", op,
+                     all[k].count);
+        /* room kept for ", and N more" */
+        if (used + strlen(item) + 2 + 24 >= sizeof list) break;
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", item);
+        shown++;
+    }
+    if (shown < kinds) snprintf(list + used, sizeof list - used, ", and %zu more", kinds - shown);
+    free(all);
+    return fail(im, "dtrain lacks %zu operator%s this graph needs: %s", kinds,
+                kinds == 1 ? "" : "s", list);
+}
+
+/* Whether a Conv input is a tensor the exporter computed rather than a parameter of the
+ * model: PyTorch names those "onnx::Conv_N"; the model's own keep their state-dict
+ * names. (Where two came out equal, one is an Identity of the other: refused as that.)
+ * The refusals below are kept short: fail() holds 400 characters, node names included. */
+static int exporter_computed(const importer *im, const char *name) {
+    const name_slot *s = slot_of(im, name);
+    return s && s->is_initializer && !strncmp(name, "onnx::", 6);
+}
+
+#define EXPORT_FIX                                                                                 \
+    "export with training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False "            \
+    "(docs/onnx.md)"
+
+/* Exports that lost what training needs, refused before import with their cause and the
+ * export flags that avoid it. torch.onnx.export's default, an eval-mode export (with or
+ * without constant folding: PyTorch 1.13 fuses in eval mode either way), folds each
+ * BatchNorm into the convolution before it: the Conv's weight and bias become new
+ * tensors named "onnx::Conv_N" and the BatchNorms are gone, so the graph imported
+ * without them (134,826 parameters against 134,858), silently; equal folded tensors (the
+ * zero biases of a fresh model) come out once, shared through an Identity of an
+ * initializer. An export of a model in eval mode under TrainingMode.PRESERVE keeps the
+ * BatchNorms but shares equal weights the same way. */
+static int refuse_lossy_export(importer *im) {
+    const Onnx__GraphProto *g = im->g;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (!n->op_type) continue;
+        if (!strcmp(n->op_type, "Conv")) {
+            for (size_t k = 1; k < n->n_input && k < 3; k++)
+                if (exporter_computed(im, n->input[k]))
+                    return fail_node(im, n,
+                                     "its %s '%s' was computed by the exporter: an eval-mode "
+                                     "export folds each BatchNorm "
+                                     "into the convolution before it, and dtrain would train "
+                                     "without them; " EXPORT_FIX,
+                                     k == 1 ? "weight" : "bias", n->input[k]);
+        } else if (!strcmp(n->op_type, "Identity") && n->n_input == 1) {
+            const name_slot *s = slot_of(im, n->input[0]);
+            if (s && s->is_initializer)
+                return fail_node(
+                    im, n,
+                    "its input '%s' is a constant where dtrain needs an "
+                    "activation: an eval-mode export %s through an Identity; " EXPORT_FIX,
+                    n->input[0],
+                    exporter_computed(im, n->input[0])
+                        ? "folds each BatchNorm into the convolution before it and "
+                          "shares equal folded tensors"
+                        : "shares equal weights");
+        }
+    }
+    return 0;
 }
 
 /* The graph's one data input (the inputs that are not initializers): [batch, dims...],
@@ -1971,7 +2114,9 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     int rank = 0, dims[DT_VALUE_MAX_RANK] = {0};
     if (g->n_node > MAX_NODES)
         return fail(im, "%zu nodes, past the %d that dtrain imports", g->n_node, MAX_NODES);
-    if (index_names(im) || data_input(im, &input, &rank, dims)) return -1;
+    if (index_names(im) || refuse_lacking_ops(im) || refuse_lossy_export(im) ||
+        data_input(im, &input, &rank, dims))
+        return -1;
     /* training's data sets feed images: other ranks are for graphs built as such
      * (dt_onnx_build_any: the node tests) */
     if (rank != 3 && !im->any_output)

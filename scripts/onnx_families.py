@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Which of torchvision's classification models dtrain imports (docs/onnx.md,
+"torchvision's families"): each builder of Debian's python3-torchvision (0.14, which has
+no torchvision.models.list_models: the builders are found by their `weights` argument),
+at full width, 10 classes, dropout and stochastic depth 0, no aux heads, exported as
+docs/onnx.md says (training mode, no constant folding, opset 17, a dynamic batch axis)
+at a small input (32x32; inception_v3 75x75; 224x224 where the export needs it) into a
+temporary folder, then `dtrain models` on it: its parameter count against PyTorch's, or
+the operators it is refused by. Run by hand (minutes, gigabytes), not in CI:
+
+    scripts/onnx_families.py BUILD/dtrain [--only NAME,NAME] [--max-params 150e6]
+"""
+import argparse
+import inspect
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import types
+import warnings
+
+import torch
+import torch.nn as nn
+import torchvision
+import torchvision.models as tvm
+
+
+def builders():
+    """torchvision.models' classification builders: its public functions taking
+    `weights` (the detection, segmentation, video and quantized ones live in
+    submodules, not here)."""
+    found = []
+    for name, fn in sorted(vars(tvm).items()):
+        if (isinstance(fn, types.FunctionType) and not name.startswith("_") and name.islower()
+                and "weights" in inspect.signature(fn).parameters):
+            found.append((fn.__module__.rsplit(".", 1)[-1], name, fn))
+    return found
+
+
+def build(name, fn):
+    kw = {"weights": None, "num_classes": 10}
+    if name in ("googlenet", "inception_v3"):
+        kw.update(aux_logits=False, init_weights=False)
+    if name.startswith("vit_"):
+        kw["image_size"] = 32 if name != "vit_h_14" else 28
+    model = fn(**kw)
+    for mod in model.modules():  # random masks are PyTorch's own numbers; see docs/onnx.md
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+        if isinstance(mod, torchvision.ops.StochasticDepth):
+            mod.p = 0.0
+    return model
+
+
+def export(model, path, side):
+    torch.onnx.export(model.train(), torch.randn(2, 3, side, side), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def refused_ops(line):
+    """The operators a refusal names (test_parity.c's refused_ops, in Python)."""
+    m = re.search(r"this graph needs: (.*)$", line)
+    if m:
+        return ", ".join(re.findall(r"(?:^|, )([^ ,]+) \(", m.group(1)))
+    m = re.search(r": node '.*?' \(([^)]*)\): (.*)$", line)
+    return f"{m.group(1)} ({m.group(2)[:70]})" if m else line[:120]
+
+
+def check(dtrain, family, name, fn, tmp, max_params):
+    torch.manual_seed(0)
+    model = build(name, fn)
+    params = sum(p.numel() for p in model.parameters())
+    if params > max_params:
+        return f"not exported: {params / 1e6:.0f} M parameters (past --max-params)"
+    path = os.path.join(tmp, f"{name}.onnx")
+    side, why = (75 if name == "inception_v3" else 32), ""
+    try:
+        export(model, path, side)
+    except Exception as e:  # noqa: BLE001 (the exporter raises many kinds)
+        why = str(e).splitlines()[0][:100]
+        side = 224
+        try:
+            export(model, path, side)
+        except Exception as e2:  # noqa: BLE001
+            return f"PyTorch cannot export it: {str(e2).splitlines()[0][:150]}"
+    try:
+        r = subprocess.run([dtrain, "models", path], capture_output=True, text=True, timeout=600)
+    finally:
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+    at = f" at {side}x{side}" + (f" ({why})" if why and side == 224 else "")
+    if r.returncode != 0:
+        line = next((ln for ln in r.stderr.splitlines() if ln.startswith("dtrain")), r.stderr)
+        return f"refused{at}: {refused_ops(line)}"
+    m = re.search(rf"{re.escape(name)}\.onnx\s+([0-9,]+)", r.stdout)
+    got = int(m.group(1).replace(",", "")) if m else -1
+    if got != params:
+        return f"imports{at}, but {got} parameters where PyTorch has {params}"
+    return f"imports{at}: {params:,} parameters, as PyTorch"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dtrain")
+    ap.add_argument("--only", help="comma-separated builder names")
+    ap.add_argument("--max-params", type=float, default=150e6,
+                    help="skip bigger models (their exports pass protobuf's 2 GiB or this "
+                         "machine's memory; their families' smaller members are checked)")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(2)
+    only = set(args.only.split(",")) if args.only else None
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}", flush=True)
+    print("| family | model | dtrain |\n|---|---|---|", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for family, name, fn in builders():
+            if only and name not in only:
+                continue
+            try:
+                result = check(args.dtrain, family, name, fn, tmp, args.max_params)
+            except Exception as e:  # noqa: BLE001: one model's failure is its row
+                result = f"not checked: {type(e).__name__}: {str(e).splitlines()[0][:150]}"
+            print(f"| {family} | {name} | {result} |", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
