@@ -35,7 +35,10 @@ static const char *const families[] = {
     "test_conv_",        "test_basic_conv_",       "test_relu",        "test_maxpool_",
     "test_averagepool_", "test_globalaveragepool", "test_gemm_",       "test_matmul_",
     "test_add",          "test_concat_",           "test_flatten_",    "test_reshape_",
-    "test_dropout_",     "test_batchnorm_",        "test_constant_pad"};
+    "test_dropout_",     "test_batchnorm_",        "test_constant_pad",
+    /* issue 41's transformer ops */
+    "test_softmax_", "test_logsoftmax_", "test_layer_normalization_", "test_gather_",
+    "test_split_", "test_slice", "test_expand_"};
 
 /* The cases that must run (the variants dtrain imports). */
 static const char *const must_run[] = {"test_conv_with_strides_padding",

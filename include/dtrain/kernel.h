@@ -78,5 +78,11 @@ typedef struct dt_backend {
 extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_f32_kernel,
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
+/* The transformer's ops: each loop written once for f32 and bf16 activations (nn/elem.h),
+ * both kernel rows beside the op's math. */
+extern const dt_kernel dt_softmax_f32_kernel, dt_softmax_bf16_kernel, dt_layernorm_f32_kernel,
+    dt_layernorm_bf16_kernel, dt_matmul_f32_kernel, dt_matmul_bf16_kernel, dt_slice_f32_kernel,
+    dt_slice_bf16_kernel, dt_concat_axis_f32_kernel, dt_concat_axis_bf16_kernel,
+    dt_expand_param_f32_kernel, dt_expand_param_bf16_kernel;
 
 #endif

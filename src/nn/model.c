@@ -360,6 +360,218 @@ int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     return out;
 }
 
+/* ---- values of any rank: the transformer's ops (issue 41) */
+
+/* A value of per-sample shape dims in `storage`; ranks 1 and 3 also read as c, h, w. */
+static int new_value_dims(dt_model *m, int storage, int rank, const int *dims) {
+    if (rank == 3) return new_value(m, storage, dims[0], dims[1], dims[2]);
+    if (rank == 1) return new_vector(m, storage, dims[0]);
+    int v = new_value(m, storage, 0, 0, 0);
+    if (v < 0) return -1;
+    dt_value *x = &m->values[v];
+    x->c = x->h = x->w = 0;
+    x->rank = rank;
+    memset(x->dims, 0, sizeof x->dims);
+    for (int d = 0; d < rank; d++) x->dims[d] = dims[d];
+    return v;
+}
+
+/* A storage for per-sample dims, its size checked as new_storage checks. */
+static int new_storage_dims(dt_model *m, int rank, const int *dims) {
+    long long total = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 1 || __builtin_mul_overflow(total, (long long)dims[d], &total) ||
+            total > (1LL << 40))
+            return build_failf(m, "model %s: a value of rank %d has an axis of %d or overflows",
+                               m->name, rank, dims[d]);
+    }
+    return new_storage(m, total, 1, 1);
+}
+
+static int new_dims(dt_model *m, int rank, const int *dims) {
+    if (rank < 1 || rank > DT_VALUE_MAX_RANK)
+        return build_failf(m, "model %s: a value of rank %d (1 to %d)", m->name, rank,
+                           DT_VALUE_MAX_RANK);
+    return new_value_dims(m, new_storage_dims(m, rank, dims), rank, dims);
+}
+
+/* `axis` of a rank-r value, a negative one from the end; -1 (recorded) if outside. */
+static int norm_axis(dt_model *m, const char *what, int rank, int axis) {
+    const int a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return build_failf(m, "model %s: %s: axis %d of a value of %d axes (the batch axis not "
+                           "counted)", m->name, what, axis, rank);
+    return a;
+}
+
+/* The op's [outer, len, inner] around axis a of x; tail: len spans a..end. */
+static void set_geometry(dt_op *op, const dt_value *x, int a, int tail) {
+    op->axis = a;
+    op->outer = op->len = op->inner = 1;
+    for (int d = 0; d < a; d++) op->outer *= x->dims[d];
+    op->len = x->dims[a];
+    for (int d = a + 1; d < x->rank; d++) {
+        if (tail)
+            op->len *= x->dims[d];
+        else
+            op->inner *= x->dims[d];
+    }
+}
+
+int dt_model_input_dims(dt_model *m, int rank, const int *dims) {
+    if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
+    return new_dims(m, rank, dims);
+}
+
+int dt_model_linear_last_axis(dt_model *m, const char *name, int in, int out_features, int bias) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    if (x.rank < 2 || out_features < 1)
+        return build_failf(m, "linear %s: a linear layer over the last axis needs a value of "
+                           "rank >= 2 and outputs, got rank %d", name, x.rank);
+    const int in_features = x.dims[x.rank - 1];
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x.dims, sizeof dims);
+    dims[x.rank - 1] = out_features;
+    int out = new_dims(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
+    if (!op) return -1;
+    int wshape[2] = {out_features, in_features};
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 2, wshape);
+    if (bias)
+        op->bias =
+            new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 1, &out_features);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_softmax(dt_model *m, int in, int axis, int log_softmax, int tail) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "softmax", x.rank, axis);
+    if (a < 0) return -1;
+    int out = new_dims(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_SOFTMAX, NULL, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, tail);
+    op->log_softmax = log_softmax != 0;
+    return out;
+}
+
+int dt_model_layernorm(dt_model *m, const char *name, int in, int axis, float eps, int bias) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "layernorm", x.rank, axis);
+    if (a < 0) return -1;
+    if (!(eps > 0.0f)) return build_failf(m, "layernorm %s: eps must be positive", name);
+    if (x.rank - a > 4)
+        return build_failf(m, "layernorm %s: normalizes %d axes (at most 4)", name, x.rank - a);
+    int out = new_dims(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_LAYERNORM, name, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, 1);
+    op->eps = eps;
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, x.rank - a, x.dims + a);
+    if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, x.rank - a, x.dims + a);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_matmul(dt_model *m, int a, int b) {
+    if (!valid_value(m, a) || !valid_value(m, b)) return -1;
+    const dt_value x = m->values[a], y = m->values[b];
+    int same = x.rank == y.rank && x.rank >= 2;
+    for (int d = 0; same && d < x.rank - 2; d++) same = x.dims[d] == y.dims[d];
+    if (!same || x.dims[x.rank - 1] != y.dims[y.rank - 2])
+        return build_failf(m,
+                           "model %s: matmul of values of rank %d and %d whose shapes do not "
+                           "multiply ([.., M, K] times [.., K, N], the leading axes equal)",
+                           m->name, x.rank, y.rank);
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x.dims, sizeof dims);
+    dims[x.rank - 1] = y.dims[y.rank - 1];
+    int out = new_dims(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_MATMUL, NULL, a, b, out);
+    if (!op) return -1;
+    op->outer = 1;
+    for (int d = 0; d < x.rank - 2; d++) op->outer *= x.dims[d];
+    return out;
+}
+
+int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step, int keep_axis) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "slice", x.rank, axis);
+    if (a < 0) return -1;
+    const int len = x.dims[a];
+    if (step < 1 || count < 1 || start < 0 || start >= len ||
+        (long long)start + (long long)(count - 1) * step >= len || (!keep_axis && count != 1))
+        return build_failf(m,
+                           "model %s: slice of %d elements from %d by %d outside an axis of %d",
+                           m->name, count, start, step, len);
+    if (!keep_axis && x.rank == 1)
+        return build_failf(m, "model %s: a gather would leave only the batch axis", m->name);
+    int dims[DT_VALUE_MAX_RANK], rank = 0;
+    for (int d = 0; d < x.rank; d++) {
+        if (d == a && !keep_axis) continue;
+        dims[rank++] = d == a ? count : x.dims[d];
+    }
+    int out = new_dims(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_SLICE, NULL, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, 0);
+    op->start = start;
+    op->count = count;
+    op->step = step;
+    return out;
+}
+
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
+    if (count < 1 || count > DT_OP_MAX_INPUTS)
+        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
+                           DT_OP_MAX_INPUTS);
+    for (int k = 0; k < count; k++)
+        if (!valid_value(m, ins[k])) return -1;
+    const dt_value x0 = m->values[ins[0]];
+    const int a = norm_axis(m, "concat", x0.rank, axis);
+    if (a < 0) return -1;
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x0.dims, sizeof dims);
+    dims[a] = 0;
+    for (int k = 0; k < count; k++) {
+        const dt_value x = m->values[ins[k]];
+        int same = x.rank == x0.rank;
+        for (int d = 0; same && d < x.rank; d++) same = d == a || x.dims[d] == x0.dims[d];
+        if (!same)
+            return build_failf(m, "model %s: concat along axis %d of values whose other axes "
+                               "differ", m->name, a);
+        if (__builtin_add_overflow(dims[a], x.dims[a], &dims[a]))
+            return build_failf(m, "model %s: concat overflows its axis", m->name);
+    }
+    int out = new_dims(m, x0.rank, dims);
+    dt_op *op = new_op(m, DT_OP_CONCAT_AXIS, NULL, ins[0], count > 1 ? ins[1] : -1, out);
+    if (!op) return -1;
+    for (int k = 0; k < count; k++) {
+        op->ins[k] = ins[k];
+        m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
+    }
+    op->n_ins = count;
+    set_geometry(op, &m->values[out], a, 0);
+    return out;
+}
+
+int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims) {
+    if (m->n_values < 1 || m->build_failed)
+        return build_failf(m, "model %s: expand %s before the input", m->name, name);
+    if (rank > 4) return build_failf(m, "expand %s: a parameter of %d axes (at most 4)", name, rank);
+    int out = new_dims(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_EXPAND_PARAM, name, 0, -1, out);
+    if (!op) return -1;
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ZEROS, 0, rank, dims);
+    if (m->build_failed) return -1;
+    /* a bare parameter (torchvision's `class_token`), not a module's weight */
+    snprintf(m->tensors[op->weight].name, sizeof m->tensors[op->weight].name, "%s", name);
+    return out;
+}
+
 void dt_model_free(dt_model *m) {
     dt_backend *b = m->backend;
     if (b) {
@@ -455,6 +667,15 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
+        /* the axis ops' fields (issue 41), hashed only where set: the graphs before
+         * them hash as they did */
+        const int axis_fields[] = {op->axis,  op->outer, op->len,   op->inner,
+                                   op->start, op->step,  op->count, op->log_softmax};
+        int any = 0;
+        for (size_t k = 0; k < sizeof axis_fields / sizeof *axis_fields; k++)
+            any |= axis_fields[k] != 0;
+        for (size_t k = 0; any && k < sizeof axis_fields / sizeof *axis_fields; k++)
+            hash_int(&g, axis_fields[k]);
     }
     return g.h;
 }
