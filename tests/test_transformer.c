@@ -1,0 +1,212 @@
+/* The transformer's ops (issue 41) in one small attention-shaped graph built from the
+ * builders: a linear over the last axis, a class token (a parameter broadcast over the
+ * batch) joined on axis 1, LayerNorm over one and over two axes, softmax on the last
+ * axis and over a coerced tail, log-softmax on axis 0 (a strided axis), a batched
+ * matmul of two activations, slices with a step, gathers that drop an axis. Its
+ * gradients against central finite differences, its bf16 run against its f32 one, and
+ * the batched matmul against the plain triple loop. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/cpu_isa.h"
+#include "core/rng.h"
+#include "dtrain/backend.h"
+#include "dtrain/model.h"
+#include "nn/matmul.h"
+#include "testutil.h"
+
+enum { HEADS = 2, TOKENS = 5, FEATURES = 4, WIDTH = 8, CLASSES = 10, BATCH = 3 };
+
+/* [HEADS, TOKENS, FEATURES] -> logits [CLASSES] */
+static void build(dt_model *m, dt_precision precision) {
+    dt_model_init_empty(m, "attention", CLASSES);
+    m->precision = precision;
+    const int in_dims[3] = {HEADS, TOKENS, FEATURES};
+    const int x0 = dt_model_input_dims(m, 3, in_dims);
+    const int e = dt_model_linear_last_axis(m, "embed", x0, WIDTH, 1); /* [2, 5, 8] */
+    const int e1 = dt_model_layernorm(m, "ln0", e, 1, 1e-5f, 1);        /* over [5, 8] */
+    const int cls_dims[3] = {HEADS, 1, WIDTH};
+    const int cls = dt_model_expand_param(m, "class_token", 3, cls_dims);
+    const int joined[2] = {cls, e1};
+    const int x = dt_model_concat_axis(m, joined, 2, 1);                    /* [2, 6, 8] */
+    const int ln = dt_model_layernorm(m, "ln1", x, -1, 1e-5f, 1);           /* over [8] */
+    const int qkv = dt_model_linear_last_axis(m, "qkv", ln, 16, 1);         /* [2, 6, 16] */
+    const int q = dt_model_slice(m, qkv, -1, 0, 6, 1, 1);                   /* [2, 6, 6] */
+    const int v = dt_model_slice(m, qkv, 2, 6, 5, 2, 1);                    /* [2, 6, 5] */
+    const int p = dt_model_softmax(m, q, -1, 0, 0);
+    const int o = dt_model_matmul(m, p, v);                                 /* [2, 6, 5] */
+    const int o1 = dt_model_softmax(m, o, 0, 1, 0);  /* log-softmax over the heads */
+    const int o2 = dt_model_softmax(m, o1, 1, 0, 1); /* softmax over [6, 5] as one */
+    const int g = dt_model_slice(m, o2, 1, 0, 1, 1, 0);                     /* [2, 5] */
+    const int g2 = dt_model_slice(m, g, 0, 1, 1, 1, 0);                     /* [5] */
+    const int both[2] = {g2, dt_model_slice(m, g, 0, 0, 1, 1, 0)};
+    const int h = dt_model_concat_axis(m, both, 2, 0);                      /* [10] */
+    dt_model_linear(m, "head", h, CLASSES);
+}
+
+static double loss_at(dt_model *m, const float *x, const int32_t *labels, int n) {
+    memcpy(dt_model_input_data(m), x, sizeof(float) * dt_model_input_floats_per_sample(m) * n);
+    dt_model_forward(m, n);
+    return dt_model_loss(m, labels, n, NULL);
+}
+
+static void setup(dt_model *m, dt_precision precision, float **x, int32_t *labels) {
+    dt_error err;
+    build(m, precision);
+    if (dt_model_alloc(m, BATCH, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(m, 7);
+    /* the class token starts at zeros (torchvision's): give it values so its
+     * gradient is probed away from a symmetric point */
+    fill_uniform(dt_model_tensor_data(m, dt_model_find_tensor(m, "class_token")), HEADS * WIDTH,
+                 5, -1, 1);
+    const size_t nx = dt_model_input_floats_per_sample(m) * BATCH;
+    *x = test_alloc(sizeof(float) * nx);
+    dt_rng rng = dt_rng_make(3, 3);
+    for (size_t i = 0; i < nx; i++) (*x)[i] = dt_rng_normal(&rng);
+    for (int i = 0; i < BATCH; i++) labels[i] = (int32_t)dt_rng_below(&rng, CLASSES);
+}
+
+static void test_transformer_ops_grad_matches_fd(void **state) {
+    (void)state;
+    dt_model m;
+    float *x;
+    int32_t labels[BATCH];
+    setup(&m, DT_PRECISION_FP32, &x, labels);
+    assert_int_equal(m.values[m.n_values - 1].c, CLASSES);
+    dt_model_zero_grad(&m);
+    loss_at(&m, x, labels, BATCH);
+    dt_model_backward(&m, labels, BATCH);
+    /* each element of every parameter tensor: the graph is small */
+    float *analytic = test_alloc(sizeof(float) * m.n_params);
+    float *numeric = test_alloc(sizeof(float) * m.n_params);
+    /* the graph is smooth (no ReLU kinks): a wide step keeps float rounding of the loss
+     * small against the difference, its truncation error is O(eps^2) */
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < m.n_params; i++) {
+        const float saved = m.params[i];
+        m.params[i] = saved + eps;
+        const double lp = loss_at(&m, x, labels, BATCH);
+        m.params[i] = saved - eps;
+        const double lm = loss_at(&m, x, labels, BATCH);
+        m.params[i] = saved;
+        numeric[i] = (float)((lp - lm) / (2.0 * eps));
+        analytic[i] = m.grads[i];
+    }
+    for (int t = 0; t < m.n_tensors; t++) {
+        const dt_tensor_entry *te = &m.tensors[t];
+        const double e = rel_error(analytic + te->offset, numeric + te->offset, te->numel);
+        print_message("%-16s %4zu values: relative error %.2e\n", te->name, te->numel, e);
+        assert_true(e < 5e-3);
+    }
+    free(analytic);
+    free(numeric);
+    free(x);
+    dt_model_free(&m);
+}
+
+/* bf16 activations (between the f32 input and logits) against the f32 run: the same
+ * weights, the logits and every parameter gradient within bf16's rounding. */
+static void test_transformer_ops_bf16_close_to_f32(void **state) {
+    (void)state;
+    if (!dt_cpu_has_bf16()) {
+        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
+        skip();
+    }
+    dt_model a, b;
+    float *x, *xb;
+    int32_t labels[BATCH], lb[BATCH];
+    setup(&a, DT_PRECISION_FP32, &x, labels);
+    setup(&b, DT_PRECISION_BF16, &xb, lb);
+    int bf16_ops = 0;
+    for (int i = 0; i < b.n_ops; i++) bf16_ops += strstr(b.ops[i].impl->name, ".bf16") != NULL;
+    print_message("%d of %d ops run bf16 kernels\n", bf16_ops, b.n_ops);
+    assert_true(bf16_ops >= b.n_ops - 2); /* all but the head's f32 side, at most */
+    dt_model_zero_grad(&a);
+    dt_model_zero_grad(&b);
+    loss_at(&a, x, labels, BATCH);
+    loss_at(&b, xb, lb, BATCH);
+    const double el = rel_error(dt_model_logits(&a), dt_model_logits(&b), BATCH * CLASSES);
+    dt_model_backward(&a, labels, BATCH);
+    dt_model_backward(&b, lb, BATCH);
+    print_message("logits: relative error %.2e\n", el);
+    assert_true(el < 2e-2);
+    for (int t = 0; t < a.n_tensors; t++) {
+        const dt_tensor_entry *te = &a.tensors[t];
+        const double e = rel_error(a.grads + te->offset, b.grads + te->offset, te->numel);
+        print_message("%-16s gradient: relative error %.2e\n", te->name, e);
+        assert_true(e < 6e-2);
+    }
+    free(x);
+    free(xb);
+    dt_model_free(&a);
+    dt_model_free(&b);
+}
+
+/* The batched GEMMs against the triple loop, forward and both gradients, at 1 and 2
+ * threads alike. */
+static void test_matmul_matches_loops(void **state) {
+    (void)state;
+    enum { T = 7, M = 5, K = 6, N = 4 };
+    float *a = test_alloc(sizeof(float) * T * M * K), *b = test_alloc(sizeof(float) * T * K * N);
+    float *dc = test_alloc(sizeof(float) * T * M * N);
+    fill_uniform(a, T * M * K, 1, -1, 1);
+    fill_uniform(b, T * K * N, 2, -1, 1);
+    fill_uniform(dc, T * M * N, 3, -1, 1);
+    float c[2][T * M * N], da[2][T * M * K], db[2][T * K * N];
+    for (int threads = 1; threads <= 2; threads++) {
+        const int s = threads - 1;
+        memset(da[s], 0, sizeof da[s]);
+        memset(db[s], 0, sizeof db[s]);
+        dt_matmul_forward(c[s], a, b, DT_F32, T, M, K, N, NULL, threads);
+        dt_matmul_backward(da[s], db[s], dc, a, b, DT_F32, T, M, K, N, NULL, threads);
+    }
+    assert_memory_equal(c[0], c[1], sizeof c[0]);
+    assert_memory_equal(da[0], da[1], sizeof da[0]);
+    assert_memory_equal(db[0], db[1], sizeof db[0]);
+    double worst = 0.0;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double want = 0.0;
+                for (int k = 0; k < K; k++)
+                    want += (double)a[(t * M + i) * K + k] * b[(t * K + k) * N + j];
+                worst = fmax(worst, fabs(want - c[0][(t * M + i) * N + j]));
+            }
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < M; i++)
+            for (int k = 0; k < K; k++) {
+                double want_a = 0.0;
+                for (int j = 0; j < N; j++)
+                    want_a += (double)dc[(t * M + i) * N + j] * b[(t * K + k) * N + j];
+                worst = fmax(worst, fabs(want_a - da[0][(t * M + i) * K + k]));
+            }
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++) {
+                double want_b = 0.0;
+                for (int i = 0; i < M; i++)
+                    want_b += (double)a[(t * M + i) * K + k] * dc[(t * M + i) * N + j];
+                worst = fmax(worst, fabs(want_b - db[0][(t * K + k) * N + j]));
+            }
+    print_message("batched matmul: worst absolute error %.2e\n", worst);
+    assert_true(worst < 1e-5);
+    free(a);
+    free(b);
+    free(dc);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_transformer_ops_grad_matches_fd),
+        cmocka_unit_test(test_transformer_ops_bf16_close_to_f32),
+        cmocka_unit_test(test_matmul_matches_loops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
