@@ -31,23 +31,23 @@ static void build(dt_model *m, dt_precision precision) {
     const int in_dims[3] = {HEADS, TOKENS, FEATURES};
     const int x0 = dt_model_input_dims(m, 3, in_dims);
     const int e = dt_model_linear_last_axis(m, "embed", x0, WIDTH, 1); /* [2, 5, 8] */
-    const int e1 = dt_model_layernorm(m, "ln0", e, 1, 1e-5f, 1);        /* over [5, 8] */
+    const int e1 = dt_model_layernorm(m, "ln0", e, 1, 1e-5f, 1);       /* over [5, 8] */
     const int cls_dims[3] = {HEADS, 1, WIDTH};
     const int cls = dt_model_expand_param(m, "class_token", 3, cls_dims);
     const int joined[2] = {cls, e1};
-    const int x = dt_model_concat_axis(m, joined, 2, 1);                    /* [2, 6, 8] */
-    const int ln = dt_model_layernorm(m, "ln1", x, -1, 1e-5f, 1);           /* over [8] */
-    const int qkv = dt_model_linear_last_axis(m, "qkv", ln, 16, 1);         /* [2, 6, 16] */
-    const int q = dt_model_slice(m, qkv, -1, 0, 6, 1, 1);                   /* [2, 6, 6] */
-    const int v = dt_model_slice(m, qkv, 2, 6, 5, 2, 1);                    /* [2, 6, 5] */
+    const int x = dt_model_concat_axis(m, joined, 2, 1);            /* [2, 6, 8] */
+    const int ln = dt_model_layernorm(m, "ln1", x, -1, 1e-5f, 1);   /* over [8] */
+    const int qkv = dt_model_linear_last_axis(m, "qkv", ln, 16, 1); /* [2, 6, 16] */
+    const int q = dt_model_slice(m, qkv, -1, 0, 6, 1, 1);           /* [2, 6, 6] */
+    const int v = dt_model_slice(m, qkv, 2, 6, 5, 2, 1);            /* [2, 6, 5] */
     const int p = dt_model_softmax(m, q, -1, 0, 0);
-    const int o = dt_model_matmul(m, p, v);                                 /* [2, 6, 5] */
-    const int o1 = dt_model_softmax(m, o, 0, 1, 0);  /* log-softmax over the heads */
-    const int o2 = dt_model_softmax(m, o1, 1, 0, 1); /* softmax over [6, 5] as one */
-    const int g = dt_model_slice(m, o2, 1, 0, 1, 1, 0);                     /* [2, 5] */
-    const int g2 = dt_model_slice(m, g, 0, 1, 1, 1, 0);                     /* [5] */
+    const int o = dt_model_matmul(m, p, v);             /* [2, 6, 5] */
+    const int o1 = dt_model_softmax(m, o, 0, 1, 0);     /* log-softmax over the heads */
+    const int o2 = dt_model_softmax(m, o1, 1, 0, 1);    /* softmax over [6, 5] as one */
+    const int g = dt_model_slice(m, o2, 1, 0, 1, 1, 0); /* [2, 5] */
+    const int g2 = dt_model_slice(m, g, 0, 1, 1, 1, 0); /* [5] */
     const int both[2] = {g2, dt_model_slice(m, g, 0, 0, 1, 1, 0)};
-    const int h = dt_model_concat_axis(m, both, 2, 0);                      /* [10] */
+    const int h = dt_model_concat_axis(m, both, 2, 0); /* [10] */
     dt_model_linear(m, "head", h, CLASSES);
 }
 
@@ -64,8 +64,8 @@ static void setup(dt_model *m, dt_precision precision, float **x, int32_t *label
     dt_model_init_params(m, 7);
     /* the class token starts at zeros (torchvision's): give it values so its
      * gradient is probed away from a symmetric point */
-    fill_uniform(dt_model_tensor_data(m, dt_model_find_tensor(m, "class_token")), HEADS * WIDTH,
-                 5, -1, 1);
+    fill_uniform(dt_model_tensor_data(m, dt_model_find_tensor(m, "class_token")), HEADS * WIDTH, 5,
+                 -1, 1);
     const size_t nx = dt_model_input_floats_per_sample(m) * BATCH;
     *x = test_alloc(sizeof(float) * nx);
     dt_rng rng = dt_rng_make(3, 3);

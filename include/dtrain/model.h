@@ -121,8 +121,8 @@ typedef struct dt_op {
     int axis, outer, len, inner;
     int start, step, count; /* slice: elements start, start + step, ... (count of them) */
     int log_softmax;        /* softmax: log(softmax) */
-    const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
-    void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
+    const dt_kernel *impl;  /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
+    void *state;            /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
 
 typedef struct dt_model {

@@ -85,8 +85,8 @@ void dt_layernorm_forward(void *y, float *save_mean, float *save_invstd, const v
 }
 
 void dt_layernorm_backward(void *dx, float *dweight, float *dbias, const void *dy, const void *x,
-                           const float *save_mean, const float *save_invstd,
-                           const float *weight, dt_dtype dtype, size_t rows, int len) {
+                           const float *save_mean, const float *save_invstd, const float *weight,
+                           dt_dtype dtype, size_t rows, int len) {
     if (dtype == DT_BF16)
         layernorm_backward_body(dx, dweight, dbias, dy, x, save_mean, save_invstd, weight, rows,
                                 len, 1);
@@ -102,8 +102,7 @@ typedef struct layernorm_state {
     float *mean, *invstd;
 } layernorm_state;
 
-static int layernorm_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes,
-                             dt_error *err) {
+static int layernorm_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
     (void)m, (void)err;
     *bytes += 2 * sizeof(float) * (size_t)max_batch * (size_t)op->outer;
     return 0;

@@ -10,10 +10,10 @@
 
 #include "dtrain/dtype.h"
 
-void dt_layernorm_forward(void *y,            /* [rows, len] */
-                          float *save_mean,   /* [rows] */
-                          float *save_invstd, /* [rows] */
-                          const void *x,      /* [rows, len] */
+void dt_layernorm_forward(void *y,             /* [rows, len] */
+                          float *save_mean,    /* [rows] */
+                          float *save_invstd,  /* [rows] */
+                          const void *x,       /* [rows, len] */
                           const float *weight, /* [len] */
                           const float *bias,   /* [len] or NULL */
                           dt_dtype dtype, size_t rows, int len, float eps);
@@ -22,7 +22,7 @@ void dt_layernorm_forward(void *y,            /* [rows, len] */
  * saved statistics. The parameter gradients are summed over rows in row order, each
  * position by one thread: the same result at any thread count. */
 void dt_layernorm_backward(void *dx, float *dweight, float *dbias, const void *dy, const void *x,
-                           const float *save_mean, const float *save_invstd,
-                           const float *weight, dt_dtype dtype, size_t rows, int len);
+                           const float *save_mean, const float *save_invstd, const float *weight,
+                           dt_dtype dtype, size_t rows, int len);
 
 #endif

@@ -102,8 +102,8 @@ static void linear_op_forward(dt_model *m, dt_op *op, int n) {
     int rows, in_f, out_f;
     dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
     dt_linear_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
-                      dt_model_param(m, op->weight), dt_model_param(m, op->bias), rows, in_f,
-                      out_f, op->state);
+                      dt_model_param(m, op->weight), dt_model_param(m, op->bias), rows, in_f, out_f,
+                      op->state);
 }
 
 static void linear_op_backward(dt_model *m, dt_op *op, int n) {

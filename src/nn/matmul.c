@@ -31,14 +31,15 @@ static inline void put(void *y, const float *r, size_t t, size_t count, int add,
     }
 }
 
-static inline void matmul_body(void *c, const void *a, const void *b, size_t batches, int m,
-                               int k, int n, float *scratch, int threads, int bf16) {
+static inline void matmul_body(void *c, const void *a, const void *b, size_t batches, int m, int k,
+                               int n, float *scratch, int threads, int bf16) {
     const size_t mk = (size_t)m * k, kn = (size_t)k * n, mn = (size_t)m * n;
     const size_t per_thread = bf16 ? mk + kn + mn + (mk > kn ? mk : kn) : 0;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t t = 0; t < batches; t++) {
         float *s = scratch ? scratch + (size_t)omp_get_thread_num() * per_thread : NULL;
-        const float *at = as_f32(s, a, t, mk, bf16), *bt = as_f32(s ? s + mk : NULL, b, t, kn, bf16);
+        const float *at = as_f32(s, a, t, mk, bf16),
+                    *bt = as_f32(s ? s + mk : NULL, b, t, kn, bf16);
         float *ct = bf16 ? s + mk + kn : (float *)c + t * mn;
         dt_sgemm(0, 0, m, n, k, 1.0f, at, k, bt, n, 0.0f, ct, n);
         if (bf16) put(c, ct, t, mn, 0, 1);
@@ -73,8 +74,8 @@ static inline void matmul_backward_body(void *da, void *db, const void *dc, cons
     }
 }
 
-void dt_matmul_forward(void *c, const void *a, const void *b, dt_dtype dtype, size_t batches,
-                       int m, int k, int n, float *scratch, int threads) {
+void dt_matmul_forward(void *c, const void *a, const void *b, dt_dtype dtype, size_t batches, int m,
+                       int k, int n, float *scratch, int threads) {
     if (threads < 1) threads = 1;
     if (dtype == DT_BF16)
         matmul_body(c, a, b, batches, m, k, n, scratch, threads, 1);

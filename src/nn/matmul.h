@@ -15,8 +15,8 @@
 size_t dt_matmul_scratch_floats(dt_dtype dtype, int m, int k, int n);
 
 /* scratch: threads * dt_matmul_scratch_floats(...) floats; at most `threads` threads run. */
-void dt_matmul_forward(void *c, const void *a, const void *b, dt_dtype dtype, size_t batches,
-                       int m, int k, int n, float *scratch, int threads);
+void dt_matmul_forward(void *c, const void *a, const void *b, dt_dtype dtype, size_t batches, int m,
+                       int k, int n, float *scratch, int threads);
 
 /* da += dc b^T, db += a^T dc (either may be NULL). */
 void dt_matmul_backward(void *da, void *db, const void *dc, const void *a, const void *b,

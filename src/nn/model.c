@@ -123,6 +123,9 @@ static int new_vector(dt_model *m, int storage, int features) {
     return v;
 }
 
+static int new_value_dims(dt_model *m, int storage, int rank, const int *dims);
+static int new_storage_dims(dt_model *m, int rank, const int *dims);
+
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
     if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
@@ -297,7 +300,7 @@ int dt_model_dropout(dt_model *m, int in, float p) {
         return build_failf(m, "model %s: dropout probability %g is not in [0, 1]", m->name,
                            (double)p);
     dt_value x = m->values[in];
-    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
+    int out = new_value_dims(m, new_storage_dims(m, x.rank, x.dims), x.rank, x.dims);
     dt_op *op = new_op(m, DT_OP_DROPOUT, NULL, in, -1, out);
     if (!op) return -1;
     op->p = p;
@@ -399,8 +402,10 @@ static int new_dims(dt_model *m, int rank, const int *dims) {
 static int norm_axis(dt_model *m, const char *what, int rank, int axis) {
     const int a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a >= rank)
-        return build_failf(m, "model %s: %s: axis %d of a value of %d axes (the batch axis not "
-                           "counted)", m->name, what, axis, rank);
+        return build_failf(m,
+                           "model %s: %s: axis %d of a value of %d axes (the batch axis not "
+                           "counted)",
+                           m->name, what, axis, rank);
     return a;
 }
 
@@ -427,8 +432,10 @@ int dt_model_linear_last_axis(dt_model *m, const char *name, int in, int out_fea
     if (!valid_value(m, in)) return -1;
     const dt_value x = m->values[in];
     if (x.rank < 2 || out_features < 1)
-        return build_failf(m, "linear %s: a linear layer over the last axis needs a value of "
-                           "rank >= 2 and outputs, got rank %d", name, x.rank);
+        return build_failf(m,
+                           "linear %s: a linear layer over the last axis needs a value of "
+                           "rank >= 2 and outputs, got rank %d",
+                           name, x.rank);
     const int in_features = x.dims[x.rank - 1];
     int dims[DT_VALUE_MAX_RANK];
     memcpy(dims, x.dims, sizeof dims);
@@ -504,8 +511,7 @@ int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step
     const int len = x.dims[a];
     if (step < 1 || count < 1 || start < 0 || start >= len ||
         (long long)start + (long long)(count - 1) * step >= len || (!keep_axis && count != 1))
-        return build_failf(m,
-                           "model %s: slice of %d elements from %d by %d outside an axis of %d",
+        return build_failf(m, "model %s: slice of %d elements from %d by %d outside an axis of %d",
                            m->name, count, start, step, len);
     if (!keep_axis && x.rank == 1)
         return build_failf(m, "model %s: a gather would leave only the batch axis", m->name);
@@ -541,8 +547,10 @@ int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
         int same = x.rank == x0.rank;
         for (int d = 0; same && d < x.rank; d++) same = d == a || x.dims[d] == x0.dims[d];
         if (!same)
-            return build_failf(m, "model %s: concat along axis %d of values whose other axes "
-                               "differ", m->name, a);
+            return build_failf(m,
+                               "model %s: concat along axis %d of values whose other axes "
+                               "differ",
+                               m->name, a);
         if (__builtin_add_overflow(dims[a], x.dims[a], &dims[a]))
             return build_failf(m, "model %s: concat overflows its axis", m->name);
     }
@@ -561,7 +569,8 @@ int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
 int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims) {
     if (m->n_values < 1 || m->build_failed)
         return build_failf(m, "model %s: expand %s before the input", m->name, name);
-    if (rank > 4) return build_failf(m, "expand %s: a parameter of %d axes (at most 4)", name, rank);
+    if (rank > 4)
+        return build_failf(m, "expand %s: a parameter of %d axes (at most 4)", name, rank);
     int out = new_dims(m, rank, dims);
     dt_op *op = new_op(m, DT_OP_EXPAND_PARAM, name, 0, -1, out);
     if (!op) return -1;

@@ -190,6 +190,9 @@ typedef struct onnx_value {
      * tensor entry (matmul NULL otherwise) */
     const Onnx__NodeProto *matmul;
     int bias_tensor;
+    /* V_CONST: a Transpose (perm [1, 0]) of the 2-D initializer `tensor`: a MatMul by
+     * it is a linear layer whose weight the file holds as dtrain does, [out, in] */
+    int transposed_weight;
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -229,6 +232,10 @@ typedef struct importer {
     dt_error *err;
     int failed;
     int any_output; /* dt_onnx_build_any: the last value may be any shape */
+    /* dt_onnx_build_any's input other than [batch, C, H, W]: its per-sample dims (rank
+     * 0: an image) */
+    int input_rank;
+    int input_dims[DT_VALUE_MAX_RANK];
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -656,6 +663,9 @@ static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return fail_node(im, n, "it has no output");
     const dt_value *x = &im->m->values[id];
+    if (dt_model_value_floats(im->m, id, 1) > (size_t)MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output of %zu values a sample is past the %lld dtrain takes",
+                         dt_model_value_floats(im->m, id, 1), MAX_SAMPLE_VALUES);
     if (sample_values(x->c, x->h, x->w) < 0)
         return fail_node(im, n,
                          "its output of %dx%dx%d is past the %lld values a sample dtrain "
@@ -902,11 +912,22 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
 }
 
 /* MatMul by a [in, out] initializer: a linear layer whose bias the Add after it gives. */
+static int import_matmul_activations(importer *im, const Onnx__NodeProto *n, onnx_value *a,
+                                     onnx_value *b);
+static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_value *x,
+                                   const Onnx__TensorProto *w, int transposed_weight);
+
 static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
-    const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
-    if (!w || im->failed) return -1;
+    if (!x) return -1;
+    onnx_value *b = n->input[1] && *n->input[1] ? find_value(im, n->input[1]) : NULL;
+    if (b && b->kind == V_ACT) return import_matmul_activations(im, n, x, b);
     const dt_value xv = im->m->values[x->id];
+    const int flat = xv.rank == 1 || (xv.rank == 3 && xv.h == 1 && xv.w == 1);
+    if (b && b->kind == V_CONST && (b->transposed_weight || !flat))
+        return import_matmul_last_axis(im, n, x, b->tensor, b->transposed_weight);
+    const Onnx__TensorProto *w = const_input(im, n, 1, 0);
+    if (!w || im->failed) return -1;
     if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
     if (xv.h != 1 || xv.w != 1 || w->dims[0] != xv.c)
         return fail_node(im, n, "only a flat input times a [in, out] weight is supported");
@@ -976,6 +997,326 @@ static int import_dropout(importer *im, const Onnx__NodeProto *n) {
     return set_output(im, n, dt_model_dropout(im->m, x->id, p));
 }
 
+/* ------------------------------------------------ the transformer's ops (issue 41) */
+
+/* The node's `axis` attribute as a per-sample axis of x (ONNX counts the batch axis as
+ * 0; dtrain's per-sample axes start after it), or -1 after failing: the batch axis is
+ * refused, an op along it would mix samples. */
+static int sample_axis(importer *im, const Onnx__NodeProto *n, const dt_value *x, long long axis) {
+    const long long rank = x->rank + 1;
+    const long long a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return fail_node(im, n, "axis %lld of an input of %lld dimensions", axis, rank);
+    if (a == 0)
+        return fail_node(im, n,
+                         "axis 0 is the batch axis: dtrain's samples are independent, an op "
+                         "along the batch is not supported");
+    return (int)(a - 1);
+}
+
+/* A constant list of integers (int64 or int32: ONNX's index types), at most max. */
+static int tensor_ints(importer *im, const Onnx__TensorProto *t, int64_t *out, int max,
+                       int *count) {
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+        return tensor_int64s(im, t, out, max, count);
+    const long long n = numel_of(t);
+    if (n < 0 || n > max)
+        return fail(im, "the constant '%s' is not a short list of int32", tname(t));
+    *count = (int)n;
+    if (t->has_raw_data && t->raw_data.len) {
+        if (t->raw_data.len != (size_t)n * sizeof(int32_t))
+            return fail(im, "the constant '%s': %zu bytes for %lld int32", tname(t),
+                        t->raw_data.len, n);
+        for (long long i = 0; i < n; i++) {
+            int32_t v;
+            memcpy(&v, t->raw_data.data + i * sizeof v, sizeof v);
+            out[i] = v;
+        }
+        return 0;
+    }
+    if (t->n_int32_data != (size_t)n)
+        return fail(im, "the constant '%s': %zu values for %lld", tname(t), t->n_int32_data, n);
+    for (long long i = 0; i < n; i++) out[i] = t->int32_data[i];
+    return 0;
+}
+
+/* Softmax, LogSoftmax: opset 13's on one axis; before 13, over every axis from `axis`
+ * (default 1) to the end taken as one. */
+static int import_softmax(importer *im, const Onnx__NodeProto *n, int log_softmax) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int coerced = im->opset < 13;
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", coerced ? 1 : -1));
+    if (a < 0) return -1;
+    return set_output(im, n, dt_model_softmax(im->m, x->id, a, log_softmax, coerced));
+}
+
+/* LayerNormalization (opset 17): Scale and the optional B of the normalised axes'
+ * shape, trained; the Mean and InvStdDev outputs are not produced. */
+static int import_layernorm(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *scale = x ? const_input(im, n, 1, 0) : NULL;
+    const Onnx__TensorProto *bias = scale ? const_input(im, n, 2, 1) : NULL;
+    if (!scale || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", -1));
+    if (a < 0) return -1;
+    const float eps = attr_float(n, "epsilon", 1e-5f);
+    if (!(isfinite(eps) && eps > 0.0f))
+        return fail_node(im, n, "its epsilon %g is not a positive finite number", (double)eps);
+    const size_t axes = (size_t)(xv.rank - a);
+    for (int k = 0; k < 2; k++) {
+        const Onnx__TensorProto *t = k ? bias : scale;
+        if (!t) continue;
+        int same = t->n_dims == axes && numel_of(t) >= 0;
+        for (size_t d = 0; same && d < axes; d++) same = t->dims[d] == xv.dims[a + d];
+        if (!same)
+            return fail_node(im, n, "its %s is not of the normalised axes' shape (no broadcasting)",
+                             k ? "bias" : "scale");
+    }
+    char name[80];
+    op_name(n, scale, name, sizeof name);
+    const int y = dt_model_layernorm(im->m, name, x->id, a, eps, bias != NULL);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, scale, 0)) return -1;
+    return bias ? take(im, n, op->bias, bias, 0) : 0;
+}
+
+/* A Transpose of a 2-D initializer (perm [1, 0]): PyTorch's export of nn.Linear as
+ * MatMul(x, W^T). The weight stays the initializer, read as dtrain holds it. */
+static int import_transpose_weight(importer *im, const Onnx__NodeProto *n,
+                                   const Onnx__TensorProto *t) {
+    const Onnx__AttributeProto *perm = attr(n, "perm");
+    const int swapped = !perm || (perm->n_ints == 2 && perm->ints[0] == 1 && perm->ints[1] == 0);
+    if (!dims_are(t, 2) || !swapped)
+        return fail_node(im, n, "only a Transpose of a 2-D weight (perm [1, 0]) is supported");
+    onnx_value *v = add_value(im, n->output[0], V_CONST);
+    if (!v) return -1;
+    v->tensor = t;
+    v->transposed_weight = 1;
+    return 0;
+}
+
+/* MatMul of two activations: a batched matrix product, [.., M, K] x [.., K, N]. */
+static int import_matmul_activations(importer *im, const Onnx__NodeProto *n, onnx_value *a,
+                                     onnx_value *b) {
+    const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
+    if (av.rank < 2 || bv.rank != av.rank)
+        return fail_node(im, n,
+                         "a MatMul of two activations needs both of at least 3 dimensions and "
+                         "of one rank ([batch, .., M, K] x [batch, .., K, N]), not %d and %d",
+                         av.rank + 1, bv.rank + 1);
+    return set_output(im, n, dt_model_matmul(im->m, a->id, b->id));
+}
+
+/* MatMul of an activation of rank >= 2 a sample by a [in, out] weight (or the
+ * Transpose of an [out, in] one): a linear layer over the last axis, its bias the Add
+ * after it. */
+static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_value *x,
+                                   const Onnx__TensorProto *w, int transposed_weight) {
+    const dt_value xv = im->m->values[x->id];
+    if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
+    const long long in = transposed_weight ? w->dims[1] : w->dims[0],
+                    out = transposed_weight ? w->dims[0] : w->dims[1];
+    if (in != xv.dims[xv.rank - 1] || out < 1 || out > MAX_DIM)
+        return fail_node(im, n, "its weight takes %lld features, its input's last axis has %d", in,
+                         xv.dims[xv.rank - 1]);
+    char name[80];
+    op_name(n, w, name, sizeof name);
+    const int y = dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, w, !transposed_weight)) return -1;
+    im->values[im->n_values - 1].bias_tensor = op->bias;
+    im->values[im->n_values - 1].matmul = n;
+    return 0;
+}
+
+/* Gather of constant indices along a sample axis: one index drops the axis (scalar
+ * indices: the class token, x[:, 0]) or keeps it (a list of one); a list of evenly
+ * spaced rising indices is a slice. */
+static int import_gather(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *t = x ? const_input(im, n, 1, 0) : NULL;
+    if (!t || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    int64_t idx[256];
+    int count = 0;
+    if (t->n_dims > 1 || tensor_ints(im, t, idx, 256, &count)) {
+        if (!im->failed) fail_node(im, n, "only scalar or 1-D indices are supported");
+        return -1;
+    }
+    const int len = xv.dims[a];
+    for (int i = 0; i < count; i++) {
+        if (idx[i] < -len || idx[i] >= len)
+            return fail_node(im, n, "index %lld is outside an axis of %d", (long long)idx[i], len);
+        if (idx[i] < 0) idx[i] += len;
+    }
+    const long long step = count > 1 ? idx[1] - idx[0] : 1;
+    int even = count >= 1 && step >= 1;
+    for (int i = 1; even && i < count; i++) even = idx[i] - idx[i - 1] == step;
+    if (!even)
+        return fail_node(im, n, "only indices evenly spaced and rising (a slice) are supported");
+    return set_output(
+        im, n, dt_model_slice(im->m, x->id, a, (int)idx[0], count, (int)step, t->n_dims == 1));
+}
+
+/* Slice (opset 10's inputs): constant starts, ends, axes and steps; a range that
+ * covers its whole axis (the batch's, say) takes nothing away and makes no op. */
+static int import_slice(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    int64_t v[4][DT_VALUE_MAX_RANK + 1];
+    int count[4] = {0, 0, -1, -1};
+    for (int k = 0; k < 4; k++) {
+        const int optional = k >= 2;
+        if (optional && ((size_t)k + 1 >= n->n_input || !*n->input[k + 1])) continue;
+        const Onnx__TensorProto *t = const_input(im, n, (size_t)k + 1, 0);
+        if (!t || tensor_ints(im, t, v[k], DT_VALUE_MAX_RANK + 1, &count[k])) return -1;
+    }
+    if (count[0] != count[1] || (count[2] >= 0 && count[2] != count[0]) ||
+        (count[3] >= 0 && count[3] != count[0]))
+        return fail_node(im, n, "its starts, ends, axes and steps differ in length");
+    int id = x->id;
+    for (int i = 0; i < count[0]; i++) {
+        const dt_value xv = im->m->values[id];
+        const long long rank = xv.rank + 1, axis = count[2] >= 0 ? v[2][i] : i;
+        const long long a = axis < 0 ? axis + rank : axis;
+        const long long step = count[3] >= 0 ? v[3][i] : 1;
+        if (a < 0 || a >= rank)
+            return fail_node(im, n, "axis %lld of an input of %lld dimensions", axis, rank);
+        if (step < 1) return fail_node(im, n, "only positive steps are supported");
+        if (a == 0) {
+            if (v[0][i] == 0 && v[1][i] >= INT32_MAX) continue; /* the whole batch */
+            return fail_node(im, n, "a slice of the batch axis is not supported");
+        }
+        const long long len = xv.dims[a - 1];
+        long long start = v[0][i] < 0 ? v[0][i] + len : v[0][i];
+        long long end = v[1][i] < 0 ? v[1][i] + len : v[1][i];
+        start = start < 0 ? 0 : start > len ? len : start;
+        end = end < 0 ? 0 : end > len ? len : end;
+        if (end <= start)
+            return fail_node(im, n, "an empty slice (dtrain's values have no empty axes)");
+        const long long elements = (end - start + step - 1) / step;
+        if (start == 0 && elements == len && step == 1) continue; /* all of it */
+        id = dt_model_slice(im->m, id, (int)(a - 1), (int)start, (int)elements, (int)step, 1);
+        if (id < 0) return set_output(im, n, id);
+    }
+    return id == x->id ? set_alias(im, n, id) : set_output(im, n, id);
+}
+
+/* Split into slices along a sample axis: equal parts, or the sizes given (the `split`
+ * input from opset 13, the attribute before). Each output is its own slice. */
+static int import_split(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    int64_t sizes[64];
+    int count = -1;
+    if (n->n_input > 1 && n->input[1] && *n->input[1]) {
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_ints(im, t, sizes, 64, &count)) return -1;
+    } else if (attr(n, "split")) {
+        const Onnx__AttributeProto *s = attr(n, "split");
+        if (s->n_ints > 64) return fail_node(im, n, "more than 64 parts");
+        count = (int)s->n_ints;
+        for (int i = 0; i < count; i++) sizes[i] = s->ints[i];
+    }
+    const int outputs = (int)n->n_output, len = xv.dims[a];
+    if (count < 0) {
+        if (outputs < 1 || len % outputs)
+            return fail_node(im, n, "%d equal parts of an axis of %d", outputs, len);
+        count = outputs;
+        for (int i = 0; i < count; i++) sizes[i] = len / outputs;
+    }
+    if (count != outputs) return fail_node(im, n, "%d sizes for %d outputs", count, outputs);
+    long long start = 0;
+    for (int i = 0; i < count; i++) {
+        if (sizes[i] < 1)
+            return fail_node(im, n, "an empty part (dtrain's values have no empty axes)");
+        start += sizes[i];
+    }
+    if (start != len) return fail_node(im, n, "parts of %lld for an axis of %d", start, len);
+    /* made last part first: the first output is then the newest value, as a graph
+     * ending in it needs (the logits are the last value) */
+    for (int i = count - 1; i >= 0; i--) {
+        start -= sizes[i];
+        const int y = dt_model_slice(im->m, x->id, a, (int)start, (int)sizes[i], 1, 1);
+        if (y < 0) return set_output(im, n, y);
+        if (!n->output[i] || !*n->output[i]) continue; /* an output no one names */
+        onnx_value *v = add_value(im, n->output[i], V_ACT);
+        if (!v) return -1;
+        v->id = y;
+        if (note_readers(im, y, n->output[i], 0)) return -1;
+    }
+    return 0;
+}
+
+/* Expand of a parameter [1, ..] to the batch ([N, ..]): ViT's class token. The shape
+ * must be constant (folded at import): its first entry is the batch, whatever its
+ * value; the others must be the parameter's own (no broadcasting inside a sample). */
+static int import_expand(importer *im, const Onnx__NodeProto *n) {
+    const onnx_value *p = find_value(im, n->input[0]);
+    if (!p || p->kind != V_CONST)
+        return fail_node(im, n,
+                         "only an Expand of a parameter (an initializer) over the batch is "
+                         "supported");
+    const Onnx__TensorProto *w = p->tensor, *shape = const_input(im, n, 1, 0);
+    int64_t dims[DT_VALUE_MAX_RANK + 1];
+    int count = 0;
+    if (!shape || tensor_ints(im, shape, dims, DT_VALUE_MAX_RANK + 1, &count)) return -1;
+    int same = w->n_dims >= 2 && w->n_dims <= 5 && (int)w->n_dims == count && w->dims[0] == 1 &&
+               numel_of(w) > 0;
+    for (int d = 1; same && d < count; d++) same = dims[d] == 1 || dims[d] == w->dims[d];
+    if (!same)
+        return fail_node(im, n,
+                         "only an Expand of a [1, ..] parameter along the batch axis is "
+                         "supported (the other axes as the parameter's)");
+    int per[DT_VALUE_MAX_RANK];
+    for (int d = 1; d < count; d++) per[d - 1] = (int)w->dims[d];
+    const int y = dt_model_expand_param(im->m, tname(w), count - 1, per);
+    if (set_output(im, n, y)) return -1;
+    return take(im, n, im->m->ops[im->m->n_ops - 1].weight, w, 0);
+}
+
+/* Concat of values that are not all images, or of images along another axis than
+ * their channels: concat_axis. */
+static int import_concat_axis(importer *im, const Onnx__NodeProto *n) {
+    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
+        return fail_node(im, n, "a Concat of 1 to %d inputs is supported", DT_OP_MAX_INPUTS);
+    int ids[DT_OP_MAX_INPUTS];
+    for (size_t i = 0; i < n->n_input; i++) {
+        const onnx_value *v = act_input(im, n, i);
+        if (!v) return -1;
+        ids[i] = v->id;
+    }
+    const dt_value x0 = im->m->values[ids[0]];
+    const int a = sample_axis(im, n, &x0, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    long long values = 0;
+    for (size_t i = 0; i < n->n_input; i++)
+        values += (long long)dt_model_value_floats(im->m, ids[i], 1);
+    if (values > MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                         values, MAX_SAMPLE_VALUES);
+    return set_output(im, n, dt_model_concat_axis(im->m, ids, (int)n->n_input, a));
+}
+
+/* 1 when a Concat is not images along their channels (import_concat's case). */
+static int concat_needs_axis_op(importer *im, const Onnx__NodeProto *n) {
+    for (size_t i = 0; i < n->n_input; i++) {
+        const onnx_value *v = n->input[i] ? find_value(im, n->input[i]) : NULL;
+        if (v && v->kind == V_ACT && im->m->values[v->id].rank != 3) return 1;
+    }
+    return 0;
+}
+
 /* The first opset whose version of an operator is the one imported here (ONNX's
  * Changelog): BatchNormalization before 9 had `spatial`, Add and Gemm before 7 their
  * `broadcast`, Concat before 4 a default axis, Reshape before 5 a shape attribute, Pad
@@ -989,7 +1330,9 @@ static const struct {
                    {"Concat", 4},
                    {"Reshape", 5},
                    {"Pad", 2},
-                   {"Dropout", 7}};
+                   {"Dropout", 7},
+                   {"Slice", 10},
+                   {"Expand", 8}};
 
 /* How many inputs and outputs each operator has (ONNX's operator specs, opsets 1 to 17;
  * optional ones counted, given or empty): a node of more is a malformed file, and its
@@ -1012,7 +1355,14 @@ static const struct {
              {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
-             {"Identity", 1, 1, 1, 1}};
+             {"Identity", 1, 1, 1, 1},
+             {"Softmax", 1, 1, 1, 1},
+             {"LogSoftmax", 1, 1, 1, 1},
+             {"LayerNormalization", 2, 3, 1, 3},
+             {"Gather", 2, 2, 1, 1},
+             {"Slice", 3, 5, 1, 1},
+             {"Split", 1, 2, 1, 64},
+             {"Expand", 2, 2, 1, 1}};
 
 static int import_node(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
@@ -1070,7 +1420,21 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Gemm")) return import_gemm(im, n);
     if (!strcmp(op, "MatMul")) return import_matmul(im, n);
     if (!strcmp(op, "Add")) return import_add(im, n);
-    if (!strcmp(op, "Concat")) return import_concat(im, n);
+    if (!strcmp(op, "Concat"))
+        return concat_needs_axis_op(im, n) || attr_int(n, "axis", 1) != 1
+                   ? import_concat_axis(im, n)
+                   : import_concat(im, n);
+    if (!strcmp(op, "Softmax")) return import_softmax(im, n, 0);
+    if (!strcmp(op, "LogSoftmax")) return import_softmax(im, n, 1);
+    if (!strcmp(op, "LayerNormalization")) return import_layernorm(im, n);
+    if (!strcmp(op, "Gather")) return import_gather(im, n);
+    if (!strcmp(op, "Slice")) return import_slice(im, n);
+    if (!strcmp(op, "Split")) return import_split(im, n);
+    if (!strcmp(op, "Expand")) return import_expand(im, n);
+    if (!strcmp(op, "Transpose") && n->n_input == 1) {
+        const onnx_value *w = find_value(im, n->input[0]);
+        if (w && w->kind == V_CONST) return import_transpose_weight(im, n, w->tensor);
+    }
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
     if (!strcmp(op, "Pad")) {
         /* PyTorch puts a Pad of zeros before avg_pool2d's AveragePool: the identity */
@@ -1096,10 +1460,8 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         return x ? set_alias(im, n, x->id) : -1;
     }
     return fail_node(im, n,
-                     "not an operator dtrain imports (it takes Conv, BatchNormalization, Relu, "
-                     "MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul + Add, Add, "
-                     "Concat, Flatten, Reshape to [batch, features], Dropout, Identity, "
-                     "Constant, and a Pad of zeros)");
+                     /* the list grew past the one-line message's 400 characters */
+                     "not an operator dtrain imports (docs/onnx.md lists the ones it does)");
 }
 
 /* The graph's one data input (the inputs that are not initializers): its C x H x W. */
@@ -1125,6 +1487,20 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
     if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
         return fail(im, "the input '%s' is not float", (*out)->name);
     const Onnx__TensorShapeProto *s = tt->shape;
+    if (im->any_output && s->n_dim != 4 && s->n_dim >= 2 && s->n_dim <= DT_VALUE_MAX_RANK + 1) {
+        /* a single-node graph (ONNX's node tests) on a value of any rank: its dims */
+        im->input_rank = (int)s->n_dim - 1;
+        for (int i = 1; i <= im->input_rank; i++) {
+            const Onnx__TensorShapeProto__Dimension *d = s->dim[i];
+            if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+                d->dim_value < 1 || d->dim_value > 65536)
+                return fail(im, "the input '%s': dimension %d is not a fixed size in 1..65536",
+                            (*out)->name, i);
+            im->input_dims[i - 1] = (int)d->dim_value;
+        }
+        *c = *h = *w = 1;
+        return 0;
+    }
     if (s->n_dim != 4)
         return fail(im,
                     "the input '%s' has %zu dimensions; dtrain feeds images [batch, C, H, W] "
@@ -1182,7 +1558,8 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                     spec->in_h, spec->in_w);
     if (g->n_output < 1 || !g->output[0]->name) return fail(im, "the graph has no output");
     dt_model *m = im->m;
-    const int x = dt_model_input(m, c, h, w);
+    const int x = im->input_rank ? dt_model_input_dims(m, im->input_rank, im->input_dims)
+                                 : dt_model_input(m, c, h, w);
     onnx_value *v = add_value(im, input->name, V_ACT);
     if (!v) return -1;
     v->id = x;
@@ -1209,7 +1586,8 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         for (size_t k = 0; k < n->n_output; k++) {
             /* outputs past the first (BatchNormalization's running statistics in training
              * mode, Dropout's mask) must not be read: dtrain does not produce them */
-            if (k > 0 && n->output[k] && *n->output[k] && readers(im, n->output[k]) > 0)
+            if (k > 0 && n->output[k] && *n->output[k] && readers(im, n->output[k]) > 0 &&
+                !find_value(im, n->output[k]))
                 return fail_node(im, n,
                                  "a node reads one of its later outputs, which dtrain "
                                  "does not produce");
@@ -1225,6 +1603,9 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                     "that ends in the logits",
                     g->output[0]->name);
     const dt_value yv = m->values[y->id];
+    if (yv.rank != 1 && yv.rank != 3 && !im->any_output)
+        return fail(im, "the graph's output '%s' has %d dimensions, not [batch, classes]",
+                    g->output[0]->name, yv.rank + 1);
     if ((yv.h != 1 || yv.w != 1) && !im->any_output)
         return fail(im, "the graph's output '%s' is %dx%dx%d, not [batch, classes]",
                     g->output[0]->name, yv.c, yv.h, yv.w);
@@ -1237,7 +1618,8 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
                 return fail(im, "the graph has a second output '%s' (dtrain trains one head)",
                             g->output[i]->name);
         }
-    m->classes = yv.c;
+    /* any_output's value of another rank: its values a sample */
+    m->classes = yv.rank == 1 || yv.rank == 3 ? yv.c : (int)dt_model_value_floats(m, y->id, 1);
     if (m->build_failed) return fail(im, "%s", m->build_error.msg);
     if (m->n_ops == 0) return fail(im, "the graph has no layer dtrain computes");
     for (int i = 0; i < im->n_values; i++)

@@ -15,10 +15,12 @@ static inline void softmax_column(void *y, const void *x, size_t base, int len, 
     float sum = 0.0f;
     for (int l = 0; l < len; l++) sum += expf(dt_elem_load(x, base + l * inner, bf16) - mx);
     if (log_softmax) {
-        const float shift = mx + logf(sum);
+        /* (x - max) - log(sum), not x - (max + log(sum)): a max of 1e4 would round the
+         * sum's log to its ulp there (ONNX's large_number case) */
+        const float log_sum = logf(sum);
         for (int l = 0; l < len; l++)
-            dt_elem_store(y, base + l * inner, dt_elem_load(x, base + l * inner, bf16) - shift,
-                          bf16);
+            dt_elem_store(y, base + l * inner,
+                          (dt_elem_load(x, base + l * inner, bf16) - mx) - log_sum, bf16);
     } else {
         const float scale = 1.0f / sum;
         for (int l = 0; l < len; l++)
