@@ -80,6 +80,45 @@ class SeparableDilated(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class AttentionTokens(nn.Module):
+    """The transformer's ops on an image read as [heads, tokens, features] (C, H, W), with
+    no reshape or transpose (those and the shape arithmetic around a dynamic batch are
+    another part of issue 41): linears over the last axis (MatMul by a Transpose of the
+    weight, then Add of the bias), softmax over the last axis, a batched MatMul of two
+    activations, LayerNorm, a Split and a Slice along the last axis, log-softmax over
+    the heads (an axis that is not the last), Gathers of one index (the class token's
+    x[:, 0]) and a Gemm head."""
+
+    def __init__(self, classes=10, heads=3, tokens=8, features=8, width=12):
+        super().__init__()
+        self.scores = nn.Linear(features, tokens)
+        self.values = nn.Linear(features, width)
+        self.norm = nn.LayerNorm(width)
+        self.mix = nn.Linear(width, width)
+        self.fc = nn.Linear(width // 2 + 2, classes)
+
+    def forward(self, x):
+        p = F.softmax(self.scores(x), dim=-1)  # [N, heads, tokens, tokens]
+        o = self.norm(p @ self.values(x))  # [N, heads, tokens, width]
+        a, b = torch.split(self.mix(o), [6, 6], dim=-1)
+        o = torch.cat([a, b[..., 1:3]], -1)
+        o = F.log_softmax(o, dim=1)  # over the heads
+        return self.fc(o[:, 0][:, 0])
+
+
+def tv_vit_small(classes=10):
+    """torchvision's VisionTransformer at issue 41's size: image 32, patch 4, 4 layers,
+    4 heads, hidden 96, MLP 384, dropout 0."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    model = VisionTransformer(image_size=32, patch_size=4, num_layers=4, num_heads=4,
+                              hidden_dim=96, mlp_dim=384, num_classes=classes, dropout=0.0,
+                              attention_dropout=0.0)
+    # torchvision zeroes the head's weight, which zeroes every gradient before it at the
+    # first step: a fixture would compare nothing there
+    nn.init.normal_(model.heads.head.weight, std=0.02)
+    return model
+
+
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
 BF16_REFERENCES = {"separable_dilated"}
 
@@ -112,10 +151,16 @@ def tv_vgg11_narrow(width, classes=10):
     return model
 
 
-def export(model, path, shape):
+# fixtures exported at another opset than PyTorch 1.13's default (14): at 17 its
+# LayerNorm is one LayerNormalization node, at 14 the ReduceMean/Sub/Pow/Sqrt/Div form
+OPSETS = {"attention_tokens_op17": 17, "tv_vit_small": 17}
+
+
+def export(model, path, shape, opset=None):
     """The export a user runs; on a copy, so that tracing's forward pass does not move
     the fixture's BatchNorm statistics."""
-    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path,
+    extra = {"opset_version": opset} if opset else {}
+    torch.onnx.export(copy.deepcopy(model).train(), torch.randn(2, *shape), path, **extra,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
@@ -181,6 +226,9 @@ def main():
         ("tv_alexnet_w2", lambda: build_imagenet("alexnet", 2, 10, no_dropout=True),
          (3, 224, 224), 1, 59, 0.01),
         ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
+        ("attention_tokens", lambda: AttentionTokens(), (3, 8, 8), 4, 63, 0.1),
+        ("attention_tokens_op17", lambda: AttentionTokens(), (3, 8, 8), 4, 67, 0.1),
+        ("tv_vit_small", lambda: tv_vit_small(), (3, 32, 32), 4, 65, 0.05),
     ]
     only = set(args.only.split(",")) if args.only else None
     for name, build, shape, batch, seed, lr in cases:
@@ -189,7 +237,7 @@ def main():
         torch.manual_seed(seed - 1)
         model = build()
         onnx_path = os.path.join(args.out, f"{name}.onnx")
-        export(model, onnx_path, shape)
+        export(model, onnx_path, shape, OPSETS.get(name))
         make_fixture(onnx_path + ".safetensors", model, f"{name}.onnx", 0, shape, batch, seed,
                      lr=lr, f32_errors=True,
                      extra_meta={"input": "x".join(map(str, shape)), "classes": "10"})

@@ -236,6 +236,9 @@ typedef struct importer {
      * 0: an image) */
     int input_rank;
     int input_dims[DT_VALUE_MAX_RANK];
+    /* per node of the graph: 1 when an earlier node's import took it in (the
+     * decomposed LayerNorm's nodes after its first ReduceMean) */
+    unsigned char *fused;
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1317,6 +1320,139 @@ static int concat_needs_axis_op(importer *im, const Onnx__NodeProto *n) {
     return 0;
 }
 
+/* ------------------------------------ LayerNorm as PyTorch exports it before opset 17 */
+
+/* The one node of type `op` reading `name` (-1: none, or several readers). */
+static long node_reading(const importer *im, const char *name, const char *op) {
+    if (readers(im, name) != 1) return -1;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        if (strcmp(n->op_type ? n->op_type : "", op)) continue;
+        for (size_t q = 0; q < n->n_input; q++)
+            if (n->input[q] && !strcmp(n->input[q], name)) return (long)i;
+    }
+    return -1;
+}
+
+/* The constant named `name`: an initializer, a Constant node's value defined already, or
+ * one defined later in the graph (the decomposition's exponent and epsilon are). */
+static const Onnx__TensorProto *constant_named(importer *im, const char *name) {
+    const onnx_value *v = find_value(im, name);
+    if (v) return v->kind == V_CONST ? v->tensor : NULL;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 &&
+            !strcmp(n->output[0], name)) {
+            const Onnx__AttributeProto *a = attr(n, "value");
+            return a ? a->t : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A float scalar constant's value, or NAN. */
+static float scalar_named(importer *im, const char *name) {
+    const Onnx__TensorProto *t = constant_named(im, name);
+    float v;
+    if (!t || numel_of(t) != 1 || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+        tensor_floats(im, t, &v, 1))
+        return NAN;
+    return v;
+}
+
+/* The other input of a two-input node than `name` (NULL if it reads `name` twice). */
+static const char *other_input(const Onnx__NodeProto *n, const char *name) {
+    if (n->n_input != 2) return NULL;
+    if (!strcmp(n->input[0], name)) return strcmp(n->input[1], name) ? n->input[1] : NULL;
+    return !strcmp(n->input[1], name) ? n->input[0] : NULL;
+}
+
+/* ReduceMean's axes as the last `k` axes of a value of `rank` per-sample axes (the
+ * batch axis not counted); 0 if they are not. */
+static int last_axes(const Onnx__NodeProto *n, int rank) {
+    const Onnx__AttributeProto *a = attr(n, "axes");
+    if (!a || a->n_ints < 1 || a->n_ints > (size_t)rank || attr_int(n, "keepdims", 1) != 1)
+        return 0;
+    const int k = (int)a->n_ints;
+    unsigned seen = 0;
+    for (int i = 0; i < k; i++) {
+        const long long ax = a->ints[i] < 0 ? a->ints[i] + rank + 1 : a->ints[i];
+        if (ax < rank + 1 - k || ax > rank) return 0;
+        seen |= 1u << (ax - (rank + 1 - k));
+    }
+    return seen == (1u << k) - 1 ? k : 0;
+}
+
+/* PyTorch's LayerNorm before opset 17, starting at its first ReduceMean:
+ *   mean = ReduceMean(x), d = Sub(x, mean), var = ReduceMean(Pow(d, 2)),
+ *   y = Add(Mul(Div(d, Sqrt(Add(var, eps))), weight), bias)
+ * over the last axes, each intermediate read by the next node alone: one layernorm op,
+ * the other eight nodes taken in. 1: imported; 0: not this pattern (nothing done). */
+static int import_decomposed_layernorm(importer *im, const Onnx__NodeProto *n) {
+    const onnx_value *x = n->n_input == 1 ? find_value(im, n->input[0]) : NULL;
+    if (!x || x->kind != V_ACT || n->n_output != 1) return 0;
+    const dt_value xv = im->m->values[x->id];
+    const int k = last_axes(n, xv.rank);
+    if (!k || xv.rank - k < 0 || k > 4) return 0;
+    /* d = x - mean: x's readers are this ReduceMean and the Sub, at least */
+    long sub = node_reading(im, n->output[0], "Sub");
+    if (sub < 0) return 0;
+    const Onnx__NodeProto *s = im->g->node[sub];
+    if (s->n_input != 2 || strcmp(s->input[0], n->input[0]) || strcmp(s->input[1], n->output[0]))
+        return 0;
+    /* d is read by Pow and Div */
+    const char *d = s->output[0];
+    if (readers(im, d) != 2) return 0;
+    long pow = -1, div = -1;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *c = im->g->node[i];
+        if (c->n_input != 2 || strcmp(c->input[0], d)) continue;
+        if (c->op_type && !strcmp(c->op_type, "Pow")) pow = (long)i;
+        if (c->op_type && !strcmp(c->op_type, "Div")) div = (long)i;
+    }
+    if (pow < 0 || div < 0 || scalar_named(im, im->g->node[pow]->input[1]) != 2.0f) return 0;
+    const long mean2 = node_reading(im, im->g->node[pow]->output[0], "ReduceMean");
+    if (mean2 < 0 || last_axes(im->g->node[mean2], xv.rank) != k) return 0;
+    const long add_eps = node_reading(im, im->g->node[mean2]->output[0], "Add");
+    if (add_eps < 0) return 0;
+    const char *eps_name = other_input(im->g->node[add_eps], im->g->node[mean2]->output[0]);
+    const float eps = eps_name ? scalar_named(im, eps_name) : NAN;
+    if (!(isfinite(eps) && eps > 0.0f)) return 0;
+    const long sqrt_node = node_reading(im, im->g->node[add_eps]->output[0], "Sqrt");
+    if (sqrt_node < 0 || strcmp(im->g->node[div]->input[1], im->g->node[sqrt_node]->output[0]) ||
+        readers(im, im->g->node[sqrt_node]->output[0]) != 1)
+        return 0;
+    const long mul = node_reading(im, im->g->node[div]->output[0], "Mul");
+    if (mul < 0) return 0;
+    const char *w_name = other_input(im->g->node[mul], im->g->node[div]->output[0]);
+    const long add_b = node_reading(im, im->g->node[mul]->output[0], "Add");
+    if (!w_name || add_b < 0) return 0;
+    const char *b_name = other_input(im->g->node[add_b], im->g->node[mul]->output[0]);
+    const onnx_value *wv = find_value(im, w_name), *bv = b_name ? find_value(im, b_name) : NULL;
+    if (!wv || wv->kind != V_CONST || !bv || bv->kind != V_CONST) return 0;
+    /* the pattern holds: from here, a mismatch is the file's error */
+    const int a = xv.rank - k;
+    for (int q = 0; q < 2; q++) {
+        const Onnx__TensorProto *t = q ? bv->tensor : wv->tensor;
+        int same = t->n_dims == (size_t)k && numel_of(t) >= 0;
+        for (int i = 0; same && i < k; i++) same = t->dims[i] == xv.dims[a + i];
+        if (!same)
+            return fail_node(im, im->g->node[q ? add_b : mul],
+                             "LayerNorm's %s is not of the normalised axes' shape",
+                             q ? "bias" : "weight");
+    }
+    const long taken[] = {sub, pow, mean2, add_eps, sqrt_node, div, mul, add_b};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) im->fused[taken[i]] = 1;
+    char name[80];
+    op_name(n, wv->tensor, name, sizeof name);
+    const Onnx__NodeProto *last = im->g->node[add_b];
+    const int y = dt_model_layernorm(im->m, name, x->id, a, eps, 1);
+    if (set_output(im, last, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, im->g->node[mul], op->weight, wv->tensor, 0)) return -1;
+    return take(im, last, op->bias, bv->tensor, 0) ? -1 : 1;
+}
+
 /* The first opset whose version of an operator is the one imported here (ONNX's
  * Changelog): BatchNormalization before 9 had `spatial`, Add and Gemm before 7 their
  * `broadcast`, Concat before 4 a default axis, Reshape before 5 a shape attribute, Pad
@@ -1424,6 +1560,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         return concat_needs_axis_op(im, n) || attr_int(n, "axis", 1) != 1
                    ? import_concat_axis(im, n)
                    : import_concat(im, n);
+    if (!strcmp(op, "ReduceMean")) {
+        const int rc = import_decomposed_layernorm(im, n);
+        if (rc) return rc < 0 ? -1 : 0;
+    }
     if (!strcmp(op, "Softmax")) return import_softmax(im, n, 0);
     if (!strcmp(op, "LogSoftmax")) return import_softmax(im, n, 1);
     if (!strcmp(op, "LayerNormalization")) return import_layernorm(im, n);
@@ -1526,6 +1666,7 @@ static int data_input(importer *im, const Onnx__ValueInfoProto **out, int *c, in
 }
 
 static void importer_free(importer *im) {
+    free(im->fused);
     free(im->slots);
     free(im->storage_readers);
     free(im->values);
@@ -1580,8 +1721,10 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         v->tensor = t;
     }
     /* in order: a name read before it is defined is reported by the node reading it */
+    if (!(im->fused = calloc(g->n_node + 1, 1))) return fail(im, "out of memory");
     for (size_t i = 0; i < g->n_node && !im->failed; i++) {
         const Onnx__NodeProto *n = g->node[i];
+        if (im->fused[i]) continue; /* imported with an earlier node */
         if (import_node(im, n)) return -1;
         for (size_t k = 0; k < n->n_output; k++) {
             /* outputs past the first (BatchNormalization's running statistics in training
