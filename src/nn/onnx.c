@@ -1142,7 +1142,13 @@ static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_
  * spaced rising indices is a slice. */
 static int import_gather(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
-    const Onnx__TensorProto *t = x ? const_input(im, n, 1, 0) : NULL;
+    if (!x) return -1;
+    const onnx_value *iv = n->input[1] && *n->input[1] ? find_value(im, n->input[1]) : NULL;
+    if (iv && iv->kind == V_ACT)
+        return fail_node(im, n,
+                         "its indices '%s' are computed: only constant indices are supported",
+                         n->input[1]);
+    const Onnx__TensorProto *t = const_input(im, n, 1, 0);
     if (!t || im->failed) return -1;
     const dt_value xv = im->m->values[x->id];
     const int a = sample_axis(im, n, &xv, attr_int(n, "axis", 0));
