@@ -14,9 +14,11 @@ static inline void layernorm_body(void *y, float *save_mean, float *save_invstd,
     for (size_t r = 0; r < rows; r++) {
         const size_t base = r * (size_t)len;
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < len; j++) sum += dt_elem_load(x, base + j, bf16);
         const float mean = sum / (float)len;
         float sq = 0.0f; /* two passes: no cancellation for rows far from zero */
+#pragma omp simd reduction(+ : sq)
         for (int j = 0; j < len; j++) {
             const float d = dt_elem_load(x, base + j, bf16) - mean;
             sq += d * d;
@@ -39,6 +41,7 @@ static inline void layernorm_backward_body(void *dx, float *dweight, float *dbia
         for (size_t r = 0; r < rows; r++) {
             const size_t base = r * (size_t)len;
             float sum_g = 0.0f, sum_gx = 0.0f; /* g = dy * weight, over the row */
+#pragma omp simd reduction(+ : sum_g, sum_gx)
             for (int j = 0; j < len; j++) {
                 const float g = dt_elem_load(dy, base + j, bf16) * weight[j];
                 const float xhat = (dt_elem_load(x, base + j, bf16) - mean[r]) * invstd[r];

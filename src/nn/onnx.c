@@ -1121,14 +1121,18 @@ static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_
                                    const Onnx__TensorProto *w, int transposed_weight) {
     const dt_value xv = im->m->values[x->id];
     if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
+    /* a flat input (a vector, or an image of 1 x 1) is read whole, as import_matmul's */
+    const int flat = xv.rank == 1 || (xv.rank == 3 && xv.h == 1 && xv.w == 1);
     const long long in = transposed_weight ? w->dims[1] : w->dims[0],
                     out = transposed_weight ? w->dims[0] : w->dims[1];
-    if (in != xv.dims[xv.rank - 1] || out < 1 || out > MAX_DIM)
-        return fail_node(im, n, "its weight takes %lld features, its input's last axis has %d", in,
-                         xv.dims[xv.rank - 1]);
+    const long long x_in = flat ? (long long)xv.c : xv.dims[xv.rank - 1];
+    if (in != x_in || out < 1 || out > MAX_DIM)
+        return fail_node(im, n, "its weight takes %lld features, its input's last axis has %lld",
+                         in, x_in);
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1);
+    const int y = flat ? dt_model_linear(im->m, name, x->id, (int)out)
+                       : dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !transposed_weight)) return -1;

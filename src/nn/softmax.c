@@ -11,8 +11,10 @@
 static inline void softmax_column(void *y, const void *x, size_t base, int len, size_t inner,
                                   int log_softmax, int bf16) {
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int l = 0; l < len; l++) mx = fmaxf(mx, dt_elem_load(x, base + l * inner, bf16));
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int l = 0; l < len; l++) sum += expf(dt_elem_load(x, base + l * inner, bf16) - mx);
     if (log_softmax) {
         /* (x - max) - log(sum), not x - (max + log(sum)): a max of 1e4 would round the
@@ -32,6 +34,7 @@ static inline void softmax_column(void *y, const void *x, size_t base, int len, 
 static inline void softmax_column_backward(void *dx, const void *dy, const void *y, size_t base,
                                            int len, size_t inner, int log_softmax, int bf16) {
     float dot = 0.0f; /* softmax: sum dy * y; log-softmax: sum dy */
+#pragma omp simd reduction(+ : dot)
     for (int l = 0; l < len; l++) {
         const size_t i = base + l * inner;
         dot += dt_elem_load(dy, i, bf16) * (log_softmax ? 1.0f : dt_elem_load(y, i, bf16));
@@ -45,6 +48,12 @@ static inline void softmax_column_backward(void *dx, const void *dy, const void 
 
 static inline void softmax_body(void *y, const void *x, size_t rows, int len, int inner,
                                 int log_softmax, int bf16) {
+    if (inner == 1) { /* the last axis: the column loops with a constant stride of 1 */
+#pragma omp parallel for schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            softmax_column(y, x, r * (size_t)len, len, 1, log_softmax, bf16);
+        return;
+    }
     const size_t columns = rows * (size_t)inner;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < columns; c++) {
@@ -55,6 +64,12 @@ static inline void softmax_body(void *y, const void *x, size_t rows, int len, in
 
 static inline void softmax_backward_body(void *dx, const void *dy, const void *y, size_t rows,
                                          int len, int inner, int log_softmax, int bf16) {
+    if (inner == 1) {
+#pragma omp parallel for schedule(static)
+        for (size_t r = 0; r < rows; r++)
+            softmax_column_backward(dx, dy, y, r * (size_t)len, len, 1, log_softmax, bf16);
+        return;
+    }
     const size_t columns = rows * (size_t)inner;
 #pragma omp parallel for schedule(static)
     for (size_t c = 0; c < columns; c++) {
