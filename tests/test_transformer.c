@@ -19,6 +19,8 @@
 #include "core/rng.h"
 #include "dtrain/backend.h"
 #include "dtrain/model.h"
+#include "dtrain/safetensors.h"
+#include "dtrain/zoo.h"
 #include "nn/matmul.h"
 #include "testutil.h"
 
@@ -202,11 +204,77 @@ static void test_matmul_matches_loops(void **state) {
     free(dc);
 }
 
+/* The attention_tokens export (opset 17: LayerNormalization, softmax, batched matmuls,
+ * split, slice, log-softmax, gathers) in fp32 and in bf16 against PyTorch's float64
+ * first step (tests/fixtures/onnx). PyTorch 1.13's CPU autocast cannot run this model
+ * (its layer_norm refuses bf16 input with float weights), so there is no autocast
+ * reference to hold bf16 to; the bounds are bf16's own resolution: a stored value
+ * carries a relative error up to 2^-9, and a step of a dozen ops compounds it. */
+static void test_attention_export_bf16_within_bf16_resolution(void **state) {
+    (void)state;
+    if (!dt_cpu_has_bf16()) {
+        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
+        skip();
+    }
+    const char *dir = getenv("DT_FIXTURES");
+    char onnx[512], fixture[600];
+    snprintf(onnx, sizeof onnx, "%s/onnx/attention_tokens_op17.onnx", dir ? dir : "tests/fixtures");
+    snprintf(fixture, sizeof fixture, "%s.safetensors", onnx);
+    dt_error err;
+    dt_safetensors st;
+    if (dt_safetensors_read(&st, fixture, &err)) fail_msg("%s", err.msg);
+    enum { N = 4 };
+    double loss_err[2], grad_err[2];
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        dt_model_spec spec;
+        dt_model m;
+        if (dt_zoo_spec_of(&spec, onnx, &err) || dt_zoo_build(&m, &spec, &err))
+            fail_msg("%s", err.msg);
+        m.precision = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
+        if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+        dt_model_init_params(&m, 0); /* the export's weights: the fixture's initial state */
+        const dt_st_tensor *x = dt_safetensors_find(&st, "input1");
+        assert_non_null(x);
+        assert_int_equal(x->numel, dt_model_input_floats_per_sample(&m) * N);
+        memcpy(dt_model_input_data(&m), x->data, x->bytes);
+        int32_t labels[N];
+        if (dt_safetensors_get_i32(&st, "labels1", N, labels, &err)) fail_msg("%s", err.msg);
+        dt_model_zero_grad(&m);
+        dt_model_forward(&m, N);
+        const double loss = dt_model_loss(&m, labels, N, NULL);
+        dt_model_backward(&m, labels, N);
+        float want_loss;
+        const int one[1] = {1};
+        if (dt_safetensors_get_f32(&st, "loss1", 1, one, &want_loss, &err)) fail_msg("%s", err.msg);
+        loss_err[bf16] = fabs(loss - want_loss) / fabs(want_loss);
+        float *want = test_alloc(sizeof(float) * m.n_params);
+        for (int t = 0; t < m.n_tensors; t++) {
+            const dt_tensor_entry *te = &m.tensors[t];
+            char key[160];
+            snprintf(key, sizeof key, "grad.%s", te->name);
+            if (dt_safetensors_get_f32(&st, key, te->ndim, te->shape, want + te->offset, &err))
+                fail_msg("%s", err.msg);
+        }
+        grad_err[bf16] = rel_error(m.grads, want, m.n_params); /* the whole gradient */
+        free(want);
+        dt_model_free(&m);
+    }
+    print_message("attention_tokens_op17 against float64: loss error fp32 %.2e, bf16 %.2e; whole "
+                  "gradient fp32 %.2e, bf16 %.2e\n",
+                  loss_err[0], loss_err[1], grad_err[0], grad_err[1]);
+    assert_true(loss_err[0] < 1e-6 && grad_err[0] < 1e-4);
+    assert_true(grad_err[1] > 10.0 * grad_err[0]); /* bf16 ran */
+    assert_true(loss_err[1] < 1e-2);
+    assert_true(grad_err[1] < 5e-2);
+    dt_safetensors_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transformer_ops_grad_matches_fd),
         cmocka_unit_test(test_transformer_ops_bf16_close_to_f32),
         cmocka_unit_test(test_matmul_matches_loops),
+        cmocka_unit_test(test_attention_export_bf16_within_bf16_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
