@@ -624,6 +624,42 @@ static void test_a_class_token_imports_and_sums_its_gradient_over_the_batch(void
     dt_model_free(&m);
 }
 
+/* A Gemm on a value whose rows are positions of the batch's samples ([N, 4, 4] here,
+ * after a Gather): a linear over the last axis, each row times W^T plus the bias. */
+static void test_a_gemm_on_rows_is_a_linear_over_the_last_axis(void **state) {
+    (void)state;
+    static int64_t zero[1] = {0}, two[1] = {2};
+    graph gr;
+    graph_init(&gr, 4); /* x: [N, 1, 4, 4] */
+    init(&gr, "fc.weight", 2, 3, 4);
+    init(&gr, "fc.bias", 1, 3);
+    init_int64s(&gr, "zero", 0, zero);
+    init_int64s(&gr, "two", 0, two);
+    attr_int(&gr, node(&gr, "Gather", "plane", "p", 2, "x", "zero"), "axis", 1); /* [N, 4, 4] */
+    attr_int(&gr, node(&gr, "Gemm", "fc", "r", 3, "p", "fc.weight", "fc.bias"), "transB", 1);
+    attr_int(&gr, node(&gr, "Gather", "row", "y", 2, "r", "two"), "axis", 1); /* [N, 3] */
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, write_graph(&gr, "gemm_rows.onnx"), &err) ||
+        dt_zoo_build(&m, &spec, &err))
+        fail_msg("%s", err.msg);
+    enum { N = 2 };
+    if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 1);
+    float *x = dt_model_input_data(&m);
+    fill_uniform(x, N * 16, 3, -1, 1);
+    dt_model_forward(&m, N);
+    const float *y = dt_model_logits(&m);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < 3; o++) {
+            double want = 0.01 * o; /* fc.bias: 0.01 * index, fc.weight likewise */
+            for (int k = 0; k < 4; k++) want += 0.01 * (o * 4 + k) * x[i * 16 + 2 * 4 + k];
+            assert_float_equal(y[i * 3 + o], want, 1e-6);
+        }
+    dt_model_free(&m);
+}
+
 /* The transformer's ops refuse what they cannot do in one line naming the node. */
 static void test_transformer_ops_refuse_in_one_line(void **state) {
     (void)state;
@@ -678,6 +714,7 @@ int main(void) {
         cmocka_unit_test(test_a_value_past_size_t_is_refused_by_the_model),
         cmocka_unit_test(test_a_class_token_imports_and_sums_its_gradient_over_the_batch),
         cmocka_unit_test(test_transformer_ops_refuse_in_one_line),
+        cmocka_unit_test(test_a_gemm_on_rows_is_a_linear_over_the_last_axis),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -887,7 +887,11 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
     const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
     if (!w || im->failed) return -1;
     const dt_value xv = im->m->values[x->id];
-    const long long in = (long long)xv.c * xv.h * xv.w;
+    /* a value of rank 2 or more a sample that is not an image: its rows are the batch's
+     * positions (a Gemm on [batch * tokens, features], where the batch was merged into
+     * the rows): a linear over the last axis */
+    const int rows = xv.rank != 1 && xv.rank != 3;
+    const long long in = rows ? (long long)xv.dims[xv.rank - 1] : (long long)xv.c * xv.h * xv.w;
     if (attr_int(n, "transA", 0) != 0) return fail_node(im, n, "transA is not supported");
     if (attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
         return fail_node(im, n, "alpha or beta other than 1 is not supported");
@@ -903,11 +907,12 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
                          "a Gemm without a bias is not supported (dtrain's linear layers "
                          "have one)");
     if (numel_of(b) != out) return fail_node(im, n, "its bias does not have one value per output");
-    if (xv.h != 1 || xv.w != 1)
+    if (!rows && (xv.h != 1 || xv.w != 1))
         return fail_node(im, n, "its input is not flat (export a Flatten before it)");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_linear(im->m, name, x->id, (int)out);
+    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1)
+                       : dt_model_linear(im->m, name, x->id, (int)out);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !trans_b)) return -1;
