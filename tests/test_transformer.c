@@ -37,11 +37,12 @@ static void build(dt_model *m, dt_precision precision) {
     const int cls_dims[3] = {HEADS, 1, WIDTH};
     const int cls = dt_model_expand_param(m, "class_token", 3, cls_dims);
     const int joined[2] = {cls, e1};
-    const int x = dt_model_concat_axis(m, joined, 2, 1);            /* [2, 6, 8] */
-    const int ln = dt_model_layernorm(m, "ln1", x, -1, 1e-5f, 1);   /* over [8] */
-    const int qkv = dt_model_linear_last_axis(m, "qkv", ln, 16, 1); /* [2, 6, 16] */
-    const int q = dt_model_slice(m, qkv, -1, 0, 6, 1, 1);           /* [2, 6, 6] */
-    const int v = dt_model_slice(m, qkv, 2, 6, 5, 2, 1);            /* [2, 6, 5] */
+    const int x = dt_model_concat_axis(m, joined, 2, 1);             /* [2, 6, 8] */
+    const int ln = dt_model_layernorm(m, "ln1", x, -1, 1e-5f, 1);    /* over [8] */
+    const int res = dt_model_add(m, x, ln);                          /* a residual join */
+    const int qkv = dt_model_linear_last_axis(m, "qkv", res, 16, 1); /* [2, 6, 16] */
+    const int q = dt_model_slice(m, qkv, -1, 0, 6, 1, 1);            /* [2, 6, 6] */
+    const int v = dt_model_slice(m, qkv, 2, 6, 5, 2, 1);             /* [2, 6, 5] */
     const int p = dt_model_softmax(m, q, -1, 0, 0);
     const int o = dt_model_matmul(m, p, v);             /* [2, 6, 5] */
     const int o1 = dt_model_softmax(m, o, 0, 1, 0);     /* log-softmax over the heads */
@@ -269,11 +270,43 @@ static void test_attention_export_bf16_within_bf16_resolution(void **state) {
     dt_safetensors_free(&st);
 }
 
+/* The older ops that a transformer's values pass through keep their shape: ReLU (in
+ * place), dropout and the residual add of values of rank 2; adds of different shapes
+ * are refused. */
+static void test_relu_dropout_add_keep_any_rank(void **state) {
+    (void)state;
+    dt_model m;
+    dt_model_init_empty(&m, "ranks", 4);
+    const int dims[2] = {5, 4}, other[2] = {4, 5};
+    const int x = dt_model_input_dims(&m, 2, dims);
+    const int r = dt_model_relu(&m, dt_model_dropout(&m, x, 0.0f));
+    const int a = dt_model_add(&m, r, x);
+    assert_true(a >= 0);
+    for (int v = 1; v < m.n_values; v++) {
+        assert_int_equal(m.values[v].rank, 2);
+        assert_int_equal(m.values[v].dims[0], 5);
+        assert_int_equal(m.values[v].dims[1], 4);
+        assert_int_equal(dt_model_value_floats(&m, v, 1), 20);
+    }
+    const int y = dt_model_slice(&m, a, 0, 0, 4, 1, 1); /* [4, 4]: not [5, 4] */
+    assert_true(y >= 0);
+    const int z = dt_model_input_dims(&m, 2, other); /* refused: a second input */
+    assert_true(z < 0);
+    dt_model_free(&m);
+    dt_model_init_empty(&m, "ranks", 4);
+    const int p = dt_model_input_dims(&m, 2, dims);
+    const int q = dt_model_slice(&m, p, 0, 0, 4, 1, 1);
+    assert_true(dt_model_add(&m, p, q) < 0);
+    assert_non_null(strstr(m.build_error.msg, "residual add of different shapes"));
+    dt_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_transformer_ops_grad_matches_fd),
         cmocka_unit_test(test_transformer_ops_bf16_close_to_f32),
         cmocka_unit_test(test_matmul_matches_loops),
+        cmocka_unit_test(test_relu_dropout_add_keep_any_rank),
         cmocka_unit_test(test_attention_export_bf16_within_bf16_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,6 +125,7 @@ static int new_vector(dt_model *m, int storage, int features) {
 
 static int new_value_dims(dt_model *m, int storage, int rank, const int *dims);
 static int new_storage_dims(dt_model *m, int rank, const int *dims);
+static int new_dims(dt_model *m, int rank, const int *dims);
 
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
@@ -247,7 +248,7 @@ int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
 int dt_model_relu(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    int out = new_value(m, x.storage, x.c, x.h, x.w);
+    int out = new_value_dims(m, x.storage, x.rank, x.dims); /* any rank, its shape kept */
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
@@ -343,9 +344,16 @@ int dt_model_flatten(dt_model *m, int in) {
 int dt_model_add(dt_model *m, int a, int b) {
     if (!valid_value(m, a) || !valid_value(m, b)) return -1;
     dt_value x = m->values[a], y = m->values[b];
-    if (x.c != y.c || x.h != y.h || x.w != y.w)
-        return build_fail(m, "model %s: residual add of different shapes", m->name);
-    int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
+    /* images and vectors by their c, h, w (a vector [F] adds to an image [F, 1, 1]);
+     * values of other ranks by every axis */
+    int same = x.c == y.c && x.h == y.h && x.w == y.w;
+    const int image_x = x.rank == 1 || x.rank == 3, image_y = y.rank == 1 || y.rank == 3;
+    if (!image_x || !image_y) {
+        same = x.rank == y.rank;
+        for (int d = 0; same && d < x.rank; d++) same = x.dims[d] == y.dims[d];
+    }
+    if (!same) return build_fail(m, "model %s: residual add of different shapes", m->name);
+    int out = new_dims(m, x.rank, x.dims);
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
 

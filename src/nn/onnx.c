@@ -959,8 +959,13 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
     }
     if (a->kind == V_ACT && b->kind == V_ACT) {
         const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
-        if (av.c != bv.c || av.h != bv.h || av.w != bv.w)
-            return fail_node(im, n, "its inputs' shapes differ (no broadcasting)");
+        /* images and vectors by c, h, w (as dt_model_add); other ranks by every axis */
+        int same = av.c == bv.c && av.h == bv.h && av.w == bv.w;
+        if (!dt_model_value_is_image(im->m, a->id) || !dt_model_value_is_image(im->m, b->id)) {
+            same = av.rank == bv.rank;
+            for (int d = 0; same && d < av.rank; d++) same = av.dims[d] == bv.dims[d];
+        }
+        if (!same) return fail_node(im, n, "its inputs' shapes differ (no broadcasting)");
         return set_output(im, n, dt_model_add(im->m, a->id, b->id));
     }
     onnx_value *act = a->kind == V_ACT ? a : b, *cst = a->kind == V_ACT ? b : a;
