@@ -299,6 +299,19 @@ static void test_relu_dropout_add_keep_any_rank(void **state) {
     assert_true(dt_model_add(&m, p, q) < 0);
     assert_non_null(strstr(m.build_error.msg, "residual add of different shapes"));
     dt_model_free(&m);
+    /* the ops of images refuse other ranks; flatten and the flat linear read any */
+    dt_model_init_empty(&m, "ranks", 4);
+    const int t = dt_model_input_dims(&m, 2, dims);
+    assert_true(dt_model_conv2d(&m, "conv", t, 4, 1, 1, 0, 1) < 0);
+    assert_non_null(strstr(m.build_error.msg, "conv2d of a value of 2 axes a sample"));
+    dt_model_free(&m);
+    dt_model_init_empty(&m, "ranks", 4);
+    const int u = dt_model_input_dims(&m, 2, dims);
+    const int f = dt_model_flatten(&m, u);
+    assert_int_equal(m.values[f].c, 20);
+    assert_true(dt_model_linear(&m, "fc", u, 4) >= 0);
+    assert_int_equal(m.tensors[0].shape[1], 20);
+    dt_model_free(&m);
 }
 
 int main(void) {

@@ -67,7 +67,7 @@ void dt_linear_op_geometry(const dt_model *m, const dt_op *op, int n, int *rows,
         *out_f = y->dims[y->rank - 1];
         *rows = n * (int)(dt_model_value_floats(m, op->out, 1) / (size_t)*out_f);
     } else {
-        *in_f = x->c * x->h * x->w;
+        *in_f = (int)dt_model_value_floats(m, op->in, 1); /* x read flat */
         *out_f = y->c;
         *rows = n;
     }

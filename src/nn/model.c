@@ -175,6 +175,16 @@ static dt_op *new_op(dt_model *m, dt_op_kind kind, const char *name, int in, int
     return op;
 }
 
+/* The ops of images (conv2d, pools, BatchNorm2d, ...) take images [C, H, W] and
+ * vectors [F]: a value of another rank is refused, not read as 0 x 0 x 0. */
+static int image_input(dt_model *m, int in, const char *what) {
+    if (!valid_value(m, in)) return 0;
+    if (dt_model_value_is_image(m, in)) return 1;
+    build_failf(m, "model %s: %s of a value of %d axes a sample (it takes images [C, H, W])",
+                m->name, what, m->values[in].rank);
+    return 0;
+}
+
 int dt_model_input(dt_model *m, int c, int h, int w) {
     if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
     int v = new_value(m, new_storage(m, c, h, w), c, h, w);
@@ -188,7 +198,7 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "conv2d")) return -1;
     dt_value x = m->values[in];
     if (groups < 1 || x.c % groups || c_out % groups)
         return build_failf(m, "conv2d %s: %d groups do not divide %d input and %d output channels",
@@ -214,8 +224,8 @@ int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, in
 
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
     if (!valid_value(m, in)) return -1;
-    dt_value x = m->values[in];
-    int in_features = x.c * x.h * x.w;
+    /* the input read flat: a sample's values, whatever its rank */
+    int in_features = (int)dt_model_value_floats(m, in, 1);
     int out = new_vector(m, new_storage(m, out_features, 1, 1), out_features);
     dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
     if (!op) return -1;
@@ -231,7 +241,7 @@ int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
 }
 
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "batchnorm2d")) return -1;
     if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
     dt_value x = m->values[in];
     int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
@@ -254,7 +264,7 @@ int dt_model_relu(dt_model *m, int in) {
 
 static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
                 int ceil_mode) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "pooling")) return -1;
     dt_value x = m->values[in];
     if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2)
         return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
@@ -287,7 +297,7 @@ int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride) {
 }
 
 int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "adaptive pooling")) return -1;
     dt_value x = m->values[in];
     if (h_out < 1 || w_out < 1)
         return build_failf(m, "model %s: adaptive pooling to %dx%d", m->name, h_out, w_out);
@@ -314,7 +324,7 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
                            DT_OP_MAX_INPUTS);
     int c = 0;
     for (int k = 0; k < count; k++) {
-        if (!valid_value(m, ins[k])) return -1;
+        if (!image_input(m, ins[k], "concat")) return -1;
         dt_value x = m->values[ins[k]], x0 = m->values[ins[0]];
         if (x.h != x0.h || x.w != x0.w)
             return build_failf(m, "model %s: concat of %dx%d and %dx%d maps", m->name, x0.h, x0.w,
@@ -338,7 +348,7 @@ int dt_model_concat(dt_model *m, const int *ins, int count) {
 int dt_model_flatten(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    return new_vector(m, x.storage, x.c * x.h * x.w);
+    return new_vector(m, x.storage, (int)dt_model_value_floats(m, in, 1)); /* any rank */
 }
 
 int dt_model_add(dt_model *m, int a, int b) {
@@ -358,7 +368,7 @@ int dt_model_add(dt_model *m, int a, int b) {
 }
 
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
-    if (!valid_value(m, in)) return -1;
+    if (!image_input(m, in, "shortcut_pad")) return -1;
     dt_value x = m->values[in];
     if (c_out < x.c || stride < 1)
         return build_fail(m, "model %s: a padding shortcut cannot drop channels", m->name);
