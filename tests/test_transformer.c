@@ -21,6 +21,8 @@
 #include "dtrain/model.h"
 #include "dtrain/safetensors.h"
 #include "dtrain/zoo.h"
+#include "exec/bf16_matmul.h"
+#include "exec/exec.h"
 #include "nn/matmul.h"
 #include "testutil.h"
 
@@ -270,6 +272,63 @@ static void test_attention_export_bf16_within_bf16_resolution(void **state) {
     dt_safetensors_free(&st);
 }
 
+/* The bf16 kernel's oneDNN batched matmul against the loop (bf16 operands widened, an
+ * f32 GEMM, one rounding), forward and both gradients added into given values: within
+ * a bf16 rounding or two of each other (f32 sums in another order). */
+static void test_bf16_batched_matmul_matches_the_loop(void **state) {
+    (void)state;
+    if (!dt_cpu_has_bf16()) {
+        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
+        skip();
+    }
+    enum { T = 6, M = 13, K = 40, N = 11 };
+    dt_error err;
+    dt_exec *exec = NULL;
+    if (dt_exec_create(&exec, DT_CONV_DNNL, DT_PRECISION_BF16, &err)) fail_msg("%s", err.msg);
+    dt_bf16_bmm *bmm;
+    if (dt_bf16_bmm_create(&bmm, dt_exec_dnnl(exec), T, M, K, N, &err)) fail_msg("%s", err.msg);
+    static uint16_t a[T * M * K], b[T * K * N], dc[T * M * N];
+    static uint16_t c[2][T * M * N], da[2][T * M * K], db[2][T * K * N];
+    float *f = test_alloc(sizeof(float) * T * M * K);
+    const struct {
+        uint16_t *x;
+        size_t count;
+    } fills[] = {
+        {a, T * M * K}, {b, T * K * N}, {dc, T * M * N}, {da[0], T * M * K}, {db[0], T * K * N}};
+    for (size_t q = 0; q < sizeof fills / sizeof *fills; q++) {
+        fill_uniform(f, fills[q].count, 10 + q, -1, 1);
+        for (size_t i = 0; i < fills[q].count; i++) fills[q].x[i] = dt_bf16_from_f32(f[i]);
+    }
+    memcpy(da[1], da[0], sizeof da[0]);
+    memcpy(db[1], db[0], sizeof db[0]);
+    float *scratch = test_alloc(sizeof(float) * 2 * dt_matmul_scratch_floats(DT_BF16, M, K, N));
+    dt_matmul_forward(c[0], a, b, DT_BF16, T, M, K, N, scratch, 2);
+    dt_matmul_backward(da[0], db[0], dc, a, b, DT_BF16, T, M, K, N, scratch, 2);
+    dt_bf16_bmm_forward(bmm, T, c[1], a, b);
+    dt_bf16_bmm_backward(bmm, T, da[1], db[1], dc, a, b);
+    const struct {
+        const uint16_t *x, *y;
+        size_t count;
+        const char *what;
+    } pairs[] = {{c[0], c[1], T * M * N, "forward"},
+                 {da[0], da[1], T * M * K, "da"},
+                 {db[0], db[1], T * K * N, "db"}};
+    for (size_t q = 0; q < sizeof pairs / sizeof *pairs; q++) {
+        double worst = 0.0;
+        for (size_t i = 0; i < pairs[q].count; i++) {
+            const double u = dt_bf16_to_f32(pairs[q].x[i]), v = dt_bf16_to_f32(pairs[q].y[i]);
+            worst = fmax(worst, fabs(u - v) / fmax(fabs(u), 1.0));
+        }
+        print_message("oneDNN bf16 against the loop, %s: worst relative error %.2e\n",
+                      pairs[q].what, worst);
+        assert_true(worst <= 2.0 / 256); /* two bf16 roundings */
+    }
+    free(f);
+    free(scratch);
+    dt_bf16_bmm_destroy(bmm);
+    dt_exec_destroy(exec);
+}
+
 /* The older ops that a transformer's values pass through keep their shape: ReLU (in
  * place), dropout and the residual add of values of rank 2; adds of different shapes
  * are refused. */
@@ -319,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_transformer_ops_grad_matches_fd),
         cmocka_unit_test(test_transformer_ops_bf16_close_to_f32),
         cmocka_unit_test(test_matmul_matches_loops),
+        cmocka_unit_test(test_bf16_batched_matmul_matches_the_loop),
         cmocka_unit_test(test_relu_dropout_add_keep_any_rank),
         cmocka_unit_test(test_attention_export_bf16_within_bf16_resolution),
     };

@@ -79,7 +79,8 @@ extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
 /* The transformer's ops: each loop written once for f32 and bf16 activations (nn/elem.h),
- * both kernel rows beside the op's math. */
+ * both kernel rows beside the op's math; but matmul's bf16 row, on oneDNN's bf16 matmul
+ * (src/exec/bf16_matmul.c). */
 extern const dt_kernel dt_softmax_f32_kernel, dt_softmax_bf16_kernel, dt_layernorm_f32_kernel,
     dt_layernorm_bf16_kernel, dt_matmul_f32_kernel, dt_matmul_bf16_kernel, dt_slice_f32_kernel,
     dt_slice_bf16_kernel, dt_concat_axis_f32_kernel, dt_concat_axis_bf16_kernel,

@@ -191,15 +191,3 @@ const dt_kernel dt_matmul_f32_kernel = {
     .forward = matmul_op_forward,
     .backward = matmul_op_backward,
 };
-
-const dt_kernel dt_matmul_bf16_kernel = {
-    .kind = DT_OP_MATMUL,
-    .name = "matmul.bf16",
-    .dtype = DT_BF16,
-    .layouts = DT_OP_PLAIN_ONLY,
-    .plan = matmul_op_plan,
-    .alloc = matmul_op_alloc,
-    .free = matmul_op_free,
-    .forward = matmul_op_forward,
-    .backward = matmul_op_backward,
-};
