@@ -153,7 +153,7 @@ def tv_vgg11_narrow(width, classes=10):
 
 # fixtures exported at another opset than PyTorch 1.13's default (14): at 17 its
 # LayerNorm is one LayerNormalization node, at 14 the ReduceMean/Sub/Pow/Sqrt/Div form
-OPSETS = {"attention_tokens_op17": 17, "tv_vit_small": 17}
+OPSETS = {"attention_tokens_op17": 17, "attention_tokens_32": 17, "tv_vit_small": 17}
 
 
 def export(model, path, shape, opset=None):
@@ -227,7 +227,10 @@ def main():
          (3, 224, 224), 1, 59, 0.01),
         ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
         ("attention_tokens", lambda: AttentionTokens(), (3, 8, 8), 4, 63, 0.1),
-        ("attention_tokens_op17", lambda: AttentionTokens(), (3, 8, 8), 4, 67, 0.1),
+                ("attention_tokens_op17", lambda: AttentionTokens(), (3, 8, 8), 4, 67, 0.1),
+        # CIFAR's shape, for the CLI's training, resume and --save (test_transformer_cli.sh)
+        ("attention_tokens_32", lambda: AttentionTokens(tokens=32, features=32), (3, 32, 32), 4,
+         69, 0.1),
         ("tv_vit_small", lambda: tv_vit_small(), (3, 32, 32), 4, 65, 0.05),
     ]
     only = set(args.only.split(",")) if args.only else None

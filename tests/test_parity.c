@@ -312,6 +312,8 @@ static void test_onnx_attention_tokens_matches_pytorch(void **state) {
 static void test_onnx_attention_tokens_opset17_matches_pytorch(void **state) {
     (void)state;
     run_committed("onnx/attention_tokens_op17.onnx.safetensors");
+    /* the same at CIFAR's 3x32x32 (32 tokens of 32 features): test_transformer_cli.sh's */
+    run_committed("onnx/attention_tokens_32.onnx.safetensors");
 }
 
 /* torchvision's VisionTransformer at issue 41's size (image 32, patch 4, 4 layers, 4
