@@ -20,11 +20,13 @@ static inline void softmax_column(void *y, const void *x, size_t base, int len, 
         /* (x - max) - log(sum), not x - (max + log(sum)): a max of 1e4 would round the
          * sum's log to its ulp there (ONNX's large_number case) */
         const float log_sum = logf(sum);
+#pragma omp simd
         for (int l = 0; l < len; l++)
             dt_elem_store(y, base + l * inner,
                           (dt_elem_load(x, base + l * inner, bf16) - mx) - log_sum, bf16);
     } else {
         const float scale = 1.0f / sum;
+#pragma omp simd
         for (int l = 0; l < len; l++)
             dt_elem_store(y, base + l * inner,
                           expf(dt_elem_load(x, base + l * inner, bf16) - mx) * scale, bf16);
@@ -39,6 +41,7 @@ static inline void softmax_column_backward(void *dx, const void *dy, const void 
         const size_t i = base + l * inner;
         dot += dt_elem_load(dy, i, bf16) * (log_softmax ? 1.0f : dt_elem_load(y, i, bf16));
     }
+#pragma omp simd
     for (int l = 0; l < len; l++) {
         const size_t i = base + l * inner;
         const float g = dt_elem_load(dy, i, bf16), yi = dt_elem_load(y, i, bf16);
