@@ -194,6 +194,32 @@ class Activations(nn.Module):
         x = torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
         return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
 
+class AttentionTokens(nn.Module):
+    """The transformer's ops on an image read as [heads, tokens, features] (C, H, W), with
+    no reshape or transpose (those and the shape arithmetic around a dynamic batch are
+    another part of issue 41): linears over the last axis (MatMul by a Transpose of the
+    weight, then Add of the bias), softmax over the last axis, a batched MatMul of two
+    activations, LayerNorm, a Split and a Slice along the last axis, log-softmax over
+    the heads (an axis that is not the last), Gathers of one index (the class token's
+    x[:, 0]) and a Gemm head."""
+
+    def __init__(self, classes=10, heads=3, tokens=8, features=8, width=12):
+        super().__init__()
+        self.scores = nn.Linear(features, tokens)
+        self.values = nn.Linear(features, width)
+        self.norm = nn.LayerNorm(width)
+        self.mix = nn.Linear(width, width)
+        self.fc = nn.Linear(width // 2 + 2, classes)
+
+    def forward(self, x):
+        p = F.softmax(self.scores(x), dim=-1)  # [N, heads, tokens, tokens]
+        o = self.norm(p @ self.values(x))  # [N, heads, tokens, width]
+        a, b = torch.split(self.mix(o), [6, 6], dim=-1)
+        o = torch.cat([a, b[..., 1:3]], -1)
+        o = F.log_softmax(o, dim=1)  # over the heads
+        return self.fc(o[:, 0][:, 0])
+
+
 
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
@@ -230,8 +256,10 @@ def tv_vgg11_narrow(width, classes=10):
     return model
 
 
-# fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's, 17
-OPSETS = {"se_layer_scale": 17, "activations": 17}
+# fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's at 17;
+# at 17 LayerNorm is one LayerNormalization node, at 14 the ReduceMean/Sub/Pow/Sqrt/Div form
+OPSETS = {"se_layer_scale": 17, "activations": 17, "attention_tokens_op17": 17,
+          "attention_tokens_32": 17}
 
 def tv_head(model, conv_index, container, classifier, width=128):
     """Narrow a torchvision model's last 1x1 convolution (fixed at 1280 channels whatever
@@ -450,6 +478,11 @@ def main():
          (3, 224, 224), 1, 59, 0.01),
         ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
         ("squeeze_grouped_1ch", lambda: SqueezeGrouped(), (1, 28, 28), 4, 63, 0.05),
+        ("attention_tokens", lambda: AttentionTokens(), (3, 8, 8), 4, 63, 0.1),
+        ("attention_tokens_op17", lambda: AttentionTokens(), (3, 8, 8), 4, 67, 0.1),
+        # CIFAR's shape, for the CLI's training, resume and --save (test_transformer_cli.sh)
+        ("attention_tokens_32", lambda: AttentionTokens(tokens=32, features=32), (3, 32, 32), 4,
+         69, 0.1),
     ]
     # issue 41's torchvision families, each with a bf16 autocast reference but the ViT
     # (its 460 K parameters: 7.6 MB of fixture already, and 1.8 MB more for bf16)

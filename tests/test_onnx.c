@@ -269,9 +269,9 @@ static void test_an_unsupported_op_names_the_node(void **state) {
     (void)state;
     graph gr;
     good_graph(&gr);
-    gr.nodes[1].op_type = "Softmax";
-    gr.nodes[1].name = "the_softmax";
-    refused(write_graph(&gr, "softmax.onnx"), 3, "node 'the_softmax'", "(Softmax)",
+    gr.nodes[1].op_type = "Hardmax"; /* Softmax imports since issue 41 */
+    gr.nodes[1].name = "the_hardmax";
+    refused(write_graph(&gr, "hardmax.onnx"), 3, "node 'the_hardmax'", "(Hardmax)",
             "not an operator dtrain imports");
 }
 
@@ -921,6 +921,136 @@ static void test_clip_takes_its_bounds_as_its_opset_says(void **state) {
     refused(write_graph(&gr, "relu6.onnx"), 2, "node 'cast_lo' (Cast)", "float constant");
 }
 
+/* An int64 initializer: count values, 1-D; count 0: a scalar holding v[0]. */
+static void init_int64s(graph *gr, const char *name, int count, int64_t *v) {
+    Onnx__TensorProto *t = init(gr, name, 0);
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    t->n_float_data = 0;
+    t->float_data = NULL;
+    const int k = (int)(t - gr->inits);
+    if (count > 0) {
+        t->n_dims = 1;
+        gr->init_dims[k][0] = count;
+    }
+    t->n_int64_data = (size_t)(count > 0 ? count : 1);
+    t->int64_data = v;
+}
+
+/* ViT's class token: Expand of a [1, ..] parameter to the batch, a Concat with the
+ * tokens on axis 2 (here the image's rows), then Gathers of index 0 (x[:, :, 0],
+ * x[:, 0]): the output is the token itself for every sample, and its gradient the sum
+ * of the samples'. */
+static void test_a_class_token_imports_and_sums_its_gradient_over_the_batch(void **state) {
+    (void)state;
+    static int64_t shape[4] = {2, 1, 1, 4}, zero[1] = {0};
+    graph gr;
+    graph_init(&gr, 4); /* x: [N, 1, 4, 4] */
+    init(&gr, "class_token", 4, 1, 1, 1, 4);
+    init_int64s(&gr, "shape", 4, shape);
+    init_int64s(&gr, "index", 0, zero);
+    node(&gr, "Expand", "expand", "e", 2, "class_token", "shape");
+    attr_int(&gr, node(&gr, "Concat", "concat", "c", 2, "e", "x"), "axis", 2);
+    attr_int(&gr, node(&gr, "Gather", "rows", "g", 2, "c", "index"), "axis", 2);
+    attr_int(&gr, node(&gr, "Gather", "channel", "y", 2, "g", "index"), "axis", 1);
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, write_graph(&gr, "class_token.onnx"), &err) ||
+        dt_zoo_build(&m, &spec, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(m.classes, 4);
+    enum { N = 3 };
+    if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 1);
+    fill_uniform(dt_model_input_data(&m), N * 16, 2, -1, 1);
+    dt_model_zero_grad(&m);
+    dt_model_forward(&m, N);
+    const int32_t labels[N] = {0, 3, 1};
+    dt_model_loss(&m, labels, N, NULL);
+    dt_model_backward(&m, labels, N);
+    const int t = dt_model_find_tensor(&m, "class_token");
+    assert_true(t >= 0);
+    const float *logits = dt_model_logits(&m), *probs = m.probs;
+    for (int j = 0; j < 4; j++) {
+        double want = 0.0; /* d loss / d logit = (p - onehot) / N, summed over samples */
+        for (int i = 0; i < N; i++) {
+            assert_float_equal(logits[i * 4 + j], 0.01f * (float)j, 0.0f);
+            want += (probs[i * 4 + j] - (labels[i] == j)) / (double)N;
+        }
+        assert_float_equal(m.grads[m.tensors[t].offset + (size_t)j], want, 1e-6);
+    }
+    dt_model_free(&m);
+}
+
+/* A Gemm on a value whose rows are positions of the batch's samples ([N, 4, 4] here,
+ * after a Gather): a linear over the last axis, each row times W^T plus the bias. */
+static void test_a_gemm_on_rows_is_a_linear_over_the_last_axis(void **state) {
+    (void)state;
+    static int64_t zero[1] = {0}, two[1] = {2};
+    graph gr;
+    graph_init(&gr, 4); /* x: [N, 1, 4, 4] */
+    init(&gr, "fc.weight", 2, 3, 4);
+    init(&gr, "fc.bias", 1, 3);
+    init_int64s(&gr, "zero", 0, zero);
+    init_int64s(&gr, "two", 0, two);
+    attr_int(&gr, node(&gr, "Gather", "plane", "p", 2, "x", "zero"), "axis", 1); /* [N, 4, 4] */
+    attr_int(&gr, node(&gr, "Gemm", "fc", "r", 3, "p", "fc.weight", "fc.bias"), "transB", 1);
+    attr_int(&gr, node(&gr, "Gather", "row", "y", 2, "r", "two"), "axis", 1); /* [N, 3] */
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, write_graph(&gr, "gemm_rows.onnx"), &err) ||
+        dt_zoo_build(&m, &spec, &err))
+        fail_msg("%s", err.msg);
+    enum { N = 2 };
+    if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 1);
+    float *x = dt_model_input_data(&m);
+    fill_uniform(x, N * 16, 3, -1, 1);
+    dt_model_forward(&m, N);
+    const float *y = dt_model_logits(&m);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < 3; o++) {
+            double want = 0.01 * o; /* fc.bias: 0.01 * index, fc.weight likewise */
+            for (int k = 0; k < 4; k++) want += 0.01 * (o * 4 + k) * x[i * 16 + 2 * 4 + k];
+            assert_float_equal(y[i * 3 + o], want, 1e-6);
+        }
+    dt_model_free(&m);
+}
+
+/* The transformer's ops refuse what they cannot do in one line naming the node. */
+static void test_transformer_ops_refuse_in_one_line(void **state) {
+    (void)state;
+    static int64_t shape[4] = {2, 1, 1, 4}, zero[1] = {0};
+    graph gr;
+    graph_init(&gr, 4);
+    attr_int(&gr, node(&gr, "Softmax", "sm", "y", 1, "x"), "axis", 0);
+    refused(write_graph(&gr, "softmax0.onnx"), 3, "node 'sm' (Softmax)", "axis 0 is the batch axis",
+            "not supported");
+    graph_init(&gr, 4);
+    init(&gr, "ln.weight", 1, 3); /* the last axis has 4 */
+    node(&gr, "LayerNormalization", "ln", "y", 2, "x", "ln.weight");
+    refused(write_graph(&gr, "lnscale.onnx"), 2, "node 'ln' (LayerNormalization)",
+            "its scale is not of the normalised axes' shape");
+    graph_init(&gr, 4);
+    init_int64s(&gr, "shape", 4, shape);
+    node(&gr, "Expand", "ex", "y", 2, "x", "shape");
+    refused(write_graph(&gr, "expandx.onnx"), 2, "node 'ex' (Expand)",
+            "only an Expand of a parameter");
+    graph_init(&gr, 4);
+    node(&gr, "Gather", "ga", "y", 2, "x", "x");
+    refused(write_graph(&gr, "gatherx.onnx"), 2, "node 'ga' (Gather)",
+            "its indices 'x' are computed: only constant indices are supported");
+    graph_init(&gr, 4);
+    init_int64s(&gr, "index", 0, zero);
+    attr_int(&gr, node(&gr, "Gather", "gb", "y", 2, "x", "index"), "axis", 0);
+    refused(write_graph(&gr, "gather0.onnx"), 2, "node 'gb' (Gather)", "the batch axis");
+    graph_init(&gr, 4); /* [N, 1, 4, 4] times [N, 1, 4, 4]: a batched matmul, whose 4 x 4
+                           output is not [batch, classes] */
+    node(&gr, "MatMul", "mm", "y", 2, "x", "x");
+    refused(write_graph(&gr, "matmulxx.onnx"), 2, "the graph's output 'y'", "not [batch, classes]");
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -949,6 +1079,9 @@ int main(void) {
         cmocka_unit_test(test_silu_and_hardswishs_decompositions_are_one_op),
         cmocka_unit_test(test_clip_takes_its_bounds_as_its_opset_says),
         cmocka_unit_test(test_activations_run_in_place_where_nothing_else_reads_the_input),
+        cmocka_unit_test(test_a_class_token_imports_and_sums_its_gradient_over_the_batch),
+        cmocka_unit_test(test_transformer_ops_refuse_in_one_line),
+        cmocka_unit_test(test_a_gemm_on_rows_is_a_linear_over_the_last_axis),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -403,6 +403,22 @@ static void test_onnx_families_as_listed(void **state) {
     }
 }
 
+/* The transformer's ops (issue 41) in a user's model without reshapes (an image read as
+ * [heads, tokens, features]): exported at PyTorch 1.13's default opset 14, where its
+ * LayerNorm is ReduceMean/Sub/Pow/Sqrt/Div (recognised as one op), and at opset 17
+ * (LayerNormalization). */
+static void test_onnx_attention_tokens_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/attention_tokens.onnx.safetensors");
+}
+
+static void test_onnx_attention_tokens_opset17_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/attention_tokens_op17.onnx.safetensors");
+    /* the same at CIFAR's 3x32x32 (32 tokens of 32 features): test_transformer_cli.sh's */
+    run_committed("onnx/attention_tokens_32.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -436,6 +452,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_families_as_listed),
+        cmocka_unit_test(test_onnx_attention_tokens_matches_pytorch),
+        cmocka_unit_test(test_onnx_attention_tokens_opset17_matches_pytorch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

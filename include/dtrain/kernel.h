@@ -83,5 +83,12 @@ extern const dt_kernel dt_binary_f32_kernel, dt_binary_bcast_f32_kernel, dt_redu
 /* The activations' loop is one body for both element types: both its kernels are
  * beside it (src/nn/activation.c). */
 extern const dt_kernel dt_activation_f32_kernel, dt_activation_bf16_kernel;
+/* The transformer's ops: each loop written once for f32 and bf16 activations (nn/elem.h),
+ * both kernel rows beside the op's math; but matmul's bf16 row, on oneDNN's bf16 matmul
+ * (src/exec/bf16_matmul.c). */
+extern const dt_kernel dt_softmax_f32_kernel, dt_softmax_bf16_kernel, dt_layernorm_f32_kernel,
+    dt_layernorm_bf16_kernel, dt_matmul_f32_kernel, dt_matmul_bf16_kernel, dt_slice_f32_kernel,
+    dt_slice_bf16_kernel, dt_concat_axis_f32_kernel, dt_concat_axis_bf16_kernel,
+    dt_expand_param_f32_kernel, dt_expand_param_bf16_kernel;
 
 #endif

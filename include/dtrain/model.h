@@ -129,11 +129,19 @@ typedef struct dt_op {
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
     int func;                    /* binary: its dt_binary_func (0 for every other op) */
-    float scalar;          /* binary: the constant operand when it has neither in2 nor weight */
-    unsigned axes;         /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
-    dt_activation act;           /* activation: the function and its parameters */
-    const dt_kernel *impl; /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
-    void *state;           /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
+    float scalar;      /* binary: the constant operand when it has neither in2 nor weight */
+    unsigned axes;     /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
+    dt_activation act; /* activation: the function and its parameters */
+    /* Ops along one axis of a value of any rank (softmax, layernorm, slice, concat_axis):
+     * a sample is [outer, len, inner] around the axis `axis` (0 = the first per-sample
+     * axis; the batch axis is never one), so the op sees n * outer rows of len x inner.
+     * Layernorm and a coerced softmax (opset < 13) span from the axis to the end: inner
+     * is 1 there. */
+    int axis, outer, len, inner;
+    int start, step, count; /* slice: elements start, start + step, ... (count of them) */
+    int log_softmax;        /* softmax: log(softmax) */
+    const dt_kernel *impl;  /* how it computes: its kernel (kernel.h), chosen by dt_model_alloc */
+    void *state;            /* owned by its kernel: e.g. maxpool's argmax, conv2d's oneDNN plan */
 } dt_op;
 
 typedef struct dt_model {
@@ -192,6 +200,8 @@ typedef struct dt_model {
  * after recording the first error in the model (checked by dt_model_alloc). */
 void dt_model_init_empty(dt_model *m, const char *name, int classes);
 int dt_model_input(dt_model *m, int c, int h, int w);
+/* An input of any per-sample shape (rank 1 to DT_VALUE_MAX_RANK; rank 3 is an image). */
+int dt_model_input_dims(dt_model *m, int rank, const int *dims);
 int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
                     int pad, int bias);
 /* PyTorch's Conv2d(..., dilation, groups): weight [c_out, c_in / groups, k, k]. */
@@ -253,6 +263,33 @@ int dt_model_reduce_mean(dt_model *m, int in, unsigned axes, int keepdims);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
  * up to c_out, split evenly before and after the input's. */
 int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride);
+
+/* The transformer's ops (issue 41), on values of any rank. `axis` counts per-sample
+ * axes (0 = the first after the batch); a negative one counts from the end.
+ *
+ * Linear over the last axis: x [.., in] -> [.., out_features], one row per position,
+ * weight [out, in] and (bias != 0) bias [out] as nn.Linear's. */
+int dt_model_linear_last_axis(dt_model *m, const char *name, int in, int out_features, int bias);
+/* Softmax (log_softmax: its log) over `axis`, as ONNX's opset-13 Softmax; tail != 0:
+ * over every axis from `axis` to the end taken as one (opset < 13's coercion). */
+int dt_model_softmax(dt_model *m, int in, int axis, int log_softmax, int tail);
+/* LayerNorm over the axes from `axis` to the end (ONNX's LayerNormalization, opset 17;
+ * PyTorch's nn.LayerNorm(dims[axis:])): weight (ones) and bias (zeros, if bias) of
+ * those axes' shape; the biased variance, eps added. */
+int dt_model_layernorm(dt_model *m, const char *name, int in, int axis, float eps, int bias);
+/* Batched matrix product of two activations: a [.., M, K] times b [.., K, N] ->
+ * [.., M, N], the leading axes equal (torch.matmul without broadcasting). */
+int dt_model_matmul(dt_model *m, int a, int b);
+/* Elements start, start + step, ... (count of them, step >= 1) along `axis`; keep_axis
+ * 0 drops the axis (count must be 1): ONNX's Gather of one constant index. */
+int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step, int keep_axis);
+/* torch.cat(ins, dim) for values of any rank: every other axis equal. */
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
+/* A parameter `name` of per-sample shape dims, broadcast over the batch (ViT's class
+ * token: expand(N, -1, -1)); its gradient sums over the batch. Initialised to zeros as
+ * torchvision's class token is. The op reads no activation (its `in` is the model's
+ * input, which has no gradient). */
+int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims);
 
 /* dt_model_alloc (backend.h) puts a built model on a backend; this releases all. */
 void dt_model_free(dt_model *m);

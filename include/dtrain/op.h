@@ -29,6 +29,12 @@ typedef enum dt_op_kind {
     DT_OP_BINARY,
     DT_OP_REDUCE_MEAN,
     DT_OP_ACTIVATION, /* elementwise: its function in dt_op.act (activation.h) */
+    DT_OP_SOFTMAX,
+    DT_OP_LAYERNORM,
+    DT_OP_MATMUL,
+    DT_OP_SLICE,
+    DT_OP_CONCAT_AXIS,
+    DT_OP_EXPAND_PARAM,
     DT_OP_COUNT /* the number of kinds: size arrays and loops with it */
 } dt_op_kind;
 
@@ -57,5 +63,7 @@ extern const dt_op_class dt_shortcut_pad_op, dt_dropout_op, dt_concat_op, dt_ada
 extern const dt_op_class dt_transpose_op;
 extern const dt_op_class dt_binary_op, dt_reduce_mean_op;
 extern const dt_op_class dt_activation_op;
+extern const dt_op_class dt_softmax_op, dt_layernorm_op, dt_matmul_op, dt_slice_op,
+    dt_concat_axis_op, dt_expand_param_op;
 
 #endif

@@ -44,6 +44,18 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_reduce_mean_bf16_kernel,
     &dt_activation_f32_kernel,
     &dt_activation_bf16_kernel,
+    &dt_softmax_f32_kernel,
+    &dt_softmax_bf16_kernel,
+    &dt_layernorm_f32_kernel,
+    &dt_layernorm_bf16_kernel,
+    &dt_matmul_f32_kernel,
+    &dt_matmul_bf16_kernel,
+    &dt_slice_f32_kernel,
+    &dt_slice_bf16_kernel,
+    &dt_concat_axis_f32_kernel,
+    &dt_concat_axis_bf16_kernel,
+    &dt_expand_param_f32_kernel,
+    &dt_expand_param_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {

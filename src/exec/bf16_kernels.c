@@ -15,6 +15,7 @@
 #include "nn/binary.h"
 #include "nn/dropout.h"
 #include "nn/reduce_mean.h"
+#include "nn/linear.h"
 
 static uint16_t *data16(dt_model *m, int v) {
     return dt_model_value_ptr(m, v);
@@ -400,11 +401,12 @@ static int linear_accepts(const dt_model *m, const dt_op *op) {
 }
 
 static int linear_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
-    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
     dt_dnnl *dnnl = dt_exec_dnnl(m->backend->ctx);
     if (!dnnl) return dt_error_set(err, "linear %s: bf16 needs the oneDNN backend", op->name);
     dt_bf16_linear *lin;
-    if (dt_bf16_linear_create(&lin, dnnl, max_batch, x->c * x->h * x->w, y->c, op->bias >= 0,
+    int rows, in_f, out_f; /* a linear over the last axis: rows per sample times the batch */
+    dt_linear_op_geometry(m, op, max_batch, &rows, &in_f, &out_f);
+    if (dt_bf16_linear_create(&lin, dnnl, rows, in_f, out_f, op->bias >= 0,
                               dt_model_value_dtype(m, op->in), dt_model_value_dtype(m, op->out),
                               err))
         return -1;
@@ -420,14 +422,20 @@ static void linear_free(dt_model *m, dt_op *op) {
     op->state = NULL;
 }
 
+static int linear_rows(const dt_model *m, const dt_op *op, int n) {
+    int rows, in_f, out_f;
+    dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
+    return rows;
+}
+
 static void linear_forward(dt_model *m, dt_op *op, int n) {
-    dt_bf16_linear_forward(op->state, n, dt_model_value_ptr(m, op->out),
+    dt_bf16_linear_forward(op->state, linear_rows(m, op, n), dt_model_value_ptr(m, op->out),
                            dt_model_value_ptr(m, op->in), dt_model_param(m, op->weight),
                            dt_model_param(m, op->bias));
 }
 
 static void linear_backward(dt_model *m, dt_op *op, int n) {
-    dt_bf16_linear_backward(op->state, n, dt_model_value_grad_ptr(m, op->in),
+    dt_bf16_linear_backward(op->state, linear_rows(m, op, n), dt_model_value_grad_ptr(m, op->in),
                             dt_model_param_grad(m, op->weight), dt_model_param_grad(m, op->bias),
                             dt_model_value_grad_ptr(m, op->out), dt_model_value_ptr(m, op->in),
                             adds(m, op->in));

@@ -56,11 +56,27 @@ void dt_linear_backward(float *din, float *dweight, float *dbias, const float *d
     }
 }
 
-/* The op in the model graph: the input is read flat, [n, c*h*w]. */
+/* The op in the model graph: the input read flat, [n, c*h*w], into a vector; or, for
+ * an output of rank >= 2 (dt_model_linear_last_axis), over the last axis, one row per
+ * position: [n, .., in] -> [n, .., out] is a GEMM of n * (the positions) rows. */
+void dt_linear_op_geometry(const dt_model *m, const dt_op *op, int n, int *rows, int *in_f,
+                           int *out_f) {
+    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    if (y->rank >= 2) {
+        *in_f = x->dims[x->rank - 1];
+        *out_f = y->dims[y->rank - 1];
+        *rows = n * (int)(dt_model_value_floats(m, op->out, 1) / (size_t)*out_f);
+    } else {
+        *in_f = (int)dt_model_value_floats(m, op->in, 1); /* x read flat */
+        *out_f = y->c;
+        *rows = n;
+    }
+}
 
 static size_t linear_op_scratch_floats(const dt_model *m, const dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-    return dt_linear_scratch_floats(n, x->c * x->h * x->w, y->c);
+    int rows, in_f, out_f;
+    dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
+    return dt_linear_scratch_floats(rows, in_f, out_f);
 }
 
 static int linear_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_error *err) {
@@ -83,23 +99,26 @@ static void linear_op_free(dt_model *m, dt_op *op) {
 }
 
 static void linear_op_forward(dt_model *m, dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    int rows, in_f, out_f;
+    dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
     dt_linear_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in),
-                      dt_model_param(m, op->weight), dt_model_param(m, op->bias), n,
-                      x->c * x->h * x->w, y->c, op->state);
+                      dt_model_param(m, op->weight), dt_model_param(m, op->bias), rows, in_f, out_f,
+                      op->state);
 }
 
 static void linear_op_backward(dt_model *m, dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
+    int rows, in_f, out_f;
+    dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
     dt_linear_backward(dt_model_value_grad(m, op->in), dt_model_param_grad(m, op->weight),
                        dt_model_param_grad(m, op->bias), dt_model_value_grad(m, op->out),
-                       dt_model_value_data(m, op->in), dt_model_param(m, op->weight), n,
-                       x->c * x->h * x->w, y->c);
+                       dt_model_value_data(m, op->in), dt_model_param(m, op->weight), rows, in_f,
+                       out_f);
 }
 
 static double linear_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
-    const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-    double macs = (double)y->c * x->c * x->h * x->w * n;
+    int rows, in_f, out_f;
+    dt_linear_op_geometry(m, op, n, &rows, &in_f, &out_f);
+    double macs = (double)out_f * in_f * rows;
     return 2.0 * macs;
 }
 

@@ -25,4 +25,11 @@ void dt_linear_backward(float *din,          /* [n, in_f] or NULL */
                         const float *weight, /* [out_f, in_f] */
                         int n, int in_f, int out_f);
 
+/* A linear op's GEMM for a batch of n: its rows (n, or n times the positions of a
+ * linear over the last axis) and features. */
+typedef struct dt_model dt_model;
+typedef struct dt_op dt_op;
+void dt_linear_op_geometry(const dt_model *m, const dt_op *op, int n, int *rows, int *in_f,
+                           int *out_f);
+
 #endif

@@ -171,6 +171,11 @@ static int new_value_of_rank(dt_model *m, int rank, const int *dims) {
     return new_value_shape(m, new_storage_shape(m, rank, dims), rank, dims);
 }
 
+/* The axis ops' names for the shape helpers above. */
+static int new_dims(dt_model *m, int rank, const int *dims) {
+    return new_value_of_rank(m, rank, dims);
+}
+
 static int new_tensor(dt_model *m, const char *prefix, const char *suffix, int is_param,
                       dt_init init, int fan_in, int ndim, const int *shape) {
     if (grow((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof(dt_tensor_entry)))
@@ -257,9 +262,9 @@ int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, in
 }
 
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
-    if (!image_input(m, in, "linear")) return -1;
-    dt_value x = m->values[in];
-    int in_features = x.c * x.h * x.w;
+    if (!valid_value(m, in)) return -1;
+    /* the input read flat: a sample's values, whatever its rank */
+    int in_features = (int)dt_model_value_floats(m, in, 1);
     int out = new_vector(m, new_storage(m, out_features, 1, 1), out_features);
     dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
     if (!op) return -1;
@@ -466,8 +471,15 @@ int dt_model_transpose(dt_model *m, int in, const int *perm) {
 int dt_model_add(dt_model *m, int a, int b) {
     if (!valid_value(m, a) || !valid_value(m, b)) return -1;
     dt_value x = m->values[a], y = m->values[b];
-    if (x.rank != y.rank || memcmp(x.dims, y.dims, sizeof x.dims))
-        return build_fail(m, "model %s: residual add of different shapes", m->name);
+    /* images and vectors by their c, h, w (a vector [F] adds to an image [F, 1, 1]);
+     * values of other ranks by every axis */
+    int same = x.c == y.c && x.h == y.h && x.w == y.w;
+    const int image_x = x.rank == 1 || x.rank == 3, image_y = y.rank == 1 || y.rank == 3;
+    if (!image_x || !image_y) {
+        same = x.rank == y.rank;
+        for (int d = 0; same && d < x.rank; d++) same = x.dims[d] == y.dims[d];
+    }
+    if (!same) return build_fail(m, "model %s: residual add of different shapes", m->name);
     int out = new_value_like(m, new_storage_shape(m, x.rank, x.dims), &x);
     return new_op(m, DT_OP_ADD, NULL, a, b, out) ? out : -1;
 }
@@ -595,6 +607,191 @@ int dt_model_shortcut_pad(dt_model *m, int in, int c_out, int stride) {
     return out;
 }
 
+/* ---- values of any rank: the transformer's ops (issue 41) */
+
+/* `axis` of a rank-r value, a negative one from the end; -1 (recorded) if outside. */
+static int norm_axis(dt_model *m, const char *what, int rank, int axis) {
+    const int a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return build_failf(m,
+                           "model %s: %s: axis %d of a value of %d axes (the batch axis not "
+                           "counted)",
+                           m->name, what, axis, rank);
+    return a;
+}
+
+/* The op's [outer, len, inner] around axis a of x; tail: len spans a..end. */
+static void set_geometry(dt_op *op, const dt_value *x, int a, int tail) {
+    op->axis = a;
+    op->outer = op->len = op->inner = 1;
+    for (int d = 0; d < a; d++) op->outer *= x->dims[d];
+    op->len = x->dims[a];
+    for (int d = a + 1; d < x->rank; d++) {
+        if (tail)
+            op->len *= x->dims[d];
+        else
+            op->inner *= x->dims[d];
+    }
+}
+
+int dt_model_input_dims(dt_model *m, int rank, const int *dims) {
+    if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
+    return new_dims(m, rank, dims);
+}
+
+int dt_model_linear_last_axis(dt_model *m, const char *name, int in, int out_features, int bias) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    if (x.rank < 2 || out_features < 1)
+        return build_failf(m,
+                           "linear %s: a linear layer over the last axis needs a value of "
+                           "rank >= 2 and outputs, got rank %d",
+                           name, x.rank);
+    const int in_features = x.dims[x.rank - 1];
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x.dims, sizeof dims);
+    dims[x.rank - 1] = out_features;
+    int out = new_dims(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_LINEAR, name, in, -1, out);
+    if (!op) return -1;
+    int wshape[2] = {out_features, in_features};
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 2, wshape);
+    if (bias)
+        op->bias =
+            new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 1, &out_features);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_softmax(dt_model *m, int in, int axis, int log_softmax, int tail) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "softmax", x.rank, axis);
+    if (a < 0) return -1;
+    int out = new_dims(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_SOFTMAX, NULL, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, tail);
+    op->log_softmax = log_softmax != 0;
+    return out;
+}
+
+int dt_model_layernorm(dt_model *m, const char *name, int in, int axis, float eps, int bias) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "layernorm", x.rank, axis);
+    if (a < 0) return -1;
+    if (!(eps > 0.0f)) return build_failf(m, "layernorm %s: eps must be positive", name);
+    if (x.rank - a > 4)
+        return build_failf(m, "layernorm %s: normalizes %d axes (at most 4)", name, x.rank - a);
+    int out = new_dims(m, x.rank, x.dims);
+    dt_op *op = new_op(m, DT_OP_LAYERNORM, name, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, 1);
+    op->eps = eps;
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, x.rank - a, x.dims + a);
+    if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, x.rank - a, x.dims + a);
+    return m->build_failed ? -1 : out;
+}
+
+int dt_model_matmul(dt_model *m, int a, int b) {
+    if (!valid_value(m, a) || !valid_value(m, b)) return -1;
+    const dt_value x = m->values[a], y = m->values[b];
+    int same = x.rank == y.rank && x.rank >= 2;
+    for (int d = 0; same && d < x.rank - 2; d++) same = x.dims[d] == y.dims[d];
+    if (!same || x.dims[x.rank - 1] != y.dims[y.rank - 2])
+        return build_failf(m,
+                           "model %s: matmul of values of rank %d and %d whose shapes do not "
+                           "multiply ([.., M, K] times [.., K, N], the leading axes equal)",
+                           m->name, x.rank, y.rank);
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x.dims, sizeof dims);
+    dims[x.rank - 1] = y.dims[y.rank - 1];
+    int out = new_dims(m, x.rank, dims);
+    dt_op *op = new_op(m, DT_OP_MATMUL, NULL, a, b, out);
+    if (!op) return -1;
+    op->outer = 1;
+    for (int d = 0; d < x.rank - 2; d++) op->outer *= x.dims[d];
+    return out;
+}
+
+int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step, int keep_axis) {
+    if (!valid_value(m, in)) return -1;
+    const dt_value x = m->values[in];
+    const int a = norm_axis(m, "slice", x.rank, axis);
+    if (a < 0) return -1;
+    const int len = x.dims[a];
+    if (step < 1 || count < 1 || start < 0 || start >= len ||
+        (long long)start + (long long)(count - 1) * step >= len || (!keep_axis && count != 1))
+        return build_failf(m, "model %s: slice of %d elements from %d by %d outside an axis of %d",
+                           m->name, count, start, step, len);
+    if (!keep_axis && x.rank == 1)
+        return build_failf(m, "model %s: a gather would leave only the batch axis", m->name);
+    int dims[DT_VALUE_MAX_RANK], rank = 0;
+    for (int d = 0; d < x.rank; d++) {
+        if (d == a && !keep_axis) continue;
+        dims[rank++] = d == a ? count : x.dims[d];
+    }
+    int out = new_dims(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_SLICE, NULL, in, -1, out);
+    if (!op) return -1;
+    set_geometry(op, &x, a, 0);
+    op->start = start;
+    op->count = count;
+    op->step = step;
+    return out;
+}
+
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
+    if (count < 1 || count > DT_OP_MAX_INPUTS)
+        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
+                           DT_OP_MAX_INPUTS);
+    for (int k = 0; k < count; k++)
+        if (!valid_value(m, ins[k])) return -1;
+    const dt_value x0 = m->values[ins[0]];
+    const int a = norm_axis(m, "concat", x0.rank, axis);
+    if (a < 0) return -1;
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x0.dims, sizeof dims);
+    dims[a] = 0;
+    for (int k = 0; k < count; k++) {
+        const dt_value x = m->values[ins[k]];
+        int same = x.rank == x0.rank;
+        for (int d = 0; same && d < x.rank; d++) same = d == a || x.dims[d] == x0.dims[d];
+        if (!same)
+            return build_failf(m,
+                               "model %s: concat along axis %d of values whose other axes "
+                               "differ",
+                               m->name, a);
+        if (__builtin_add_overflow(dims[a], x.dims[a], &dims[a]))
+            return build_failf(m, "model %s: concat overflows its axis", m->name);
+    }
+    int out = new_dims(m, x0.rank, dims);
+    dt_op *op = new_op(m, DT_OP_CONCAT_AXIS, NULL, ins[0], count > 1 ? ins[1] : -1, out);
+    if (!op) return -1;
+    for (int k = 0; k < count; k++) {
+        op->ins[k] = ins[k];
+        m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
+    }
+    op->n_ins = count;
+    set_geometry(op, &m->values[out], a, 0);
+    return out;
+}
+
+int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims) {
+    if (m->n_values < 1 || m->build_failed)
+        return build_failf(m, "model %s: expand %s before the input", m->name, name);
+    if (rank > 4)
+        return build_failf(m, "expand %s: a parameter of %d axes (at most 4)", name, rank);
+    int out = new_dims(m, rank, dims);
+    dt_op *op = new_op(m, DT_OP_EXPAND_PARAM, name, 0, -1, out);
+    if (!op) return -1;
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ZEROS, 0, rank, dims);
+    if (m->build_failed) return -1;
+    /* a bare parameter (torchvision's `class_token`), not a module's weight */
+    snprintf(m->tensors[op->weight].name, sizeof m->tensors[op->weight].name, "%s", name);
+    return out;
+}
+
 void dt_model_free(dt_model *m) {
     dt_backend *b = m->backend;
     if (b) {
@@ -700,6 +897,15 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
             hash_int(&g, op->act.fn);
             hash_float(&g, op->act.a), hash_float(&g, op->act.b);
         }
+        /* the axis ops' fields (issue 41), hashed only where set: the graphs before
+         * them hash as they did */
+        const int axis_fields[] = {op->axis,  op->outer, op->len,   op->inner,
+                                   op->start, op->step,  op->count, op->log_softmax};
+        int any = 0;
+        for (size_t k = 0; k < sizeof axis_fields / sizeof *axis_fields; k++)
+            any |= axis_fields[k] != 0;
+        for (size_t k = 0; any && k < sizeof axis_fields / sizeof *axis_fields; k++)
+            hash_int(&g, axis_fields[k]);
     }
     return g.h;
 }

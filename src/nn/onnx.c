@@ -195,6 +195,9 @@ typedef struct onnx_value {
      * TensorProto (`tensor` points at it) when no element depends on N */
     dt_fold_tensor *fold;
     Onnx__TensorProto *folded_proto;
+    /* V_CONST: a Transpose (perm [1, 0]) of the 2-D initializer `tensor`: a MatMul by
+     * it is a linear layer whose weight the file holds as dtrain does, [out, in] */
+    int transposed_weight;
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -236,6 +239,9 @@ typedef struct importer {
     int any_output;        /* dt_onnx_build_any: the last value may be any shape */
     size_t node_index;     /* the node being imported */
     unsigned char *folded; /* [n_node]: 1 for a node a pattern before it took (GELU, SiLU) */
+    /* per node of the graph: 1 when an earlier node's import took it in (the
+     * decomposed LayerNorm's nodes after its first ReduceMean) */
+    unsigned char *fused;
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -667,6 +673,9 @@ static int set_output(importer *im, const Onnx__NodeProto *n, int id) {
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return fail_node(im, n, "it has no output");
     const dt_value *x = &im->m->values[id];
+    if (dt_model_value_floats(im->m, id, 1) > (size_t)MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output of %zu values a sample is past the %lld dtrain takes",
+                         dt_model_value_floats(im->m, id, 1), MAX_SAMPLE_VALUES);
     if (sample_values(x->c, x->h, x->w) < 0)
         return fail_node(im, n,
                          "its output of %dx%dx%d is past the %lld values a sample dtrain "
@@ -1173,7 +1182,11 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
     const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
     if (!w || im->failed) return -1;
     const dt_value xv = im->m->values[x->id];
-    const long long in = (long long)xv.c * xv.h * xv.w;
+    /* a value of rank 2 or more a sample that is not an image: its rows are the batch's
+     * positions (a Gemm on [batch * tokens, features], where the batch was merged into
+     * the rows): a linear over the last axis */
+    const int rows = xv.rank != 1 && xv.rank != 3;
+    const long long in = rows ? (long long)xv.dims[xv.rank - 1] : (long long)xv.c * xv.h * xv.w;
     if (attr_int(n, "transA", 0) != 0) return fail_node(im, n, "transA is not supported");
     if (attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
         return fail_node(im, n, "alpha or beta other than 1 is not supported");
@@ -1189,11 +1202,12 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
                          "a Gemm without a bias is not supported (dtrain's linear layers "
                          "have one)");
     if (numel_of(b) != out) return fail_node(im, n, "its bias does not have one value per output");
-    if (xv.h != 1 || xv.w != 1)
+    if (!rows && (xv.h != 1 || xv.w != 1))
         return fail_node(im, n, "its input is not flat (export a Flatten before it)");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_linear(im->m, name, x->id, (int)out);
+    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1)
+                       : dt_model_linear(im->m, name, x->id, (int)out);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !trans_b)) return -1;
@@ -1201,11 +1215,22 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
 }
 
 /* MatMul by a [in, out] initializer: a linear layer whose bias the Add after it gives. */
+static int import_matmul_activations(importer *im, const Onnx__NodeProto *n, onnx_value *a,
+                                     onnx_value *b);
+static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_value *x,
+                                   const Onnx__TensorProto *w, int transposed_weight);
+
 static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
-    const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
-    if (!w || im->failed) return -1;
+    if (!x) return -1;
+    onnx_value *b = n->input[1] && *n->input[1] ? find_value(im, n->input[1]) : NULL;
+    if (b && b->kind == V_ACT) return import_matmul_activations(im, n, x, b);
     const dt_value xv = im->m->values[x->id];
+    const int flat = xv.rank == 1 || (xv.rank == 3 && xv.h == 1 && xv.w == 1);
+    if (b && b->kind == V_CONST && (b->transposed_weight || !flat))
+        return import_matmul_last_axis(im, n, x, b->tensor, b->transposed_weight);
+    const Onnx__TensorProto *w = const_input(im, n, 1, 0);
+    if (!w || im->failed) return -1;
     if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
     if (xv.h != 1 || xv.w != 1 || w->dims[0] != xv.c)
         return fail_node(im, n, "only a flat input times a [in, out] weight is supported");
@@ -1250,6 +1275,9 @@ static int import_binary(importer *im, const Onnx__NodeProto *n) {
         const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
         int same = av.rank == bv.rank;
         for (int d = 0; same && d < av.rank; d++) same = av.dims[d] == bv.dims[d];
+        /* a vector [F] adds to an image [F, 1, 1], as dt_model_add takes them */
+        if (!same && dt_model_value_is_image(im->m, a->id) && dt_model_value_is_image(im->m, b->id))
+            same = av.c == bv.c && av.h == bv.h && av.w == bv.w;
         if (func == DT_BINARY_ADD && same)
             return set_output(im, n, dt_model_add(im->m, a->id, b->id));
         if (av.rank != bv.rank)
@@ -1455,6 +1483,366 @@ static long sole_reader_after(const importer *im, const char *name, size_t from)
         const Onnx__NodeProto *n = g->node[i];
         for (size_t q = 0; q < n->n_input; q++)
             if (n->input[q] && !strcmp(n->input[q], name)) return im->folded[i] ? -1 : (long)i;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------ the transformer's ops (issue 41) */
+
+/* The node's `axis` attribute as a per-sample axis of x (ONNX counts the batch axis as
+ * 0; dtrain's per-sample axes start after it), or -1 after failing: the batch axis is
+ * refused, an op along it would mix samples. */
+static int sample_axis(importer *im, const Onnx__NodeProto *n, const dt_value *x, long long axis) {
+    const long long rank = x->rank + 1;
+    const long long a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return fail_node(im, n, "axis %lld of an input of %lld dimensions", axis, rank);
+    if (a == 0)
+        return fail_node(im, n,
+                         "axis 0 is the batch axis: dtrain's samples are independent, an op "
+                         "along the batch is not supported");
+    return (int)(a - 1);
+}
+
+/* A constant list of integers (int64 or int32: ONNX's index types), at most max. */
+static int tensor_ints(importer *im, const Onnx__TensorProto *t, int64_t *out, int max,
+                       int *count) {
+    if (t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+        return tensor_int64s(im, t, out, max, count);
+    const long long n = numel_of(t);
+    if (n < 0 || n > max)
+        return fail(im, "the constant '%s' is not a short list of int32", tname(t));
+    *count = (int)n;
+    if (t->has_raw_data && t->raw_data.len) {
+        if (t->raw_data.len != (size_t)n * sizeof(int32_t))
+            return fail(im, "the constant '%s': %zu bytes for %lld int32", tname(t),
+                        t->raw_data.len, n);
+        for (long long i = 0; i < n; i++) {
+            int32_t v;
+            memcpy(&v, t->raw_data.data + i * sizeof v, sizeof v);
+            out[i] = v;
+        }
+        return 0;
+    }
+    if (t->n_int32_data != (size_t)n)
+        return fail(im, "the constant '%s': %zu values for %lld", tname(t), t->n_int32_data, n);
+    for (long long i = 0; i < n; i++) out[i] = t->int32_data[i];
+    return 0;
+}
+
+/* Softmax, LogSoftmax: opset 13's on one axis; before 13, over every axis from `axis`
+ * (default 1) to the end taken as one. */
+static int import_softmax(importer *im, const Onnx__NodeProto *n, int log_softmax) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int coerced = im->opset < 13;
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", coerced ? 1 : -1));
+    if (a < 0) return -1;
+    return set_output(im, n, dt_model_softmax(im->m, x->id, a, log_softmax, coerced));
+}
+
+/* LayerNormalization (opset 17): Scale and the optional B of the normalised axes'
+ * shape, trained; the Mean and InvStdDev outputs are not produced. */
+static int import_layernorm(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    const Onnx__TensorProto *scale = x ? const_input(im, n, 1, 0) : NULL;
+    const Onnx__TensorProto *bias = scale ? const_input(im, n, 2, 1) : NULL;
+    if (!scale || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", -1));
+    if (a < 0) return -1;
+    const float eps = attr_float(n, "epsilon", 1e-5f);
+    if (!(isfinite(eps) && eps > 0.0f))
+        return fail_node(im, n, "its epsilon %g is not a positive finite number", (double)eps);
+    const size_t axes = (size_t)(xv.rank - a);
+    for (int k = 0; k < 2; k++) {
+        const Onnx__TensorProto *t = k ? bias : scale;
+        if (!t) continue;
+        int same = t->n_dims == axes && numel_of(t) >= 0;
+        for (size_t d = 0; same && d < axes; d++) same = t->dims[d] == xv.dims[a + d];
+        if (!same)
+            return fail_node(im, n, "its %s is not of the normalised axes' shape (no broadcasting)",
+                             k ? "bias" : "scale");
+    }
+    char name[80];
+    op_name(n, scale, name, sizeof name);
+    const int y = dt_model_layernorm(im->m, name, x->id, a, eps, bias != NULL);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, scale, 0)) return -1;
+    return bias ? take(im, n, op->bias, bias, 0) : 0;
+}
+
+/* A Transpose of a 2-D initializer (perm [1, 0]): PyTorch's export of nn.Linear as
+ * MatMul(x, W^T). The weight stays the initializer, read as dtrain holds it. */
+static int import_transpose_weight(importer *im, const Onnx__NodeProto *n,
+                                   const Onnx__TensorProto *t) {
+    const Onnx__AttributeProto *perm = attr(n, "perm");
+    const int swapped = !perm || (perm->n_ints == 2 && perm->ints[0] == 1 && perm->ints[1] == 0);
+    if (!dims_are(t, 2) || !swapped)
+        return fail_node(im, n, "only a Transpose of a 2-D weight (perm [1, 0]) is supported");
+    onnx_value *v = add_value(im, n->output[0], V_CONST);
+    if (!v) return -1;
+    v->tensor = t;
+    v->transposed_weight = 1;
+    return 0;
+}
+
+/* MatMul of two activations: a batched matrix product, [.., M, K] x [.., K, N]. */
+static int import_matmul_activations(importer *im, const Onnx__NodeProto *n, onnx_value *a,
+                                     onnx_value *b) {
+    const dt_value av = im->m->values[a->id], bv = im->m->values[b->id];
+    if (av.rank < 2 || bv.rank != av.rank)
+        return fail_node(im, n,
+                         "a MatMul of two activations needs both of at least 3 dimensions and "
+                         "of one rank ([batch, .., M, K] x [batch, .., K, N]), not %d and %d",
+                         av.rank + 1, bv.rank + 1);
+    return set_output(im, n, dt_model_matmul(im->m, a->id, b->id));
+}
+
+/* MatMul of an activation of rank >= 2 a sample by a [in, out] weight (or the
+ * Transpose of an [out, in] one): a linear layer over the last axis, its bias the Add
+ * after it. */
+static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_value *x,
+                                   const Onnx__TensorProto *w, int transposed_weight) {
+    const dt_value xv = im->m->values[x->id];
+    if (!dims_are(w, 2)) return fail_node(im, n, "its weight is not 2-D");
+    /* a flat input (a vector, or an image of 1 x 1) is read whole, as import_matmul's */
+    const int flat = xv.rank == 1 || (xv.rank == 3 && xv.h == 1 && xv.w == 1);
+    const long long in = transposed_weight ? w->dims[1] : w->dims[0],
+                    out = transposed_weight ? w->dims[0] : w->dims[1];
+    const long long x_in = flat ? (long long)xv.c : xv.dims[xv.rank - 1];
+    if (in != x_in || out < 1 || out > MAX_DIM)
+        return fail_node(im, n, "its weight takes %lld features, its input's last axis has %lld",
+                         in, x_in);
+    char name[80];
+    op_name(n, w, name, sizeof name);
+    const int y = flat ? dt_model_linear(im->m, name, x->id, (int)out)
+                       : dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1);
+    if (set_output(im, n, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, n, op->weight, w, !transposed_weight)) return -1;
+    im->values[im->n_values - 1].bias_tensor = op->bias;
+    im->values[im->n_values - 1].matmul = n;
+    return 0;
+}
+
+/* Gather of constant indices along a sample axis: one index drops the axis (scalar
+ * indices: the class token, x[:, 0]) or keeps it (a list of one); a list of evenly
+ * spaced rising indices is a slice. */
+static int import_gather(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const onnx_value *iv = n->input[1] && *n->input[1] ? find_value(im, n->input[1]) : NULL;
+    if (iv && iv->kind == V_ACT)
+        return fail_node(im, n,
+                         "its indices '%s' are computed: only constant indices are supported",
+                         n->input[1]);
+    const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+    if (!t || im->failed) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    int64_t idx[256];
+    int count = 0;
+    if (t->n_dims > 1 || tensor_ints(im, t, idx, 256, &count)) {
+        if (!im->failed) fail_node(im, n, "only scalar or 1-D indices are supported");
+        return -1;
+    }
+    const int len = xv.dims[a];
+    for (int i = 0; i < count; i++) {
+        if (idx[i] < -len || idx[i] >= len)
+            return fail_node(im, n, "index %lld is outside an axis of %d", (long long)idx[i], len);
+        if (idx[i] < 0) idx[i] += len;
+    }
+    const long long step = count > 1 ? idx[1] - idx[0] : 1;
+    int even = count >= 1 && step >= 1;
+    for (int i = 1; even && i < count; i++) even = idx[i] - idx[i - 1] == step;
+    if (!even)
+        return fail_node(im, n, "only indices evenly spaced and rising (a slice) are supported");
+    return set_output(
+        im, n, dt_model_slice(im->m, x->id, a, (int)idx[0], count, (int)step, t->n_dims == 1));
+}
+
+/* Slice (opset 10's inputs): constant starts, ends, axes and steps; a range that
+ * covers its whole axis (the batch's, say) takes nothing away and makes no op. */
+static int import_slice(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    int64_t v[4][DT_VALUE_MAX_RANK + 1];
+    int count[4] = {0, 0, -1, -1};
+    for (int k = 0; k < 4; k++) {
+        const int optional = k >= 2;
+        if (optional && ((size_t)k + 1 >= n->n_input || !*n->input[k + 1])) continue;
+        const Onnx__TensorProto *t = const_input(im, n, (size_t)k + 1, 0);
+        if (!t || tensor_ints(im, t, v[k], DT_VALUE_MAX_RANK + 1, &count[k])) return -1;
+    }
+    if (count[0] != count[1] || (count[2] >= 0 && count[2] != count[0]) ||
+        (count[3] >= 0 && count[3] != count[0]))
+        return fail_node(im, n, "its starts, ends, axes and steps differ in length");
+    int id = x->id;
+    for (int i = 0; i < count[0]; i++) {
+        const dt_value xv = im->m->values[id];
+        const long long rank = xv.rank + 1, axis = count[2] >= 0 ? v[2][i] : i;
+        const long long a = axis < 0 ? axis + rank : axis;
+        const long long step = count[3] >= 0 ? v[3][i] : 1;
+        if (a < 0 || a >= rank)
+            return fail_node(im, n, "axis %lld of an input of %lld dimensions", axis, rank);
+        if (step < 1) return fail_node(im, n, "only positive steps are supported");
+        if (a == 0) {
+            if (v[0][i] == 0 && v[1][i] >= INT32_MAX) continue; /* the whole batch */
+            return fail_node(im, n, "a slice of the batch axis is not supported");
+        }
+        const long long len = xv.dims[a - 1];
+        long long start = v[0][i] < 0 ? v[0][i] + len : v[0][i];
+        long long end = v[1][i] < 0 ? v[1][i] + len : v[1][i];
+        start = start < 0 ? 0 : start > len ? len : start;
+        end = end < 0 ? 0 : end > len ? len : end;
+        if (end <= start)
+            return fail_node(im, n, "an empty slice (dtrain's values have no empty axes)");
+        const long long elements = (end - start + step - 1) / step;
+        if (start == 0 && elements == len && step == 1) continue; /* all of it */
+        id = dt_model_slice(im->m, id, (int)(a - 1), (int)start, (int)elements, (int)step, 1);
+        if (id < 0) return set_output(im, n, id);
+    }
+    return id == x->id ? set_alias(im, n, id) : set_output(im, n, id);
+}
+
+/* Split into slices along a sample axis: equal parts, or the sizes given (the `split`
+ * input from opset 13, the attribute before). Each output is its own slice. */
+static int import_split(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    const dt_value xv = im->m->values[x->id];
+    const int a = sample_axis(im, n, &xv, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    int64_t sizes[64];
+    int count = -1;
+    if (n->n_input > 1 && n->input[1] && *n->input[1]) {
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_ints(im, t, sizes, 64, &count)) return -1;
+    } else if (attr(n, "split")) {
+        const Onnx__AttributeProto *s = attr(n, "split");
+        if (s->n_ints > 64) return fail_node(im, n, "more than 64 parts");
+        count = (int)s->n_ints;
+        for (int i = 0; i < count; i++) sizes[i] = s->ints[i];
+    }
+    const int outputs = (int)n->n_output, len = xv.dims[a];
+    if (count < 0) {
+        if (outputs < 1 || len % outputs)
+            return fail_node(im, n, "%d equal parts of an axis of %d", outputs, len);
+        count = outputs;
+        for (int i = 0; i < count; i++) sizes[i] = len / outputs;
+    }
+    if (count != outputs) return fail_node(im, n, "%d sizes for %d outputs", count, outputs);
+    long long start = 0;
+    for (int i = 0; i < count; i++) {
+        if (sizes[i] < 1)
+            return fail_node(im, n, "an empty part (dtrain's values have no empty axes)");
+        start += sizes[i];
+    }
+    if (start != len) return fail_node(im, n, "parts of %lld for an axis of %d", start, len);
+    /* made last part first: the first output is then the newest value, as a graph
+     * ending in it needs (the logits are the last value) */
+    for (int i = count - 1; i >= 0; i--) {
+        start -= sizes[i];
+        const int y = dt_model_slice(im->m, x->id, a, (int)start, (int)sizes[i], 1, 1);
+        if (y < 0) return set_output(im, n, y);
+        if (!n->output[i] || !*n->output[i]) continue; /* an output no one names */
+        onnx_value *v = add_value(im, n->output[i], V_ACT);
+        if (!v) return -1;
+        v->id = y;
+        if (note_readers(im, y, n->output[i], 0)) return -1;
+    }
+    return 0;
+}
+
+/* Expand of a parameter [1, ..] to the batch ([N, ..]): ViT's class token. The shape
+ * must be constant (folded at import): its first entry is the batch, whatever its
+ * value; the others must be the parameter's own (no broadcasting inside a sample). */
+static int import_expand(importer *im, const Onnx__NodeProto *n) {
+    const onnx_value *p = find_value(im, n->input[0]);
+    if (!p || p->kind != V_CONST)
+        return fail_node(im, n,
+                         "only an Expand of a parameter (an initializer) over the batch is "
+                         "supported");
+    const Onnx__TensorProto *w = p->tensor;
+    /* the shape, folded at import: its first entry the batch (N, or 1 that Expand
+     * broadcasts to the batch's size), the others free of N */
+    dt_fold_tensor tmp;
+    const dt_fold_tensor *shape = fold_input(im, n, 1, &tmp);
+    if (!shape) return -1;
+    int64_t dims[DT_VALUE_MAX_RANK + 1];
+    const int count = (int)shape->count;
+    int known = dt_fold_is_int(shape->elem_type) && shape->rank == 1 && count >= 1 &&
+                count <= DT_VALUE_MAX_RANK + 1;
+    for (int d = 0; known && d < count; d++) {
+        known = shape->k[d] == 0 || (d == 0 && shape->k[d] == 1 && shape->c[d] == 0);
+        dims[d] = shape->k[d] ? -1 : shape->c[d];
+    }
+    dt_fold_free(&tmp);
+    if (!known)
+        return fail_node(im, n,
+                         "its shape '%s' is not [batch, ..] with the axes after the batch's "
+                         "constant",
+                         n->input[1]);
+    int same = w->n_dims >= 2 && w->n_dims <= 5 && (int)w->n_dims == count && w->dims[0] == 1 &&
+               numel_of(w) > 0;
+    for (int d = 1; same && d < count; d++) same = dims[d] == 1 || dims[d] == w->dims[d];
+    if (!same)
+        return fail_node(im, n,
+                         "only an Expand of a [1, ..] parameter along the batch axis is "
+                         "supported (the other axes as the parameter's)");
+    int per[DT_VALUE_MAX_RANK];
+    for (int d = 1; d < count; d++) per[d - 1] = (int)w->dims[d];
+    const int y = dt_model_expand_param(im->m, tname(w), count - 1, per);
+    if (set_output(im, n, y)) return -1;
+    return take(im, n, im->m->ops[im->m->n_ops - 1].weight, w, 0);
+}
+
+/* Concat of values that are not all images, or of images along another axis than
+ * their channels: concat_axis. */
+static int import_concat_axis(importer *im, const Onnx__NodeProto *n) {
+    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
+        return fail_node(im, n, "a Concat of 1 to %d inputs is supported", DT_OP_MAX_INPUTS);
+    int ids[DT_OP_MAX_INPUTS];
+    for (size_t i = 0; i < n->n_input; i++) {
+        const onnx_value *v = act_input(im, n, i);
+        if (!v) return -1;
+        ids[i] = v->id;
+    }
+    const dt_value x0 = im->m->values[ids[0]];
+    const int a = sample_axis(im, n, &x0, attr_int(n, "axis", 0));
+    if (a < 0) return -1;
+    long long values = 0;
+    for (size_t i = 0; i < n->n_input; i++)
+        values += (long long)dt_model_value_floats(im->m, ids[i], 1);
+    if (values > MAX_SAMPLE_VALUES)
+        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                         values, MAX_SAMPLE_VALUES);
+    return set_output(im, n, dt_model_concat_axis(im->m, ids, (int)n->n_input, a));
+}
+
+/* 1 when a Concat is not images along their channels (import_concat's case). */
+static int concat_needs_axis_op(importer *im, const Onnx__NodeProto *n) {
+    for (size_t i = 0; i < n->n_input; i++) {
+        const onnx_value *v = n->input[i] ? find_value(im, n->input[i]) : NULL;
+        if (v && v->kind == V_ACT && im->m->values[v->id].rank != 3) return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------ LayerNorm as PyTorch exports it before opset 17 */
+
+/* The one node of type `op` reading `name` (-1: none, or several readers). */
+static long node_reading(const importer *im, const char *name, const char *op) {
+    if (readers(im, name) != 1) return -1;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        if (strcmp(n->op_type ? n->op_type : "", op)) continue;
+        for (size_t q = 0; q < n->n_input; q++)
+            if (n->input[q] && !strcmp(n->input[q], name)) return (long)i;
     }
     return -1;
 }
@@ -1683,6 +2071,125 @@ static int import_hardsigmoid(importer *im, const Onnx__NodeProto *n) {
     return import_gate(im, n, alone, is_hardswish ? &hardswish : NULL);
 }
 
+/* The constant named `name`: an initializer, a Constant node's value defined already,
+ * or one defined later in the graph (the decomposition's exponent and epsilon are). */
+static const Onnx__TensorProto *constant_tensor_named(importer *im, const char *name) {
+    const onnx_value *v = find_value(im, name);
+    if (v) return v->kind == V_CONST ? v->tensor : NULL;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 &&
+            !strcmp(n->output[0], name)) {
+            const Onnx__AttributeProto *a = attr(n, "value");
+            return a ? a->t : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A float scalar constant's value, or NAN. */
+static float scalar_named(importer *im, const char *name) {
+    const Onnx__TensorProto *t = constant_tensor_named(im, name);
+    float v;
+    if (!t || numel_of(t) != 1 || t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+        tensor_floats(im, t, &v, 1))
+        return NAN;
+    return v;
+}
+
+/* The other input of a two-input node than `name` (NULL if it reads `name` twice). */
+static const char *other_input(const Onnx__NodeProto *n, const char *name) {
+    if (n->n_input != 2) return NULL;
+    if (!strcmp(n->input[0], name)) return strcmp(n->input[1], name) ? n->input[1] : NULL;
+    return !strcmp(n->input[1], name) ? n->input[0] : NULL;
+}
+
+/* ReduceMean's axes as the last `k` axes of a value of `rank` per-sample axes (the
+ * batch axis not counted); 0 if they are not. */
+static int last_axes(const Onnx__NodeProto *n, int rank) {
+    const Onnx__AttributeProto *a = attr(n, "axes");
+    if (!a || a->n_ints < 1 || a->n_ints > (size_t)rank || attr_int(n, "keepdims", 1) != 1)
+        return 0;
+    const int k = (int)a->n_ints;
+    unsigned seen = 0;
+    for (int i = 0; i < k; i++) {
+        const long long ax = a->ints[i] < 0 ? a->ints[i] + rank + 1 : a->ints[i];
+        if (ax < rank + 1 - k || ax > rank) return 0;
+        seen |= 1u << (ax - (rank + 1 - k));
+    }
+    return seen == (1u << k) - 1 ? k : 0;
+}
+
+/* PyTorch's LayerNorm before opset 17, starting at its first ReduceMean:
+ *   mean = ReduceMean(x), d = Sub(x, mean), var = ReduceMean(Pow(d, 2)),
+ *   y = Add(Mul(Div(d, Sqrt(Add(var, eps))), weight), bias)
+ * over the last axes, each intermediate read by the next node alone: one layernorm op,
+ * the other eight nodes taken in. 1: imported; 0: not this pattern (nothing done). */
+static int import_decomposed_layernorm(importer *im, const Onnx__NodeProto *n) {
+    const onnx_value *x = n->n_input == 1 ? find_value(im, n->input[0]) : NULL;
+    if (!x || x->kind != V_ACT || n->n_output != 1) return 0;
+    const dt_value xv = im->m->values[x->id];
+    const int k = last_axes(n, xv.rank);
+    if (!k || xv.rank - k < 0 || k > 4) return 0;
+    /* d = x - mean: x's readers are this ReduceMean and the Sub, at least */
+    long sub = node_reading(im, n->output[0], "Sub");
+    if (sub < 0) return 0;
+    const Onnx__NodeProto *s = im->g->node[sub];
+    if (s->n_input != 2 || strcmp(s->input[0], n->input[0]) || strcmp(s->input[1], n->output[0]))
+        return 0;
+    /* d is read by Pow and Div */
+    const char *d = s->output[0];
+    if (readers(im, d) != 2) return 0;
+    long pow = -1, div = -1;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *c = im->g->node[i];
+        if (c->n_input != 2 || strcmp(c->input[0], d)) continue;
+        if (c->op_type && !strcmp(c->op_type, "Pow")) pow = (long)i;
+        if (c->op_type && !strcmp(c->op_type, "Div")) div = (long)i;
+    }
+    if (pow < 0 || div < 0 || scalar_named(im, im->g->node[pow]->input[1]) != 2.0f) return 0;
+    const long mean2 = node_reading(im, im->g->node[pow]->output[0], "ReduceMean");
+    if (mean2 < 0 || last_axes(im->g->node[mean2], xv.rank) != k) return 0;
+    const long add_eps = node_reading(im, im->g->node[mean2]->output[0], "Add");
+    if (add_eps < 0) return 0;
+    const char *eps_name = other_input(im->g->node[add_eps], im->g->node[mean2]->output[0]);
+    const float eps = eps_name ? scalar_named(im, eps_name) : NAN;
+    if (!(isfinite(eps) && eps > 0.0f)) return 0;
+    const long sqrt_node = node_reading(im, im->g->node[add_eps]->output[0], "Sqrt");
+    if (sqrt_node < 0 || strcmp(im->g->node[div]->input[1], im->g->node[sqrt_node]->output[0]) ||
+        readers(im, im->g->node[sqrt_node]->output[0]) != 1)
+        return 0;
+    const long mul = node_reading(im, im->g->node[div]->output[0], "Mul");
+    if (mul < 0) return 0;
+    const char *w_name = other_input(im->g->node[mul], im->g->node[div]->output[0]);
+    const long add_b = node_reading(im, im->g->node[mul]->output[0], "Add");
+    if (!w_name || add_b < 0) return 0;
+    const char *b_name = other_input(im->g->node[add_b], im->g->node[mul]->output[0]);
+    const onnx_value *wv = find_value(im, w_name), *bv = b_name ? find_value(im, b_name) : NULL;
+    if (!wv || wv->kind != V_CONST || !bv || bv->kind != V_CONST) return 0;
+    /* the pattern holds: from here, a mismatch is the file's error */
+    const int a = xv.rank - k;
+    for (int q = 0; q < 2; q++) {
+        const Onnx__TensorProto *t = q ? bv->tensor : wv->tensor;
+        int same = t->n_dims == (size_t)k && numel_of(t) >= 0;
+        for (int i = 0; same && i < k; i++) same = t->dims[i] == xv.dims[a + i];
+        if (!same)
+            return fail_node(im, im->g->node[q ? add_b : mul],
+                             "LayerNorm's %s is not of the normalised axes' shape",
+                             q ? "bias" : "weight");
+    }
+    const long taken[] = {sub, pow, mean2, add_eps, sqrt_node, div, mul, add_b};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) im->fused[taken[i]] = 1;
+    char name[80];
+    op_name(n, wv->tensor, name, sizeof name);
+    const Onnx__NodeProto *last = im->g->node[add_b];
+    const int y = dt_model_layernorm(im->m, name, x->id, a, eps, 1);
+    if (set_output(im, last, y)) return -1;
+    const dt_op *op = &im->m->ops[im->m->n_ops - 1];
+    if (take(im, im->g->node[mul], op->weight, wv->tensor, 0)) return -1;
+    return take(im, last, op->bias, bv->tensor, 0) ? -1 : 1;
+}
+
 /* The first opset whose version of an operator is the one imported here (ONNX's
  * Changelog): BatchNormalization before 9 had `spatial`, Add and Gemm before 7 their
  * `broadcast`, Concat before 4 a default axis, Reshape before 5 a shape attribute, Pad
@@ -1699,7 +2206,9 @@ static const struct {
                    {"Concat", 4},
                    {"Reshape", 5},
                    {"Pad", 2},
-                   {"Dropout", 7}};
+                   {"Dropout", 7},
+                   {"Slice", 10},
+                   {"Expand", 8}};
 
 /* How many inputs and outputs each operator has (ONNX's operator specs, opsets 1 to 17;
  * optional ones counted, given or empty): a node of more is a malformed file, and its
@@ -1747,7 +2256,13 @@ static const struct {
              {"HardSwish", 1, 1, 1, 1},
              {"Tanh", 1, 1, 1, 1},
              {"LeakyRelu", 1, 1, 1, 1},
-             {"Erf", 1, 1, 1, 1}};
+             {"Erf", 1, 1, 1, 1},
+             {"Softmax", 1, 1, 1, 1},
+             {"LogSoftmax", 1, 1, 1, 1},
+             {"LayerNormalization", 2, 3, 1, 3},
+             {"Split", 1, 2, 1, 64},
+             {"Pow", 2, 2, 1, 1},
+             {"Sqrt", 1, 1, 1, 1}};
 
 /* the refusal of a node whose operator dtrain lacks (import_node, refuse_lacking_ops) */
 #define NOT_IMPORTED "not an operator dtrain imports (docs/onnx.md lists the ones it does)"
@@ -1845,13 +2360,37 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Reshape")) return import_reshape(im, n);
     if (!strcmp(op, "Squeeze")) return import_squeeze(im, n, 1);
     if (!strcmp(op, "Unsqueeze")) return import_squeeze(im, n, 0);
+    if (!strcmp(op, "Transpose") && n->n_input == 1) {
+        const onnx_value *w = find_value(im, n->input[0]);
+        if (w && w->kind == V_CONST) return import_transpose_weight(im, n, w->tensor);
+    }
     if (!strcmp(op, "Transpose")) return import_transpose(im, n);
     if (!strcmp(op, "Gemm")) return import_gemm(im, n);
     if (!strcmp(op, "MatMul")) return import_matmul(im, n);
+    if (!strcmp(op, "ReduceMean")) {
+        const int rc = import_decomposed_layernorm(im, n);
+        if (rc) return rc < 0 ? -1 : 0;
+    }
     if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
         return import_binary(im, n);
     if (!strcmp(op, "ReduceMean")) return import_reduce_mean(im, n);
-    if (!strcmp(op, "Concat")) return import_concat(im, n);
+    if (!strcmp(op, "Concat"))
+        return concat_needs_axis_op(im, n) || attr_int(n, "axis", 1) != 1
+                   ? import_concat_axis(im, n)
+                   : import_concat(im, n);
+    if (!strcmp(op, "Softmax")) return import_softmax(im, n, 0);
+    if (!strcmp(op, "LogSoftmax")) return import_softmax(im, n, 1);
+    if (!strcmp(op, "LayerNormalization")) return import_layernorm(im, n);
+    if (!strcmp(op, "Gather")) return import_gather(im, n);
+    if (!strcmp(op, "Slice")) return import_slice(im, n);
+    if (!strcmp(op, "Split")) return import_split(im, n);
+    if (!strcmp(op, "Expand")) return import_expand(im, n);
+    if (!strcmp(op, "Pow") || !strcmp(op, "Sqrt"))
+        return fail_node(im, n,
+                         "%s is imported only inside LayerNorm's decomposition (ReduceMean, Sub, "
+                         "Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add: PyTorch's nn.LayerNorm "
+                         "before opset 17), and no such pattern leads to it",
+                         op);
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
     if (!strcmp(op, "Pad")) {
         /* PyTorch puts a Pad of zeros before avg_pool2d's AveragePool: the identity */
@@ -1879,7 +2418,8 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     return fail_node(im, n, NOT_IMPORTED);
 }
 
-/* Whether import_node takes this operator: a row of `arity`, in ONNX's default domain. */
+/* Whether import_node takes this operator: a row of `arity`, in ONNX's default domain.
+ */
 static int op_known(const Onnx__NodeProto *n) {
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) return 0;
     for (size_t i = 0; i < sizeof arity / sizeof *arity; i++)
@@ -1974,7 +2514,8 @@ static int refuse_lacking_ops(importer *im) {
 /* Whether a Conv input is a tensor the exporter computed rather than a parameter of the
  * model: PyTorch names those "onnx::Conv_N"; the model's own keep their state-dict
  * names. (Where two came out equal, one is an Identity of the other: refused as that.)
- * The refusals below are kept short: fail() holds 400 characters, node names included. */
+ * The refusals below are kept short: fail() holds 400 characters, node names included.
+ */
 static int exporter_computed(const importer *im, const char *name) {
     const name_slot *s = slot_of(im, name);
     return s && s->is_initializer && !strncmp(name, "onnx::", 6);
@@ -1989,8 +2530,8 @@ static int exporter_computed(const importer *im, const char *name) {
  * without constant folding: PyTorch 1.13 fuses in eval mode either way), folds each
  * BatchNorm into the convolution before it: the Conv's weight and bias become new
  * tensors named "onnx::Conv_N" and the BatchNorms are gone, so the graph imported
- * without them (134,826 parameters against 134,858), silently; equal folded tensors (the
- * zero biases of a fresh model) come out once, shared through an Identity of an
+ * without them (134,826 parameters against 134,858), silently; equal folded tensors
+ * (the zero biases of a fresh model) come out once, shared through an Identity of an
  * initializer. An export of a model in eval mode under TrainingMode.PRESERVE keeps the
  * BatchNorms but shares equal weights the same way. */
 static int refuse_lossy_export(importer *im) {
@@ -2010,15 +2551,15 @@ static int refuse_lossy_export(importer *im) {
         } else if (!strcmp(n->op_type, "Identity") && n->n_input == 1) {
             const name_slot *s = slot_of(im, n->input[0]);
             if (s && s->is_initializer)
-                return fail_node(
-                    im, n,
-                    "its input '%s' is a constant where dtrain needs an "
-                    "activation: an eval-mode export %s through an Identity; " EXPORT_FIX,
-                    n->input[0],
-                    exporter_computed(im, n->input[0])
-                        ? "folds each BatchNorm into the convolution before it and "
-                          "shares equal folded tensors"
-                        : "shares equal weights");
+                return fail_node(im, n,
+                                 "its input '%s' is a constant where dtrain needs an "
+                                 "activation: an eval-mode export %s through an "
+                                 "Identity; " EXPORT_FIX,
+                                 n->input[0],
+                                 exporter_computed(im, n->input[0])
+                                     ? "folds each BatchNorm into the convolution before it and "
+                                       "shares equal folded tensors"
+                                     : "shares equal weights");
         }
     }
     return 0;
@@ -2088,6 +2629,7 @@ static void importer_free(importer *im) {
         }
     }
     free(im->folded);
+    free(im->fused);
     free(im->slots);
     free(im->storage_readers);
     free(im->values);
@@ -2152,15 +2694,18 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     im->folded = calloc(g->n_node + 1, 1);
     if (!im->folded) return fail(im, "out of memory");
     /* in order: a name read before it is defined is reported by the node reading it */
+    if (!(im->fused = calloc(g->n_node + 1, 1))) return fail(im, "out of memory");
     for (size_t i = 0; i < g->n_node && !im->failed; i++) {
         const Onnx__NodeProto *n = g->node[i];
-        if (im->folded[i]) continue; /* imported with the pattern that took it */
+        if (im->folded[i] || im->fused[i]) continue; /* imported with an earlier node */
         im->node_index = i;
         if (import_node(im, n)) return -1;
         for (size_t k = 0; k < n->n_output; k++) {
-            /* outputs past the first (BatchNormalization's running statistics in training
-             * mode, Dropout's mask) must not be read: dtrain does not produce them */
-            if (k > 0 && n->output[k] && *n->output[k] && readers(im, n->output[k]) > 0)
+            /* outputs past the first (BatchNormalization's running statistics in
+             * training mode, Dropout's mask) must not be read: dtrain does not produce
+             * them */
+            if (k > 0 && n->output[k] && *n->output[k] && readers(im, n->output[k]) > 0 &&
+                !find_value(im, n->output[k]))
                 return fail_node(im, n,
                                  "a node reads one of its later outputs, which dtrain "
                                  "does not produce");

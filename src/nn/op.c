@@ -18,6 +18,12 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_BINARY] = &dt_binary_op,
     [DT_OP_REDUCE_MEAN] = &dt_reduce_mean_op,
     [DT_OP_ACTIVATION] = &dt_activation_op,
+    [DT_OP_SOFTMAX] = &dt_softmax_op,
+    [DT_OP_LAYERNORM] = &dt_layernorm_op,
+    [DT_OP_MATMUL] = &dt_matmul_op,
+    [DT_OP_SLICE] = &dt_slice_op,
+    [DT_OP_CONCAT_AXIS] = &dt_concat_axis_op,
+    [DT_OP_EXPAND_PARAM] = &dt_expand_param_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 
