@@ -288,7 +288,8 @@ int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
 /* A parameter `name` of per-sample shape dims, broadcast over the batch (ViT's class
  * token: expand(N, -1, -1)); its gradient sums over the batch. Initialised to zeros as
  * torchvision's class token is. The op reads no activation (its `in` is the model's
- * input, which has no gradient). */
+ * input, which has no gradient). Its tensor is [1, dims...] (rank 1 to 3), as
+ * PyTorch's parameter is. */
 int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims);
 
 /* dt_model_alloc (backend.h) puts a built model on a backend; this releases all. */

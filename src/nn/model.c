@@ -780,12 +780,16 @@ int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
 int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims) {
     if (m->n_values < 1 || m->build_failed)
         return build_failf(m, "model %s: expand %s before the input", m->name, name);
-    if (rank > 4)
-        return build_failf(m, "expand %s: a parameter of %d axes (at most 4)", name, rank);
+    if (rank < 1 || rank > 3)
+        return build_failf(m, "expand %s: a parameter of %d axes a sample (1 to 3)", name, rank);
     int out = new_dims(m, rank, dims);
     dt_op *op = new_op(m, DT_OP_EXPAND_PARAM, name, 0, -1, out);
     if (!op) return -1;
-    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ZEROS, 0, rank, dims);
+    /* stored [1, dims...], as PyTorch holds it: the state dict, checkpoints and --save
+     * keep its shape */
+    int shape[4] = {1};
+    for (int d = 0; d < rank; d++) shape[d + 1] = dims[d];
+    op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ZEROS, 0, rank + 1, shape);
     if (m->build_failed) return -1;
     /* a bare parameter (torchvision's `class_token`), not a module's weight */
     snprintf(m->tensors[op->weight].name, sizeof m->tensors[op->weight].name, "%s", name);

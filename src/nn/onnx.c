@@ -178,7 +178,8 @@ static Onnx__ModelProto *load_model(const char *path, dt_error *err) {
 
 /* ------------------------------------------------------------------ the import */
 
-enum { V_ACT = 1, V_CONST = 2 };
+enum { V_ACT = 1, V_CONST = 2, V_SHAPE = 3 };
+enum { MHA_MAX_RANK = 3 };
 
 typedef struct onnx_value {
     const char *name; /* the ONNX name, owned by the proto */
@@ -198,7 +199,22 @@ typedef struct onnx_value {
     /* V_CONST: a Transpose (perm [1, 0]) of the 2-D initializer `tensor`: a MatMul by
      * it is a linear layer whose weight the file holds as dtrain does, [out, in] */
     int transposed_weight;
+    /* V_SHAPE: a value inside nn.MultiheadAttention's export, which dtrain computes
+     * batch-first in ops of its own (import_mha, from node `inside`): only its ONNX
+     * shape is known, axis d of k[d]*N + c[d], for the Shape nodes that read it */
+    const Onnx__NodeProto *inside;
+    int shape_rank;
+    int64_t shape_k[MHA_MAX_RANK], shape_c[MHA_MAX_RANK];
 } onnx_value;
+
+/* What a node import_mha took in must hold once its shape arithmetic is folded: a
+ * Reshape's target (rank axes, k[d]*N + c[d]) or a Slice's bounds (c[0] to c[1] of
+ * the last axis). */
+typedef struct shape_check {
+    size_t node;
+    int rank;
+    int64_t k[MHA_MAX_RANK], c[MHA_MAX_RANK];
+} shape_check;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
 typedef struct pending_copy {
@@ -241,7 +257,9 @@ typedef struct importer {
     unsigned char *folded; /* [n_node]: 1 for a node a pattern before it took (GELU, SiLU) */
     /* per node of the graph: 1 when an earlier node's import took it in (the
      * decomposed LayerNorm's nodes after its first ReduceMean) */
-    unsigned char *fused;
+    unsigned char *fused; /* 2: taken in, and its shape_check to run when reached */
+    shape_check *checks;
+    int n_checks, cap_checks;
 } importer;
 
 static int fail(importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -617,6 +635,13 @@ static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
                   n->input[i]);
         return NULL;
     }
+    if (v->kind == V_SHAPE) {
+        fail_node(im, n,
+                  "its input '%s' is inside the multi-head attention dtrain imports whole "
+                  "from node '%s': only its shape may be read",
+                  n->input[i], v->inside->name ? v->inside->name : "(unnamed)");
+        return NULL;
+    }
     if (v->kind != V_ACT) {
         /* an eval-mode export shares a weight through an Identity of it */
         const int identity = n->op_type && !strcmp(n->op_type, "Identity");
@@ -929,6 +954,8 @@ static int try_fold(importer *im, const Onnx__NodeProto *n) {
         int64_t k[DT_VALUE_MAX_RANK + 1] = {1}, c[DT_VALUE_MAX_RANK + 1] = {0};
         for (int d = 0; d < xv->rank; d++) c[d + 1] = xv->dims[d];
         rc = dt_fold_shape(n, xv->rank + 1, k, c, &out, why, sizeof why);
+    } else if (!strcmp(op, "Shape") && x->kind == V_SHAPE) {
+        rc = dt_fold_shape(n, x->shape_rank, x->shape_k, x->shape_c, &out, why, sizeof why);
     } else if (!strcmp(op, "Shape") && x->kind == V_CONST) {
         /* a constant's shape, a weight's too: its dims, never its (maybe large) data */
         int64_t k[DT_FOLD_MAX_RANK] = {0}, c[DT_FOLD_MAX_RANK] = {0};
@@ -1145,6 +1172,7 @@ static int import_squeeze(importer *im, const Onnx__NodeProto *n, int squeeze) {
 }
 
 /* Transpose with the batch axis first (perm[0] = 0): an op, or a view if the rest stays. */
+static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x);
 static int import_transpose(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
@@ -1160,10 +1188,13 @@ static int import_transpose(importer *im, const Onnx__NodeProto *n) {
     } else {
         for (int i = 0; i < full; i++) perm[i] = full - 1 - i; /* ONNX's default: reversed */
     }
+    if (full == 3 && perm[0] == 1 && perm[1] == 0 && perm[2] == 2)
+        return import_mha(im, n, x); /* nn.MultiheadAttention's export, or refused */
     if (perm[0] != 0)
         return fail_node(im, n,
                          "it moves the batch axis (perm[0] = %d): dtrain keeps the batch axis "
-                         "first",
+                         "first (and imports such a Transpose only as the start of "
+                         "nn.MultiheadAttention's export)",
                          perm[0]);
     int sample_perm[DT_VALUE_MAX_RANK], seen[DT_VALUE_MAX_RANK + 1] = {0};
     for (int i = 1; i < full; i++) {
@@ -1787,7 +1818,7 @@ static int import_expand(importer *im, const Onnx__NodeProto *n) {
                          "its shape '%s' is not [batch, ..] with the axes after the batch's "
                          "constant",
                          n->input[1]);
-    int same = w->n_dims >= 2 && w->n_dims <= 5 && (int)w->n_dims == count && w->dims[0] == 1 &&
+    int same = w->n_dims >= 2 && w->n_dims <= 4 && (int)w->n_dims == count && w->dims[0] == 1 &&
                numel_of(w) > 0;
     for (int d = 1; same && d < count; d++) same = dims[d] == 1 || dims[d] == w->dims[d];
     if (!same)
@@ -2188,6 +2219,404 @@ static int import_decomposed_layernorm(importer *im, const Onnx__NodeProto *n) {
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, im->g->node[mul], op->weight, wv->tensor, 0)) return -1;
     return take(im, last, op->bias, bv->tensor, 0) ? -1 : 1;
+}
+
+/* ------------------------------------------------------------------ multi-head attention */
+
+/* nn.MultiheadAttention (batch_first) exports F.multi_head_attention_forward, which
+ * moves the batch axis: [N, T, E] -> Transpose -> [T, N, E] -> MatMul by in_proj_weight^T,
+ * Add in_proj_bias -> three Slices of E (q, k, v) -> each Reshape [T, N*h, d] -> Transpose
+ * to [N*h, T, d] (k: [N*h, d, T]) -> q / sqrt(d) -> MatMul q k^T -> Softmax -> MatMul by
+ * v -> Transpose [T, N*h, d] -> Reshape [T*N, E] -> Gemm by out_proj -> Reshape
+ * [T, N, E] -> Transpose back to [N, T, E], with shape arithmetic (Shape, Gather, Div,
+ * Concat ...) beside it. dtrain keeps the batch axis first, so the whole subgraph is
+ * taken at its first Transpose and computed batch-first by ops of its own: a linear
+ * layer over the last axis, slices, reshapes, transposes [T, h, d] -> [h, T, d], the
+ * scale, batched matmuls, softmax. The nodes in between are taken in; the values they
+ * make are known only by their ONNX shapes (V_SHAPE), for the Shape nodes that read
+ * them; the targets of the Reshapes and the bounds of the Slices are checked once
+ * their shape arithmetic is folded (check_shapes). */
+
+typedef struct mha_match {
+    importer *im;
+    const Onnx__NodeProto *first;
+} mha_match;
+
+static int mha_differs(const mha_match *a, const Onnx__NodeProto *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int mha_differs(const mha_match *a, const Onnx__NodeProto *n, const char *fmt, ...) {
+    char what[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return fail_node(a->im, n,
+                     "%s, where nn.MultiheadAttention's export (the only Transpose of the batch "
+                     "axis dtrain imports, from node '%s') differs",
+                     what, a->first->name ? a->first->name : "(unnamed)");
+}
+
+/* The nodes reading `name` other than Shape nodes (which read only its shape): how
+ * many, the first `max` of them in idx. */
+static int data_readers(const importer *im, const char *name, long *idx, int max) {
+    int count = 0;
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        if (n->op_type && !strcmp(n->op_type, "Shape")) continue;
+        for (size_t q = 0; q < n->n_input; q++)
+            if (n->input[q] && !strcmp(n->input[q], name)) {
+                if (count < max) idx[count] = (long)i;
+                count++;
+                break;
+            }
+    }
+    return count;
+}
+
+static long producer_of(const importer *im, const char *name) {
+    for (size_t i = 0; i < im->g->n_node; i++) {
+        const Onnx__NodeProto *n = im->g->node[i];
+        for (size_t q = 0; q < n->n_output; q++)
+            if (n->output[q] && !strcmp(n->output[q], name)) return (long)i;
+    }
+    return -1;
+}
+
+static int is_op(const Onnx__NodeProto *n, const char *op) {
+    return n->op_type && !strcmp(n->op_type, op) && default_domain(n);
+}
+
+/* The one node (Shape nodes aside) reading prev's output: an `op` reading it as input
+ * `pos` (-1: any); else -1 after failing. */
+static long mha_next(const mha_match *a, const Onnx__NodeProto *prev, const char *op, int pos) {
+    long idx[2];
+    const char *out = prev->n_output == 1 ? prev->output[0] : NULL;
+    const int count = out ? data_readers(a->im, out, idx, 2) : 0;
+    if (count != 1)
+        return mha_differs(a, prev, "its output is read by %d nodes besides Shape, not by one %s",
+                           count, op);
+    const Onnx__NodeProto *n = a->im->g->node[idx[0]];
+    if (!is_op(n, op) || n->n_output != 1 ||
+        (pos >= 0 && ((size_t)pos >= n->n_input || strcmp(n->input[pos], out))))
+        return mha_differs(a, n, "it reads '%s' where a %s (its input %d) would", out, op, pos);
+    return idx[0];
+}
+
+static int perm_is(const Onnx__NodeProto *n, int rank, const int *want) {
+    const Onnx__AttributeProto *p = attr(n, "perm");
+    if (!p || p->n_ints != (size_t)rank) return 0;
+    for (int i = 0; i < rank; i++)
+        if (p->ints[i] != want[i]) return 0;
+    return 1;
+}
+
+/* An initializer (not a Constant node's value) of the given dims, or NULL. */
+static const Onnx__TensorProto *initializer_of(importer *im, const char *name, int rank,
+                                               const long long *dims) {
+    const onnx_value *v = name ? find_value(im, name) : NULL;
+    const name_slot *s = name ? slot_of(im, name) : NULL;
+    if (!v || v->kind != V_CONST || v->from_constant || !s || !s->is_initializer ||
+        !dims_are(v->tensor, (size_t)rank))
+        return NULL;
+    for (int i = 0; i < rank; i++)
+        if (v->tensor->dims[i] != dims[i]) return NULL;
+    return v->tensor;
+}
+
+static int shape_value(importer *im, const Onnx__NodeProto *first, const Onnx__NodeProto *n,
+                       int rank, const int64_t *k, const int64_t *c) {
+    onnx_value *v = add_value(im, n->output[0], V_SHAPE);
+    if (!v) return -1;
+    v->inside = first;
+    v->shape_rank = rank;
+    for (int d = 0; d < rank; d++) {
+        v->shape_k[d] = k[d];
+        v->shape_c[d] = c[d];
+    }
+    return 0;
+}
+
+static int add_check(importer *im, long node, int rank, const int64_t *k, const int64_t *c) {
+    if (im->n_checks == im->cap_checks) {
+        const int cap = im->cap_checks ? 2 * im->cap_checks : 16;
+        shape_check *grown = realloc(im->checks, (size_t)cap * sizeof *grown);
+        if (!grown) return fail(im, "out of memory");
+        im->checks = grown;
+        im->cap_checks = cap;
+    }
+    shape_check *s = &im->checks[im->n_checks++];
+    memset(s, 0, sizeof *s);
+    s->node = (size_t)node;
+    s->rank = rank;
+    for (int d = 0; d < rank; d++) {
+        s->k[d] = k ? k[d] : 0;
+        s->c[d] = c[d];
+    }
+    im->fused[node] = 2;
+    return 0;
+}
+
+/* Input i of node n folded to `count` integers free of N equal to want[] (axes:
+ * want_alt[] too); 0, or -1 with the reason in why. */
+static int folded_ints_are(importer *im, const Onnx__NodeProto *n, size_t i, const int64_t *want,
+                           const int64_t *want_k, int count, char *why, size_t size) {
+    if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
+        snprintf(why, size, "its input %zu is missing", i);
+        return -1;
+    }
+    dt_fold_tensor tmp;
+    const dt_fold_tensor *t = fold_input(im, n, i, &tmp);
+    if (!t) return -1;
+    int same = dt_fold_is_int(t->elem_type) && t->count == (size_t)count;
+    for (int q = 0; same && q < count; q++)
+        same = t->c[q] == want[q] && t->k[q] == (want_k ? want_k[q] : 0);
+    if (!same) {
+        size_t used = (size_t)snprintf(why, size, "its input '%s' is [", n->input[i]);
+        for (size_t q = 0; dt_fold_is_int(t->elem_type) && q < t->count && q < 8 && used < size;
+             q++) {
+            char form[64];
+            used += (size_t)snprintf(why + used, size - used, "%s%s", q ? ", " : "",
+                                     form_text(t->k[q], t->c[q], form, sizeof form));
+        }
+        if (used < size) used += (size_t)snprintf(why + used, size - used, "], not [");
+        for (int q = 0; q < count && used < size; q++) {
+            char form[64];
+            used += (size_t)snprintf(why + used, size - used, "%s%s", q ? ", " : "",
+                                     form_text(want_k ? want_k[q] : 0, want[q], form, sizeof form));
+        }
+        if (used < size) snprintf(why + used, size - used, "]");
+    }
+    dt_fold_free(&tmp);
+    return same ? 0 : -1;
+}
+
+/* Node i, taken in by import_mha, now that its shape arithmetic is folded: its
+ * Reshape target or Slice bounds as the batch-first ops computed them. */
+static int check_shapes(importer *im, size_t i) {
+    const shape_check *s = NULL;
+    for (int q = 0; q < im->n_checks && !s; q++)
+        if (im->checks[q].node == i) s = &im->checks[q];
+    if (!s) return 0;
+    const Onnx__NodeProto *n = im->g->node[i];
+    char why[300] = "";
+    int rc;
+    if (is_op(n, "Reshape")) {
+        rc = folded_ints_are(im, n, 1, s->c, s->k, s->rank, why, sizeof why);
+    } else {
+        const int64_t start = s->c[0], end = s->c[1], last = -1, alt = 2, one = 1;
+        rc = folded_ints_are(im, n, 1, &start, NULL, 1, why, sizeof why);
+        if (!rc) rc = folded_ints_are(im, n, 2, &end, NULL, 1, why, sizeof why);
+        if (!rc && folded_ints_are(im, n, 3, &last, NULL, 1, why, sizeof why))
+            rc = folded_ints_are(im, n, 3, &alt, NULL, 1, why, sizeof why);
+        if (!rc && n->n_input > 4 && n->input[4] && *n->input[4])
+            rc = folded_ints_are(im, n, 4, &one, NULL, 1, why, sizeof why);
+    }
+    if (rc && !im->failed)
+        return fail_node(im, n, "%s, in the multi-head attention dtrain imports whole", why);
+    return rc ? -1 : 0;
+}
+
+static int built(importer *im, const Onnx__NodeProto *n, int id) {
+    if (id < 0) fail_node(im, n, "%s", im->m->build_error.msg);
+    return id;
+}
+
+/* nn.MultiheadAttention's export from its first Transpose n (perm [1, 0, 2] of an
+ * activation [N, T, E]): 0 imported, -1 failed naming the node where it differs. */
+static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x) {
+    const mha_match a = {im, n};
+    const Onnx__GraphProto *g = im->g;
+    const dt_value xv = im->m->values[x->id];
+    const long long T = xv.dims[0], E = xv.dims[1];
+    static const int swap[] = {1, 0, 2}, to_dt[] = {1, 2, 0}, swap2[] = {1, 0};
+    /* the in-projection: MatMul by the Transpose of in_proj_weight [3E, E], Add its bias */
+    const long mm = mha_next(&a, n, "MatMul", 0);
+    if (mm < 0) return -1;
+    const long wt = producer_of(im, g->node[mm]->input[1]);
+    const long long w_dims[] = {3 * E, E}, b_dims[] = {3 * E};
+    const Onnx__TensorProto *w_in =
+        wt >= 0 && is_op(g->node[wt], "Transpose") && g->node[wt]->n_input == 1 &&
+                (perm_is(g->node[wt], 2, swap2) || !attr(g->node[wt], "perm")) &&
+                readers(im, g->node[mm]->input[1]) == 1
+            ? initializer_of(im, g->node[wt]->input[0], 2, w_dims)
+            : NULL;
+    if (!w_in)
+        return mha_differs(&a, g->node[mm],
+                           "its weight is not the Transpose of an initializer [%lld, %lld] "
+                           "(in_proj_weight) read by it alone",
+                           3 * E, E);
+    const long add = mha_next(&a, g->node[mm], "Add", -1);
+    if (add < 0) return -1;
+    const Onnx__TensorProto *b_in =
+        initializer_of(im, other_input(g->node[add], g->node[mm]->output[0]), 1, b_dims);
+    if (!b_in)
+        return mha_differs(&a, g->node[add], "it does not add an initializer [%lld] (in_proj_bias)",
+                           3 * E);
+    /* q, k, v: three Slices of E, each Reshaped and Transposed; told apart by what reads
+     * them (q is scaled, k transposed [1, 2, 0], v the second MatMul's) */
+    long sl[3], rs[3], tr[3], role[3] = {-1, -1, -1}; /* role: the slice of q, k, v */
+    if (data_readers(im, g->node[add]->output[0], sl, 3) != 3)
+        return mha_differs(&a, g->node[add], "its output is not read by three Slices (q, k, v)");
+    for (int i = 0; i < 3; i++) {
+        const Onnx__NodeProto *s = g->node[sl[i]];
+        if (!is_op(s, "Slice") || strcmp(s->input[0], g->node[add]->output[0]) || s->n_output != 1)
+            return mha_differs(&a, s,
+                               "it reads the in-projection where a Slice of q, k or v would");
+        if ((rs[i] = mha_next(&a, s, "Reshape", 0)) < 0 ||
+            (tr[i] = mha_next(&a, g->node[rs[i]], "Transpose", 0)) < 0)
+            return -1;
+        const Onnx__NodeProto *t = g->node[tr[i]];
+        long after[1];
+        const int r =
+            perm_is(t, 3, to_dt)   ? 1
+            : !perm_is(t, 3, swap) ? -1
+            : data_readers(im, t->output[0], after, 1) == 1 && is_op(g->node[after[0]], "MatMul")
+                ? 2
+                : 0;
+        if (r < 0 || role[r] >= 0)
+            return mha_differs(&a, t,
+                               "it is not the one Transpose of q, k or v (perm [1, 0, 2] "
+                               "for q and v, [1, 2, 0] for k)");
+        role[r] = i;
+    }
+    const long q = role[0], k = role[1], v = role[2];
+    /* the scale: q / sqrt(d), or q * (1 / sqrt(d)); it fixes d and the heads */
+    long scale_node = -1;
+    {
+        long idx[1];
+        if (data_readers(im, g->node[tr[q]]->output[0], idx, 1) == 1) scale_node = idx[0];
+    }
+    const Onnx__NodeProto *sc = scale_node >= 0 ? g->node[scale_node] : NULL;
+    const int divide = sc && is_op(sc, "Div");
+    const char *scale_name = sc && (divide || is_op(sc, "Mul")) && sc->n_input == 2 &&
+                                     !strcmp(sc->input[0], g->node[tr[q]]->output[0])
+                                 ? sc->input[1]
+                                 : NULL;
+    const float sv = scale_name ? scalar_named(im, scale_name) : NAN;
+    const double s2 = divide ? (double)sv * sv : 1.0 / ((double)sv * sv);
+    const long long d = isfinite(sv) && sv > 0 && s2 < (double)MAX_DIM ? llround(s2) : 0;
+    if (!d || E % d || fabs((divide ? sv : 1.0 / sv) - sqrt((double)d)) > 1e-5 * sqrt((double)d))
+        return mha_differs(&a, sc ? sc : g->node[tr[q]],
+                           "q is not scaled by 1 / sqrt(d) of a head size d dividing E = %lld", E);
+    const long long h = E / d;
+    const long mm1 = mha_next(&a, sc, "MatMul", 0);
+    if (mm1 < 0 || mha_next(&a, g->node[tr[k]], "MatMul", 1) != mm1) return -1;
+    const long smx = mha_next(&a, g->node[mm1], "Softmax", 0);
+    if (smx < 0) return -1;
+    const long long sm_axis = attr_int(g->node[smx], "axis", im->opset < 13 ? 1 : -1);
+    if (sm_axis != -1 && sm_axis != 2)
+        return mha_differs(&a, g->node[smx], "its axis is %lld, not the last (-1)", sm_axis);
+    const long mm2 = mha_next(&a, g->node[smx], "MatMul", 0);
+    if (mm2 < 0 || mha_next(&a, g->node[tr[v]], "MatMul", 1) != mm2) return -1;
+    const long back = mha_next(&a, g->node[mm2], "Transpose", 0);
+    if (back < 0) return -1;
+    if (!perm_is(g->node[back], 3, swap))
+        return mha_differs(&a, g->node[back], "its perm is not [1, 0, 2]");
+    const long flat = mha_next(&a, g->node[back], "Reshape", 0);
+    const long gemm = flat < 0 ? -1 : mha_next(&a, g->node[flat], "Gemm", 0);
+    if (gemm < 0) return -1;
+    const Onnx__NodeProto *gn = g->node[gemm];
+    const long long wo_dims[] = {E, E}, bo_dims[] = {E};
+    const Onnx__TensorProto *w_out =
+        gn->n_input == 3 && attr_int(gn, "transB", 0) == 1 && attr_int(gn, "transA", 0) == 0 &&
+                attr_float(gn, "alpha", 1) == 1.0f && attr_float(gn, "beta", 1) == 1.0f
+            ? initializer_of(im, gn->input[1], 2, wo_dims)
+            : NULL;
+    const Onnx__TensorProto *b_out = w_out ? initializer_of(im, gn->input[2], 1, bo_dims) : NULL;
+    if (!b_out)
+        return mha_differs(&a, gn,
+                           "it is not x W^T + b (transB 1, alpha and beta 1) by initializers "
+                           "[%lld, %lld] and [%lld] (out_proj)",
+                           E, E, E);
+    const long unflat = mha_next(&a, gn, "Reshape", 0);
+    const long last = unflat < 0 ? -1 : mha_next(&a, g->node[unflat], "Transpose", 0);
+    if (last < 0) return -1;
+    if (!perm_is(g->node[last], 3, swap))
+        return mha_differs(&a, g->node[last], "its perm is not [1, 0, 2]");
+
+    /* the pattern holds: the ONNX shapes of its values, its nodes taken in, the checks */
+    const int64_t n1[] = {0, 1, 0}, tne[] = {T, 0, E}, tn3e[] = {T, 0, 3 * E};
+    const int64_t nh[] = {0, h, 0}, tnhd[] = {T, 0, d}, hn0[] = {h, 0, 0};
+    const int64_t htd[] = {0, T, d}, hdt[] = {0, d, T}, htt[] = {0, T, T};
+    const int64_t tn[] = {T, 0}, te[] = {0, E};
+    int rc = shape_value(im, n, n, 3, n1, tne) || shape_value(im, n, g->node[mm], 3, n1, tn3e) ||
+             shape_value(im, n, g->node[add], 3, n1, tn3e);
+    for (int i = 0; i < 3 && !rc; i++) {
+        const int is_k = i == (int)k;
+        rc = shape_value(im, n, g->node[sl[i]], 3, n1, tne) ||
+             shape_value(im, n, g->node[rs[i]], 3, nh, tnhd) ||
+             shape_value(im, n, g->node[tr[i]], 3, hn0, is_k ? hdt : htd);
+        const int64_t bounds[] = {(i == (int)q   ? 0
+                                   : i == (int)k ? 1
+                                                 : 2) *
+                                      E,
+                                  (i == (int)q   ? 1
+                                   : i == (int)k ? 2
+                                                 : 3) *
+                                      E};
+        rc = rc || add_check(im, sl[i], 2, NULL, bounds) || add_check(im, rs[i], 3, nh, tnhd);
+    }
+    rc = rc || shape_value(im, n, sc, 3, hn0, htd) ||
+         shape_value(im, n, g->node[mm1], 3, hn0, htt) ||
+         shape_value(im, n, g->node[smx], 3, hn0, htt) ||
+         shape_value(im, n, g->node[mm2], 3, hn0, htd) ||
+         shape_value(im, n, g->node[back], 3, nh, tnhd) ||
+         shape_value(im, n, g->node[flat], 2, tn, te) || shape_value(im, n, gn, 2, tn, te) ||
+         shape_value(im, n, g->node[unflat], 3, n1, tne) || add_check(im, flat, 2, tn, te) ||
+         add_check(im, unflat, 3, n1, tne);
+    if (rc) return -1;
+    const long taken[] = {mm,   add,  scale_node, mm1,   smx,   mm2,
+                          back, gemm, last,       tr[0], tr[1], tr[2]};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++)
+        if (taken[i] > (long)im->node_index)
+            im->fused[taken[i]] = 1;
+        else
+            return mha_differs(&a, g->node[taken[i]], "it comes before the attention's start");
+    if (wt > (long)im->node_index)
+        im->fused[wt] = 1;
+    else if (wt >= 0 && !find_value(im, g->node[wt]->output[0]))
+        return mha_differs(&a, g->node[wt], "it is not imported before the attention's start");
+
+    /* batch-first: x [T, E] -> qkv [T, 3E] -> q, k, v [T, E] -> [T, h, d] -> [h, T, d] */
+    dt_model *m = im->m;
+    char name[80];
+    const char *wn = w_in->name;
+    const size_t wl = strlen(wn), tail = strlen("_weight");
+    if (wl > tail && !strcmp(wn + wl - tail, "_weight") && wl - tail < sizeof name)
+        snprintf(name, sizeof name, "%.*s", (int)(wl - tail), wn);
+    else
+        snprintf(name, sizeof name, "%s", n->name && *n->name ? n->name : "attention");
+    const int qkv =
+        built(im, g->node[mm], dt_model_linear_last_axis(m, name, x->id, (int)(3 * E), 1));
+    if (qkv < 0) return -1;
+    const dt_op *in_op = &m->ops[m->n_ops - 1];
+    if (take(im, g->node[mm], in_op->weight, w_in, 0) ||
+        take(im, g->node[add], in_op->bias, b_in, 0))
+        return -1;
+    int heads[3];
+    const int dims3[] = {(int)T, (int)h, (int)d};
+    for (int i = 0; i < 3; i++) {
+        const int start = (i == (int)q ? 0 : i == (int)k ? 1 : 2) * (int)E;
+        int y = built(im, g->node[sl[i]], dt_model_slice(m, qkv, 1, start, (int)E, 1, 1));
+        if (y >= 0) y = built(im, g->node[rs[i]], dt_model_reshape(m, y, 3, dims3));
+        if (y >= 0)
+            y = built(im, g->node[tr[i]], dt_model_transpose(m, y, i == (int)k ? to_dt : swap));
+        if (y < 0) return -1;
+        heads[i] = y;
+    }
+    int y = built(im, sc,
+                  dt_model_binary_scalar(m, divide ? DT_BINARY_DIV : DT_BINARY_MUL, heads[q], sv));
+    if (y >= 0) y = built(im, g->node[mm1], dt_model_matmul(m, y, heads[k]));
+    if (y >= 0) y = built(im, g->node[smx], dt_model_softmax(m, y, 2, 0, 0));
+    if (y >= 0) y = built(im, g->node[mm2], dt_model_matmul(m, y, heads[v]));
+    if (y >= 0) y = built(im, g->node[back], dt_model_transpose(m, y, swap));
+    const int dims2[] = {(int)T, (int)E};
+    if (y >= 0) y = built(im, g->node[flat], dt_model_reshape(m, y, 2, dims2));
+    if (y < 0) return -1;
+    op_name(gn, w_out, name, sizeof name);
+    if (set_output(im, g->node[last], dt_model_linear_last_axis(m, name, y, (int)E, 1))) return -1;
+    const dt_op *out_op = &m->ops[m->n_ops - 1];
+    return take(im, gn, out_op->weight, w_out, 0) || take(im, gn, out_op->bias, b_out, 0) ? -1 : 0;
 }
 
 /* The first opset whose version of an operator is the one imported here (ONNX's
@@ -2630,6 +3059,7 @@ static void importer_free(importer *im) {
     }
     free(im->folded);
     free(im->fused);
+    free(im->checks);
     free(im->slots);
     free(im->storage_readers);
     free(im->values);
@@ -2697,6 +3127,7 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     if (!(im->fused = calloc(g->n_node + 1, 1))) return fail(im, "out of memory");
     for (size_t i = 0; i < g->n_node && !im->failed; i++) {
         const Onnx__NodeProto *n = g->node[i];
+        if (im->fused[i] == 2 && check_shapes(im, i)) return -1;
         if (im->folded[i] || im->fused[i]) continue; /* imported with an earlier node */
         im->node_index = i;
         if (import_node(im, n)) return -1;
