@@ -213,39 +213,34 @@ static void test_matmul_matches_loops(void **state) {
  * (its layer_norm refuses bf16 input with float weights), so there is no autocast
  * reference to hold bf16 to; the bounds are bf16's own resolution: a stored value
  * carries a relative error up to 2^-9, and a step of a dozen ops compounds it. */
-static void test_attention_export_bf16_within_bf16_resolution(void **state) {
-    (void)state;
-    if (!dt_cpu_has_bf16()) {
-        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
-        skip();
-    }
+/* The first step of fixture tests/fixtures/onnx/NAME.onnx in fp32 and in bf16 against
+ * PyTorch's float64: the loss's relative error and the whole gradient's, [0] fp32. */
+static void export_step_errors(const char *name, int n, double loss_err[2], double grad_err[2]) {
     const char *dir = getenv("DT_FIXTURES");
     char onnx[512], fixture[600];
-    snprintf(onnx, sizeof onnx, "%s/onnx/attention_tokens_op17.onnx", dir ? dir : "tests/fixtures");
+    snprintf(onnx, sizeof onnx, "%s/onnx/%s.onnx", dir ? dir : "tests/fixtures", name);
     snprintf(fixture, sizeof fixture, "%s.safetensors", onnx);
     dt_error err;
     dt_safetensors st;
     if (dt_safetensors_read(&st, fixture, &err)) fail_msg("%s", err.msg);
-    enum { N = 4 };
-    double loss_err[2], grad_err[2];
+    int32_t *labels = test_alloc(sizeof(int32_t) * (size_t)n);
     for (int bf16 = 0; bf16 < 2; bf16++) {
         dt_model_spec spec;
         dt_model m;
         if (dt_zoo_spec_of(&spec, onnx, &err) || dt_zoo_build(&m, &spec, &err))
             fail_msg("%s", err.msg);
         m.precision = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32;
-        if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+        if (dt_model_alloc(&m, n, &err)) fail_msg("%s", err.msg);
         dt_model_init_params(&m, 0); /* the export's weights: the fixture's initial state */
         const dt_st_tensor *x = dt_safetensors_find(&st, "input1");
         assert_non_null(x);
-        assert_int_equal(x->numel, dt_model_input_floats_per_sample(&m) * N);
+        assert_int_equal(x->numel, dt_model_input_floats_per_sample(&m) * (size_t)n);
         memcpy(dt_model_input_data(&m), x->data, x->bytes);
-        int32_t labels[N];
-        if (dt_safetensors_get_i32(&st, "labels1", N, labels, &err)) fail_msg("%s", err.msg);
+        if (dt_safetensors_get_i32(&st, "labels1", n, labels, &err)) fail_msg("%s", err.msg);
         dt_model_zero_grad(&m);
-        dt_model_forward(&m, N);
-        const double loss = dt_model_loss(&m, labels, N, NULL);
-        dt_model_backward(&m, labels, N);
+        dt_model_forward(&m, n);
+        const double loss = dt_model_loss(&m, labels, n, NULL);
+        dt_model_backward(&m, labels, n);
         float want_loss;
         const int one[1] = {1};
         if (dt_safetensors_get_f32(&st, "loss1", 1, one, &want_loss, &err)) fail_msg("%s", err.msg);
@@ -262,14 +257,43 @@ static void test_attention_export_bf16_within_bf16_resolution(void **state) {
         free(want);
         dt_model_free(&m);
     }
-    print_message("attention_tokens_op17 against float64: loss error fp32 %.2e, bf16 %.2e; whole "
-                  "gradient fp32 %.2e, bf16 %.2e\n",
-                  loss_err[0], loss_err[1], grad_err[0], grad_err[1]);
+    free(labels);
+    dt_safetensors_free(&st);
+    print_message("%s against float64: loss error fp32 %.2e, bf16 %.2e; whole gradient fp32 "
+                  "%.2e, bf16 %.2e\n",
+                  name, loss_err[0], loss_err[1], grad_err[0], grad_err[1]);
+}
+
+static void test_attention_export_bf16_within_bf16_resolution(void **state) {
+    (void)state;
+    if (!dt_cpu_has_bf16()) {
+        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
+        skip();
+    }
+    double loss_err[2], grad_err[2];
+    export_step_errors("attention_tokens_op17", 4, loss_err, grad_err);
     assert_true(loss_err[0] < 1e-6 && grad_err[0] < 1e-4);
     assert_true(grad_err[1] > 10.0 * grad_err[0]); /* bf16 ran */
     assert_true(loss_err[1] < 1e-2);
     assert_true(grad_err[1] < 5e-2);
-    dt_safetensors_free(&st);
+}
+
+/* torchvision's VisionTransformer (the vit fixture: 4 encoder layers of
+ * nn.MultiheadAttention, LayerNorm, GELU) the same way: no autocast reference exists
+ * for it either (PyTorch 1.13's CPU autocast fails on its LayerNorm); the bounds are
+ * bf16's resolution compounded over its 4 layers. */
+static void test_vit_export_bf16_within_bf16_resolution(void **state) {
+    (void)state;
+    if (!dt_cpu_has_bf16()) {
+        print_message("skipped: this CPU (%s) has no bf16 instructions\n", dt_cpu_isa_name());
+        skip();
+    }
+    double loss_err[2], grad_err[2];
+    export_step_errors("vit", 4, loss_err, grad_err);
+    assert_true(loss_err[0] < 1e-6 && grad_err[0] < 1e-4);
+    assert_true(grad_err[1] > 10.0 * grad_err[0]); /* bf16 ran */
+    assert_true(loss_err[1] < 1e-2);
+    assert_true(grad_err[1] < 1e-1);
 }
 
 /* The bf16 kernel's oneDNN batched matmul against the loop (bf16 operands widened, an
@@ -362,7 +386,8 @@ static void test_relu_dropout_add_keep_any_rank(void **state) {
     dt_model_init_empty(&m, "ranks", 4);
     const int t = dt_model_input_dims(&m, 2, dims);
     assert_true(dt_model_conv2d(&m, "conv", t, 4, 1, 1, 0, 1) < 0);
-    assert_non_null(strstr(m.build_error.msg, "conv2d takes an image [C, H, W], not a value of rank 2"));
+    assert_non_null(
+        strstr(m.build_error.msg, "conv2d takes an image [C, H, W], not a value of rank 2"));
     dt_model_free(&m);
     dt_model_init_empty(&m, "ranks", 4);
     const int u = dt_model_input_dims(&m, 2, dims);
@@ -381,6 +406,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_batched_matmul_matches_the_loop),
         cmocka_unit_test(test_relu_dropout_add_keep_any_rank),
         cmocka_unit_test(test_attention_export_bf16_within_bf16_resolution),
+        cmocka_unit_test(test_vit_export_bf16_within_bf16_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
