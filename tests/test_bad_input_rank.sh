@@ -108,7 +108,7 @@ expect "Flatten at axis 2 of [N, 16, 8, 8]" \
     "dtrain models: flatten2.onnx: node 'flat2' (Flatten): Flatten at axis 2 merges the batch axis with the 16 after it: dtrain keeps the batch axis first and whole" \
     "" "$DTRAIN" models flatten2.onnx
 expect "a Transpose moving the batch axis" \
-    "dtrain models: transpose.onnx: node 'swap' (Transpose): it moves the batch axis (perm[0] = 1): dtrain keeps the batch axis first" \
+    "dtrain models: transpose.onnx: node 'swap' (Transpose): it moves the batch axis (perm[0] = 1): dtrain keeps the batch axis first (and imports such a Transpose only as the start of nn.MultiheadAttention's export)" \
     "" "$DTRAIN" models transpose.onnx
 expect "a Transpose whose perm is no permutation" \
     "dtrain models: notperm.onnx: node 'twice' (Transpose): its perm is not a permutation of its 4 axes" \
