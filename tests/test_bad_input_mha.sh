@@ -98,7 +98,7 @@ expect "an intermediate read outside the attention" \
     "dtrain models: second_reader.onnx: node '$L/Softmax' (Softmax): its output is read by 2 nodes besides Shape, not by one MatMul, $MHA" \
     "" "$DTRAIN" models second_reader.onnx
 expect "a Transpose of the batch axis that starts no attention" \
-    "dtrain models: lone.onnx: node 'relu' (Relu): it reads 't' where a MatMul (its input 0) would, where nn.MultiheadAttention's export (the only Transpose of the batch axis dtrain imports, from node 'swap') differs" \
+    "dtrain models: lone.onnx: node 'swap' (Transpose): it moves the batch axis (perm [1, 0, 2]): dtrain keeps the batch axis first, and takes such a Transpose only as the start of nn.MultiheadAttention's export, read by its in-projection MatMul alone (here by 1 node besides Shape, a Relu)" \
     "" "$DTRAIN" models lone.onnx
 expect "training on an altered attention is refused before any work" \
     "dtrain train: scale.onnx: node '$L/Div_2' (Div): q is not scaled by 1 / sqrt(d) of a head size d dividing E = 96, $MHA" \

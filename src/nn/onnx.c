@@ -2429,6 +2429,19 @@ static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x) {
     const dt_value xv = im->m->values[x->id];
     const long long T = xv.dims[0], E = xv.dims[1];
     static const int swap[] = {1, 0, 2}, to_dt[] = {1, 2, 0}, swap2[] = {1, 0};
+    /* a batch Transpose that starts no attention is refused as one: its reader not the
+     * in-projection's MatMul */
+    long first_reader[1];
+    const int n_readers = data_readers(im, n->output[0], first_reader, 1);
+    const Onnx__NodeProto *r0 = n_readers == 1 ? g->node[first_reader[0]] : NULL;
+    if (!r0 || !is_op(r0, "MatMul") || r0->n_input != 2 || strcmp(r0->input[0], n->output[0]))
+        return fail_node(im, n,
+                         "it moves the batch axis (perm [1, 0, 2]): dtrain keeps the batch axis "
+                         "first, and takes such a Transpose only as the start of "
+                         "nn.MultiheadAttention's export, read by its in-projection MatMul alone "
+                         "(here by %d node%s besides Shape%s%s)",
+                         n_readers, n_readers == 1 ? "" : "s", r0 ? ", a " : "",
+                         r0 && r0->op_type ? r0->op_type : "");
     /* the in-projection: MatMul by the Transpose of in_proj_weight [3E, E], Add its bias */
     const long mm = mha_next(&a, n, "MatMul", 0);
     if (mm < 0) return -1;
