@@ -2426,7 +2426,9 @@ static int built(importer *im, const Onnx__NodeProto *n, int id) {
 static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x) {
     const mha_match a = {im, n};
     const Onnx__GraphProto *g = im->g;
-    const dt_value xv = im->m->values[x->id];
+    /* x points into im->values, which the V_SHAPE values below may move */
+    const int x_id = x->id;
+    const dt_value xv = im->m->values[x_id];
     const long long T = xv.dims[0], E = xv.dims[1];
     static const int swap[] = {1, 0, 2}, to_dt[] = {1, 2, 0}, swap2[] = {1, 0};
     /* a batch Transpose that starts no attention is refused as one: its reader not the
@@ -2600,7 +2602,7 @@ static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x) {
     else
         snprintf(name, sizeof name, "%s", n->name && *n->name ? n->name : "attention");
     const int qkv =
-        built(im, g->node[mm], dt_model_linear_last_axis(m, name, x->id, (int)(3 * E), 1));
+        built(im, g->node[mm], dt_model_linear_last_axis(m, name, x_id, (int)(3 * E), 1));
     if (qkv < 0) return -1;
     const dt_op *in_op = &m->ops[m->n_ops - 1];
     if (take(im, g->node[mm], in_op->weight, w_in, 0) ||
