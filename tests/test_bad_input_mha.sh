@@ -62,6 +62,7 @@ def probe(m):  # a second reader of the attention's probabilities
 
 
 case("second_reader", probe)
+case("matmul_arity", lambda m: node(m, "MatMul_1").input.append(node(m, "MatMul_1").input[1]))
 
 # a Transpose of the batch axis that starts no attention: [N, 3, 64] -> [3, N, 64] -> Relu
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
@@ -97,6 +98,9 @@ expect "q, k, v slices of other bounds" \
 expect "an intermediate read outside the attention" \
     "dtrain models: second_reader.onnx: node '$L/Softmax' (Softmax): its output is read by 2 nodes besides Shape, not by one MatMul, $MHA" \
     "" "$DTRAIN" models second_reader.onnx
+expect "a node taken in with more inputs than its operator has" \
+    "dtrain models: matmul_arity.onnx: node '$L/MatMul_1' (MatMul): 3 inputs (a MatMul takes 2), $MHA" \
+    "" "$DTRAIN" models matmul_arity.onnx
 expect "a Transpose of the batch axis that starts no attention" \
     "dtrain models: lone.onnx: node 'swap' (Transpose): it moves the batch axis (perm [1, 0, 2]): dtrain keeps the batch axis first, and takes such a Transpose only as the start of nn.MultiheadAttention's export, read by its in-projection MatMul alone (here by 1 node besides Shape, a Relu)" \
     "" "$DTRAIN" models lone.onnx

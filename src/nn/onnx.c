@@ -2296,6 +2296,13 @@ static long mha_next(const mha_match *a, const Onnx__NodeProto *prev, const char
         return mha_differs(a, prev, "its output is read by %d nodes besides Shape, not by one %s",
                            count, op);
     const Onnx__NodeProto *n = a->im->g->node[idx[0]];
+    /* the nodes taken in skip import_node's arity check: their input counts here */
+    const size_t ins = n->n_input;
+    const size_t want = !strcmp(op, "Transpose") || !strcmp(op, "Softmax") ? 1
+                        : !strcmp(op, "Gemm")                              ? 3
+                                                                           : 2;
+    if (is_op(n, op) && ins != want)
+        return mha_differs(a, n, "%zu inputs (a %s takes %zu)", ins, op, want);
     if (!is_op(n, op) || n->n_output != 1 ||
         (pos >= 0 && ((size_t)pos >= n->n_input || strcmp(n->input[pos], out))))
         return mha_differs(a, n, "it reads '%s' where a %s (its input %d) would", out, op, pos);
@@ -2474,7 +2481,8 @@ static int import_mha(importer *im, const Onnx__NodeProto *n, onnx_value *x) {
         return mha_differs(&a, g->node[add], "its output is not read by three Slices (q, k, v)");
     for (int i = 0; i < 3; i++) {
         const Onnx__NodeProto *s = g->node[sl[i]];
-        if (!is_op(s, "Slice") || strcmp(s->input[0], g->node[add]->output[0]) || s->n_output != 1)
+        if (!is_op(s, "Slice") || s->n_input < 3 || s->n_input > 5 ||
+            strcmp(s->input[0], g->node[add]->output[0]) || s->n_output != 1)
             return mha_differs(&a, s,
                                "it reads the in-projection where a Slice of q, k or v would");
         if ((rs[i] = mha_next(&a, s, "Reshape", 0)) < 0 ||
