@@ -10,8 +10,10 @@
 
 #include <cmocka.h>
 
+#include "core/cpu_isa.h"
 #include "core/rng.h"
 #include "dtrain/backend.h"
+#include "dtrain/dtype.h"
 #include "dtrain/zoo.h"
 #include "testutil.h"
 
@@ -169,6 +171,97 @@ static void test_graph_hash_ignores_memory_plan(void **state) {
     dt_model_free(&m);
 }
 
+/* Every zoo model's graph hash as it was before issue 41 generalised the ops (kernel
+ * shapes, pads, BatchNorm's momentum, concat's inputs): checkpoints of these models
+ * written before still resume. Measured at commit dbf2eee. */
+static void test_graph_hash_of_zoo_models_unchanged(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        uint64_t hash;
+    } pinned[] = {
+        {"logreg", 0x2b010b01e9dae212ULL},      {"mlp", 0xb474b4eafb715682ULL},
+        {"lenet5", 0xff0908f5cd63fe70ULL},      {"resnet18", 0xa6daa9e66c6013c0ULL},
+        {"lenet_cifar", 0xdb80bfcbd3cb73baULL}, {"resnet20", 0x5069eebe629a1526ULL},
+        {"resnet32", 0x2761d8aa80535d89ULL},    {"resnet44", 0x5fc707b52aaa696aULL},
+        {"resnet56", 0xd860ab8861cb8127ULL},    {"alexnet", 0x21aa113b53bdd614ULL},
+        {"vgg16", 0xbf2ff07adc8493aaULL},       {"vgg16_bn", 0x74e542163606d80cULL},
+        {"resnet50", 0xfb10051f7f4e9428ULL},    {"googlenet", 0x7beceffaf5930da6ULL},
+    };
+    for (size_t i = 0; i < sizeof pinned / sizeof *pinned; i++) {
+        dt_model_spec spec;
+        dt_model m;
+        dt_error err;
+        assert_int_equal(dt_zoo_default_spec(&spec, pinned[i].name), 0);
+        if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+        if (dt_model_graph_hash(&m) != pinned[i].hash)
+            fail_msg("%s: graph hash %016llx, was %016llx", pinned[i].name,
+                     (unsigned long long)dt_model_graph_hash(&m),
+                     (unsigned long long)pinned[i].hash);
+        dt_model_free(&m);
+    }
+}
+
+/* BatchNorm with PyTorch's momentum 0.01 (MobileNetV3, MNASNet): one training forward
+ * moves the running statistics 1% of the way to the batch's (the unbiased variance), in
+ * fp32 and in bf16; a momentum other than 0.1 changes the graph hash. */
+static void check_bn_momentum(dt_precision precision) {
+    enum { N = 4, C = 16, H = 5, W = 2 };
+    const float momentum = 0.01f;
+    dt_model m;
+    dt_error err;
+    dt_model_init_empty(&m, "bn_momentum", 2);
+    int x = dt_model_input(&m, C, H, W);
+    const int conv = dt_model_conv2d(&m, "conv", x, C, 1, 1, 0, 0); /* bf16 out under bf16 */
+    x = dt_model_batchnorm2d_momentum(&m, "bn", conv, 1e-5f, momentum);
+    x = dt_model_linear(&m, "fc", dt_model_flatten(&m, x), 2);
+    assert_true(x >= 0);
+    m.precision = precision;
+    m.plain_layouts = 1;
+    if (dt_model_alloc(&m, N, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(dt_model_value_dtype(&m, conv),
+                     precision == DT_PRECISION_BF16 ? DT_BF16 : DT_F32);
+    dt_model_init_params(&m, 1);
+    fill_uniform(dt_model_input_data(&m), (size_t)N * C * H * W, 5, -2, 3);
+    dt_model_forward(&m, N);
+    double want_mean[C], want_var[C];
+    const void *bn_in = dt_model_value_ptr(&m, conv);
+    for (int c = 0; c < C; c++) {
+        double s = 0, s2 = 0, v[N * H * W];
+        for (int n = 0; n < N; n++)
+            for (int p = 0; p < H * W; p++) {
+                const size_t i = ((size_t)n * C + c) * H * W + p;
+                v[n * H * W + p] = precision == DT_PRECISION_BF16
+                                       ? dt_bf16_to_f32(((const uint16_t *)bn_in)[i])
+                                       : ((const float *)bn_in)[i];
+                s += v[n * H * W + p];
+            }
+        const double mean = s / (N * H * W);
+        for (int i = 0; i < N * H * W; i++) s2 += (v[i] - mean) * (v[i] - mean);
+        want_mean[c] = momentum * mean;                                         /* from 0 */
+        want_var[c] = (1.0 - momentum) * 1.0 + momentum * s2 / (N * H * W - 1); /* from 1 */
+    }
+    const float *rm = dt_model_tensor_data(&m, dt_model_find_tensor(&m, "bn.running_mean"));
+    const float *rv = dt_model_tensor_data(&m, dt_model_find_tensor(&m, "bn.running_var"));
+    for (int c = 0; c < C; c++) {
+        assert_float_equal(rm[c], want_mean[c], 1e-6);
+        assert_float_equal(rv[c], want_var[c], 1e-6);
+    }
+    const uint64_t h = dt_model_graph_hash(&m);
+    m.ops[1].momentum = 0.1f;
+    assert_true(dt_model_graph_hash(&m) != h);
+    dt_model_free(&m);
+}
+
+static void test_batchnorm_momentum_updates_running_stats(void **state) {
+    (void)state;
+    check_bn_momentum(DT_PRECISION_FP32);
+    if (dt_cpu_has_bf16())
+        check_bn_momentum(DT_PRECISION_BF16);
+    else
+        print_message("bf16 not checked: no AVX512-BF16 or AMX here\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logreg_grad_matches_fd),
@@ -179,6 +272,8 @@ int main(void) {
         cmocka_unit_test(test_resnet20_grad_matches_fd),
         cmocka_unit_test(test_alexnet_grad_matches_fd),
         cmocka_unit_test(test_graph_hash_ignores_memory_plan),
+        cmocka_unit_test(test_graph_hash_of_zoo_models_unchanged),
+        cmocka_unit_test(test_batchnorm_momentum_updates_running_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

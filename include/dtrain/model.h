@@ -106,10 +106,12 @@ typedef struct dt_op {
     int n_ins;
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
     int kernel, stride, pad;
-    int dilation, groups;        /* conv2d: 1 and 1 for a plain convolution */
-    int ceil_mode;               /* maxpool: PyTorch's ceil_mode */
-    float eps;                   /* batchnorm: added to the variance */
-    float p;                     /* dropout: the probability of zeroing an element */
+    int dilation, groups; /* conv2d: 1 and 1 for a plain convolution */
+    int ceil_mode;        /* maxpool: PyTorch's ceil_mode */
+    float eps;            /* batchnorm: added to the variance */
+    float momentum;       /* batchnorm: PyTorch's momentum, the batch statistics' weight in the
+                             running ones (0.1; ONNX's momentum is 1 minus it) */
+    float p;              /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */
@@ -181,6 +183,9 @@ int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, in
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
+/* BatchNorm2d(eps=eps, momentum=momentum) as PyTorch: running = (1 - momentum) * running
+ * + momentum * batch statistic; 0 <= momentum <= 1. */
+int dt_model_batchnorm2d_momentum(dt_model *m, const char *name, int in, float eps, float momentum);
 int dt_model_relu(dt_model *m, int in); /* in place */
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
 /* PyTorch's MaxPool2d(kernel, stride, padding, ceil_mode): padding counts as -inf,

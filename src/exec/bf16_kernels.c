@@ -158,10 +158,11 @@ static int bn_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
 static void bn_forward(dt_model *m, dt_op *op, int n) {
     bn_state *st = op->state;
     if (m->training) {
-        dt_bf16_batchnorm_forward_train(
-            st->plan, n, data16(m, op->out), st->mean, st->invstd,
-            dt_model_param(m, op->running_mean), dt_model_param(m, op->running_var),
-            data16(m, op->in), dt_model_param(m, op->weight), dt_model_param(m, op->bias), 0.1f);
+        dt_bf16_batchnorm_forward_train(st->plan, n, data16(m, op->out), st->mean, st->invstd,
+                                        dt_model_param(m, op->running_mean),
+                                        dt_model_param(m, op->running_var), data16(m, op->in),
+                                        dt_model_param(m, op->weight), dt_model_param(m, op->bias),
+                                        op->momentum);
         op->num_batches_tracked++;
     } else {
         dt_bf16_batchnorm_forward_eval(st->plan, n, data16(m, op->out), data16(m, op->in),

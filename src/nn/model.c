@@ -227,13 +227,22 @@ int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
 }
 
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
+    return dt_model_batchnorm2d_momentum(m, name, in, eps, 0.1f);
+}
+
+int dt_model_batchnorm2d_momentum(dt_model *m, const char *name, int in, float eps,
+                                  float momentum) {
     if (!valid_value(m, in)) return -1;
     if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
+    if (!(momentum >= 0.0f && momentum <= 1.0f))
+        return build_failf(m, "batchnorm2d %s: momentum %g is not in [0, 1]", name,
+                           (double)momentum);
     dt_value x = m->values[in];
     int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
     dt_op *op = new_op(m, DT_OP_BATCHNORM2D, name, in, -1, out);
     if (!op) return -1;
     op->eps = eps;
+    op->momentum = momentum;
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, 1, &x.c);
     op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, 1, &x.c);
     op->running_mean = new_tensor(m, name, "running_mean", 0, DT_INIT_ZEROS, 0, 1, &x.c);
@@ -455,6 +464,9 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) hash_int(&g, fields[k]);
         hash_float(&g, op->eps);
         hash_float(&g, op->p);
+        /* attributes added later hash only where they differ from what every op had
+         * before them: older checkpoints' graphs keep their hash */
+        if (op->kind == DT_OP_BATCHNORM2D && op->momentum != 0.1f) hash_float(&g, op->momentum);
     }
     return g.h;
 }

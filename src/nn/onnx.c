@@ -797,17 +797,20 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
             return fail_node(im, n,
                              "its scale, bias, mean and variance must each have one "
                              "value per channel");
-    /* ONNX's momentum is the running average's weight on the old value: PyTorch's 0.1
-     * exports as 0.9, the one dtrain's BatchNorm uses */
-    const float momentum = attr_float(n, "momentum", 0.9f);
-    if (momentum < 0.8999f || momentum > 0.9001f)
-        return fail_node(im, n, "momentum other than 0.9 (PyTorch's 0.1) is not supported");
+    /* ONNX's momentum is the running average's weight on the old value, PyTorch's the
+     * batch's: torch's 0.1 exports as 0.9f, 0.01 as 0.99f, MNASNet's 0.0003 as 0.9997f.
+     * 1 - the float is rounded to 6 decimals (the float's error near 1 is 3e-8), so those
+     * read back as torch's own 0.1f, 0.01f and 0.0003f. */
+    const float onnx_momentum = attr_float(n, "momentum", 0.9f);
+    if (!(onnx_momentum >= 0.0f && onnx_momentum <= 1.0f))
+        return fail_node(im, n, "its momentum %g is not in [0, 1]", (double)onnx_momentum);
+    const float momentum = (float)(round((1.0 - (double)onnx_momentum) * 1e6) / 1e6);
     const float eps = attr_float(n, "epsilon", 1e-5f);
     if (!(isfinite(eps) && eps > 0.0f))
         return fail_node(im, n, "its epsilon %g is not a positive finite number", (double)eps);
     char name[80];
     op_name(n, t[0], name, sizeof name);
-    const int y = dt_model_batchnorm2d_eps(im->m, name, x->id, eps);
+    const int y = dt_model_batchnorm2d_momentum(im->m, name, x->id, eps, momentum);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     const int entries[4] = {op->weight, op->bias, op->running_mean, op->running_var};
