@@ -535,6 +535,30 @@ static void test_concat_matches_f32(void **state) {
     free(y), free(yh);
 }
 
+/* One input's part of a concat along an inner axis (outer 6, the axis 7 long, the input
+ * rows 2..4 of it, inner 4), as the op runs any axis and any count of inputs. */
+static void test_concat_part_matches_f32(void **state) {
+    (void)state;
+    const size_t outer = 6, inner = 4;
+    const int total = 7, offset = 2, size = 3;
+    const size_t in_n = outer * size * inner, out_n = outer * total * inner;
+    float *x = bf16_valued(in_n, 90, -1, 1), *y = bf16_valued(out_n, 91, -1, 1);
+    uint16_t *xh = to_bf16(x, in_n), *yh = to_bf16(y, out_n);
+    dt_concat_part_forward(y, x, outer, total, offset, size, inner);
+    dt_bf16_concat_part_forward(yh, xh, outer, total, offset, size, inner);
+    expect_rounded(yh, y, out_n, "concat part forward"); /* the other rows untouched alike */
+    for (int add = 0; add < 2; add++) {
+        float *dx = bf16_valued(in_n, 92, -1, 1);
+        uint16_t *dxh = to_bf16(dx, in_n);
+        if (!add) memset(dx, 0, sizeof(float) * in_n);
+        dt_concat_part_backward(dx, y, outer, total, offset, size, inner);
+        dt_bf16_concat_part_backward(dxh, yh, outer, total, offset, size, inner, add);
+        expect_rounded(dxh, dx, in_n, "concat part backward");
+        free(dx), free(dxh);
+    }
+    free(x), free(y), free(xh), free(yh);
+}
+
 static void test_shortcut_pad_matches_f32(void **state) {
     (void)state;
     const int n = 2, c_in = 3, h = 7, w = 6, c_out = 8, pad_lo = 2, stride = 2;
@@ -743,6 +767,7 @@ int main(void) {
         cmocka_unit_test(test_adaptive_avgpool_matches_f32),
         cmocka_unit_test(test_dropout_drops_what_f32_drops),
         cmocka_unit_test(test_concat_matches_f32),
+        cmocka_unit_test(test_concat_part_matches_f32),
         cmocka_unit_test(test_shortcut_pad_matches_f32),
     };
     const struct CMUnitTest dnnl[] = {

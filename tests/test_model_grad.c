@@ -26,16 +26,12 @@ static double loss_at(dt_model *m, const float *x, const int32_t *labels, int n)
     return dt_model_loss(m, labels, n, NULL);
 }
 
-/* side > 0: a side x side input (10 classes) instead of the model's default. */
-static void check_model_at(const char *name, int width, int side, int batch, float eps,
-                           double tol) {
-    dt_model_spec spec;
-    dt_model m;
+/* Probes a built model (10 classes or fewer) on `batch` random samples, then frees it. */
+static void check_built(dt_model *m_, const char *name, int width, int batch, float eps,
+                        double tol) {
+    dt_model m = *m_;
     dt_error err;
-    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
-    if (width) spec.width = width;
-    if (side) spec.in_h = spec.in_w = side, spec.classes = 10;
-    if (dt_zoo_build(&m, &spec, &err) || dt_model_alloc(&m, batch, &err)) fail_msg("%s", err.msg);
+    if (dt_model_alloc(&m, batch, &err)) fail_msg("%s", err.msg);
     m.dropout_seed = 5;
     dt_model_init_params(&m, 7);
     size_t nx = dt_model_input_floats_per_sample(&m) * batch;
@@ -43,7 +39,7 @@ static void check_model_at(const char *name, int width, int side, int batch, flo
     int32_t labels[16];
     dt_rng rng = dt_rng_make(3, 3);
     for (size_t i = 0; i < nx; i++) x[i] = dt_rng_normal(&rng);
-    for (int i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, 10);
+    for (int i = 0; i < batch; i++) labels[i] = (int32_t)dt_rng_below(&rng, m.classes);
 
     dt_model_zero_grad(&m);
     loss_at(&m, x, labels, batch);
@@ -88,6 +84,19 @@ static void check_model_at(const char *name, int width, int side, int batch, flo
     free(analytic);
     free(numeric);
     dt_model_free(&m);
+}
+
+/* side > 0: a side x side input (10 classes) instead of the model's default. */
+static void check_model_at(const char *name, int width, int side, int batch, float eps,
+                           double tol) {
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    assert_int_equal(dt_zoo_default_spec(&spec, name), 0);
+    if (width) spec.width = width;
+    if (side) spec.in_h = spec.in_w = side, spec.classes = 10;
+    if (dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    check_built(&m, name, width, batch, eps, tol);
 }
 
 static void check_model(const char *name, int width, int batch, float eps, double tol) {
@@ -169,6 +178,36 @@ static void test_graph_hash_ignores_memory_plan(void **state) {
     assert_true(dt_model_graph_hash(&m) != built);
     m.tensors[0].name[0] ^= 1;
     dt_model_free(&m);
+}
+
+/* Concat of many inputs and along every axis of an image (DenseNet joins up to 49,
+ * Inception's branches 4; a concat along H or W is any axis of a rank-3 value): ten
+ * 1x1 convolutions joined on channels, one of them twice (its gradient sums both
+ * slices), then three joined along H and two along W. */
+static void test_concat_many_inputs_any_axis_grad_matches_fd(void **state) {
+    (void)state;
+    dt_model m;
+    dt_model_init_empty(&m, "concat_axes", 4);
+    const int x = dt_model_input(&m, 3, 6, 5);
+    int branch[11];
+    char name[32];
+    for (int k = 0; k < 10; k++) {
+        snprintf(name, sizeof name, "branch%d", k);
+        branch[k] = dt_model_conv2d(&m, name, x, 1 + k % 3, 1, 1, 0, 1);
+    }
+    branch[10] = branch[3];
+    const int channels = dt_model_concat(&m, branch, 11);
+    const int a = dt_model_conv2d(&m, "a", channels, 2, 3, 1, 1, 1);
+    const int b = dt_model_conv2d(&m, "b", channels, 2, 3, 1, 1, 1);
+    const int c = dt_model_conv2d(&m, "c", channels, 2, 1, 1, 0, 1);
+    const int rows[3] = {a, b, c};
+    const int tall = dt_model_concat_axis(&m, rows, 3, 1); /* 2 x (6+6+6) x 5: H */
+    assert_int_equal(m.values[tall].h, 18);
+    const int wide_in[2] = {tall, dt_model_relu(&m, dt_model_conv2d(&m, "d", tall, 2, 1, 1, 0, 1))};
+    const int wide = dt_model_concat_axis(&m, wide_in, 2, 2); /* 2 x 18 x 10: W */
+    assert_int_equal(m.values[wide].w, 10);
+    assert_true(dt_model_linear(&m, "fc", dt_model_flatten(&m, wide), 4) >= 0);
+    check_built(&m, "concat_axes", 0, 3, 1e-3f, 2e-3);
 }
 
 /* Every zoo model's graph hash as it was before issue 41 generalised the ops (kernel
@@ -273,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_alexnet_grad_matches_fd),
         cmocka_unit_test(test_graph_hash_ignores_memory_plan),
         cmocka_unit_test(test_graph_hash_of_zoo_models_unchanged),
+        cmocka_unit_test(test_concat_many_inputs_any_axis_grad_matches_fd),
         cmocka_unit_test(test_batchnorm_momentum_updates_running_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,16 +94,15 @@ typedef struct dt_storage {
     void *grad; /* points into a pooled slot while live in backward */
 } dt_storage;
 
-/* The most inputs a concat joins (GoogLeNet's inception: 4). */
-enum { DT_OP_MAX_INPUTS = 8 };
-
 /* One op of the graph; what it does is its kind's row of the op table (op.h). */
 typedef struct dt_op {
     dt_op_kind kind;
     char name[80]; /* state-dict prefix, e.g. "layer1.0.conv1" */
     int in, in2, out;
-    int ins[DT_OP_MAX_INPUTS]; /* concat: every input in order (ins[0] = in, ins[1] = in2) */
-    int n_ins;
+    /* concat: its n_ins inputs in order are m->op_inputs[ins_first ...] (indices, as that
+     * array grows while the graph is built; dt_op_input reads them); 0 for other ops */
+    int ins_first, n_ins;
+    int axis; /* concat: the per-sample axis joined (0: an image's channels) */
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
     int kernel, stride, pad;
     int dilation, groups; /* conv2d: 1 and 1 for a plain convolution */
@@ -150,6 +149,8 @@ typedef struct dt_model {
     int n_storages, cap_storages;
     dt_op *ops;
     int n_ops, cap_ops;
+    int *op_inputs; /* the input lists of ops of many inputs (concat): dt_op.ins_first */
+    int n_op_inputs, cap_op_inputs;
 
     void **grad_slots;
     size_t *grad_slot_bytes;
@@ -200,6 +201,9 @@ int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out);
 int dt_model_dropout(dt_model *m, int in, float p);
 /* torch.cat(ins, dim=1): channels of the inputs, in order; their maps must agree. */
 int dt_model_concat(dt_model *m, const int *ins, int count);
+/* torch.cat(ins, dim=axis + 1) of any count of values of one rank: axis is per sample
+ * (0 .. rank-1, the batch axis not counted); the other axes must agree. */
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
 int dt_model_add(dt_model *m, int a, int b);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
@@ -257,6 +261,15 @@ int dt_model_find_tensor(const dt_model *m, const char *name);
  * images (conv2d, pools, BatchNorm2d, ...) and linear need. */
 static inline int dt_model_value_is_image(const dt_model *m, int v) {
     return m->values[v].rank == 3 || m->values[v].rank == 1;
+}
+
+/* How many values an op reads, and the k-th of them: a concat's list, else in and in2. */
+static inline int dt_op_n_inputs(const dt_op *op) {
+    return op->n_ins > 0 ? op->n_ins : 1 + (op->in2 >= 0);
+}
+
+static inline int dt_op_input(const dt_model *m, const dt_op *op, int k) {
+    return op->n_ins > 0 ? m->op_inputs[op->ins_first + k] : k == 0 ? op->in : op->in2;
 }
 
 static inline float *dt_model_value_data(dt_model *m, int v) {

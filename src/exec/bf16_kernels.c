@@ -12,6 +12,7 @@
 #include "dtrain/model.h"
 #include "exec/bf16_ops.h"
 #include "exec/exec.h"
+#include "nn/concat.h"
 #include "nn/dropout.h"
 
 static uint16_t *data16(dt_model *m, int v) {
@@ -326,33 +327,37 @@ static int concat_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_
     (void)max_batch, (void)bytes, (void)err;
     for (int k = 0; k < op->n_ins; k++)
         for (int j = 0; j < k; j++)
-            if (m->values[op->ins[j]].storage == m->values[op->ins[k]].storage)
+            if (m->values[dt_op_input(m, op, j)].storage ==
+                m->values[dt_op_input(m, op, k)].storage)
                 return 0; /* an input twice: every gradient accumulates */
-    for (int k = 0; k < op->n_ins; k++) claim_input_grad(m, op->ins[k]);
+    for (int k = 0; k < op->n_ins; k++) claim_input_grad(m, dt_op_input(m, op, k));
     return 0;
 }
 
 static void concat_forward(dt_model *m, dt_op *op, int n) {
-    const uint16_t *ins[DT_OP_MAX_INPUTS];
-    int channels[DT_OP_MAX_INPUTS];
-    for (int k = 0; k < op->n_ins; k++) {
-        ins[k] = data16(m, op->ins[k]);
-        channels[k] = m->values[op->ins[k]].c;
+    size_t outer, inner;
+    int total;
+    dt_concat_op_geometry(m, op, n, &outer, &total, &inner);
+    for (int k = 0, offset = 0; k < op->n_ins; k++) {
+        const int x = dt_op_input(m, op, k), size = m->values[x].dims[op->axis];
+        dt_bf16_concat_part_forward(data16(m, op->out), data16(m, x), outer, total, offset, size,
+                                    inner);
+        offset += size;
     }
-    const dt_value *y = &m->values[op->out];
-    dt_bf16_concat_forward(data16(m, op->out), ins, channels, op->n_ins, n, y->h * y->w);
 }
 
 static void concat_backward(dt_model *m, dt_op *op, int n) {
-    uint16_t *dins[DT_OP_MAX_INPUTS];
-    int channels[DT_OP_MAX_INPUTS], add[DT_OP_MAX_INPUTS];
-    for (int k = 0; k < op->n_ins; k++) {
-        dins[k] = grad16(m, op->ins[k]);
-        channels[k] = m->values[op->ins[k]].c;
-        add[k] = adds(m, op->ins[k]);
+    size_t outer, inner;
+    int total;
+    dt_concat_op_geometry(m, op, n, &outer, &total, &inner);
+    for (int k = 0, offset = 0; k < op->n_ins; k++) {
+        const int x = dt_op_input(m, op, k), size = m->values[x].dims[op->axis];
+        uint16_t *din = grad16(m, x);
+        if (din)
+            dt_bf16_concat_part_backward(din, grad16(m, op->out), outer, total, offset, size, inner,
+                                         adds(m, x));
+        offset += size;
     }
-    const dt_value *y = &m->values[op->out];
-    dt_bf16_concat_backward(dins, grad16(m, op->out), channels, op->n_ins, n, y->h * y->w, add);
 }
 
 const dt_kernel dt_concat_bf16_kernel = {

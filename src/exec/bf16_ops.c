@@ -1252,40 +1252,44 @@ void dt_bf16_dropout_backward(uint16_t *din, const uint16_t *dout, size_t count,
     }
 }
 
+void dt_bf16_concat_part_forward(uint16_t *out, const uint16_t *in, size_t outer, int total,
+                                 int offset, int size, size_t inner) {
+    const size_t block = (size_t)size * inner;
+#pragma omp parallel for schedule(static)
+    for (size_t o = 0; o < outer; o++)
+        memcpy(out + (o * total + offset) * inner, in + o * block, sizeof(uint16_t) * block);
+}
+
+void dt_bf16_concat_part_backward(uint16_t *din, const uint16_t *dout, size_t outer, int total,
+                                  int offset, int size, size_t inner, int add) {
+    const size_t block = (size_t)size * inner;
+#pragma omp parallel for schedule(static)
+    for (size_t o = 0; o < outer; o++) {
+        const uint16_t *dy = dout + (o * total + offset) * inner;
+        uint16_t *dx = din + o * block;
+        if (!add)
+            memcpy(dx, dy, sizeof(uint16_t) * block);
+        else
+            for (size_t i = 0; i < block; i++) dx[i] = rn(bf(dx[i]) + bf(dy[i]));
+    }
+}
+
 void dt_bf16_concat_forward(uint16_t *out, const uint16_t *const *ins, const int *channels,
                             int count, int n, int hw) {
     int total = 0;
     for (int k = 0; k < count; k++) total += channels[k];
-#pragma omp parallel for schedule(static)
-    for (int s = 0; s < n; s++) {
-        uint16_t *y = out + (size_t)s * total * hw;
-        for (int k = 0; k < count; k++) {
-            const size_t block = (size_t)channels[k] * hw;
-            memcpy(y, ins[k] + (size_t)s * block, sizeof(uint16_t) * block);
-            y += block;
-        }
-    }
+    for (int k = 0, offset = 0; k < count; offset += channels[k++])
+        dt_bf16_concat_part_forward(out, ins[k], (size_t)n, total, offset, channels[k], (size_t)hw);
 }
 
 void dt_bf16_concat_backward(uint16_t *const *dins, const uint16_t *dout, const int *channels,
                              int count, int n, int hw, const int *add) {
     int total = 0;
     for (int k = 0; k < count; k++) total += channels[k];
-#pragma omp parallel for schedule(static)
-    for (int s = 0; s < n; s++) {
-        const uint16_t *dy = dout + (size_t)s * total * hw;
-        for (int k = 0; k < count; k++) {
-            const size_t block = (size_t)channels[k] * hw;
-            if (dins[k]) {
-                uint16_t *dx = dins[k] + (size_t)s * block;
-                if (add && !add[k])
-                    memcpy(dx, dy, sizeof(uint16_t) * block);
-                else
-                    for (size_t i = 0; i < block; i++) dx[i] = rn(bf(dx[i]) + bf(dy[i]));
-            }
-            dy += block;
-        }
-    }
+    for (int k = 0, offset = 0; k < count; offset += channels[k++])
+        if (dins[k])
+            dt_bf16_concat_part_backward(dins[k], dout, (size_t)n, total, offset, channels[k],
+                                         (size_t)hw, !add || add[k]);
 }
 
 void dt_bf16_shortcut_pad_forward(uint16_t *out, const uint16_t *in, int n, int c_in, int h, int w,

@@ -136,7 +136,11 @@ void dt_bf16_dropout_backward(uint16_t *din, const uint16_t *dout, size_t count,
                               dt_dropout_key key, int add);
 
 /* dt_concat_* on 16-bit elements (copies). add: per input, NULL = add to all; a NULL
- * dins[k] is skipped. */
+ * dins[k] is skipped. The part functions: one input, add 0 writes its gradient. */
+void dt_bf16_concat_part_forward(uint16_t *out, const uint16_t *in, size_t outer, int total,
+                                 int offset, int size, size_t inner);
+void dt_bf16_concat_part_backward(uint16_t *din, const uint16_t *dout, size_t outer, int total,
+                                  int offset, int size, size_t inner, int add);
 void dt_bf16_concat_forward(uint16_t *out, const uint16_t *const *ins, const int *channels,
                             int count, int n, int hw);
 void dt_bf16_concat_backward(uint16_t *const *dins, const uint16_t *dout, const int *channels,

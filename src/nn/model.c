@@ -1,5 +1,6 @@
 #include "dtrain/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,6 +62,14 @@ static int grow(void **array, int *cap, int count, size_t elem) {
     return 0;
 }
 
+/* Grows *array so that `extra` more elements fit after the first `count`. */
+static int grow_by(void **array, int *cap, int count, int extra, size_t elem) {
+    if (extra > INT_MAX - count) return -1;
+    while (count + extra > *cap)
+        if (grow(array, cap, *cap, elem)) return -1;
+    return 0;
+}
+
 void dt_model_init_empty(dt_model *m, const char *name, int classes) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -111,6 +120,37 @@ static int new_value(dt_model *m, int storage, int c, int h, int w) {
     v->dims[1] = h;
     v->dims[2] = w;
     return m->n_values++;
+}
+
+/* A value of any rank: images (rank 3) and vectors (rank 1) get their c/h/w view. */
+static int new_value_dims(dt_model *m, int storage, int rank, const int *dims) {
+    int v = rank == 3   ? new_value(m, storage, dims[0], dims[1], dims[2])
+            : rank == 1 ? new_value(m, storage, dims[0], 1, 1)
+                        : new_value(m, storage, 0, 0, 0);
+    if (v < 0) return -1;
+    dt_value *x = &m->values[v];
+    x->rank = rank;
+    memset(x->dims, 0, sizeof x->dims);
+    for (int d = 0; d < rank; d++) x->dims[d] = dims[d];
+    return v;
+}
+
+/* "[2, 3, 4]": a value's per-sample shape for messages. */
+typedef struct shape_buf {
+    char text[80];
+} shape_buf;
+
+static shape_buf shape_text(const dt_value *v) {
+    shape_buf b;
+    size_t used = 0;
+    b.text[0] = '\0';
+    for (int d = 0; d < v->rank && used < sizeof b.text; d++) {
+        int w = snprintf(b.text + used, sizeof b.text - used, "%s%d", d ? ", " : "[", v->dims[d]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (used < sizeof b.text) snprintf(b.text + used, sizeof b.text - used, "]");
+    return b;
 }
 
 /* A vector [F] (a flatten's or a linear's output): c = F, h = w = 1 for the ops that
@@ -314,29 +354,49 @@ int dt_model_dropout(dt_model *m, int in, float p) {
 }
 
 int dt_model_concat(dt_model *m, const int *ins, int count) {
-    if (count < 1 || count > DT_OP_MAX_INPUTS)
-        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
-                           DT_OP_MAX_INPUTS);
-    int c = 0;
-    for (int k = 0; k < count; k++) {
+    return dt_model_concat_axis(m, ins, count, 0);
+}
+
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
+    if (count < 1) return build_failf(m, "model %s: concat of %d inputs", m->name, count);
+    for (int k = 0; k < count; k++)
         if (!valid_value(m, ins[k])) return -1;
-        dt_value x = m->values[ins[k]], x0 = m->values[ins[0]];
-        if (x.h != x0.h || x.w != x0.w)
-            return build_failf(m, "model %s: concat of %dx%d and %dx%d maps", m->name, x0.h, x0.w,
-                               x.h, x.w);
-        c += x.c;
+    const dt_value x0 = m->values[ins[0]];
+    if (axis < 0 || axis >= x0.rank)
+        return build_failf(m, "model %s: concat along axis %d of a rank-%d value", m->name, axis,
+                           x0.rank);
+    long long joined = 0;
+    for (int k = 0; k < count; k++) {
+        const dt_value x = m->values[ins[k]];
+        int same = x.rank == x0.rank;
+        for (int d = 0; same && d < x0.rank; d++) same = d == axis || x.dims[d] == x0.dims[d];
+        if (!same)
+            return build_failf(m, "model %s: concat of a %s and a %s value along axis %d", m->name,
+                               shape_text(&x0).text, shape_text(&x).text, axis);
+        joined += x.dims[axis];
     }
-    const int h = m->values[ins[0]].h, w = m->values[ins[0]].w;
-    int out = new_value(m, new_storage(m, c, h, w), c, h, w);
+    if (joined > INT_MAX)
+        return build_failf(m, "model %s: concat of %lld along axis %d", m->name, joined, axis);
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x0.dims, sizeof dims);
+    dims[axis] = (int)joined;
+    long long per_sample = 1;
+    for (int d = 0; d < x0.rank; d++) per_sample *= dims[d];
+    int out = new_value_dims(m, new_storage(m, per_sample, 1, 1), x0.rank, dims);
+    if (out < 0) return -1;
+    if (grow_by((void **)&m->op_inputs, &m->cap_op_inputs, m->n_op_inputs, count, sizeof(int)))
+        return build_fail(m, "model %s: out of memory while building", m->name);
     dt_op *op = new_op(m, DT_OP_CONCAT, NULL, ins[0], count > 1 ? ins[1] : -1, out);
     if (!op) return -1;
+    op->ins_first = m->n_op_inputs;
+    op->n_ins = count;
+    op->axis = axis;
     /* new_op marked in and in2 as read here; the other inputs too, for the gradient
      * buffers' live ranges */
     for (int k = 0; k < count; k++) {
-        op->ins[k] = ins[k];
+        m->op_inputs[m->n_op_inputs++] = ins[k];
         m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
     }
-    op->n_ins = count;
     return out;
 }
 
@@ -395,6 +455,7 @@ void dt_model_free(dt_model *m) {
     free(m->values);
     free(m->storages);
     free(m->ops);
+    free(m->op_inputs);
     memset(m, 0, sizeof *m);
 }
 
@@ -457,7 +518,7 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         hash_text(&g, op->name);
         hash_int(&g, op->in), hash_int(&g, op->in2), hash_int(&g, op->out);
         hash_int(&g, op->n_ins);
-        for (int k = 0; k < op->n_ins && k < DT_OP_MAX_INPUTS; k++) hash_int(&g, op->ins[k]);
+        for (int k = 0; k < op->n_ins; k++) hash_int(&g, dt_op_input(m, op, k));
         const int fields[] = {op->weight, op->bias,     op->running_mean, op->running_var,
                               op->kernel, op->stride,   op->pad,          op->dilation,
                               op->groups, op->ceil_mode};
@@ -467,6 +528,7 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         /* attributes added later hash only where they differ from what every op had
          * before them: older checkpoints' graphs keep their hash */
         if (op->kind == DT_OP_BATCHNORM2D && op->momentum != 0.1f) hash_float(&g, op->momentum);
+        if (op->axis != 0) hash_int(&g, op->axis);
     }
     return g.h;
 }

@@ -948,23 +948,38 @@ static int import_add(importer *im, const Onnx__NodeProto *n) {
     return set_alias(im, n, act->id);
 }
 
+/* Concat of any number of activations of one rank along any axis but the batch's. */
 static int import_concat(importer *im, const Onnx__NodeProto *n) {
-    if (attr_int(n, "axis", 0) != 1) return fail_node(im, n, "only Concat along channels (axis 1)");
-    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
-        return fail_node(im, n, "a Concat of 1 to 8 inputs is supported");
-    int ids[DT_OP_MAX_INPUTS];
-    long long values = 0; /* a sample's, summed in 64 bits: eight inputs of 2^28 pass int */
+    const Onnx__AttributeProto *axis_attr = attr(n, "axis");
+    if (!axis_attr || !axis_attr->has_i) return fail_node(im, n, "it has no axis");
+    int *ids = malloc(sizeof(int) * n->n_input);
+    if (!ids) return fail_node(im, n, "out of memory for its %zu inputs", n->n_input);
+    long long values = 0; /* a sample's, summed in 64 bits: many inputs of 2^28 pass int */
     for (size_t i = 0; i < n->n_input; i++) {
         const onnx_value *v = act_input(im, n, i);
-        if (!v) return -1;
+        if (!v) {
+            free(ids);
+            return -1;
+        }
         ids[i] = v->id;
-        const dt_value *x = &im->m->values[v->id];
-        values += (long long)x->c * x->h * x->w;
+        values += (long long)im->m->storages[im->m->values[v->id].storage].per_sample;
     }
-    if (values > MAX_SAMPLE_VALUES)
-        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
-                         values, MAX_SAMPLE_VALUES);
-    return set_output(im, n, dt_model_concat(im->m, ids, (int)n->n_input));
+    const int rank = im->m->values[ids[0]].rank + 1; /* ONNX's, the batch axis counted */
+    long long axis = axis_attr->i;
+    if (axis < 0) axis += rank;
+    int rc = 0;
+    if (axis < 0 || axis >= rank)
+        rc = fail_node(im, n, "its axis %lld is outside its rank-%d inputs",
+                       (long long)axis_attr->i, rank);
+    else if (axis == 0)
+        rc = fail_node(im, n, "a Concat along the batch axis (axis 0) is not supported");
+    else if (values > MAX_SAMPLE_VALUES)
+        rc = fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                       values, MAX_SAMPLE_VALUES);
+    else
+        rc = set_output(im, n, dt_model_concat_axis(im->m, ids, (int)n->n_input, (int)axis - 1));
+    free(ids);
+    return rc;
 }
 
 static int import_dropout(importer *im, const Onnx__NodeProto *n) {
@@ -997,9 +1012,10 @@ static const struct {
 /* How many inputs and outputs each operator has (ONNX's operator specs, opsets 1 to 17;
  * optional ones counted, given or empty): a node of more is a malformed file, and its
  * extra names would be taken as readers. */
+enum { ANY_COUNT = 0xffff }; /* max_in of an operator taking any number (Concat) */
 static const struct {
     const char *op;
-    unsigned char min_in, max_in, min_out, max_out;
+    unsigned short min_in, max_in, min_out, max_out;
 } arity[] = {{"Constant", 0, 0, 1, 1},
              {"Conv", 2, 3, 1, 1},
              {"BatchNormalization", 5, 5, 1, 5},
@@ -1012,7 +1028,7 @@ static const struct {
              {"Gemm", 2, 3, 1, 1},
              {"MatMul", 2, 2, 1, 1},
              {"Add", 2, 2, 1, 1},
-             {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
+             {"Concat", 1, ANY_COUNT, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
              {"Identity", 1, 1, 1, 1}};
@@ -1025,7 +1041,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         if (strcmp(op, arity[i].op)) continue;
         char range[32];
         if (n->n_input < arity[i].min_in || n->n_input > arity[i].max_in) {
-            snprintf(range, sizeof range, arity[i].min_in == arity[i].max_in ? "%d" : "%d to %d",
+            snprintf(range, sizeof range,
+                     arity[i].max_in == ANY_COUNT         ? "%d or more"
+                     : arity[i].min_in == arity[i].max_in ? "%d"
+                                                          : "%d to %d",
                      arity[i].min_in, arity[i].max_in);
             return fail_node(im, n, "%zu inputs, where %s takes %s", n->n_input, op, range);
         }
