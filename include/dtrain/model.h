@@ -104,7 +104,13 @@ typedef struct dt_op {
     int ins_first, n_ins;
     int axis; /* concat: the per-sample axis joined (0: an image's channels) */
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
+    /* conv2d and pools: the window kh x kw, its strides and its pads on each side (ONNX's
+     * [top, left, bottom, right]); kernel, stride and pad are kh, stride_h and pad_top,
+     * the whole shape where it is square and symmetric (shortcut_pad: its own use) */
     int kernel, stride, pad;
+    int kh, kw, stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int count_include_pad; /* avgpool: padded cells count in the divisor (PyTorch's default) */
     int dilation, groups; /* conv2d: 1 and 1 for a plain convolution */
     int ceil_mode;        /* maxpool: PyTorch's ceil_mode */
     float eps;            /* batchnorm: added to the variance */
@@ -181,6 +187,11 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 /* PyTorch's Conv2d(..., dilation, groups): weight [c_out, c_in / groups, k, k]. */
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias);
+/* The same with a kh x kw kernel, strides per axis and pads {top, left, bottom, right}
+ * (Inception's 1x7 with pads (0, 3)): weight [c_out, c_in / groups, kh, kw]. */
+int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int kh, int kw,
+                         int stride_h, int stride_w, const int pads[4], int dilation, int groups,
+                         int bias);
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
@@ -193,6 +204,12 @@ int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
  * pad <= kernel / 2; ceil_mode keeps a last window that starts inside the input. */
 int dt_model_maxpool2d_padded(dt_model *m, int in, int kernel, int stride, int pad, int ceil_mode);
 int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride);
+/* Max or average pooling (kind DT_OP_MAXPOOL2D or DT_OP_AVGPOOL2D) over kh x kw windows
+ * with strides per axis and pads {top, left, bottom, right}, each below its side of the
+ * kernel; ceil_mode as above; count_include_pad (average pooling): the divisor counts
+ * padded cells, as PyTorch's default. */
+int dt_model_pool2d_rect(dt_model *m, dt_op_kind kind, int in, int kh, int kw, int stride_h,
+                         int stride_w, const int pads[4], int ceil_mode, int count_include_pad);
 /* AdaptiveAvgPool2d((h_out, w_out)): output cell i averages input rows
  * floor(i*h/h_out) .. ceil((i+1)*h/h_out) - 1, and the same for columns. */
 int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out);
@@ -270,6 +287,13 @@ static inline int dt_op_n_inputs(const dt_op *op) {
 
 static inline int dt_op_input(const dt_model *m, const dt_op *op, int k) {
     return op->n_ins > 0 ? m->op_inputs[op->ins_first + k] : k == 0 ? op->in : op->in2;
+}
+
+/* 1 when a conv or pool's window is square with one stride and equal pads: the shape
+ * the square builders make, and all int8 takes. */
+static inline int dt_op_window_is_square(const dt_op *op) {
+    return op->kh == op->kw && op->stride_h == op->stride_w && op->pad_top == op->pad_left &&
+           op->pad_top == op->pad_bottom && op->pad_top == op->pad_right;
 }
 
 static inline float *dt_model_value_data(dt_model *m, int v) {

@@ -229,8 +229,16 @@ static void maxpool_backward(dt_model *m, dt_op *op, int n) {
                                    dt_model_value_blocked(m, op->in), adds(m, op->in));
 }
 
+/* Its loops (hand-vectorised for square windows) take a square window with equal pads;
+ * other max pools run in f32. */
+static int maxpool_accepts(const dt_model *m, const dt_op *op) {
+    return dt_op_window_is_square(op) && dt_model_value_dtype(m, op->in) == DT_BF16 &&
+           dt_model_value_dtype(m, op->out) == DT_BF16;
+}
+
 const dt_kernel dt_maxpool2d_bf16_kernel = {
     .kind = DT_OP_MAXPOOL2D,
+    .accepts = maxpool_accepts,
     .name = "maxpool2d.bf16",
     .dtype = DT_BF16,
     .layouts = DT_OP_SAME_LAYOUT,
@@ -243,16 +251,22 @@ const dt_kernel dt_maxpool2d_bf16_kernel = {
 
 static void avgpool_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
-    dt_bf16_avgpool2d_forward(data16(m, op->out), data16(m, op->in), n, x->c, x->h, x->w,
-                              op->kernel, op->stride, dt_model_value_blocked(m, op->in));
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_bf16_avgpool2d_windows_forward(data16(m, op->out), data16(m, op->in), n, x->c, &wy, &wx,
+                                      dt_model_value_blocked(m, op->in));
 }
 
 static void avgpool_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     uint16_t *din = grad16(m, op->in);
-    if (din)
-        dt_bf16_avgpool2d_backward(din, grad16(m, op->out), n, x->c, x->h, x->w, op->kernel,
-                                   op->stride, dt_model_value_blocked(m, op->in), adds(m, op->in));
+    if (!din) return;
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_bf16_avgpool2d_windows_backward(din, grad16(m, op->out), n, x->c, &wy, &wx,
+                                       dt_model_value_blocked(m, op->in), adds(m, op->in));
 }
 
 const dt_kernel dt_avgpool2d_bf16_kernel = {

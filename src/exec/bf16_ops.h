@@ -20,6 +20,7 @@
 #include "dtrain/dtype.h"
 #include "dtrain/error.h"
 #include "nn/dropout.h"
+#include "nn/pool2d.h"
 
 /* Bulk conversions for the edges of a bf16 region (the model's f32 input, an f32
  * consumer): out = bf16(in), out = f32(in); and the accumulating forms, acc =
@@ -120,6 +121,14 @@ void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, 
                                int kernel, int stride, int in_blocked);
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
                                 int kernel, int stride, int in_blocked, int add);
+
+/* dt_avgpool2d_windows_*: any windows (pads, count_include_pad, ceil mode, adaptive). */
+void dt_bf16_avgpool2d_windows_forward(uint16_t *out, const uint16_t *in, int n, int c,
+                                       const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                       int in_blocked);
+void dt_bf16_avgpool2d_windows_backward(uint16_t *din, const uint16_t *dout, int n, int c,
+                                        const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                        int in_blocked, int add);
 
 /* dt_adaptive_avgpool2d_*: the input (and din) NCHW or, in_blocked, nChw16c; the
  * output (and dout) NCHW [n, c, ho, wo]. */

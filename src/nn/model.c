@@ -224,25 +224,41 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias) {
+    const int pads[4] = {pad, pad, pad, pad};
+    return dt_model_conv2d_rect(m, name, in, c_out, kernel, kernel, stride, stride, pads, dilation,
+                                groups, bias);
+}
+
+/* The window's fields of a conv or pool op: kernel, stride and pad the square view. */
+static void set_window(dt_op *op, int kh, int kw, int stride_h, int stride_w, const int pads[4]) {
+    op->kh = kh, op->kw = kw, op->stride_h = stride_h, op->stride_w = stride_w;
+    op->pad_top = pads[0], op->pad_left = pads[1], op->pad_bottom = pads[2],
+    op->pad_right = pads[3];
+    op->kernel = kh, op->stride = stride_h, op->pad = pads[0];
+}
+
+int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int kh, int kw,
+                         int stride_h, int stride_w, const int pads[4], int dilation, int groups,
+                         int bias) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
+    if (!dt_model_value_is_image(m, in))
+        return build_failf(m, "conv2d %s: its input is not an image", name);
     if (groups < 1 || x.c % groups || c_out % groups)
         return build_failf(m, "conv2d %s: %d groups do not divide %d input and %d output channels",
                            name, groups, x.c, c_out);
     dt_conv2d_shape s;
-    if (dt_conv2d_shape_make_grouped(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad,
-                                     dilation, groups))
+    if (dt_conv2d_shape_make_rect(&s, 1, x.c, x.h, x.w, c_out, kh, kw, stride_h, stride_w, pads,
+                                  dilation, groups))
         return build_fail(m, "conv2d %s: kernel does not fit its input", name);
     int out = new_value(m, new_storage(m, c_out, s.h_out, s.w_out), c_out, s.h_out, s.w_out);
     dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
     if (!op) return -1;
-    int fan_in = x.c / groups * kernel * kernel;
-    int wshape[4] = {c_out, x.c / groups, kernel, kernel};
+    int fan_in = x.c / groups * kh * kw;
+    int wshape[4] = {c_out, x.c / groups, kh, kw};
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 4, wshape);
     if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 1, &c_out);
-    op->kernel = kernel;
-    op->stride = stride;
-    op->pad = pad;
+    set_window(op, kh, kw, stride_h, stride_w, pads);
     op->dilation = dilation;
     op->groups = groups;
     return m->build_failed ? -1 : out;
@@ -297,26 +313,45 @@ int dt_model_relu(dt_model *m, int in) {
     return new_op(m, DT_OP_RELU, NULL, in, -1, out) ? out : -1;
 }
 
-static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
-                int ceil_mode) {
+int dt_model_pool2d_rect(dt_model *m, dt_op_kind kind, int in, int kh, int kw, int stride_h,
+                         int stride_w, const int pads[4], int ceil_mode, int count_include_pad) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
-    if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2)
-        return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
-                           m->name, kernel, kernel, stride, pad);
-    int ho = dt_pool2d_out_size_padded(x.h, kernel, stride, pad, ceil_mode),
-        wo = dt_pool2d_out_size_padded(x.w, kernel, stride, pad, ceil_mode);
+    if (kind != DT_OP_MAXPOOL2D && kind != DT_OP_AVGPOOL2D)
+        return build_failf(m, "model %s: pooling of kind %d", m->name, (int)kind);
+    if (!dt_model_value_is_image(m, in))
+        return build_failf(m, "model %s: pooling of a value that is not an image", m->name);
+    /* every window then holds an input cell (a pad below the kernel's side; the ceil
+     * mode's last window starts inside the input or its leading pad) */
+    const int valid = kh >= 1 && kw >= 1 && stride_h >= 1 && stride_w >= 1 && pads[0] >= 0 &&
+                      pads[1] >= 0 && pads[2] >= 0 && pads[3] >= 0 && pads[0] < kh &&
+                      pads[2] < kh && pads[1] < kw && pads[3] < kw;
+    if (!valid)
+        return build_failf(m,
+                           "model %s: pooling %dx%d stride %dx%d pads %d,%d,%d,%d is not a valid "
+                           "window",
+                           m->name, kh, kw, stride_h, stride_w, pads[0], pads[1], pads[2], pads[3]);
+    int ho = dt_pool2d_out_size_pads(x.h, kh, stride_h, pads[0], pads[2], ceil_mode),
+        wo = dt_pool2d_out_size_pads(x.w, kw, stride_w, pads[1], pads[3], ceil_mode);
     if (ho < 1 || wo < 1)
         return build_failf(m, "model %s: a %dx%d pooling window does not fit its %dx%d input",
-                           m->name, kernel, kernel, x.h, x.w);
+                           m->name, kh, kw, x.h, x.w);
     int out = new_value(m, new_storage(m, x.c, ho, wo), x.c, ho, wo);
     dt_op *op = new_op(m, kind, NULL, in, -1, out);
     if (!op) return -1;
-    op->kernel = kernel;
-    op->stride = stride;
-    op->pad = pad;
-    op->ceil_mode = ceil_mode;
+    set_window(op, kh, kw, stride_h, stride_w, pads);
+    op->ceil_mode = ceil_mode != 0;
+    op->count_include_pad = kind == DT_OP_AVGPOOL2D && count_include_pad != 0;
     return out;
+}
+
+static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
+                int ceil_mode) {
+    if (kernel >= 1 && pad > kernel / 2) /* PyTorch's bound on the square pools */
+        return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
+                           m->name, kernel, kernel, stride, pad);
+    const int pads[4] = {pad, pad, pad, pad};
+    return dt_model_pool2d_rect(m, kind, in, kernel, kernel, stride, stride, pads, ceil_mode, 0);
 }
 
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride) {
@@ -529,6 +564,12 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
          * before them: older checkpoints' graphs keep their hash */
         if (op->kind == DT_OP_BATCHNORM2D && op->momentum != 0.1f) hash_float(&g, op->momentum);
         if (op->axis != 0) hash_int(&g, op->axis);
+        if (!dt_op_window_is_square(op)) {
+            const int window[] = {op->kh,      op->kw,       op->stride_h,   op->stride_w,
+                                  op->pad_top, op->pad_left, op->pad_bottom, op->pad_right};
+            for (size_t k = 0; k < sizeof window / sizeof *window; k++) hash_int(&g, window[k]);
+        }
+        if (op->count_include_pad) hash_int(&g, op->count_include_pad);
     }
     return g.h;
 }

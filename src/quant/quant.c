@@ -94,6 +94,12 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int
                             "model %s: conv %s is %s: int8 has plain convolutions only "
                             "(evaluate it in fp32)",
                             m->name, op->name, op->groups != 1 ? "grouped" : "dilated");
+    if (spatial && !dt_op_window_is_square(op))
+        return dt_error_set(err,
+                            "model %s: conv %s has a %dx%d kernel, strides %dx%d or unequal pads: "
+                            "int8 has square kernels, one stride and equal pads only (evaluate it "
+                            "in fp32)",
+                            m->name, op->name, op->kh, op->kw, op->stride_h, op->stride_w);
     dt_qop *o = &q->ops[q->n_ops++];
     const dt_value *x = &m->values[op->in];
     snprintf(o->name, sizeof o->name, "%s", op->name);
@@ -141,6 +147,12 @@ static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int 
     const int in = of_storage[storage_of(m, op->in)];
     if (in < 0)
         return dt_error_set(err, "model %s: a pooling reads a value with no int8 form", m->name);
+    if (!dt_op_window_is_square(op) ||
+        (op->kind == DT_OP_AVGPOOL2D && (op->pad_top || op->ceil_mode)))
+        return dt_error_set(err,
+                            "model %s: a %dx%d pooling with strides %dx%d, pads or ceil_mode: int8 "
+                            "pools square unpadded windows only (evaluate it in fp32)",
+                            m->name, op->kh, op->kw, op->stride_h, op->stride_w);
     dt_qop *o = &q->ops[q->n_ops++];
     o->kind = kind;
     char suffix[32];
