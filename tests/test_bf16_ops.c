@@ -434,6 +434,43 @@ static void check_avgpool(int n, int c, int h, int w, int kernel, int stride, in
     free(dx_plain);
 }
 
+/* Any windows: pads, count_include_pad both ways, ceil_mode, rectangles. */
+static void check_avgpool_geom(int n, int c, int h, int w, dt_pool2d_geom g, int count_pad,
+                               int blocked, int add) {
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, count_pad, h, w, &wy, &wx);
+    const size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * wy.out * wx.out;
+    float *x_plain = bf16_valued(in_n, 34, -2, 2), *y = test_alloc(sizeof(float) * out_n);
+    float *x = blocked ? blocked_f32(x_plain, n, c, h * w) : copy_f32(x_plain, in_n);
+    uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
+    dt_avgpool2d_windows_forward(y, x, n, c, &wy, &wx, blocked);
+    dt_bf16_avgpool2d_windows_forward(yh, xh, n, c, &wy, &wx, blocked);
+    expect_rounded(yh, y, out_n, "avgpool (windows) forward");
+    float *dy = bf16_valued(out_n, 35, -1, 1), *dx = bf16_valued(in_n, 36, -1, 1);
+    uint16_t *dyh = to_bf16(dy, out_n), *dxh = to_bf16(dx, in_n);
+    if (!add) memset(dx, 0, sizeof(float) * in_n);
+    dt_avgpool2d_windows_backward(dx, dy, n, c, &wy, &wx, blocked);
+    dt_bf16_avgpool2d_windows_backward(dxh, dyh, n, c, &wy, &wx, blocked, add);
+    /* the f32 loop scatters each output's share, the bf16 one gathers them per cell: the
+     * same terms in another order */
+    expect_close(dxh, dx, in_n, "avgpool (windows) backward");
+    free(x_plain), free(x), free(y), free(xh), free(yh), free(dy), free(dx), free(dyh), free(dxh);
+}
+
+static void test_avgpool_windows_match_f32(void **state) {
+    (void)state;
+    const dt_pool2d_geom avg331 = {3, 3, 1, 1, 1, 1, 1, 1, 0}, rect = {2, 3, 2, 1, 1, 0, 0, 2, 0},
+                         ceil = {3, 2, 2, 2, 1, 0, 1, 1, 1};
+    for (int add = 0; add < 2; add++)
+        for (int blocked = 0; blocked < 2; blocked++)
+            for (int count_pad = 0; count_pad < 2; count_pad++) {
+                const int c = blocked ? 32 : 3;
+                check_avgpool_geom(2, c, 6, 7, avg331, count_pad, blocked, add);
+                check_avgpool_geom(2, c, 7, 6, rect, count_pad, blocked, add);
+                check_avgpool_geom(2, c, 8, 7, ceil, count_pad, blocked, add);
+            }
+}
+
 static void test_avgpool_matches_f32(void **state) {
     (void)state;
     for (int add = 0; add < 2; add++)
@@ -764,6 +801,7 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_matches_f32),
         cmocka_unit_test(test_maxpool_matches_f32),
         cmocka_unit_test(test_avgpool_matches_f32),
+        cmocka_unit_test(test_avgpool_windows_match_f32),
         cmocka_unit_test(test_adaptive_avgpool_matches_f32),
         cmocka_unit_test(test_dropout_drops_what_f32_drops),
         cmocka_unit_test(test_concat_matches_f32),

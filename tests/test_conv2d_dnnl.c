@@ -15,13 +15,13 @@
 #include "nn/conv2d.h"
 #include "testutil.h"
 
-static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
-                          int pad, int dilation, int groups, int bias) {
+static void check_rect(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int kh, int kw,
+                       int sh, int sw, const int pads[4], int dilation, int groups, int bias) {
     dt_conv2d_shape s;
     assert_int_equal(
-        dt_conv2d_shape_make_grouped(&s, n, c_in, h, w, c_out, k, k, stride, pad, dilation, groups),
+        dt_conv2d_shape_make_rect(&s, n, c_in, h, w, c_out, kh, kw, sh, sw, pads, dilation, groups),
         0);
-    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * k * k;
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * kh * kw;
     size_t no = (size_t)n * c_out * s.h_out * s.w_out;
     float *x = test_alloc(4 * nx), *wt = test_alloc(4 * nw), *b = test_alloc(4 * c_out);
     float *dy = test_alloc(4 * no), *ws = test_alloc(4 * dt_conv2d_workspace_floats(&s));
@@ -67,9 +67,10 @@ static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out
         dt_conv2d_plan_backward(plan, &scratch, m, dx, dw, bias ? db : NULL, dy, x, wt);
         double ex = rel_error(dx, dx_ref, (size_t)m * c_in * h * w);
         double ew = rel_error(dw, dw_ref, nw), eb = rel_error(db, db_ref, c_out);
-        print_message("n=%d c_in=%d %dx%d c_out=%d k=%d s=%d p=%d d=%d g=%d: out %.1e din %.1e "
-                      "dw %.1e db %.1e\n",
-                      m, c_in, h, w, c_out, k, stride, pad, dilation, groups, ef, ex, ew, eb);
+        print_message("n=%d c_in=%d %dx%d c_out=%d k=%dx%d s=%dx%d p=%d,%d,%d,%d d=%d g=%d: out "
+                      "%.1e din %.1e dw %.1e db %.1e\n",
+                      m, c_in, h, w, c_out, kh, kw, sh, sw, pads[0], pads[1], pads[2], pads[3],
+                      dilation, groups, ef, ex, ew, eb);
         assert_true(ef < 1e-5 && ex < 1e-5 && ew < 1e-5 && eb < 1e-5);
         assert_true(rel_error(dw, dw_start, nw) > 1e-3); /* the gradient was added */
         memcpy(dw_start, dw, 4 * nw);
@@ -79,6 +80,12 @@ static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
     free(x), free(wt), free(b), free(dy), free(ws), free(y_ref), free(y), free(dx_ref), free(dx);
     free(dw_ref), free(dw), free(db_ref), free(db), free(dw_start);
+}
+
+static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
+                          int pad, int dilation, int groups, int bias) {
+    const int pads[4] = {pad, pad, pad, pad};
+    check_rect(ctx, n, c_in, h, w, c_out, k, k, stride, stride, pads, dilation, groups, bias);
 }
 
 static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
@@ -110,6 +117,13 @@ static void test_dnnl_conv2d_matches_im2col(void **state) {
     check_grouped(ctx, 2, 6, 10, 10, 6, 3, 1, 1, 1, 6, 1);   /* depthwise, few channels */
     check_grouped(ctx, 2, 16, 12, 12, 16, 3, 1, 2, 2, 1, 0); /* dilation 2, same size */
     check_grouped(ctx, 2, 8, 13, 11, 4, 3, 2, 3, 3, 2, 1);   /* dilated, strided, grouped */
+    /* Inception v3's 1x7 / 7x1 (pads (0, 3), (3, 0)), ONNX's asymmetric pads (oneDNN's
+     * padding_l and padding_r), strides per axis, a grouped rectangle */
+    const int p17[4] = {0, 3, 0, 3}, p71[4] = {3, 0, 3, 0}, asym[4] = {1, 0, 2, 1};
+    check_rect(ctx, 2, 16, 17, 17, 16, 1, 7, 1, 1, p17, 1, 1, 0);
+    check_rect(ctx, 2, 16, 17, 17, 32, 7, 1, 1, 1, p71, 1, 1, 1);
+    check_rect(ctx, 2, 3, 9, 10, 5, 3, 2, 2, 3, asym, 1, 1, 1);
+    check_rect(ctx, 2, 8, 9, 10, 8, 2, 3, 1, 2, asym, 2, 4, 0);
     dt_dnnl_destroy(ctx);
 }
 

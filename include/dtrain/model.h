@@ -111,12 +111,12 @@ typedef struct dt_op {
     int kh, kw, stride_h, stride_w;
     int pad_top, pad_left, pad_bottom, pad_right;
     int count_include_pad; /* avgpool: padded cells count in the divisor (PyTorch's default) */
-    int dilation, groups; /* conv2d: 1 and 1 for a plain convolution */
-    int ceil_mode;        /* maxpool: PyTorch's ceil_mode */
-    float eps;            /* batchnorm: added to the variance */
-    float momentum;       /* batchnorm: PyTorch's momentum, the batch statistics' weight in the
-                             running ones (0.1; ONNX's momentum is 1 minus it) */
-    float p;              /* dropout: the probability of zeroing an element */
+    int dilation, groups;  /* conv2d: 1 and 1 for a plain convolution */
+    int ceil_mode;         /* maxpool: PyTorch's ceil_mode */
+    float eps;             /* batchnorm: added to the variance */
+    float momentum;        /* batchnorm: PyTorch's momentum, the batch statistics' weight in the
+                              running ones (0.1; ONNX's momentum is 1 minus it) */
+    float p;               /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
     int relu_fused;              /* batchnorm: its kernel also applies the in-place ReLU that
                                     follows, whose kernel then does nothing (dt_model_alloc) */

@@ -1138,8 +1138,8 @@ static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int b
                 for (int oy = ylo; oy <= yhi; oy++)
                     for (int ox = xlo; ox <= xhi; ox++)
                         for (int l = 0; l < lanes; l++)
-                            g[l] += dt_pool_avg_scale(
-                                wy, wx, oy, ox, bf(dy[((size_t)l * ho + oy) * wo + ox]), inv);
+                            g[l] += dt_pool_avg_scale(wy, wx, oy, ox,
+                                                      bf(dy[((size_t)l * ho + oy) * wo + ox]), inv);
                 uint16_t *d = dx + (size_t)(i * w + j) * lanes;
                 for (int l = 0; l < lanes; l++) d[l] = rn(add ? bf(d[l]) + g[l] : g[l]);
             }

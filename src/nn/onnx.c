@@ -190,6 +190,10 @@ typedef struct onnx_value {
      * tensor entry (matmul NULL otherwise) */
     const Onnx__NodeProto *matmul;
     int bias_tensor;
+    /* a Pad of zeros on H and W, folded into the Conv or AveragePool that alone reads it:
+     * its pads {top, left, bottom, right} (padded 0 otherwise; id is the Pad's input) */
+    int padded;
+    int pad[4];
 } onnx_value;
 
 /* One tensor entry's starting values: `count` floats from an initializer. */
@@ -614,7 +618,52 @@ static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
                            : "");
         return NULL;
     }
+    if (v->padded) {
+        fail_node(im, n,
+                  "its input '%s' is a Pad of zeros, which dtrain folds into the padding of a Conv "
+                  "or an AveragePool that is its only reader (a %s cannot take it)",
+                  n->input[i], n->op_type ? n->op_type : "node");
+        return NULL;
+    }
     return v;
+}
+
+/* act_input for a Conv or a pool, which fold a Pad of zeros before them into their own
+ * pads: pad[4] gets the Pad's {top, left, bottom, right} (zeros if none). */
+static onnx_value *act_input_padded(importer *im, const Onnx__NodeProto *n, size_t i, int pad[4],
+                                    int can_fold) {
+    pad[0] = pad[1] = pad[2] = pad[3] = 0;
+    onnx_value *v = i < n->n_input && n->input[i] ? find_value(im, n->input[i]) : NULL;
+    if (!v || !v->padded) return act_input(im, n, i);
+    if (!can_fold) {
+        fail_node(im, n,
+                  "its input '%s' is a Pad of zeros, which dtrain folds only into a Conv or an "
+                  "AveragePool (a MaxPool pads with -inf, an AveragePool with pads of its own "
+                  "that it does not count differs)",
+                  n->input[i]);
+        return NULL;
+    }
+    if (readers(im, v->name) != 1) {
+        fail_node(im, n,
+                  "its input '%s' is a Pad of zeros read by %d nodes: dtrain folds a Pad into "
+                  "its only reader",
+                  n->input[i], readers(im, v->name));
+        return NULL;
+    }
+    memcpy(pad, v->pad, sizeof v->pad);
+    return v;
+}
+
+/* An INTS attribute of exactly `want` entries in [lo, MAX_DIM] into out; absent: out
+ * keeps its values. -1 if malformed. */
+static int attr_ints(const Onnx__NodeProto *n, const char *name, size_t want, int lo, int *out) {
+    const Onnx__AttributeProto *a = attr(n, name);
+    if (!a || a->n_ints == 0) return 0;
+    if (a->n_ints != want) return -1;
+    for (size_t i = 0; i < want; i++)
+        if (a->ints[i] < lo || a->ints[i] > MAX_DIM) return -1;
+    for (size_t i = 0; i < want; i++) out[i] = (int)a->ints[i];
+    return 0;
 }
 
 /* The node's i-th input as a constant (an initializer or a Constant node's), or NULL
@@ -734,7 +783,8 @@ static int dims_are(const Onnx__TensorProto *t, size_t ndim) {
 }
 
 static int import_conv(importer *im, const Onnx__NodeProto *n) {
-    onnx_value *x = act_input(im, n, 0);
+    int folded[4];
+    onnx_value *x = act_input_padded(im, n, 0, folded, 1);
     const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
     const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
     if (!w || im->failed) return -1;
@@ -749,13 +799,14 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
                          groups, xv.c, (long long)w->dims[0]);
     if (!explicit_pads(n))
         return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
-    const int k = attr_same_ints(n, "kernel_shape", 2, (int)w->dims[2]);
-    const int stride = attr_same_ints(n, "strides", 2, 1);
-    const int pad = attr_same_ints(n, "pads", 4, 0);
-    if (k < 1 || w->dims[2] != k || w->dims[3] != k)
-        return fail_node(im, n, "only square kernels are supported");
-    if (stride < 1) return fail_node(im, n, "only equal strides along both axes are supported");
-    if (pad < 0) return fail_node(im, n, "only equal pads on all four sides are supported");
+    int k[2] = {(int)w->dims[2], (int)w->dims[3]}, stride[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
+    if (attr_ints(n, "kernel_shape", 2, 1, k) || k[0] != w->dims[2] || k[1] != w->dims[3])
+        return fail_node(im, n, "its kernel_shape is not its weight's [kh, kw]");
+    if (attr_ints(n, "strides", 2, 1, stride))
+        return fail_node(im, n, "its strides are not two values >= 1");
+    if (attr_ints(n, "pads", 4, 0, pads))
+        return fail_node(im, n, "its pads are not four values >= 0 (top, left, bottom, right)");
+    for (int i = 0; i < 4; i++) pads[i] += folded[i];
     if (w->dims[1] * groups != xv.c) {
         return fail_node(im, n,
                          "its weight takes %lld channels in each of %lld groups, its input has %d",
@@ -766,10 +817,13 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     /* the output's size before dtrain's model computes it in size_t (a wrap to 0 made a
      * 2^64-value output look empty); a pad wider than the kernel is legal (PyTorch's 1x1
      * convolution with padding 1), so only the output's size bounds it */
-    const long long span = (long long)dilation * (k - 1) + 1;
-    if (xv.h + 2LL * pad >= span && xv.w + 2LL * pad >= span) {
-        const long long ho = (xv.h + 2LL * pad - span) / stride + 1,
-                        wo = (xv.w + 2LL * pad - span) / stride + 1;
+    const long long span_h = (long long)dilation * (k[0] - 1) + 1,
+                    span_w = (long long)dilation * (k[1] - 1) + 1;
+    const long long padded_h = (long long)xv.h + pads[0] + pads[2],
+                    padded_w = (long long)xv.w + pads[1] + pads[3];
+    if (padded_h >= span_h && padded_w >= span_w) {
+        const long long ho = (padded_h - span_h) / stride[0] + 1,
+                        wo = (padded_w - span_w) / stride[1] + 1;
         if (sample_values(w->dims[0], ho, wo) < 0)
             return fail_node(im, n,
                              "its output of %lldx%lldx%lld is past the %lld values a sample "
@@ -778,8 +832,8 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     }
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_conv2d_grouped(im->m, name, x->id, (int)w->dims[0], k, stride, pad,
-                                          dilation, (int)groups, b != NULL);
+    const int y = dt_model_conv2d_rect(im->m, name, x->id, (int)w->dims[0], k[0], k[1], stride[0],
+                                       stride[1], pads, dilation, (int)groups, b != NULL);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, 0)) return -1;
@@ -821,32 +875,39 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
 }
 
 static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
-    onnx_value *x = act_input(im, n, 0);
+    int k[2] = {0, 0}, stride[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, folded[4];
+    if (attr_ints(n, "kernel_shape", 2, 1, k) || k[0] < 1)
+        return fail_node(im, n, "only 2-D pooling (kernel_shape of two values >= 1) is supported");
+    if (attr_ints(n, "strides", 2, 1, stride))
+        return fail_node(im, n, "its strides are not two values >= 1");
+    if (attr_ints(n, "pads", 4, 0, pads))
+        return fail_node(im, n, "its pads are not four values >= 0 (top, left, bottom, right)");
+    const long long ceil_mode = attr_int(n, "ceil_mode", 0);
+    long long count_pad = max ? 0 : attr_int(n, "count_include_pad", 0);
+    const int own_pads = pads[0] || pads[1] || pads[2] || pads[3];
+    /* zeros folded in count in the divisor: exact with count_include_pad, or where the
+     * node has no pads of its own (every window then counts kh * kw cells either way) */
+    onnx_value *x = act_input_padded(im, n, 0, folded, !max && (count_pad || !own_pads));
     if (!x) return -1;
+    if (folded[0] || folded[1] || folded[2] || folded[3]) count_pad = 1;
+    for (int i = 0; i < 4; i++) pads[i] += folded[i];
     if (n->n_output > 1 && n->output[1] && *n->output[1])
         return fail_node(im, n, "its Indices output is not supported");
-    const int k = attr_same_ints(n, "kernel_shape", 2, -1);
-    const int stride = attr_same_ints(n, "strides", 2, 1);
-    const int pad = attr_same_ints(n, "pads", 4, 0);
-    const long long ceil_mode = attr_int(n, "ceil_mode", 0);
     if (!explicit_pads(n))
         return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
-    if (k < 1) return fail_node(im, n, "only square kernels are supported");
-    if (stride < 1 || pad < 0)
-        return fail_node(im, n, "only equal strides and equal pads on every side are supported");
     if (attr_same_ints(n, "dilations", 2, 1) != 1)
         return fail_node(im, n, "dilated pooling is not supported");
-    int y;
-    if (max) {
-        if (attr_int(n, "storage_order", 0) != 0)
-            return fail_node(im, n, "storage_order 1 is not supported");
-        y = dt_model_maxpool2d_padded(im->m, x->id, k, stride, pad, ceil_mode != 0);
-    } else {
-        if (pad != 0 || ceil_mode)
-            return fail_node(im, n, "average pooling with pads or ceil_mode is not supported");
-        y = dt_model_avgpool2d(im->m, x->id, k, stride);
-    }
-    return set_output(im, n, y);
+    if (max && attr_int(n, "storage_order", 0) != 0)
+        return fail_node(im, n, "storage_order 1 is not supported");
+    if (pads[0] >= k[0] || pads[2] >= k[0] || pads[1] >= k[1] || pads[3] >= k[1])
+        return fail_node(im, n,
+                         "its pads %d,%d,%d,%d reach past its %dx%d window: a window of padding "
+                         "alone",
+                         pads[0], pads[1], pads[2], pads[3], k[0], k[1]);
+    return set_output(im, n,
+                      dt_model_pool2d_rect(im->m, max ? DT_OP_MAXPOOL2D : DT_OP_AVGPOOL2D, x->id,
+                                           k[0], k[1], stride[0], stride[1], pads, ceil_mode != 0,
+                                           count_pad != 0));
 }
 
 /* Flatten at axis 1, or a Reshape to [N, C*H*W] (0 or -1 for N, -1 for the rest). */
@@ -982,6 +1043,62 @@ static int import_concat(importer *im, const Onnx__NodeProto *n) {
     return rc;
 }
 
+/* Pad, constant mode, of an image: zeros (PyTorch's avg_pool2d puts one of none before
+ * its AveragePool: the identity), or zeros on H and W only, which the Conv or
+ * AveragePool reading it alone takes as its own padding (act_input_padded). */
+static int import_pad(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    int64_t pads[16];
+    int count = 0;
+    const Onnx__AttributeProto *a = attr(n, "pads");
+    if (a) { /* opset 2 to 10: an attribute */
+        if (a->n_ints > 16) return fail_node(im, n, "more than 16 pads");
+        count = (int)a->n_ints;
+        for (int i = 0; i < count; i++) pads[i] = a->ints[i];
+    } else { /* opset 11 on: an input */
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_int64s(im, t, pads, 16, &count)) return -1;
+    }
+    const Onnx__AttributeProto *mode = attr(n, "mode");
+    if (mode && mode->has_s && !(mode->s.len == 8 && !memcmp(mode->s.data, "constant", 8)))
+        return fail_node(im, n, "only constant padding is supported (its mode is '%.*s')",
+                         (int)(mode->s.len < 32 ? mode->s.len : 32), (const char *)mode->s.data);
+    float value = attr_float(n, "value", 0.0f);
+    if (n->n_input > 2 && n->input[2] && *n->input[2]) {
+        const Onnx__TensorProto *t = const_input(im, n, 2, 0);
+        if (!t || tensor_scalar(im, t, &value)) return -1;
+    }
+    if (n->n_input > 3 && n->input[3] && *n->input[3])
+        return fail_node(im, n, "its axes input (opset 18) is not supported");
+    int any = 0;
+    for (int i = 0; i < count; i++) any |= pads[i] != 0;
+    if (!any) return set_alias(im, n, x->id);
+    const dt_value xv = im->m->values[x->id];
+    if (count != 8 || xv.rank != 3)
+        return fail_node(im, n, "only padding of an image's height and width is supported");
+    for (int i = 0; i < 8; i++)
+        if (pads[i] < 0 || pads[i] > MAX_DIM)
+            return fail_node(im, n, "its pads must be in 0 .. %d (negative ones crop)", MAX_DIM);
+    if (pads[0] || pads[1] || pads[4] || pads[5])
+        return fail_node(im, n, "only padding of an image's height and width is supported");
+    if (value != 0.0f)
+        return fail_node(im, n,
+                         "a Pad of %g: dtrain takes Pads of zeros only (folded into the Conv or "
+                         "AveragePool after them)",
+                         (double)value);
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_ACT);
+    if (!v) return -1;
+    v->id = x->id;
+    v->padded = 1;
+    /* ONNX's [x1_begin, x2_begin, ..., x1_end, ...]: H and W are axes 2 and 3 */
+    v->pad[0] = (int)pads[2], v->pad[1] = (int)pads[3], v->pad[2] = (int)pads[6],
+    v->pad[3] = (int)pads[7];
+    return note_readers(im, x->id, n->output[0], 1);
+}
+
 static int import_dropout(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
@@ -1094,26 +1211,8 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Add")) return import_add(im, n);
     if (!strcmp(op, "Concat")) return import_concat(im, n);
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
-    if (!strcmp(op, "Pad")) {
-        /* PyTorch puts a Pad of zeros before avg_pool2d's AveragePool: the identity */
-        int64_t pads[16];
-        int count = 0;
-        const Onnx__AttributeProto *a = attr(n, "pads");
-        if (a) {
-            count = a->n_ints <= 16 ? (int)a->n_ints : -1;
-            for (int i = 0; i < count; i++) pads[i] = a->ints[i];
-        } else {
-            const Onnx__TensorProto *t = const_input(im, n, 1, 0);
-            if (!t || tensor_int64s(im, t, pads, 16, &count)) return -1;
-        }
-        for (int i = 0; i < count; i++)
-            if (pads[i] != 0) count = -1;
-        if (count < 0)
-            return fail_node(im, n,
-                             "padding other than zeros is supported only inside a Conv "
-                             "or a pooling node");
-    }
-    if (!strcmp(op, "Identity") || !strcmp(op, "Pad")) {
+    if (!strcmp(op, "Pad")) return import_pad(im, n);
+    if (!strcmp(op, "Identity")) {
         onnx_value *x = act_input(im, n, 0);
         return x ? set_alias(im, n, x->id) : -1;
     }
@@ -1241,6 +1340,11 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     const onnx_value *y = find_value(im, g->output[0]->name);
     if (!y || y->kind != V_ACT)
         return fail(im, "the graph's output '%s' is not computed by its nodes", g->output[0]->name);
+    if (y->padded)
+        return fail(im,
+                    "the graph's output '%s' is a Pad of zeros, which dtrain only folds into "
+                    "a Conv or an AveragePool after it",
+                    g->output[0]->name);
     if (y->id != m->n_values - 1)
         return fail(im,
                     "the graph's output '%s' is not its last node's: dtrain trains a chain "

@@ -79,12 +79,12 @@ static void maxpool_2x2_row(float *restrict out, int32_t *restrict am, const flo
     }
 }
 
-static void maxpool_forward_plain(float *out, int32_t *argmax, const float *in, int n, int c,
-                                  int h, int w, const dt_pool2d_geom *g) {
+static void maxpool_forward_plain(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                                  int w, const dt_pool2d_geom *g) {
     const int ho = dt_pool2d_geom_ho(g, h), wo = dt_pool2d_geom_wo(g, w);
     /* every window inside the input: the 2x2 path needs no bounds */
-    const int inside = g->pad_top == 0 && g->pad_left == 0 &&
-                       (ho - 1) * g->stride_h + g->kh <= h && (wo - 1) * g->stride_w + g->kw <= w;
+    const int inside = g->pad_top == 0 && g->pad_left == 0 && (ho - 1) * g->stride_h + g->kh <= h &&
+                       (wo - 1) * g->stride_w + g->kw <= w;
     const int two_by_two = g->kh == 2 && g->kw == 2 && g->stride_h == 2 && g->stride_w == 2;
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
@@ -268,7 +268,8 @@ static inline void avgpool_forward_lanes(float *out, const float *in, int blocks
                         for (int l = 0; l < lanes; l++) acc[l] += px[l];
                     }
                 for (int l = 0; l < lanes; l++)
-                    y[((size_t)l * ho + oy) * wo + ox] = dt_pool_avg_scale(wy, wx, oy, ox, acc[l], inv);
+                    y[((size_t)l * ho + oy) * wo + ox] =
+                        dt_pool_avg_scale(wy, wx, oy, ox, acc[l], inv);
             }
     }
 }
@@ -289,8 +290,8 @@ static inline void avgpool_backward_lanes(float *din, const float *dout, int blo
                           x0 = dt_pool_win_start(wx, ox), x1 = dt_pool_win_end(wx, ox);
                 float g[16];
                 for (int l = 0; l < lanes; l++)
-                    g[l] = dt_pool_avg_scale(wy, wx, oy, ox, dy[((size_t)l * ho + oy) * wo + ox],
-                                             inv);
+                    g[l] =
+                        dt_pool_avg_scale(wy, wx, oy, ox, dy[((size_t)l * ho + oy) * wo + ox], inv);
                 for (int i = y0; i < y1; i++)
                     for (int j = x0; j < x1; j++) {
                         float *px = dx + (size_t)(i * w + j) * lanes;
@@ -321,14 +322,8 @@ void dt_avgpool2d_windows_backward(float *din, const float *dout, int n, int c,
 
 void dt_avgpool2d_windows_of(const dt_pool2d_geom *g, int count_include_pad, int h, int w,
                              dt_pool_windows *wy, dt_pool_windows *wx) {
-    const dt_pool_windows y = {0,
-                               h,
-                               dt_pool2d_geom_ho(g, h),
-                               g->kh,
-                               g->stride_h,
-                               g->pad_top,
-                               g->pad_bottom,
-                               count_include_pad},
+    const dt_pool_windows y = {0,           h,          dt_pool2d_geom_ho(g, h), g->kh,
+                               g->stride_h, g->pad_top, g->pad_bottom,           count_include_pad},
                           x = {0,
                                w,
                                dt_pool2d_geom_wo(g, w),

@@ -55,8 +55,9 @@ static inline int dt_pool2d_geom_wo(const dt_pool2d_geom *g, int w) {
 
 /* A pooling op's window. */
 static inline dt_pool2d_geom dt_op_pool_geom(const dt_op *op) {
-    const dt_pool2d_geom g = {op->kh,      op->kw,       op->stride_h,   op->stride_w, op->pad_top,
-                              op->pad_left, op->pad_bottom, op->pad_right, op->ceil_mode};
+    const dt_pool2d_geom g = {op->kh,         op->kw,        op->stride_h,
+                              op->stride_w,   op->pad_top,   op->pad_left,
+                              op->pad_bottom, op->pad_right, op->ceil_mode};
     return g;
 }
 
