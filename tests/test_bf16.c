@@ -195,6 +195,11 @@ static void test_onnx_separable_dilated_bf16_as_close_as_autocast(void **state) 
 }
 
 /* The im2col backend has no bf16: building such a model fails with a message. */
+static void test_onnx_inception_like_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("onnx/inception_like.onnx.safetensors", "onnx/inception_like_bf16.safetensors");
+}
+
 static void test_bf16_needs_onednn(void **state) {
     (void)state;
     dt_model_spec spec;
@@ -265,6 +270,7 @@ int main(void) {
         cmocka_unit_test(test_resnet18_bf16_as_close_as_autocast),
         cmocka_unit_test(test_resnet20_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_separable_dilated_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_onnx_inception_like_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
         cmocka_unit_test(test_bf16_activations_end_to_end),
     };
