@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "core/cpu_isa.h"
 #include "dtrain/error.h"
 #include "exec/conv2d_dnnl.h"
 #include "nn/conv2d.h"
@@ -127,9 +128,65 @@ static void test_dnnl_conv2d_matches_im2col(void **state) {
     dt_dnnl_destroy(ctx);
 }
 
+/* MobileNet's and EfficientNet's depthwise (groups = channels) and pointwise (1x1)
+ * convolutions, as a model lays them out (nChw16c), run on oneDNN's JIT or brgemm
+ * kernels in every pass, in fp32 and, where the CPU has it, bf16: not on its GEMM-based
+ * (im2col) or reference ones, which are many times slower (dt_dnnl_fast_impl). */
+static void check_fast(dt_dnnl *ctx, int c_in, int c_out, int k, int stride, int groups, int bf16,
+                       int wgrad_may_be_gemm) {
+    dt_conv2d_shape s;
+    assert_int_equal(
+        dt_conv2d_shape_make_grouped(&s, 8, c_in, 16, 16, c_out, k, k, stride, k / 2, 1, groups),
+        0);
+    const dt_exec_conv2d_io io = {.in_blocked = 1,
+                                  .out_blocked = 1,
+                                  .in_dtype = bf16 ? DT_BF16 : DT_F32,
+                                  .out_dtype = bf16 ? DT_BF16 : DT_F32};
+    dt_dnnl_scratch scratch;
+    memset(&scratch, 0, sizeof scratch);
+    dt_conv2d_plan *plan;
+    dt_error err;
+    if (dt_conv2d_plan_create(&plan, ctx, &s, 0, &io, bf16, &scratch, &err))
+        fail_msg("%s", err.msg);
+    for (int pass = 0; pass < 3; pass++) {
+        const char *impl = dt_conv2d_plan_impl(plan, pass);
+        print_message("%s %dx%d %d->%d groups %d stride %d, %s: %s\n", bf16 ? "bf16" : "fp32", k, k,
+                      c_in, c_out, groups, stride,
+                      pass == 0   ? "forward"
+                      : pass == 1 ? "input gradient"
+                                  : "weight gradient",
+                      impl);
+        const int fast =
+            !strncmp(impl, "jit", 3) || !strncmp(impl, "brg", 3) || !strcmp(impl, "matmul");
+        if ((!fast || strstr(impl, "gemm")) && !(pass == 2 && wgrad_may_be_gemm))
+            fail_msg("not a JIT kernel: %s", impl);
+    }
+    dt_conv2d_plan_destroy(plan);
+}
+
+static void test_depthwise_and_pointwise_run_on_jit_kernels(void **state) {
+    (void)state;
+    dt_dnnl *ctx;
+    dt_error err;
+    if (dt_dnnl_create(&ctx, &err)) fail_msg("%s", err.msg);
+    for (int bf16 = 0; bf16 <= dt_cpu_has_bf16(); bf16++) {
+        check_fast(ctx, 32, 32, 3, 1, 32, bf16, 0); /* depthwise 3x3 */
+        check_fast(ctx, 96, 96, 3, 2, 96, bf16, 0); /* depthwise, strided */
+        check_fast(ctx, 32, 96, 1, 1, 1, bf16, 0);  /* pointwise expansion */
+        check_fast(ctx, 96, 16, 1, 1, 1, bf16, 0);  /* pointwise projection */
+        /* EfficientNet's 5x5 depthwise: forward and input gradient on jit_dw, but Debian's
+         * oneDNN 2.6.3 gives its weight gradient to x64:gemm:jit in fp32 and bf16 alike
+         * (measured here; printed above, a gap of oneDNN's to measure, not hidden) */
+        check_fast(ctx, 96, 96, 5, 1, 96, bf16, 1);
+    }
+    if (!dt_cpu_has_bf16()) print_message("bf16 not checked: no AVX512-BF16 or AMX here\n");
+    dt_dnnl_destroy(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dnnl_conv2d_matches_im2col),
+        cmocka_unit_test(test_depthwise_and_pointwise_run_on_jit_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

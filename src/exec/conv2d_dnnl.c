@@ -502,6 +502,18 @@ int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan) {
     return plan->v[0].bw_matmul != NULL; /* the full batch's variant, never evicted */
 }
 
+const char *dt_conv2d_plan_impl(const dt_conv2d_plan *plan, int pass) {
+    const variant *v = &plan->v[0];
+    if (pass == 2 && v->bw_matmul) return "matmul";
+    const_dnnl_primitive_t prim = pass == 0 ? v->fwd : pass == 1 ? v->bwd_data : v->bwd_weights;
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "";
+    if (!prim || dnnl_primitive_get_primitive_desc(prim, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return "";
+    return impl ? impl : "";
+}
+
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan) {
     return plan->src_keep_bytes;
 }
