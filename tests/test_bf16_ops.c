@@ -36,6 +36,7 @@
 #include "nn/concat.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/pad2d.h"
 #include "nn/pool2d.h"
 #include "nn/relu.h"
 #include "nn/residual.h"
@@ -596,6 +597,30 @@ static void test_concat_part_matches_f32(void **state) {
     free(x), free(y), free(xh), free(yh);
 }
 
+/* Constant padding: copies and a constant, so the bf16 result is the fp32 one rounded;
+ * the gradient's interior likewise (written), or within one rounding (added). */
+static void test_pad2d_matches_f32(void **state) {
+    (void)state;
+    const int n = 2, c = 3, h = 5, w = 4, pads[4] = {2, 0, 1, 3};
+    const size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * (h + 3) * (w + 3);
+    float *x = bf16_valued(in_n, 95, -1, 1), *y = test_alloc(sizeof(float) * out_n);
+    uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
+    dt_pad2d_forward(y, x, n, c, h, w, pads, 0.5f);
+    dt_bf16_pad2d_forward(yh, xh, n, c, h, w, pads, 0.5f);
+    expect_rounded(yh, y, out_n, "pad2d forward");
+    float *dy = bf16_valued(out_n, 96, -1, 1);
+    uint16_t *dyh = to_bf16(dy, out_n);
+    for (int add = 0; add < 2; add++) {
+        float *dx = bf16_valued(in_n, 97, -1, 1);
+        uint16_t *dxh = to_bf16(dx, in_n);
+        dt_pad2d_backward(dx, dy, n, c, h, w, pads, add);
+        dt_bf16_pad2d_backward(dxh, dyh, n, c, h, w, pads, add);
+        expect_rounded(dxh, dx, in_n, "pad2d backward");
+        free(dx), free(dxh);
+    }
+    free(x), free(y), free(xh), free(yh), free(dy), free(dyh);
+}
+
 static void test_shortcut_pad_matches_f32(void **state) {
     (void)state;
     const int n = 2, c_in = 3, h = 7, w = 6, c_out = 8, pad_lo = 2, stride = 2;
@@ -806,6 +831,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_drops_what_f32_drops),
         cmocka_unit_test(test_concat_matches_f32),
         cmocka_unit_test(test_concat_part_matches_f32),
+        cmocka_unit_test(test_pad2d_matches_f32),
         cmocka_unit_test(test_shortcut_pad_matches_f32),
     };
     const struct CMUnitTest dnnl[] = {

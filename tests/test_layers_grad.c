@@ -20,6 +20,7 @@
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/pad2d.h"
 #include "nn/pool2d.h"
 #include "nn/relu.h"
 #include "nn/residual.h"
@@ -311,6 +312,41 @@ static void test_avgpool_count_include_pad_divides_as_pytorch(void **state) {
     dt_avgpool2d_windows_of(&g, 0, 3, 3, &wy, &wx);
     dt_avgpool2d_windows_forward(y, x, 1, 1, &wy, &wx, 0);
     for (int i = 0; i < 9; i++) assert_float_equal(y[i], 1.0f, 1e-7);
+}
+
+/* ---- pad2d: constant padding of H and W ---- */
+typedef struct {
+    int n, c, h, w, pads[4];
+    float *x, *out, *r, *dx;
+    size_t nx, no;
+} pad2d_ctx;
+
+static double pad2d_fwd(void *p) {
+    pad2d_ctx *c = p;
+    dt_pad2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->pads, 1.25f);
+    return dot(c->out, c->r, c->no);
+}
+
+static void pad2d_bwd(void *p) {
+    pad2d_ctx *c = p;
+    dt_pad2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->pads, 1);
+}
+
+static void test_pad2d_grad_matches_fd(void **state) {
+    (void)state;
+    pad2d_ctx c = {.n = 2, .c = 3, .h = 4, .w = 5, .pads = {1, 3, 2, 0}};
+    c.nx = (size_t)c.n * c.c * c.h * c.w;
+    c.no = (size_t)c.n * c.c * (c.h + 3) * (c.w + 3);
+    c.x = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx), c.out = test_alloc(4 * c.no);
+    c.r = test_alloc(4 * c.no);
+    fill_uniform(c.x, c.nx, 41, -1, 1);
+    fill_uniform(c.r, c.no, 42, -1, 1);
+    layer_case lc = {&c, pad2d_fwd, pad2d_bwd, {{"input", c.x, c.dx, c.nx}}, 1, 1e-2f};
+    check_case(&lc, 1000, 1e-3);
+    /* the frame holds the value, the interior the input */
+    assert_float_equal(c.out[0], 1.25f, 0);
+    assert_float_equal(c.out[1 * (c.w + 3) + 3], c.x[0], 0);
+    free(c.x), free(c.dx), free(c.out), free(c.r);
 }
 
 /* ---- batchnorm2d (training mode) ---- */
@@ -936,6 +972,7 @@ int main(void) {
         cmocka_unit_test(test_relu_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
         cmocka_unit_test(test_pool_windows_grad_matches_fd),
+        cmocka_unit_test(test_pad2d_grad_matches_fd),
         cmocka_unit_test(test_avgpool_count_include_pad_divides_as_pytorch),
         cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),

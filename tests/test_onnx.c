@@ -605,13 +605,13 @@ static void test_inception_like_imports_its_windows(void **state) {
 }
 
 /* input -> Pad (opset 10's attribute form) -> node `after` -> flatten -> gemm */
-static void pad_graph(graph *gr, const char *after, int64_t *pads, float value, int two_readers) {
+static void pad_graph(graph *gr, const char *after, int64_t *pads, float value) {
     static int64_t k3[2] = {3, 3};
     graph_init(gr, 4);
     gr->opset.version = 10;
     const int conv = !strcmp(after, "Conv");
     if (conv) init(gr, "conv.weight", 4, 1, 1, 3, 3);
-    init(gr, "head.weight", 2, 3, 16); /* 4x4 out (two_readers: refused before) */
+    init(gr, "head.weight", 2, 3, 16); /* 4x4 out */
     init(gr, "head.bias", 1, 3);
     Onnx__NodeProto *pad = node(gr, "Pad", "pad", "padded", 1, "x");
     attr_ints(gr, pad, "pads", 8, pads);
@@ -622,25 +622,19 @@ static void pad_graph(graph *gr, const char *after, int64_t *pads, float value, 
     Onnx__NodeProto *a = conv ? node(gr, "Conv", "after", "a", 2, "padded", "conv.weight")
                               : node(gr, after, "after", "a", 1, "padded");
     attr_ints(gr, a, "kernel_shape", 2, k3);
-    const char *flat_in = "a";
-    if (two_readers) {
-        node(gr, "Concat", "both", "both", 2, "a", "padded");
-        attr_int(gr, &gr->nodes[gr->n_nodes - 1], "axis", 1);
-        flat_in = "both";
-    }
-    node(gr, "Flatten", "flatten", "f", 1, flat_in);
+    node(gr, "Flatten", "flatten", "f", 1, "a");
     Onnx__NodeProto *gm = node(gr, "Gemm", "gemm", "y", 3, "f", "head.weight", "head.bias");
     attr_int(gr, gm, "transB", 1);
 }
 
 /* A Pad of zeros on H and W becomes the padding of the Conv or AveragePool that alone
- * reads it (its pads, the reader's output size); other Pads are refused
- * naming the node. */
+ * reads it (its pads, the reader's output size); before a MaxPool, or of another value,
+ * it is a pad2d op; a Pad of channels is refused naming the node. */
 static void test_a_pad_of_zeros_folds_into_its_reader(void **state) {
     (void)state;
     static int64_t hw[8] = {0, 0, 1, 0, 0, 0, 1, 2}; /* top 1, bottom 1, right 2 */
     graph gr;
-    pad_graph(&gr, "Conv", hw, 0.0f, 0);
+    pad_graph(&gr, "Conv", hw, 0.0f);
     /* 4x4 in, pads 1 + 1 and 0 + 2: 6x6, a 3x3 kernel: 4x4 */
     dt_model_spec spec = {.name = write_graph(&gr, "pad_conv.onnx")};
     dt_model m;
@@ -655,23 +649,30 @@ static void test_a_pad_of_zeros_folds_into_its_reader(void **state) {
     assert_int_equal(m.values[conv->out].h, 4);
     assert_int_equal(m.values[conv->out].w, 4);
     dt_model_free(&m);
-    pad_graph(&gr, "AveragePool", hw, 0.0f, 0);
+    pad_graph(&gr, "AveragePool", hw, 0.0f);
     spec.name = write_graph(&gr, "pad_avg.onnx");
     if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m.ops[0].kind, DT_OP_AVGPOOL2D);
     assert_int_equal(m.ops[0].pad_right, 2);
     assert_int_equal(m.ops[0].count_include_pad, 1); /* the zeros count, as before folding */
     dt_model_free(&m);
-    pad_graph(&gr, "MaxPool", hw, 0.0f, 0);
-    refused(write_graph(&gr, "pad_max.onnx"), 2, "node 'after' (MaxPool)",
-            "a MaxPool pads with -inf");
-    pad_graph(&gr, "Conv", hw, 1.5f, 0);
-    refused(write_graph(&gr, "pad_value.onnx"), 2, "node 'pad' (Pad)", "a Pad of 1.5");
+    /* a MaxPool pads with -inf: the zeros become a pad2d op before it; so does a value */
+    pad_graph(&gr, "MaxPool", hw, 0.0f);
+    spec.name = write_graph(&gr, "pad_max.onnx");
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.ops[0].kind, DT_OP_PAD2D);
+    assert_int_equal(m.ops[0].pad_right, 2);
+    assert_true(m.ops[1].kind == DT_OP_MAXPOOL2D && m.ops[1].pad_top == 0);
+    dt_model_free(&m);
+    pad_graph(&gr, "Conv", hw, 1.5f);
+    spec.name = write_graph(&gr, "pad_value.onnx");
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_true(m.ops[0].kind == DT_OP_PAD2D && m.ops[0].pad_value == 1.5f);
+    assert_true(m.ops[1].kind == DT_OP_CONV2D && m.ops[1].pad_top == 0);
+    dt_model_free(&m);
     static int64_t channels[8] = {0, 1, 0, 0, 0, 0, 0, 0};
-    pad_graph(&gr, "Conv", channels, 0.0f, 0);
+    pad_graph(&gr, "Conv", channels, 0.0f);
     refused(write_graph(&gr, "pad_channels.onnx"), 2, "node 'pad' (Pad)", "height and width");
-    pad_graph(&gr, "Conv", hw, 0.0f, 1);
-    refused(write_graph(&gr, "pad_two.onnx"), 2, "node 'after' (Conv)", "read by 2 nodes");
 }
 
 int main(void) {

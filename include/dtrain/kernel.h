@@ -78,5 +78,7 @@ typedef struct dt_backend {
 extern const dt_kernel dt_linear_f32_kernel, dt_batchnorm2d_f32_kernel, dt_relu_f32_kernel,
     dt_maxpool2d_f32_kernel, dt_avgpool2d_f32_kernel, dt_add_f32_kernel, dt_shortcut_pad_f32_kernel,
     dt_dropout_f32_kernel, dt_concat_f32_kernel, dt_adaptive_avgpool2d_f32_kernel;
+/* Constant padding's kernels, both in src/nn/pad2d.c (one loop, two element types). */
+extern const dt_kernel dt_pad2d_f32_kernel, dt_pad2d_bf16_kernel;
 
 #endif

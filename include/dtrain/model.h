@@ -111,6 +111,7 @@ typedef struct dt_op {
     int kh, kw, stride_h, stride_w;
     int pad_top, pad_left, pad_bottom, pad_right;
     int count_include_pad; /* avgpool: padded cells count in the divisor (PyTorch's default) */
+    float pad_value;       /* pad2d: the constant its frame holds */
     int dilation, groups;  /* conv2d: 1 and 1 for a plain convolution */
     int ceil_mode;         /* maxpool: PyTorch's ceil_mode */
     float eps;             /* batchnorm: added to the variance */
@@ -222,6 +223,9 @@ int dt_model_concat(dt_model *m, const int *ins, int count);
  * (0 .. rank-1, the batch axis not counted); the other axes must agree. */
 int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
+/* F.pad(x, (left, right, top, bottom), value=value) of an image: pads {top, left, bottom,
+ * right} >= 0 rows and columns of the value around it (pad2d.h). */
+int dt_model_pad2d(dt_model *m, int in, const int pads[4], float value);
 int dt_model_add(dt_model *m, int a, int b);
 /* The ResNet option-A shortcut (shortcut_pad.h): every stride-th pixel, zero channels
  * up to c_out, split evenly before and after the input's. */

@@ -25,6 +25,7 @@ typedef enum dt_op_kind {
     DT_OP_DROPOUT,
     DT_OP_CONCAT,
     DT_OP_ADAPTIVE_AVGPOOL2D,
+    DT_OP_PAD2D,
     DT_OP_COUNT /* the number of kinds: size arrays and loops with it */
 } dt_op_kind;
 
@@ -50,5 +51,6 @@ const char *dt_op_kind_name(dt_op_kind kind);
 extern const dt_op_class dt_conv2d_op, dt_linear_op, dt_batchnorm2d_op, dt_relu_op, dt_maxpool2d_op,
     dt_avgpool2d_op, dt_add_op;
 extern const dt_op_class dt_shortcut_pad_op, dt_dropout_op, dt_concat_op, dt_adaptive_avgpool2d_op;
+extern const dt_op_class dt_pad2d_op;
 
 #endif

@@ -32,6 +32,8 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_concat_bf16_kernel,
     &dt_adaptive_avgpool2d_f32_kernel,
     &dt_adaptive_avgpool2d_bf16_kernel,
+    &dt_pad2d_f32_kernel,
+    &dt_pad2d_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {

@@ -435,6 +435,28 @@ int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
     return out;
 }
 
+int dt_model_pad2d(dt_model *m, int in, const int pads[4], float value) {
+    if (!valid_value(m, in)) return -1;
+    if (!dt_model_value_is_image(m, in) || m->values[in].rank != 3)
+        return build_failf(m, "model %s: padding of a value that is not an image", m->name);
+    for (int i = 0; i < 4; i++)
+        if (pads[i] < 0 || pads[i] > (1 << 24))
+            return build_failf(m, "model %s: a pad of %d", m->name, pads[i]);
+    if (!isfinite(value))
+        return build_failf(m, "model %s: padding with %g", m->name, (double)value);
+    const dt_value x = m->values[in];
+    const long long ho = (long long)x.h + pads[0] + pads[2],
+                    wo = (long long)x.w + pads[1] + pads[3];
+    if (ho > INT_MAX || wo > INT_MAX)
+        return build_failf(m, "model %s: a padded image of %lldx%lld", m->name, ho, wo);
+    int out = new_value(m, new_storage(m, x.c, ho, wo), x.c, (int)ho, (int)wo);
+    dt_op *op = new_op(m, DT_OP_PAD2D, NULL, in, -1, out);
+    if (!op) return -1;
+    set_window(op, 0, 0, 0, 0, pads);
+    op->pad_value = value;
+    return out;
+}
+
 int dt_model_flatten(dt_model *m, int in) {
     if (!valid_value(m, in)) return -1;
     dt_value x = m->values[in];
@@ -570,6 +592,7 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
             for (size_t k = 0; k < sizeof window / sizeof *window; k++) hash_int(&g, window[k]);
         }
         if (op->count_include_pad) hash_int(&g, op->count_include_pad);
+        if (op->pad_value != 0.0f) hash_float(&g, op->pad_value);
     }
     return g.h;
 }

@@ -594,6 +594,16 @@ static int note_readers(importer *im, int id, const char *name, int alias) {
     return 0;
 }
 
+/* A Pad of zeros that its reader cannot fold (a MaxPool, a second reader) becomes a pad2d
+ * op of its own, made where that reader first needs it. */
+static int materialize_pad(importer *im, const Onnx__NodeProto *n, onnx_value *v) {
+    const int id = dt_model_pad2d(im->m, v->id, v->pad, 0.0f);
+    if (id < 0) return fail_node(im, n, "%s", im->m->build_error.msg);
+    v->id = id;
+    v->padded = 0;
+    return note_readers(im, id, v->name, 0);
+}
+
 /* The node's i-th input as an activation, or NULL after failing. */
 static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
     if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
@@ -618,13 +628,7 @@ static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
                            : "");
         return NULL;
     }
-    if (v->padded) {
-        fail_node(im, n,
-                  "its input '%s' is a Pad of zeros, which dtrain folds into the padding of a Conv "
-                  "or an AveragePool that is its only reader (a %s cannot take it)",
-                  n->input[i], n->op_type ? n->op_type : "node");
-        return NULL;
-    }
+    if (v->padded && materialize_pad(im, n, v)) return NULL;
     return v;
 }
 
@@ -634,22 +638,10 @@ static onnx_value *act_input_padded(importer *im, const Onnx__NodeProto *n, size
                                     int can_fold) {
     pad[0] = pad[1] = pad[2] = pad[3] = 0;
     onnx_value *v = i < n->n_input && n->input[i] ? find_value(im, n->input[i]) : NULL;
-    if (!v || !v->padded) return act_input(im, n, i);
-    if (!can_fold) {
-        fail_node(im, n,
-                  "its input '%s' is a Pad of zeros, which dtrain folds only into a Conv or an "
-                  "AveragePool (a MaxPool pads with -inf, an AveragePool with pads of its own "
-                  "that it does not count differs)",
-                  n->input[i]);
-        return NULL;
-    }
-    if (readers(im, v->name) != 1) {
-        fail_node(im, n,
-                  "its input '%s' is a Pad of zeros read by %d nodes: dtrain folds a Pad into "
-                  "its only reader",
-                  n->input[i], readers(im, v->name));
-        return NULL;
-    }
+    /* a MaxPool pads with -inf, an AveragePool with pads of its own that it does not
+     * count would count the zeros differently, and a second reader needs them: those get
+     * the padded copy (act_input makes it) */
+    if (!v || !v->padded || !can_fold || readers(im, v->name) != 1) return act_input(im, n, i);
     memcpy(pad, v->pad, sizeof v->pad);
     return v;
 }
@@ -1043,9 +1035,10 @@ static int import_concat(importer *im, const Onnx__NodeProto *n) {
     return rc;
 }
 
-/* Pad, constant mode, of an image: zeros (PyTorch's avg_pool2d puts one of none before
- * its AveragePool: the identity), or zeros on H and W only, which the Conv or
- * AveragePool reading it alone takes as its own padding (act_input_padded). */
+/* Pad, constant mode, of an image's H and W: no padding is the identity; zeros are
+ * folded into the padding of the Conv or AveragePool reading them alone
+ * (act_input_padded), or else become a pad2d op where first read (materialize_pad);
+ * another value is a pad2d op. */
 static int import_pad(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
     if (!x) return -1;
@@ -1082,11 +1075,11 @@ static int import_pad(importer *im, const Onnx__NodeProto *n) {
             return fail_node(im, n, "its pads must be in 0 .. %d (negative ones crop)", MAX_DIM);
     if (pads[0] || pads[1] || pads[4] || pads[5])
         return fail_node(im, n, "only padding of an image's height and width is supported");
-    if (value != 0.0f)
-        return fail_node(im, n,
-                         "a Pad of %g: dtrain takes Pads of zeros only (folded into the Conv or "
-                         "AveragePool after them)",
-                         (double)value);
+    if (!isfinite(value)) return fail_node(im, n, "its value %g is not finite", (double)value);
+    if (value != 0.0f) { /* a pad2d op: nothing else pads with it */
+        const int p[4] = {(int)pads[2], (int)pads[3], (int)pads[6], (int)pads[7]};
+        return set_output(im, n, dt_model_pad2d(im->m, x->id, p, value));
+    }
     if (n->n_output < 1 || !n->output[0] || !*n->output[0])
         return fail_node(im, n, "it has no output");
     onnx_value *v = add_value(im, n->output[0], V_ACT);
@@ -1342,8 +1335,8 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         return fail(im, "the graph's output '%s' is not computed by its nodes", g->output[0]->name);
     if (y->padded)
         return fail(im,
-                    "the graph's output '%s' is a Pad of zeros, which dtrain only folds into "
-                    "a Conv or an AveragePool after it",
+                    "the graph's output '%s' is a Pad: dtrain trains a chain that ends in "
+                    "the logits",
                     g->output[0]->name);
     if (y->id != m->n_values - 1)
         return fail(im,

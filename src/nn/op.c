@@ -14,6 +14,7 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_DROPOUT] = &dt_dropout_op,
     [DT_OP_CONCAT] = &dt_concat_op,
     [DT_OP_ADAPTIVE_AVGPOOL2D] = &dt_adaptive_avgpool2d_op,
+    [DT_OP_PAD2D] = &dt_pad2d_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 
