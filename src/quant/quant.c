@@ -147,8 +147,9 @@ static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int 
     const int in = of_storage[storage_of(m, op->in)];
     if (in < 0)
         return dt_error_set(err, "model %s: a pooling reads a value with no int8 form", m->name);
-    if (!dt_op_window_is_square(op) ||
-        (op->kind == DT_OP_AVGPOOL2D && (op->pad_top || op->ceil_mode)))
+    /* the emulation and the engine read every window inside the input (qemu.c's
+     * pool_forward): a padded or ceil-mode window would read past it */
+    if (!dt_op_window_is_square(op) || op->pad_top || op->ceil_mode)
         return dt_error_set(err,
                             "model %s: a %dx%d pooling with strides %dx%d, pads or ceil_mode: int8 "
                             "pools square unpadded windows only (evaluate it in fp32)",
