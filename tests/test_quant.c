@@ -384,6 +384,27 @@ static void test_errors_name_the_layer(void **state) {
     assert_int_equal(dt_qnet_float_summary(&q, kept, sizeof kept), 0);
     dt_qnet_free(&q);
     dt_model_free(&m);
+
+    /* a 1x7 convolution (Inception's) is refused by name: the int8 loops take square
+     * kernels; a padded max pool (torchvision's resnets') quantizes */
+    snprintf(path, sizeof path, "%s/onnx/inception_like.onnx", dir ? dir : "tests/fixtures");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err) ||
+        dt_model_alloc(&m, 2, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), -1);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "has a 1x7 kernel"));
+    dt_model_free(&m);
+    dt_model_init_empty(&m, "padded_pool", 2);
+    int v =
+        dt_model_relu(&m, dt_model_conv2d(&m, "conv", dt_model_input(&m, 1, 8, 8), 4, 3, 1, 1, 1));
+    v = dt_model_maxpool2d_padded(&m, v, 3, 2, 1, 0);
+    assert_true(dt_model_linear(&m, "fc", dt_model_flatten(&m, v), 2) >= 0);
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    /* a square padded max pool has its int8 form (the padding clipped, as qemu.c's) */
+    if (dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err)) fail_msg("%s", err.msg);
+    dt_qnet_free(&q);
+    dt_model_free(&m);
     free(x);
 }
 

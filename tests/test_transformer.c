@@ -362,7 +362,8 @@ static void test_relu_dropout_add_keep_any_rank(void **state) {
     dt_model_init_empty(&m, "ranks", 4);
     const int t = dt_model_input_dims(&m, 2, dims);
     assert_true(dt_model_conv2d(&m, "conv", t, 4, 1, 1, 0, 1) < 0);
-    assert_non_null(strstr(m.build_error.msg, "conv2d takes an image [C, H, W], not a value of rank 2"));
+    assert_non_null(
+        strstr(m.build_error.msg, "conv2d takes an image [C, H, W], not a value of rank 2"));
     dt_model_free(&m);
     dt_model_init_empty(&m, "ranks", 4);
     const int u = dt_model_input_dims(&m, 2, dims);

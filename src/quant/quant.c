@@ -107,6 +107,12 @@ static int add_layer(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int
     if (in < 0)
         return dt_error_set(err, "model %s: layer %s reads a value with no int8 form", m->name,
                             op->name);
+    if (spatial && !dt_op_window_is_square(op))
+        return dt_error_set(err,
+                            "model %s: conv %s has a %dx%d kernel, strides %dx%d or unequal pads: "
+                            "int8 has square kernels, one stride and equal pads only (evaluate it "
+                            "in fp32)",
+                            m->name, op->name, op->kh, op->kw, op->stride_h, op->stride_w);
     dt_qop *o = &q->ops[q->n_ops++];
     const dt_value *x = &m->values[op->in];
     snprintf(o->name, sizeof o->name, "%s", op->name);
@@ -157,6 +163,14 @@ static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int 
     const int in = of_storage[storage_of(m, op->in)];
     if (in < 0)
         return dt_error_set(err, "model %s: a pooling reads a value with no int8 form", m->name);
+    /* the int8 pools take one square window, one stride and equal pads (the max pool's
+     * padding and ceil_mode clipped in both engines, the average pool's refused by
+     * fits) */
+    if (!dt_op_window_is_square(op))
+        return dt_error_set(err,
+                            "model %s: a %dx%d pooling with strides %dx%d or unequal pads: int8 "
+                            "pools square windows only (evaluate it in fp32)",
+                            m->name, op->kh, op->kw, op->stride_h, op->stride_w);
     dt_qop *o = &q->ops[q->n_ops++];
     o->kind = kind;
     char suffix[32];
@@ -178,22 +192,20 @@ static int add_pool(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, int 
     return i + 1;
 }
 
-/* The inputs of float op i in order (a concat's every input; else in, and in2 if any). */
+/* The inputs of float op i in order (a concat's every input; else in, and in2 if any),
+ * at most DT_QOP_MAX_INPUTS (fits_concat keeps larger concats float). */
 static int float_inputs(const dt_model *m, int i, int *ins) {
     const dt_op *op = &m->ops[i];
-    if (op->n_ins > 0) {
-        memcpy(ins, op->ins, sizeof(int) * (size_t)op->n_ins);
-        return op->n_ins;
-    }
-    ins[0] = op->in;
-    ins[1] = op->in2;
-    return op->in2 >= 0 ? 2 : 1;
+    int n = dt_op_n_inputs(op);
+    if (n > DT_QOP_MAX_INPUTS) n = DT_QOP_MAX_INPUTS;
+    for (int k = 0; k < n; k++) ins[k] = dt_op_input(m, op, k);
+    return n;
 }
 
 /* An op reading several values: their int8 forms in o->ins. */
 static int take_inputs(dt_qnet *q, const dt_model *m, int i, dt_qop *o, const int *of_storage,
                        dt_error *err) {
-    int ins[DT_OP_MAX_INPUTS];
+    int ins[DT_QOP_MAX_INPUTS];
     o->n_ins = float_inputs(m, i, ins);
     for (int k = 0; k < o->n_ins; k++)
         if ((o->ins[k] = of_storage[storage_of(m, ins[k])]) < 0)
@@ -267,7 +279,7 @@ static int fusable(const dt_qnet *q, const dt_model *m, int add, int a, const in
     for (int t = 0; t < m->n_ops; t++) {
         if (t == add) continue;
         if (t <= q->values[v].record_after) continue;
-        int ins[DT_OP_MAX_INPUTS];
+        int ins[DT_QOP_MAX_INPUTS];
         const int n = float_inputs(m, t, ins);
         for (int j = 0; j < n; j++)
             if (storage_of(m, ins[j]) == storage_of(m, a)) return -1;
@@ -333,7 +345,8 @@ static int fits_adaptive(const dt_model *m, const dt_op *op) {
 }
 
 static int fits_concat(const dt_model *m, const dt_op *op) {
-    int ins[DT_OP_MAX_INPUTS];
+    if (dt_op_n_inputs(op) > DT_QOP_MAX_INPUTS || op->axis != 0) return 0;
+    int ins[DT_QOP_MAX_INPUTS];
     const int n = float_inputs(m, (int)(op - m->ops), ins);
     for (int k = 0; k < n; k++)
         if (m->values[ins[k]].rank != 3) return 0;

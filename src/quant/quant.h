@@ -28,6 +28,10 @@
 #include "dtrain/zoo.h"
 #include "quant/calib.h"
 
+/* The most inputs an int8 op reads (a concat's: DenseNet-201's joins 49); a float
+ * concat of more stays float. */
+enum { DT_QOP_MAX_INPUTS = 64 };
+
 typedef enum dt_quant_scheme {
     /* symmetric int8 weights (per tensor or per channel, [-127, 127]); activations s8,
      * or u8 after a ReLU, scale = levels / threshold from calibration; float logits */
@@ -112,7 +116,7 @@ typedef struct dt_qop {
     int c_in, c_out, kernel, stride, pad; /* linear: kernel 1, c_in = input features */
     int groups, dilation;                 /* conv: [c_out, c_in / groups, k, k] weights */
     /* concat and kept-float ops: every input in order (ins[0] = in) */
-    int ins[DT_OP_MAX_INPUTS];
+    int ins[DT_QOP_MAX_INPUTS];
     int n_ins;
     /* a kept-float op: its float op, and the parameters and buffers it reads (weight,
      * bias, running mean, running variance; tensor -1: none), saved in the file */
