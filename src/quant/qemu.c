@@ -190,7 +190,7 @@ static void pool_forward(dt_qemu *e, int i, int n, int avg, int kh, int kw, int 
 #pragma omp parallel for schedule(static) num_threads(e->threads)
     for (int plane = 0; plane < n * x->c; plane++) {
         const int16_t *xs = e->act[o->in] + (size_t)plane * x->h * x->w;
-        int16_t *ys = e->act[o->out] + (size_t)plane * y->h * y->w;
+        int16_t *ys = y->is_float ? NULL : e->act[o->out] + (size_t)plane * y->h * y->w;
         for (int oy = 0; oy < y->h; oy++)
             for (int ox = 0; ox < y->w; ox++) {
                 int best = -32768, sum = 0;
@@ -202,8 +202,13 @@ static void pool_forward(dt_qemu *e, int i, int n, int avg, int kh, int kw, int 
                         best = v > best ? v : best;
                         sum += v;
                     }
-                /* the mean as oneDNN's int8 pooling: float sum times 1/(kh kw), rounded */
-                ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
+                /* the mean as oneDNN's int8 pooling: float sum times 1/(kh kw), rounded;
+                 * float logits (a final pooling): not rounded, over the input's scale */
+                if (y->is_float)
+                    e->logits[(size_t)plane * y->h * y->w + oy * y->w + ox] =
+                        dt_qfloat_pooled_logit(sum, inv, x->scale);
+                else
+                    ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
             }
     }
 }

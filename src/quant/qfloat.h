@@ -33,4 +33,10 @@ static inline int dt_qfloat_quantize(float x, const dt_qvalue *v) {
     return r > (float)v->hi ? v->hi : r >= (float)v->lo ? (int)r : v->lo; /* NaN: lo */
 }
 
+/* A final average pooling's float logit: the window's sum times 1 / (its size), not
+ * rounded, over the input's scale (both engines, quant.h). */
+static inline float dt_qfloat_pooled_logit(int sum, float inv_size, float scale) {
+    return (float)sum * inv_size / scale;
+}
+
 #endif
