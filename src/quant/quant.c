@@ -219,6 +219,9 @@ static int add_concat(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, in
     if (take_inputs(q, m, i, o, of_storage, err)) return -1;
     o->c_out = m->values[op->out].c;
     o->out = new_value(q, o->name, m, op->out, i);
+    /* signed only if an input is (dt_qnet_build's end decides, over the whole group) */
+    q->values[o->out].lo = 0;
+    q->values[o->out].hi = 255;
     for (int k = 0; k < o->n_ins; k++) share_scale(q, o->ins[k], o->out);
     of_storage[storage_of(m, op->out)] = o->out;
     return i + 1;
