@@ -429,7 +429,7 @@ static int concat_steps(const dt_qop *o) {
 static void float_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
     for (int k = 0; k < o->n_ins; k++) {
         const dt_qvalue *x = &e->q->values[o->ins[k]];
-        if (x->from_float) continue;
+        if (dt_qfloat_holds(e->kept, o, k, x)) continue;
         float *dst = dt_qfloat_input(e->kept, o, k);
         const int8_t *s8 = e->buf[o->ins[k]];
         const uint8_t *u8 = e->buf[o->ins[k]];

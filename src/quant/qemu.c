@@ -251,7 +251,7 @@ static void float_forward(dt_qemu *e, int i, int n) {
     const dt_qop *o = &e->q->ops[i];
     for (int k = 0; k < o->n_ins; k++) {
         const dt_qvalue *x = &e->q->values[o->ins[k]];
-        if (x->from_float) continue;
+        if (dt_qfloat_holds(e->kept, o, k, x)) continue;
         float *dst = dt_qfloat_input(e->kept, o, k);
         const int16_t *src = e->act[o->ins[k]];
         for (size_t j = 0; j < value_count(x) * (size_t)n; j++)

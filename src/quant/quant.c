@@ -320,10 +320,11 @@ static int fits_image(const dt_model *m, const dt_op *op) {
     return m->values[op->in].rank == 3 && m->values[op->out].rank == 3;
 }
 
-static int fits_any(const dt_model *m, const dt_op *op) {
-    (void)m;
-    (void)op;
-    return 1;
+/* A linear layer of a flattened image or a vector (not one applied along an axis of
+ * a value of another rank, per token). */
+static int fits_linear(const dt_model *m, const dt_op *op) {
+    const int r = m->values[op->in].rank;
+    return (r == 3 || r == 1) && m->values[op->out].rank == 1;
 }
 
 static int fits_avgpool(const dt_model *m, const dt_op *op) {
@@ -358,7 +359,7 @@ typedef struct qop_row {
 
 static const qop_row qop_table[] = {
     [DT_QOP_CONV] = {{"conv", DT_OP_CONV2D, 4}, fits_image, add_conv, group_conv_macs},
-    [DT_QOP_LINEAR] = {{"linear", DT_OP_LINEAR, 2}, fits_any, add_linear, linear_macs},
+    [DT_QOP_LINEAR] = {{"linear", DT_OP_LINEAR, 2}, fits_linear, add_linear, linear_macs},
     [DT_QOP_MAXPOOL] = {{"maxpool", DT_OP_MAXPOOL2D, 0}, fits_image, add_pool, NULL},
     [DT_QOP_AVGPOOL] = {{"avgpool", DT_OP_AVGPOOL2D, 0}, fits_avgpool, add_pool, NULL},
     [DT_QOP_ADAPTIVE_AVGPOOL] = {{"adaptive_avgpool", DT_OP_ADAPTIVE_AVGPOOL2D, 0},
