@@ -428,6 +428,7 @@ static int concat_steps(const dt_qop *o) {
  * quantized back to NHWC. */
 static void float_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
     for (int k = 0; k < o->n_ins; k++) {
+        if (o->ins[k] < 0) continue; /* none, or a constant the float model holds */
         const dt_qvalue *x = &e->q->values[o->ins[k]];
         if (dt_qfloat_holds(e->kept, o, k, x)) continue;
         float *dst = dt_qfloat_input(e->kept, o, k);

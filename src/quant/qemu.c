@@ -250,6 +250,7 @@ static void concat_forward(dt_qemu *e, int i, int n) {
 static void float_forward(dt_qemu *e, int i, int n) {
     const dt_qop *o = &e->q->ops[i];
     for (int k = 0; k < o->n_ins; k++) {
+        if (o->ins[k] < 0) continue; /* none, or a constant the float model holds */
         const dt_qvalue *x = &e->q->values[o->ins[k]];
         if (dt_qfloat_holds(e->kept, o, k, x)) continue;
         float *dst = dt_qfloat_input(e->kept, o, k);

@@ -190,15 +190,28 @@ static int float_inputs(const dt_model *m, int i, int *ins) {
     return op->in2 >= 0 ? 2 : 1;
 }
 
+/* Whether an op of m writes value v's storage (the input is written by the caller). */
+static int written(const dt_model *m, int v) {
+    if (storage_of(m, v) == storage_of(m, 0)) return 1;
+    for (int i = 0; i < m->n_ops; i++)
+        if (m->ops[i].out >= 0 && storage_of(m, m->ops[i].out) == storage_of(m, v)) return 1;
+    return 0;
+}
+
 /* An op reading several values: their int8 forms in o->ins. */
 static int take_inputs(dt_qnet *q, const dt_model *m, int i, dt_qop *o, const int *of_storage,
                        dt_error *err) {
     int ins[DT_OP_MAX_INPUTS];
     o->n_ins = float_inputs(m, i, ins);
-    for (int k = 0; k < o->n_ins; k++)
-        if ((o->ins[k] = of_storage[storage_of(m, ins[k])]) < 0)
+    for (int k = 0; k < o->n_ins; k++) {
+        o->ins[k] = ins[k] >= 0 ? of_storage[storage_of(m, ins[k])] : -1;
+        /* -1: no input there, or a value no op writes (a constant of the float model,
+         * which a kept-float op reads as it is); a value an op writes must have its
+         * int8 form */
+        if (o->ins[k] < 0 && ins[k] >= 0 && written(m, ins[k]))
             return dt_error_set(err, "model %s: op %d (%s) reads a value the int8 network lacks",
                                 m->name, i, dt_op_kind_name(m->ops[i].kind));
+    }
     o->in = o->ins[0];
     (void)q;
     return 0;
@@ -273,15 +286,25 @@ static int fusable(const dt_qnet *q, const dt_model *m, int add, int a, const in
         int ins[DT_OP_MAX_INPUTS];
         const int n = float_inputs(m, t, ins);
         for (int j = 0; j < n; j++)
-            if (storage_of(m, ins[j]) == storage_of(m, a)) return -1;
+            if (ins[j] >= 0 && storage_of(m, ins[j]) == storage_of(m, a)) return -1;
     }
     return k;
 }
 
+static int fits_image(const dt_model *m, const dt_op *op);
+
 static int fuse_add(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_error *err) {
     const dt_op *op = &m->ops[i];
     int sides[2][2] = {{op->in, op->in2}, {op->in2, op->in}}, k = -1, other = -1;
-    for (int s = 0; s < 2 && k < 0; s++) {
+    /* a residual: two images of the output's shape (not a broadcast) */
+    const int same = op->in >= 0 && op->in2 >= 0 && fits_image(m, op) &&
+                     m->values[op->in2].rank == 3 && m->values[op->in].c == m->values[op->out].c &&
+                     m->values[op->in2].c == m->values[op->out].c &&
+                     m->values[op->in].h == m->values[op->out].h &&
+                     m->values[op->in2].h == m->values[op->out].h &&
+                     m->values[op->in].w == m->values[op->out].w &&
+                     m->values[op->in2].w == m->values[op->out].w;
+    for (int s = 0; same && s < 2 && k < 0; s++) {
         const int res = of_storage[storage_of(m, sides[s][1])];
         k = res >= 0 ? fusable(q, m, i, sides[s][0], of_storage) : -1;
         if (k >= 0) other = sides[s][1];
@@ -340,7 +363,7 @@ static int fits_concat(const dt_model *m, const dt_op *op) {
     int ins[DT_OP_MAX_INPUTS];
     const int n = float_inputs(m, (int)(op - m->ops), ins);
     for (int k = 0; k < n; k++)
-        if (m->values[ins[k]].rank != 3) return 0;
+        if (ins[k] < 0 || m->values[ins[k]].rank != 3) return 0;
     return m->values[op->out].rank == 3;
 }
 
