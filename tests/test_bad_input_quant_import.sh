@@ -12,13 +12,13 @@ if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
 fi
 F="--threads 2"
 cp "$SRC/tests/fixtures/onnx/squeeze_grouped_1ch.onnx" sq.onnx
-"$DTRAIN" train --model sq.onnx --data fashion-mnist --max-samples 256 --epochs 1 --quiet $F \
+"$DTRAIN" train --model sq.onnx --data fashion-mnist --max-samples 64 --test-samples 32 --epochs 1 --quiet $F \
     --save w.safetensors &&
     "$DTRAIN" quantize --model sq.onnx --init w.safetensors --out q.safetensors \
         --calib-samples 64 --calib-method minmax $F >/dev/null ||
     { echo "cannot quantize squeeze_grouped_1ch here"; exit 1; }
 R20="--model resnet20 --width 4 --data synthetic:cifar10"
-"$DTRAIN" train $R20 --max-samples 64 --epochs 1 --quiet $F --save r.safetensors &&
+"$DTRAIN" train $R20 --max-samples 64 --test-samples 32 --epochs 1 --quiet $F --save r.safetensors &&
     "$DTRAIN" quantize $R20 --init r.safetensors --out rq.safetensors --calib-samples 32 \
         --calib-method minmax $F >/dev/null ||
     { echo "cannot quantize resnet20 here"; exit 1; }
