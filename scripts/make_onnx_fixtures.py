@@ -107,6 +107,26 @@ class SqueezeGrouped(nn.Module):
         return torch.flatten(self.classifier(self.features(x)), 1)
 
 
+class KeptFloat(nn.Module):
+    """Ops int8 has no form for between int8 ones (dtrain quantize keeps them float): a
+    ReLU after a pooling, then a dropout and a BatchNorm not after a convolution (the
+    BatchNorm reads the ReLU's float output through the dropout)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(0.0)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 8 * 8, classes)
+
+    def forward(self, x):
+        x = F.relu(self.pool(self.conv1(x)))
+        x = F.relu(self.conv2(self.bn(self.drop(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
 BF16_REFERENCES = {"separable_dilated"}
 
 
@@ -208,6 +228,7 @@ def main():
          (3, 224, 224), 1, 59, 0.01),
         ("tv_vgg11_w2", lambda: tv_vgg11_narrow(2), (3, 224, 224), 1, 61, 0.01),
         ("squeeze_grouped_1ch", lambda: SqueezeGrouped(), (1, 28, 28), 4, 63, 0.05),
+        ("kept_float", lambda: KeptFloat(), (3, 16, 16), 4, 65, 0.1),
     ]
     only = set(args.only.split(",")) if args.only else None
     for name, build, shape, batch, seed, lr in cases:

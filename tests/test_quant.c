@@ -384,6 +384,15 @@ static void test_errors_name_the_layer(void **state) {
     assert_int_equal(dt_qnet_float_summary(&q, kept, sizeof kept), 0);
     dt_qnet_free(&q);
     dt_model_free(&m);
+
+    /* a ReLU after a pooling, a BatchNorm not after a convolution: kept float */
+    snprintf(path, sizeof path, "%s/onnx/kept_float.onnx", dir ? dir : "tests/fixtures");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), 0);
+    assert_int_equal(dt_qnet_float_summary(&q, kept, sizeof kept), 2);
+    assert_string_equal(kept, "2 ops (relu x1, batchnorm2d x1)");
+    dt_qnet_free(&q);
+    dt_model_free(&m);
     free(x);
 }
 
