@@ -260,6 +260,27 @@ class InceptionLike(nn.Module):
 
 # fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
 BF16_REFERENCES = {"separable_dilated", "inception_like"}
+class KeptFloat(nn.Module):
+    """Ops int8 has no form for between int8 ones (dtrain quantize keeps them float): a
+    ReLU after a pooling, then a dropout and a BatchNorm not after a convolution (the
+    BatchNorm reads the ReLU's float output through the dropout)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(0.0)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 8 * 8, classes)
+
+    def forward(self, x):
+        x = F.relu(self.pool(self.conv1(x)))
+        x = F.relu(self.conv2(self.bn(self.drop(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
+BF16_REFERENCES = {"separable_dilated"}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -518,6 +539,7 @@ def main():
         # CIFAR's shape, for the CLI's training, resume and --save (test_transformer_cli.sh)
         ("attention_tokens_32", lambda: AttentionTokens(tokens=32, features=32), (3, 32, 32), 4,
          69, 0.1),
+        ("kept_float", lambda: KeptFloat(), (3, 16, 16), 4, 65, 0.1),
     ]
     # issue 41's torchvision families, each with a bf16 autocast reference but the ViT
     # (its 460 K parameters: 7.6 MB of fixture already, and 1.8 MB more for bf16)

@@ -427,6 +427,17 @@ static void test_onnx_attention_tokens_opset17_matches_pytorch(void **state) {
     run_committed("onnx/attention_tokens_32.onnx.safetensors");
 }
 
+/* The imported CNNs issue 41's int8 tests quantize (docs/quantization.md). */
+static void test_onnx_squeeze_grouped_1ch_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/squeeze_grouped_1ch.onnx.safetensors");
+}
+
+static void test_onnx_kept_float_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/kept_float.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -459,6 +470,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_inception_like_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_squeeze_grouped_1ch_matches_pytorch),
+        cmocka_unit_test(test_onnx_kept_float_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_families_as_listed),
         cmocka_unit_test(test_onnx_attention_tokens_matches_pytorch),

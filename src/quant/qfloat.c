@@ -58,6 +58,11 @@ float *dt_qfloat_input(dt_qfloat *f, const dt_qop *o, int k) {
     return dt_model_value_data(&f->m, dt_op_input(&f->m, op, k));
 }
 
+int dt_qfloat_holds(const dt_qfloat *f, const dt_qop *o, int k, const dt_qvalue *x) {
+    const dt_op *op = &f->m.ops[o->float_op];
+    return x->from_float && f->m.values[dt_op_input(&f->m, op, k)].storage == x->float_storage;
+}
+
 void dt_qfloat_run(dt_qfloat *f, const dt_qop *o, int n) {
     dt_op *op = &f->m.ops[o->float_op];
     op->impl->forward(&f->m, op, n);

@@ -14,7 +14,8 @@
  *
  * with [lo, hi] = [-128, 127] (signed), [0, 255] after a ReLU (symmetric scheme; [0, 127]
  * when its range is reduced) or [0, 127] (the lab's clamp, then ReLU). The last layer of the
- * symmetric scheme stops at y: float logits. Pooling keeps its input's scale (average: rint(sum /
+ * symmetric scheme stops at y: float logits (a final average pooling: sum / k^2, not rounded, over
+ * its input's scale). Pooling keeps its input's scale (average: rint(sum /
  * k^2)). docs/quantization.md has the schemes, the file's tensors and the exact formulas. */
 #ifndef DTRAIN_QUANT_H
 #define DTRAIN_QUANT_H
