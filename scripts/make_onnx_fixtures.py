@@ -226,6 +226,61 @@ class AttentionTokens(nn.Module):
 BF16_REFERENCES = {"separable_dilated", "se_layer_scale", "activations"}
 # the model autocast runs where the fixture's own cannot run in bf16
 BF16_BUILDS = {"activations": lambda: Activations(clamp_relu6=True)}
+class InceptionLike(nn.Module):
+    """The CNN-side generalisations of issue 41 in one small model: Inception v3's
+    factorised 1x7 and 7x1 convolutions (pads (0, 3) and (3, 0)), its AvgPool2d(3, 1, 1)
+    counting the padding (PyTorch's default: exported as a Pad of zeros and an unpadded
+    AveragePool) and not counting it, a ten-input concat (DenseNet's joins), BatchNorm
+    with MobileNetV3's momentum 0.01 (and eps 1e-3), a rectangular max pool with
+    ceil_mode. (F.pad exports at opset 17 through shape arithmetic, Shape, Gather,
+    ConstantOfShape..., not a constant Pad: not here.)"""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(8, eps=1e-3, momentum=0.01)
+        self.conv1x7 = nn.Conv2d(8, 8, (1, 7), padding=(0, 3), bias=False)
+        self.conv7x1 = nn.Conv2d(8, 8, (7, 1), padding=(3, 0))
+        self.bn1 = nn.BatchNorm2d(8, momentum=0.01)
+        self.pool_incl = nn.AvgPool2d(3, 1, 1)
+        self.pool_excl = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.branches = nn.ModuleList([nn.Conv2d(8, 2, 1) for _ in range(8)])
+        self.down = nn.Conv2d(32, 16, 3, stride=2, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16, momentum=0.01)
+        self.pool = nn.MaxPool2d((3, 2), stride=(2, 1), ceil_mode=True)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn0(self.stem(x)))
+        x = F.relu(self.bn1(self.conv7x1(self.conv1x7(x))))
+        x = torch.cat([b(x) for b in self.branches] + [self.pool_incl(x), self.pool_excl(x)], 1)
+        x = F.relu(self.bn2(self.down(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.pool(x), 1), 1))
+
+
+# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
+BF16_REFERENCES = {"separable_dilated", "inception_like"}
+class KeptFloat(nn.Module):
+    """Ops int8 has no form for between int8 ones (dtrain quantize keeps them float): a
+    ReLU after a pooling, then a dropout and a BatchNorm not after a convolution (the
+    BatchNorm reads the ReLU's float output through the dropout)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(0.0)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 8 * 8, classes)
+
+    def forward(self, x):
+        x = F.relu(self.pool(self.conv1(x)))
+        x = F.relu(self.conv2(self.bn(self.drop(x))))
+        return self.fc(torch.flatten(x, 1))
+
+
+BF16_REFERENCES = {"separable_dilated"}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -470,6 +525,7 @@ def main():
         ("channel_shuffle", lambda: ChannelShuffleNet(), (3, 16, 16), 4, 63, 0.1),
         ("se_layer_scale", lambda: SEScale(), (3, 8, 8), 4, 65, 0.1),
         ("activations", lambda: Activations(), (3, 16, 16), 4, 63, 0.1),
+        ("inception_like", lambda: InceptionLike(), (3, 16, 16), 4, 63, 0.1),
         # torchvision's structures at a small width (full width: 47-500 MB); alexnet and
         # vgg11 need 224x224 (their adaptive pooling exports only as an identity there):
         # width 2 and one image a batch keep them near 1.5 MB each
@@ -483,6 +539,7 @@ def main():
         # CIFAR's shape, for the CLI's training, resume and --save (test_transformer_cli.sh)
         ("attention_tokens_32", lambda: AttentionTokens(tokens=32, features=32), (3, 32, 32), 4,
          69, 0.1),
+        ("kept_float", lambda: KeptFloat(), (3, 16, 16), 4, 65, 0.1),
     ]
     # issue 41's torchvision families, each with a bf16 autocast reference but the ViT
     # (its 460 K parameters: 7.6 MB of fixture already, and 1.8 MB more for bf16)

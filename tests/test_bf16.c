@@ -267,6 +267,11 @@ static void test_onnx_se_layer_scale_bf16_as_close_as_autocast(void **state) {
     check_bf16("onnx/se_layer_scale.onnx.safetensors", "onnx/se_layer_scale_bf16.safetensors");
 }
 
+static void test_onnx_inception_like_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("onnx/inception_like.onnx.safetensors", "onnx/inception_like_bf16.safetensors");
+}
+
 static void test_bf16_needs_onednn(void **state) {
     (void)state;
     dt_model_spec spec;
@@ -340,6 +345,7 @@ int main(void) {
         cmocka_unit_test(test_onnx_se_layer_scale_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_activations_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_families_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_onnx_inception_like_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
         cmocka_unit_test(test_bf16_activations_end_to_end),
     };

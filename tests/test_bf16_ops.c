@@ -36,6 +36,7 @@
 #include "nn/concat.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/pad2d.h"
 #include "nn/pool2d.h"
 #include "nn/relu.h"
 #include "nn/residual.h"
@@ -434,6 +435,43 @@ static void check_avgpool(int n, int c, int h, int w, int kernel, int stride, in
     free(dx_plain);
 }
 
+/* Any windows: pads, count_include_pad both ways, ceil_mode, rectangles. */
+static void check_avgpool_geom(int n, int c, int h, int w, dt_pool2d_geom g, int count_pad,
+                               int blocked, int add) {
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, count_pad, h, w, &wy, &wx);
+    const size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * wy.out * wx.out;
+    float *x_plain = bf16_valued(in_n, 34, -2, 2), *y = test_alloc(sizeof(float) * out_n);
+    float *x = blocked ? blocked_f32(x_plain, n, c, h * w) : copy_f32(x_plain, in_n);
+    uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
+    dt_avgpool2d_windows_forward(y, x, n, c, &wy, &wx, blocked);
+    dt_bf16_avgpool2d_windows_forward(yh, xh, n, c, &wy, &wx, blocked);
+    expect_rounded(yh, y, out_n, "avgpool (windows) forward");
+    float *dy = bf16_valued(out_n, 35, -1, 1), *dx = bf16_valued(in_n, 36, -1, 1);
+    uint16_t *dyh = to_bf16(dy, out_n), *dxh = to_bf16(dx, in_n);
+    if (!add) memset(dx, 0, sizeof(float) * in_n);
+    dt_avgpool2d_windows_backward(dx, dy, n, c, &wy, &wx, blocked);
+    dt_bf16_avgpool2d_windows_backward(dxh, dyh, n, c, &wy, &wx, blocked, add);
+    /* the f32 loop scatters each output's share, the bf16 one gathers them per cell: the
+     * same terms in another order */
+    expect_close(dxh, dx, in_n, "avgpool (windows) backward");
+    free(x_plain), free(x), free(y), free(xh), free(yh), free(dy), free(dx), free(dyh), free(dxh);
+}
+
+static void test_avgpool_windows_match_f32(void **state) {
+    (void)state;
+    const dt_pool2d_geom avg331 = {3, 3, 1, 1, 1, 1, 1, 1, 0}, rect = {2, 3, 2, 1, 1, 0, 0, 2, 0},
+                         ceil = {3, 2, 2, 2, 1, 0, 1, 1, 1};
+    for (int add = 0; add < 2; add++)
+        for (int blocked = 0; blocked < 2; blocked++)
+            for (int count_pad = 0; count_pad < 2; count_pad++) {
+                const int c = blocked ? 32 : 3;
+                check_avgpool_geom(2, c, 6, 7, avg331, count_pad, blocked, add);
+                check_avgpool_geom(2, c, 7, 6, rect, count_pad, blocked, add);
+                check_avgpool_geom(2, c, 8, 7, ceil, count_pad, blocked, add);
+            }
+}
+
 static void test_avgpool_matches_f32(void **state) {
     (void)state;
     for (int add = 0; add < 2; add++)
@@ -533,6 +571,54 @@ static void test_concat_matches_f32(void **state) {
         free(xs[k]), free(xhs[k]), free(dxs[k]), free(dxhs[k]);
     }
     free(y), free(yh);
+}
+
+/* One input's part of a concat along an inner axis (outer 6, the axis 7 long, the input
+ * rows 2..4 of it, inner 4), as the op runs any axis and any count of inputs. */
+static void test_concat_part_matches_f32(void **state) {
+    (void)state;
+    const size_t outer = 6, inner = 4;
+    const int total = 7, offset = 2, size = 3;
+    const size_t in_n = outer * size * inner, out_n = outer * total * inner;
+    float *x = bf16_valued(in_n, 90, -1, 1), *y = bf16_valued(out_n, 91, -1, 1);
+    uint16_t *xh = to_bf16(x, in_n), *yh = to_bf16(y, out_n);
+    dt_concat_part_forward(y, x, outer, total, offset, size, inner);
+    dt_bf16_concat_part_forward(yh, xh, outer, total, offset, size, inner);
+    expect_rounded(yh, y, out_n, "concat part forward"); /* the other rows untouched alike */
+    for (int add = 0; add < 2; add++) {
+        float *dx = bf16_valued(in_n, 92, -1, 1);
+        uint16_t *dxh = to_bf16(dx, in_n);
+        if (!add) memset(dx, 0, sizeof(float) * in_n);
+        dt_concat_part_backward(dx, y, outer, total, offset, size, inner);
+        dt_bf16_concat_part_backward(dxh, yh, outer, total, offset, size, inner, add);
+        expect_rounded(dxh, dx, in_n, "concat part backward");
+        free(dx), free(dxh);
+    }
+    free(x), free(y), free(xh), free(yh);
+}
+
+/* Constant padding: copies and a constant, so the bf16 result is the fp32 one rounded;
+ * the gradient's interior likewise (written), or within one rounding (added). */
+static void test_pad2d_matches_f32(void **state) {
+    (void)state;
+    const int n = 2, c = 3, h = 5, w = 4, pads[4] = {2, 0, 1, 3};
+    const size_t in_n = (size_t)n * c * h * w, out_n = (size_t)n * c * (h + 3) * (w + 3);
+    float *x = bf16_valued(in_n, 95, -1, 1), *y = test_alloc(sizeof(float) * out_n);
+    uint16_t *xh = to_bf16(x, in_n), *yh = test_alloc(sizeof(uint16_t) * out_n);
+    dt_pad2d_forward(y, x, n, c, h, w, pads, 0.5f);
+    dt_bf16_pad2d_forward(yh, xh, n, c, h, w, pads, 0.5f);
+    expect_rounded(yh, y, out_n, "pad2d forward");
+    float *dy = bf16_valued(out_n, 96, -1, 1);
+    uint16_t *dyh = to_bf16(dy, out_n);
+    for (int add = 0; add < 2; add++) {
+        float *dx = bf16_valued(in_n, 97, -1, 1);
+        uint16_t *dxh = to_bf16(dx, in_n);
+        dt_pad2d_backward(dx, dy, n, c, h, w, pads, add);
+        dt_bf16_pad2d_backward(dxh, dyh, n, c, h, w, pads, add);
+        expect_rounded(dxh, dx, in_n, "pad2d backward");
+        free(dx), free(dxh);
+    }
+    free(x), free(y), free(xh), free(yh), free(dy), free(dyh);
 }
 
 static void test_shortcut_pad_matches_f32(void **state) {
@@ -740,9 +826,12 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_matches_f32),
         cmocka_unit_test(test_maxpool_matches_f32),
         cmocka_unit_test(test_avgpool_matches_f32),
+        cmocka_unit_test(test_avgpool_windows_match_f32),
         cmocka_unit_test(test_adaptive_avgpool_matches_f32),
         cmocka_unit_test(test_dropout_drops_what_f32_drops),
         cmocka_unit_test(test_concat_matches_f32),
+        cmocka_unit_test(test_concat_part_matches_f32),
+        cmocka_unit_test(test_pad2d_matches_f32),
         cmocka_unit_test(test_shortcut_pad_matches_f32),
     };
     const struct CMUnitTest dnnl[] = {

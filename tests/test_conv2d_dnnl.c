@@ -10,18 +10,19 @@
 
 #include <cmocka.h>
 
+#include "core/cpu_isa.h"
 #include "dtrain/error.h"
 #include "exec/conv2d_dnnl.h"
 #include "nn/conv2d.h"
 #include "testutil.h"
 
-static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
-                          int pad, int dilation, int groups, int bias) {
+static void check_rect(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int kh, int kw,
+                       int sh, int sw, const int pads[4], int dilation, int groups, int bias) {
     dt_conv2d_shape s;
     assert_int_equal(
-        dt_conv2d_shape_make_grouped(&s, n, c_in, h, w, c_out, k, k, stride, pad, dilation, groups),
+        dt_conv2d_shape_make_rect(&s, n, c_in, h, w, c_out, kh, kw, sh, sw, pads, dilation, groups),
         0);
-    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * k * k;
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * kh * kw;
     size_t no = (size_t)n * c_out * s.h_out * s.w_out;
     float *x = test_alloc(4 * nx), *wt = test_alloc(4 * nw), *b = test_alloc(4 * c_out);
     float *dy = test_alloc(4 * no), *ws = test_alloc(4 * dt_conv2d_workspace_floats(&s));
@@ -67,9 +68,10 @@ static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out
         dt_conv2d_plan_backward(plan, &scratch, m, dx, dw, bias ? db : NULL, dy, x, wt);
         double ex = rel_error(dx, dx_ref, (size_t)m * c_in * h * w);
         double ew = rel_error(dw, dw_ref, nw), eb = rel_error(db, db_ref, c_out);
-        print_message("n=%d c_in=%d %dx%d c_out=%d k=%d s=%d p=%d d=%d g=%d: out %.1e din %.1e "
-                      "dw %.1e db %.1e\n",
-                      m, c_in, h, w, c_out, k, stride, pad, dilation, groups, ef, ex, ew, eb);
+        print_message("n=%d c_in=%d %dx%d c_out=%d k=%dx%d s=%dx%d p=%d,%d,%d,%d d=%d g=%d: out "
+                      "%.1e din %.1e dw %.1e db %.1e\n",
+                      m, c_in, h, w, c_out, kh, kw, sh, sw, pads[0], pads[1], pads[2], pads[3],
+                      dilation, groups, ef, ex, ew, eb);
         assert_true(ef < 1e-5 && ex < 1e-5 && ew < 1e-5 && eb < 1e-5);
         assert_true(rel_error(dw, dw_start, nw) > 1e-3); /* the gradient was added */
         memcpy(dw_start, dw, 4 * nw);
@@ -79,6 +81,12 @@ static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out
     for (int i = 0; i < DT_DNNL_WEIGHT_SLOTS; i++) free(scratch.weight[i]);
     free(x), free(wt), free(b), free(dy), free(ws), free(y_ref), free(y), free(dx_ref), free(dx);
     free(dw_ref), free(dw), free(db_ref), free(db), free(dw_start);
+}
+
+static void check_grouped(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
+                          int pad, int dilation, int groups, int bias) {
+    const int pads[4] = {pad, pad, pad, pad};
+    check_rect(ctx, n, c_in, h, w, c_out, k, k, stride, stride, pads, dilation, groups, bias);
 }
 
 static void check_shape(dt_dnnl *ctx, int n, int c_in, int h, int w, int c_out, int k, int stride,
@@ -110,12 +118,75 @@ static void test_dnnl_conv2d_matches_im2col(void **state) {
     check_grouped(ctx, 2, 6, 10, 10, 6, 3, 1, 1, 1, 6, 1);   /* depthwise, few channels */
     check_grouped(ctx, 2, 16, 12, 12, 16, 3, 1, 2, 2, 1, 0); /* dilation 2, same size */
     check_grouped(ctx, 2, 8, 13, 11, 4, 3, 2, 3, 3, 2, 1);   /* dilated, strided, grouped */
+    /* Inception v3's 1x7 / 7x1 (pads (0, 3), (3, 0)), ONNX's asymmetric pads (oneDNN's
+     * padding_l and padding_r), strides per axis, a grouped rectangle */
+    const int p17[4] = {0, 3, 0, 3}, p71[4] = {3, 0, 3, 0}, asym[4] = {1, 0, 2, 1};
+    check_rect(ctx, 2, 16, 17, 17, 16, 1, 7, 1, 1, p17, 1, 1, 0);
+    check_rect(ctx, 2, 16, 17, 17, 32, 7, 1, 1, 1, p71, 1, 1, 1);
+    check_rect(ctx, 2, 3, 9, 10, 5, 3, 2, 2, 3, asym, 1, 1, 1);
+    check_rect(ctx, 2, 8, 9, 10, 8, 2, 3, 1, 2, asym, 2, 4, 0);
+    dt_dnnl_destroy(ctx);
+}
+
+/* MobileNet's and EfficientNet's depthwise (groups = channels) and pointwise (1x1)
+ * convolutions, as a model lays them out (nChw16c), run on oneDNN's JIT or brgemm
+ * kernels in every pass, in fp32 and, where the CPU has it, bf16: not on its GEMM-based
+ * (im2col) or reference ones, which are many times slower (dt_dnnl_fast_impl). */
+static void check_fast(dt_dnnl *ctx, int c_in, int c_out, int k, int stride, int groups, int bf16,
+                       int wgrad_may_be_gemm) {
+    dt_conv2d_shape s;
+    assert_int_equal(
+        dt_conv2d_shape_make_grouped(&s, 8, c_in, 16, 16, c_out, k, k, stride, k / 2, 1, groups),
+        0);
+    const dt_exec_conv2d_io io = {.in_blocked = 1,
+                                  .out_blocked = 1,
+                                  .in_dtype = bf16 ? DT_BF16 : DT_F32,
+                                  .out_dtype = bf16 ? DT_BF16 : DT_F32};
+    dt_dnnl_scratch scratch;
+    memset(&scratch, 0, sizeof scratch);
+    dt_conv2d_plan *plan;
+    dt_error err;
+    if (dt_conv2d_plan_create(&plan, ctx, &s, 0, &io, bf16, &scratch, &err))
+        fail_msg("%s", err.msg);
+    for (int pass = 0; pass < 3; pass++) {
+        const char *impl = dt_conv2d_plan_impl(plan, pass);
+        print_message("%s %dx%d %d->%d groups %d stride %d, %s: %s\n", bf16 ? "bf16" : "fp32", k, k,
+                      c_in, c_out, groups, stride,
+                      pass == 0   ? "forward"
+                      : pass == 1 ? "input gradient"
+                                  : "weight gradient",
+                      impl);
+        const int fast =
+            !strncmp(impl, "jit", 3) || !strncmp(impl, "brg", 3) || !strcmp(impl, "matmul");
+        if ((!fast || strstr(impl, "gemm")) && !(pass == 2 && wgrad_may_be_gemm))
+            fail_msg("not a JIT kernel: %s", impl);
+    }
+    dt_conv2d_plan_destroy(plan);
+}
+
+static void test_depthwise_and_pointwise_run_on_jit_kernels(void **state) {
+    (void)state;
+    dt_dnnl *ctx;
+    dt_error err;
+    if (dt_dnnl_create(&ctx, &err)) fail_msg("%s", err.msg);
+    for (int bf16 = 0; bf16 <= dt_cpu_has_bf16(); bf16++) {
+        check_fast(ctx, 32, 32, 3, 1, 32, bf16, 0); /* depthwise 3x3 */
+        check_fast(ctx, 96, 96, 3, 2, 96, bf16, 0); /* depthwise, strided */
+        check_fast(ctx, 32, 96, 1, 1, 1, bf16, 0);  /* pointwise expansion */
+        check_fast(ctx, 96, 16, 1, 1, 1, bf16, 0);  /* pointwise projection */
+        /* EfficientNet's 5x5 depthwise: forward and input gradient on jit_dw, but Debian's
+         * oneDNN 2.6.3 gives its weight gradient to x64:gemm:jit in fp32 and bf16 alike
+         * (measured here; printed above, a gap of oneDNN's to measure, not hidden) */
+        check_fast(ctx, 96, 96, 5, 1, 96, bf16, 1);
+    }
+    if (!dt_cpu_has_bf16()) print_message("bf16 not checked: no AVX512-BF16 or AMX here\n");
     dt_dnnl_destroy(ctx);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dnnl_conv2d_matches_im2col),
+        cmocka_unit_test(test_depthwise_and_pointwise_run_on_jit_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
 #include "nn/cross_entropy.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "nn/pad2d.h"
 #include "nn/pool2d.h"
 #include "nn/relu.h"
 #include "nn/residual.h"
@@ -165,17 +166,18 @@ static void conv_bwd(void *p) {
     dt_conv2d_backward(c->dx, c->dw, c->db, c->r, c->x, c->w, c->ws, &c->s);
 }
 
-static void check_conv_grouped(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad,
-                               int dilation, int groups) {
+static void check_conv_rect(int n, int c_in, int h, int w, int c_out, int kh, int kw, int sh,
+                            int sw, const int pads[4], int dilation, int groups) {
     conv_ctx c;
     memset(&c, 0, sizeof c);
-    assert_int_equal(dt_conv2d_shape_make_grouped(&c.s, n, c_in, h, w, c_out, k, k, stride, pad,
-                                                  dilation, groups),
+    assert_int_equal(dt_conv2d_shape_make_rect(&c.s, n, c_in, h, w, c_out, kh, kw, sh, sw, pads,
+                                               dilation, groups),
                      0);
-    print_message("conv2d n=%d c_in=%d %dx%d c_out=%d k=%d stride=%d pad=%d dilation=%d "
-                  "groups=%d\n",
-                  n, c_in, h, w, c_out, k, stride, pad, dilation, groups);
-    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * k * k;
+    print_message("conv2d n=%d c_in=%d %dx%d c_out=%d k=%dx%d stride=%dx%d pads=%d,%d,%d,%d "
+                  "dilation=%d groups=%d\n",
+                  n, c_in, h, w, c_out, kh, kw, sh, sw, pads[0], pads[1], pads[2], pads[3],
+                  dilation, groups);
+    size_t nx = (size_t)n * c_in * h * w, nw = (size_t)c_out * (c_in / groups) * kh * kw;
     size_t no = (size_t)n * c_out * c.s.h_out * c.s.w_out;
     c.x = test_alloc(4 * nx), c.dx = test_alloc(4 * nx), c.w = test_alloc(4 * nw);
     c.dw = test_alloc(4 * nw), c.b = test_alloc(4 * c_out), c.db = test_alloc(4 * c_out);
@@ -197,6 +199,12 @@ static void check_conv_grouped(int n, int c_in, int h, int w, int c_out, int k, 
     free(c.ws);
 }
 
+static void check_conv_grouped(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad,
+                               int dilation, int groups) {
+    const int pads[4] = {pad, pad, pad, pad};
+    check_conv_rect(n, c_in, h, w, c_out, k, k, stride, stride, pads, dilation, groups);
+}
+
 static void check_conv(int n, int c_in, int h, int w, int c_out, int k, int stride, int pad) {
     check_conv_grouped(n, c_in, h, w, c_out, k, stride, pad, 1, 1);
 }
@@ -215,6 +223,132 @@ static void test_conv2d_grad_matches_fd(void **state) {
     check_conv_grouped(3, 4, 5, 5, 4, 1, 1, 0, 1, 4);   /* depthwise pointwise, batched */
     check_conv_grouped(2, 2, 9, 8, 3, 3, 1, 2, 2, 1);   /* dilation 2 */
     check_conv_grouped(2, 4, 11, 11, 2, 3, 2, 3, 3, 2); /* dilated, strided and grouped */
+    /* Inception v3's 1x7 and 7x1 with pads (0, 3) and (3, 0), a strided rectangle with
+     * pads on one side only (ONNX's asymmetric padding), a grouped rectangle */
+    const int p17[4] = {0, 3, 0, 3}, p71[4] = {3, 0, 3, 0}, asym[4] = {1, 0, 2, 1};
+    check_conv_rect(2, 3, 8, 9, 4, 1, 7, 1, 1, p17, 1, 1);
+    check_conv_rect(2, 3, 9, 8, 4, 7, 1, 1, 1, p71, 1, 1);
+    check_conv_rect(2, 2, 7, 8, 3, 3, 2, 2, 3, asym, 1, 1);
+    check_conv_rect(2, 4, 7, 6, 4, 2, 3, 1, 2, asym, 2, 2);
+}
+
+/* ---- pools over any window: kh x kw, strides per axis, pads per side, ceil_mode,
+ * average pooling with count_include_pad both ways ---- */
+typedef struct {
+    int max, n, c, h, w, count_pad;
+    dt_pool2d_geom g;
+    float *x, *out, *r, *dx;
+    int32_t *argmax;
+    size_t nx, no;
+} window_ctx;
+
+static double window_fwd(void *p) {
+    window_ctx *c = p;
+    if (c->max) {
+        dt_maxpool2d_forward_geom(c->out, c->argmax, c->x, c->n, c->c, c->h, c->w, &c->g, 0);
+    } else {
+        dt_pool_windows wy, wx;
+        dt_avgpool2d_windows_of(&c->g, c->count_pad, c->h, c->w, &wy, &wx);
+        dt_avgpool2d_windows_forward(c->out, c->x, c->n, c->c, &wy, &wx, 0);
+    }
+    return dot(c->out, c->r, c->no);
+}
+
+static void window_bwd(void *p) {
+    window_ctx *c = p;
+    if (c->max) {
+        dt_maxpool2d_backward_geom(c->dx, c->r, c->argmax, c->n, c->c, c->h, c->w, &c->g, 0);
+    } else {
+        dt_pool_windows wy, wx;
+        dt_avgpool2d_windows_of(&c->g, c->count_pad, c->h, c->w, &wy, &wx);
+        dt_avgpool2d_windows_backward(c->dx, c->r, c->n, c->c, &wy, &wx, 0);
+    }
+}
+
+static void check_window(int max, int h, int w, dt_pool2d_geom g, int count_pad) {
+    window_ctx c = {.max = max, .n = 2, .c = 3, .h = h, .w = w, .count_pad = count_pad, .g = g};
+    c.nx = (size_t)c.n * c.c * h * w;
+    c.no = (size_t)c.n * c.c * dt_pool2d_geom_ho(&g, h) * dt_pool2d_geom_wo(&g, w);
+    print_message("%s %dx%d on %dx%d stride %dx%d pads %d,%d,%d,%d ceil %d count_pad %d\n",
+                  max ? "maxpool" : "avgpool", g.kh, g.kw, h, w, g.stride_h, g.stride_w, g.pad_top,
+                  g.pad_left, g.pad_bottom, g.pad_right, g.ceil_mode, count_pad);
+    c.x = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx), c.out = test_alloc(4 * c.no);
+    c.r = test_alloc(4 * c.no), c.argmax = test_alloc(4 * c.no);
+    for (size_t i = 0; i < c.nx; i++) /* distinct, 0.01 apart: argmaxes stay put */
+        c.x[i] = (float)(((i * 37) % c.nx) + 1) * 0.01f * (i % 3 ? 1 : -1);
+    fill_uniform(c.r, c.no, 33, -1, 1);
+    layer_case lc = {&c, window_fwd, window_bwd, {{"input", c.x, c.dx, c.nx}}, 1, 1e-3f};
+    check_case(&lc, 1000, 1e-3);
+    free(c.x), free(c.dx), free(c.out), free(c.r), free(c.argmax);
+}
+
+static void test_pool_windows_grad_matches_fd(void **state) {
+    (void)state;
+    const dt_pool2d_geom avg331 = {3, 3, 1, 1, 1, 1, 1, 1, 0}, /* Inception's AvgPool(3,1,1) */
+        rect = {2, 3, 2, 1, 1, 0, 0, 2, 0},                    /* a rectangle, pads one side */
+        ceil = {3, 2, 2, 2, 1, 0, 1, 1, 1},                    /* ceil_mode, partial windows */
+        plain = {3, 3, 2, 2, 0, 0, 0, 0, 1};                   /* ceil, no pads */
+    for (int count_pad = 0; count_pad < 2; count_pad++) {
+        check_window(0, 6, 7, avg331, count_pad);
+        check_window(0, 7, 6, rect, count_pad);
+        check_window(0, 8, 7, ceil, count_pad);
+        check_window(0, 8, 8, plain, count_pad);
+    }
+    check_window(1, 7, 6, rect, 0);
+    check_window(1, 8, 7, ceil, 0);
+}
+
+/* The average pool's divisor, by hand: 3x3 windows, stride 1, pads 1 on a 3x3 ones
+ * input; the corner window holds 4 input cells of its 9. */
+static void test_avgpool_count_include_pad_divides_as_pytorch(void **state) {
+    (void)state;
+    const dt_pool2d_geom g = {3, 3, 1, 1, 1, 1, 1, 1, 0};
+    float x[9], y[9];
+    for (int i = 0; i < 9; i++) x[i] = 1.0f;
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, 1, 3, 3, &wy, &wx);
+    dt_avgpool2d_windows_forward(y, x, 1, 1, &wy, &wx, 0);
+    assert_float_equal(y[0], 4.0f / 9.0f, 1e-7); /* corner: 4 of 9 */
+    assert_float_equal(y[1], 6.0f / 9.0f, 1e-7); /* edge: 6 of 9 */
+    assert_float_equal(y[4], 1.0f, 1e-7);
+    dt_avgpool2d_windows_of(&g, 0, 3, 3, &wy, &wx);
+    dt_avgpool2d_windows_forward(y, x, 1, 1, &wy, &wx, 0);
+    for (int i = 0; i < 9; i++) assert_float_equal(y[i], 1.0f, 1e-7);
+}
+
+/* ---- pad2d: constant padding of H and W ---- */
+typedef struct {
+    int n, c, h, w, pads[4];
+    float *x, *out, *r, *dx;
+    size_t nx, no;
+} pad2d_ctx;
+
+static double pad2d_fwd(void *p) {
+    pad2d_ctx *c = p;
+    dt_pad2d_forward(c->out, c->x, c->n, c->c, c->h, c->w, c->pads, 1.25f);
+    return dot(c->out, c->r, c->no);
+}
+
+static void pad2d_bwd(void *p) {
+    pad2d_ctx *c = p;
+    dt_pad2d_backward(c->dx, c->r, c->n, c->c, c->h, c->w, c->pads, 1);
+}
+
+static void test_pad2d_grad_matches_fd(void **state) {
+    (void)state;
+    pad2d_ctx c = {.n = 2, .c = 3, .h = 4, .w = 5, .pads = {1, 3, 2, 0}};
+    c.nx = (size_t)c.n * c.c * c.h * c.w;
+    c.no = (size_t)c.n * c.c * (c.h + 3) * (c.w + 3);
+    c.x = test_alloc(4 * c.nx), c.dx = test_alloc(4 * c.nx), c.out = test_alloc(4 * c.no);
+    c.r = test_alloc(4 * c.no);
+    fill_uniform(c.x, c.nx, 41, -1, 1);
+    fill_uniform(c.r, c.no, 42, -1, 1);
+    layer_case lc = {&c, pad2d_fwd, pad2d_bwd, {{"input", c.x, c.dx, c.nx}}, 1, 1e-2f};
+    check_case(&lc, 1000, 1e-3);
+    /* the frame holds the value, the interior the input */
+    assert_float_equal(c.out[0], 1.25f, 0);
+    assert_float_equal(c.out[1 * (c.w + 3) + 3], c.x[0], 0);
+    free(c.x), free(c.dx), free(c.out), free(c.r);
 }
 
 /* ---- batchnorm2d (training mode) ---- */
@@ -1138,6 +1272,9 @@ int main(void) {
         cmocka_unit_test(test_batchnorm2d_op_uses_its_eps),
         cmocka_unit_test(test_relu_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_grad_matches_fd),
+        cmocka_unit_test(test_pool_windows_grad_matches_fd),
+        cmocka_unit_test(test_pad2d_grad_matches_fd),
+        cmocka_unit_test(test_avgpool_count_include_pad_divides_as_pytorch),
         cmocka_unit_test(test_maxpool2d_padded_grad_matches_fd),
         cmocka_unit_test(test_maxpool2d_2x2_ties_and_nan),
         cmocka_unit_test(test_maxpool2d_blocked_ties_and_nan),

@@ -620,6 +620,70 @@ static void broadcast_graph(graph *gr) {
     attr_int(gr, gm, "transB", 1);
 }
 
+/* The parity fixture of issue 41's CNN generalisations imports as it was exported:
+ * 1x7 and 7x1 convolutions with their one-axis pads, the ten-input concat, BatchNorm's
+ * momentum 0.01 (ONNX's 0.99), both average pools (the one counting its padding
+ * exported as a Pad of zeros, folded into it), the rectangular ceil-mode max pool. */
+static void test_inception_like_imports_its_windows(void **state) {
+    (void)state;
+    char path[512];
+    const char *dir = getenv("DT_FIXTURES");
+    snprintf(path, sizeof path, "%s/onnx/inception_like.onnx", dir ? dir : "tests/fixtures");
+    dt_model_spec spec = {.name = path};
+    dt_model m;
+    dt_error err;
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    int convs_1x7 = 0, convs_7x1 = 0, concat10 = 0, bn = 0, avg_incl = 0, avg_excl = 0, maxp = 0;
+    for (int i = 0; i < m.n_ops; i++) {
+        const dt_op *op = &m.ops[i];
+        if (op->kind == DT_OP_CONV2D && op->kh == 1 && op->kw == 7)
+            convs_1x7 +=
+                op->pad_top == 0 && op->pad_left == 3 && op->pad_bottom == 0 && op->pad_right == 3;
+        if (op->kind == DT_OP_CONV2D && op->kh == 7 && op->kw == 1)
+            convs_7x1 += op->pad_top == 3 && op->pad_left == 0;
+        if (op->kind == DT_OP_CONCAT) concat10 += op->n_ins == 10 && op->axis == 0;
+        if (op->kind == DT_OP_BATCHNORM2D) bn += op->momentum == 0.01f;
+        if (op->kind == DT_OP_AVGPOOL2D && op->kh == 3 && op->pad_top == 1 && op->pad_right == 1) {
+            avg_incl += op->count_include_pad == 1;
+            avg_excl += op->count_include_pad == 0;
+        }
+        if (op->kind == DT_OP_MAXPOOL2D)
+            maxp += op->kh == 3 && op->kw == 2 && op->stride_h == 2 && op->stride_w == 1 &&
+                    op->ceil_mode;
+    }
+    assert_int_equal(convs_1x7, 1);
+    assert_int_equal(convs_7x1, 1);
+    assert_int_equal(concat10, 1);
+    assert_int_equal(bn, 3);
+    assert_int_equal(avg_incl, 1);
+    assert_int_equal(avg_excl, 1);
+    assert_int_equal(maxp, 1);
+    dt_model_free(&m);
+}
+
+/* input -> Pad (opset 10's attribute form) -> node `after` -> flatten -> gemm */
+static void pad_graph(graph *gr, const char *after, int64_t *pads, float value) {
+    static int64_t k3[2] = {3, 3};
+    graph_init(gr, 4);
+    gr->opset.version = 10;
+    const int conv = !strcmp(after, "Conv");
+    if (conv) init(gr, "conv.weight", 4, 1, 1, 3, 3);
+    init(gr, "head.weight", 2, 3, 16); /* 4x4 out */
+    init(gr, "head.bias", 1, 3);
+    Onnx__NodeProto *pad = node(gr, "Pad", "pad", "padded", 1, "x");
+    attr_ints(gr, pad, "pads", 8, pads);
+    Onnx__AttributeProto *v =
+        new_attr(gr, pad, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    v->has_f = 1;
+    v->f = value;
+    Onnx__NodeProto *a = conv ? node(gr, "Conv", "after", "a", 2, "padded", "conv.weight")
+                              : node(gr, after, "after", "a", 1, "padded");
+    attr_ints(gr, a, "kernel_shape", 2, k3);
+    node(gr, "Flatten", "flatten", "f", 1, "a");
+    Onnx__NodeProto *gm = node(gr, "Gemm", "gemm", "y", 3, "f", "head.weight", "head.bias");
+    attr_int(gr, gm, "transB", 1);
+}
+
 static void test_broadcasting_ops_take_parameters_and_constants(void **state) {
     (void)state;
     graph gr;
@@ -1051,6 +1115,54 @@ static void test_transformer_ops_refuse_in_one_line(void **state) {
     refused(write_graph(&gr, "matmulxx.onnx"), 2, "the graph's output 'y'", "not [batch, classes]");
 }
 
+/* A Pad of zeros on H and W becomes the padding of the Conv or AveragePool that alone
+ * reads it (its pads, the reader's output size); before a MaxPool, or of another value,
+ * it is a pad2d op; a Pad of channels is refused naming the node. */
+static void test_a_pad_of_zeros_folds_into_its_reader(void **state) {
+    (void)state;
+    static int64_t hw[8] = {0, 0, 1, 0, 0, 0, 1, 2}; /* top 1, bottom 1, right 2 */
+    graph gr;
+    pad_graph(&gr, "Conv", hw, 0.0f);
+    /* 4x4 in, pads 1 + 1 and 0 + 2: 6x6, a 3x3 kernel: 4x4 */
+    dt_model_spec spec = {.name = write_graph(&gr, "pad_conv.onnx")};
+    dt_model m;
+    dt_error err;
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    const dt_op *conv = &m.ops[0];
+    assert_int_equal(conv->kind, DT_OP_CONV2D);
+    assert_int_equal(conv->pad_top, 1);
+    assert_int_equal(conv->pad_left, 0);
+    assert_int_equal(conv->pad_bottom, 1);
+    assert_int_equal(conv->pad_right, 2);
+    assert_int_equal(m.values[conv->out].h, 4);
+    assert_int_equal(m.values[conv->out].w, 4);
+    dt_model_free(&m);
+    pad_graph(&gr, "AveragePool", hw, 0.0f);
+    spec.name = write_graph(&gr, "pad_avg.onnx");
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.ops[0].kind, DT_OP_AVGPOOL2D);
+    assert_int_equal(m.ops[0].pad_right, 2);
+    assert_int_equal(m.ops[0].count_include_pad, 1); /* the zeros count, as before folding */
+    dt_model_free(&m);
+    /* a MaxPool pads with -inf: the zeros become a pad2d op before it; so does a value */
+    pad_graph(&gr, "MaxPool", hw, 0.0f);
+    spec.name = write_graph(&gr, "pad_max.onnx");
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.ops[0].kind, DT_OP_PAD2D);
+    assert_int_equal(m.ops[0].pad_right, 2);
+    assert_true(m.ops[1].kind == DT_OP_MAXPOOL2D && m.ops[1].pad_top == 0);
+    dt_model_free(&m);
+    pad_graph(&gr, "Conv", hw, 1.5f);
+    spec.name = write_graph(&gr, "pad_value.onnx");
+    if (dt_onnx_build_any(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_true(m.ops[0].kind == DT_OP_PAD2D && m.ops[0].pad_value == 1.5f);
+    assert_true(m.ops[1].kind == DT_OP_CONV2D && m.ops[1].pad_top == 0);
+    dt_model_free(&m);
+    static int64_t channels[8] = {0, 1, 0, 0, 0, 0, 0, 0};
+    pad_graph(&gr, "Conv", channels, 0.0f);
+    refused(write_graph(&gr, "pad_channels.onnx"), 2, "node 'pad' (Pad)", "height and width");
+}
+
 int main(void) {
     snprintf(folder, sizeof folder, "/tmp/dtrain_test_onnx_XXXXXX");
     if (!mkdtemp(folder)) return 1;
@@ -1082,6 +1194,8 @@ int main(void) {
         cmocka_unit_test(test_a_class_token_imports_and_sums_its_gradient_over_the_batch),
         cmocka_unit_test(test_transformer_ops_refuse_in_one_line),
         cmocka_unit_test(test_a_gemm_on_rows_is_a_linear_over_the_last_axis),
+        cmocka_unit_test(test_inception_like_imports_its_windows),
+        cmocka_unit_test(test_a_pad_of_zeros_folds_into_its_reader),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -305,6 +305,14 @@ static void test_onnx_activations_match_pytorch(void **state) {
     run_committed("onnx/activations.onnx.safetensors");
 }
 
+/* Issue 41's CNN generalisations: 1x7 and 7x1 convolutions, AvgPool2d(3, 1, 1) with
+ * count_include_pad both ways (one a Pad of zeros folded into it), a ten-input concat,
+ * BatchNorm momentum 0.01, a rectangular max pool in ceil mode. */
+static void test_onnx_inception_like_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/inception_like.onnx.safetensors");
+}
+
 /* torchvision's own structures (and, for resnet18 and vgg11, its classes) at a small
  * width: make_onnx_fixtures.py --torchvision checks the full-width ones by hand. */
 static void test_onnx_tv_resnet18_narrow_matches_pytorch(void **state) {
@@ -419,6 +427,17 @@ static void test_onnx_attention_tokens_opset17_matches_pytorch(void **state) {
     run_committed("onnx/attention_tokens_32.onnx.safetensors");
 }
 
+/* The imported CNNs issue 41's int8 tests quantize (docs/quantization.md). */
+static void test_onnx_squeeze_grouped_1ch_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/squeeze_grouped_1ch.onnx.safetensors");
+}
+
+static void test_onnx_kept_float_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/kept_float.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -448,8 +467,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_channel_shuffle_matches_pytorch),
         cmocka_unit_test(test_onnx_se_layer_scale_matches_pytorch),
         cmocka_unit_test(test_onnx_activations_match_pytorch),
+        cmocka_unit_test(test_onnx_inception_like_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_resnet18_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
+        cmocka_unit_test(test_onnx_squeeze_grouped_1ch_matches_pytorch),
+        cmocka_unit_test(test_onnx_kept_float_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_families_as_listed),
         cmocka_unit_test(test_onnx_attention_tokens_matches_pytorch),

@@ -384,6 +384,36 @@ static void test_errors_name_the_layer(void **state) {
     assert_int_equal(dt_qnet_float_summary(&q, kept, sizeof kept), 0);
     dt_qnet_free(&q);
     dt_model_free(&m);
+
+    /* a 1x7 convolution (Inception's) is refused by name: the int8 loops take square
+     * kernels; a padded max pool (torchvision's resnets') quantizes */
+    snprintf(path, sizeof path, "%s/onnx/inception_like.onnx", dir ? dir : "tests/fixtures");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err) ||
+        dt_model_alloc(&m, 2, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), -1);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "has a 1x7 kernel"));
+    dt_model_free(&m);
+    dt_model_init_empty(&m, "padded_pool", 2);
+    int v =
+        dt_model_relu(&m, dt_model_conv2d(&m, "conv", dt_model_input(&m, 1, 8, 8), 4, 3, 1, 1, 1));
+    v = dt_model_maxpool2d_padded(&m, v, 3, 2, 1, 0);
+    assert_true(dt_model_linear(&m, "fc", dt_model_flatten(&m, v), 2) >= 0);
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    /* a square padded max pool has its int8 form (the padding clipped, as qemu.c's) */
+    if (dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err)) fail_msg("%s", err.msg);
+    dt_qnet_free(&q);
+    dt_model_free(&m);
+
+    /* a ReLU after a pooling, a BatchNorm not after a convolution: kept float */
+    snprintf(path, sizeof path, "%s/onnx/kept_float.onnx", dir ? dir : "tests/fixtures");
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), 0);
+    assert_int_equal(dt_qnet_float_summary(&q, kept, sizeof kept), 2);
+    assert_string_equal(kept, "2 ops (relu x1, batchnorm2d x1)");
+    dt_qnet_free(&q);
+    dt_model_free(&m);
     free(x);
 }
 
@@ -430,6 +460,47 @@ static void test_lab_entropy_searches_256_levels(void **state) {
     dt_safetensors_free(&st);
 }
 
+/* A concat's inputs share its scale and range: a concat of ReLU'd (u8) inputs stays u8
+ * [0, 255] (squeeze_grouped_1ch's Fire modules); one with a signed input is s8 and its
+ * u8 inputs keep [0, 127] (residual_concat: relu(x) beside a branch conv without ReLU). */
+static void test_concat_ranges(void **state) {
+    (void)state;
+    const char *dir = getenv("DT_FIXTURES");
+    const char *names[2] = {"squeeze_grouped_1ch.onnx", "residual_concat.onnx"};
+    for (int f = 0; f < 2; f++) {
+        char path[600];
+        dt_model m;
+        dt_model_spec spec;
+        dt_error err;
+        dt_qnet q;
+        snprintf(path, sizeof path, "%s/onnx/%s", dir ? dir : "tests/fixtures", names[f]);
+        if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(dt_qnet_build(&q, &m, &spec, DT_QUANT_SYMMETRIC, &err), 0);
+        int concats = 0;
+        for (int i = 0; i < q.n_ops; i++) {
+            const dt_qop *o = &q.ops[i];
+            if (o->kind != DT_QOP_CONCAT) continue;
+            concats++;
+            const dt_qvalue *y = &q.values[o->out];
+            for (int k = 0; k < o->n_ins; k++) {
+                const dt_qvalue *x = &q.values[o->ins[k]];
+                if (f == 0) { /* all u8 */
+                    assert_int_equal(x->lo, 0);
+                    assert_int_equal(x->hi, 255);
+                } else { /* s8, its u8 input 7-bit */
+                    assert_true(x->hi == 127 && (x->lo == 0 || x->lo == -128));
+                }
+            }
+            assert_int_equal(y->lo, f == 0 ? 0 : -128);
+            assert_int_equal(y->hi, f == 0 ? 255 : 127);
+        }
+        assert_int_equal(concats, f == 0 ? 2 : 1);
+        dt_qnet_free(&q);
+        dt_model_free(&m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lab_matches_the_pytorch_lab),
@@ -437,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_calibration_methods),
         cmocka_unit_test(test_resnet18_folds_fuses_and_round_trips),
         cmocka_unit_test(test_errors_name_the_layer),
+        cmocka_unit_test(test_concat_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

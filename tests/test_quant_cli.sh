@@ -51,7 +51,7 @@ check "report table has every layer" sh -c "grep -c '^| \(input\|conv1\|conv2\|f
 # winner named, written into the file and calibrated on all the images.
 "$DTRAIN" quantize --model lenet5 --init "$tmp/w.safetensors" --out "$tmp/qa.safetensors" \
     --calib-samples 128 --threads 2 >"$tmp/auto.txt"
-check "auto scores each candidate on the held-out half" grep -q "^calibration auto (64 images, 64 held out): entropy [0-9.]*%, percentile:99.99 [0-9.]*%, minmax [0-9.]*%, 3sigma [0-9.]*% -> " "$tmp/auto.txt"
+check "auto scores each candidate on the held-out half" grep -q "^calibration auto (64 images, 64 held out, top-1 agreement with float32): entropy [0-9.]*%, percentile:99.99 [0-9.]*%, minmax [0-9.]*%, 3sigma [0-9.]*% -> " "$tmp/auto.txt"
 chosen=$(sed -n 's/^calibration auto .* -> //p' "$tmp/auto.txt")
 check "auto calibrates with its choice ($chosen) on all 128 images" \
     grep -q "per-channel weights, $chosen calibration on 128 images" "$tmp/auto.txt"

@@ -88,7 +88,8 @@ extern const dt_kernel dt_activation_f32_kernel, dt_activation_bf16_kernel;
  * (src/exec/bf16_matmul.c). */
 extern const dt_kernel dt_softmax_f32_kernel, dt_softmax_bf16_kernel, dt_layernorm_f32_kernel,
     dt_layernorm_bf16_kernel, dt_matmul_f32_kernel, dt_matmul_bf16_kernel, dt_slice_f32_kernel,
-    dt_slice_bf16_kernel, dt_concat_axis_f32_kernel, dt_concat_axis_bf16_kernel,
-    dt_expand_param_f32_kernel, dt_expand_param_bf16_kernel;
+    dt_slice_bf16_kernel, dt_expand_param_f32_kernel, dt_expand_param_bf16_kernel;
+/* Constant padding's kernels, both in src/nn/pad2d.c (one loop, two element types). */
+extern const dt_kernel dt_pad2d_f32_kernel, dt_pad2d_bf16_kernel;
 
 #endif

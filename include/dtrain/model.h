@@ -107,22 +107,29 @@ typedef enum dt_binary_func {
     DT_BINARY_DIV_REVERSED,
 } dt_binary_func;
 
-/* The most inputs a concat joins (GoogLeNet's inception: 4). */
-enum { DT_OP_MAX_INPUTS = 8 };
-
 /* One op of the graph; what it does is its kind's row of the op table (op.h). */
 typedef struct dt_op {
     dt_op_kind kind;
     char name[80]; /* state-dict prefix, e.g. "layer1.0.conv1" */
     int in, in2, out;
-    int ins[DT_OP_MAX_INPUTS]; /* concat: every input in order (ins[0] = in, ins[1] = in2) */
-    int n_ins;
+    /* concat: its n_ins inputs in order are m->op_inputs[ins_first ...] (indices, as that
+     * array grows while the graph is built; dt_op_input reads them); 0 for other ops */
+    int ins_first, n_ins;
     int weight, bias, running_mean, running_var; /* tensor entry ids or -1 */
+    /* conv2d and pools: the window kh x kw, its strides and its pads on each side (ONNX's
+     * [top, left, bottom, right]); kernel, stride and pad are kh, stride_h and pad_top,
+     * the whole shape where it is square and symmetric (shortcut_pad: its own use) */
     int kernel, stride, pad;
-    int dilation, groups;        /* conv2d: 1 and 1 for a plain convolution */
-    int ceil_mode;               /* maxpool: PyTorch's ceil_mode */
-    float eps;                   /* batchnorm: added to the variance */
-    float p;                     /* dropout: the probability of zeroing an element */
+    int kh, kw, stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int count_include_pad; /* avgpool: padded cells count in the divisor (PyTorch's default) */
+    float pad_value;       /* pad2d: the constant its frame holds */
+    int dilation, groups;  /* conv2d: 1 and 1 for a plain convolution */
+    int ceil_mode;         /* maxpool: PyTorch's ceil_mode */
+    float eps;             /* batchnorm: added to the variance */
+    float momentum;        /* batchnorm: PyTorch's momentum, the batch statistics' weight in the
+                              running ones (0.1; ONNX's momentum is 1 minus it) */
+    float p;               /* dropout: the probability of zeroing an element */
     int64_t num_batches_tracked; /* batchnorm */
     int perm[DT_VALUE_MAX_RANK]; /* transpose: output axis d is input axis perm[d] (per
                                     sample; the batch axis stays first) */
@@ -132,7 +139,8 @@ typedef struct dt_op {
     float scalar;      /* binary: the constant operand when it has neither in2 nor weight */
     unsigned axes;     /* reduce_mean: bit d set = per-sample axis d (dims[d]) is averaged */
     dt_activation act; /* activation: the function and its parameters */
-    /* Ops along one axis of a value of any rank (softmax, layernorm, slice, concat_axis):
+    /* Ops along one axis of a value of any rank (softmax, layernorm, slice; concat's
+     * `axis` is the one it joins, 0 an image's channels, without the geometry):
      * a sample is [outer, len, inner] around the axis `axis` (0 = the first per-sample
      * axis; the batch axis is never one), so the op sees n * outer rows of len x inner.
      * Layernorm and a coerced softmax (opset < 13) span from the axis to the end: inner
@@ -175,6 +183,8 @@ typedef struct dt_model {
     int n_storages, cap_storages;
     dt_op *ops;
     int n_ops, cap_ops;
+    int *op_inputs; /* the input lists of ops of many inputs (concat): dt_op.ins_first */
+    int n_op_inputs, cap_op_inputs;
 
     void **grad_slots;
     size_t *grad_slot_bytes;
@@ -207,9 +217,17 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 /* PyTorch's Conv2d(..., dilation, groups): weight [c_out, c_in / groups, k, k]. */
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias);
+/* The same with a kh x kw kernel, strides per axis and pads {top, left, bottom, right}
+ * (Inception's 1x7 with pads (0, 3)): weight [c_out, c_in / groups, kh, kw]. */
+int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int kh, int kw,
+                         int stride_h, int stride_w, const int pads[4], int dilation, int groups,
+                         int bias);
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
+/* BatchNorm2d(eps=eps, momentum=momentum) as PyTorch: running = (1 - momentum) * running
+ * + momentum * batch statistic; 0 <= momentum <= 1. */
+int dt_model_batchnorm2d_momentum(dt_model *m, const char *name, int in, float eps, float momentum);
 int dt_model_relu(dt_model *m, int in); /* in place */
 /* An elementwise activation (activation.h) of a value of any shape, into a new value:
  * clip (bounds a, b: infinite for none; a > b gives b, as ONNX), sigmoid, hardsigmoid
@@ -224,6 +242,12 @@ int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride);
  * pad <= kernel / 2; ceil_mode keeps a last window that starts inside the input. */
 int dt_model_maxpool2d_padded(dt_model *m, int in, int kernel, int stride, int pad, int ceil_mode);
 int dt_model_avgpool2d(dt_model *m, int in, int kernel, int stride);
+/* Max or average pooling (kind DT_OP_MAXPOOL2D or DT_OP_AVGPOOL2D) over kh x kw windows
+ * with strides per axis and pads {top, left, bottom, right}, each below its side of the
+ * kernel; ceil_mode as above; count_include_pad (average pooling): the divisor counts
+ * padded cells, as PyTorch's default. */
+int dt_model_pool2d_rect(dt_model *m, dt_op_kind kind, int in, int kh, int kw, int stride_h,
+                         int stride_w, const int pads[4], int ceil_mode, int count_include_pad);
 /* AdaptiveAvgPool2d((h_out, w_out)): output cell i averages input rows
  * floor(i*h/h_out) .. ceil((i+1)*h/h_out) - 1, and the same for columns. */
 int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out);
@@ -232,6 +256,9 @@ int dt_model_adaptive_avgpool2d(dt_model *m, int in, int h_out, int w_out);
 int dt_model_dropout(dt_model *m, int in, float p);
 /* torch.cat(ins, dim=1): channels of the inputs, in order; their maps must agree. */
 int dt_model_concat(dt_model *m, const int *ins, int count);
+/* torch.cat(ins, dim=axis + 1) of any count of values of one rank: axis is per sample
+ * (0 .. rank-1, the batch axis not counted); the other axes must agree. */
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
 int dt_model_flatten(dt_model *m, int in); /* a view: no op, no copy */
 /* An input of any rank: dims[0..rank) a sample (dt_model_input is rank 3). */
 int dt_model_input_shape(dt_model *m, int rank, const int *dims);
@@ -241,6 +268,9 @@ int dt_model_reshape(dt_model *m, int in, int rank, const int *dims);
 /* numpy.transpose of each sample: output axis d is input axis perm[d] (a permutation
  * of the value's rank axes; the batch axis stays first). A copy: an op. */
 int dt_model_transpose(dt_model *m, int in, const int *perm);
+/* F.pad(x, (left, right, top, bottom), value=value) of an image: pads {top, left, bottom,
+ * right} >= 0 rows and columns of the value around it (pad2d.h). */
+int dt_model_pad2d(dt_model *m, int in, const int pads[4], float value);
 int dt_model_add(dt_model *m, int a, int b);
 /* Elementwise a OP b with NumPy broadcasting between two activations of the same rank
  * (each per-sample axis equal, or 1 on one side; both have the batch axis): e.g.
@@ -283,8 +313,6 @@ int dt_model_matmul(dt_model *m, int a, int b);
 /* Elements start, start + step, ... (count of them, step >= 1) along `axis`; keep_axis
  * 0 drops the axis (count must be 1): ONNX's Gather of one constant index. */
 int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step, int keep_axis);
-/* torch.cat(ins, dim) for values of any rank: every other axis equal. */
-int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis);
 /* A parameter `name` of per-sample shape dims, broadcast over the batch (ViT's class
  * token: expand(N, -1, -1)); its gradient sums over the batch. Initialised to zeros as
  * torchvision's class token is. The op reads no activation (its `in` is the model's
@@ -343,6 +371,22 @@ int dt_model_find_tensor(const dt_model *m, const char *name);
  * images (conv2d, pools, BatchNorm2d, ...) and linear need. */
 static inline int dt_model_value_is_image(const dt_model *m, int v) {
     return m->values[v].rank == 3 || m->values[v].rank == 1;
+}
+
+/* How many values an op reads, and the k-th of them: a concat's list, else in and in2. */
+static inline int dt_op_n_inputs(const dt_op *op) {
+    return op->n_ins > 0 ? op->n_ins : 1 + (op->in2 >= 0);
+}
+
+static inline int dt_op_input(const dt_model *m, const dt_op *op, int k) {
+    return op->n_ins > 0 ? m->op_inputs[op->ins_first + k] : k == 0 ? op->in : op->in2;
+}
+
+/* 1 when a conv or pool's window is square with one stride and equal pads: the shape
+ * the square builders make, and all int8 takes. */
+static inline int dt_op_window_is_square(const dt_op *op) {
+    return op->kh == op->kw && op->stride_h == op->stride_w && op->pad_top == op->pad_left &&
+           op->pad_top == op->pad_bottom && op->pad_top == op->pad_right;
 }
 
 static inline float *dt_model_value_data(dt_model *m, int v) {

@@ -33,8 +33,8 @@ typedef enum dt_op_kind {
     DT_OP_LAYERNORM,
     DT_OP_MATMUL,
     DT_OP_SLICE,
-    DT_OP_CONCAT_AXIS,
     DT_OP_EXPAND_PARAM,
+    DT_OP_PAD2D,
     DT_OP_COUNT /* the number of kinds: size arrays and loops with it */
 } dt_op_kind;
 
@@ -64,6 +64,7 @@ extern const dt_op_class dt_transpose_op;
 extern const dt_op_class dt_binary_op, dt_reduce_mean_op;
 extern const dt_op_class dt_activation_op;
 extern const dt_op_class dt_softmax_op, dt_layernorm_op, dt_matmul_op, dt_slice_op,
-    dt_concat_axis_op, dt_expand_param_op;
+    dt_expand_param_op;
+extern const dt_op_class dt_pad2d_op;
 
 #endif

@@ -20,7 +20,8 @@ static void quantize_usage(const cli_flags *flags, FILE *out) {
                  "through the float model, chooses every activation's range from them, and\n"
                  "writes int8 weights, int32 biases and the scales as a safetensors file that\n"
                  "dtrain eval and dtrain bench --infer --int8 run. BatchNorm is folded into the\n"
-                 "convolution before it; ReLU and residual adds are fused into their layer.\n"
+                 "convolution before it; ReLU and residual adds are fused into their layer;\n"
+                 "ops with no int8 form are kept float (listed).\n"
                  "docs/quantization.md describes the schemes and the file.\n"
                  "\n");
     cli_flags_help(flags, out, NULL);
@@ -40,8 +41,9 @@ static void quantize_usage(const cli_flags *flags, FILE *out) {
             "                       KL-divergence search) | auto: each of entropy,\n"
             "                       percentile:99.99, minmax, 3sigma calibrates on the first\n"
             "                       half of the images and runs as int8 on the second; the\n"
-            "                       most right there wins (a tie: the earlier) and\n"
-            "                       calibrates on all (printed). Default auto (symmetric),\n"
+            "                       one agreeing most with float32's top-1 there wins (a\n"
+            "                       tie: the earlier) and calibrates on all (printed).\n"
+            "                       Default auto (symmetric),\n"
             "                       minmax (lab)\n"
             "  --report DIR         per-layer table (report.md, layers.csv) and histograms\n"
             "                       (weights.png/svg, activations.png/svg) in DIR\n"

@@ -52,10 +52,10 @@ static const dt_kernel *const cpu_kernels[] = {
     &dt_matmul_bf16_kernel,
     &dt_slice_f32_kernel,
     &dt_slice_bf16_kernel,
-    &dt_concat_axis_f32_kernel,
-    &dt_concat_axis_bf16_kernel,
     &dt_expand_param_f32_kernel,
     &dt_expand_param_bf16_kernel,
+    &dt_pad2d_f32_kernel,
+    &dt_pad2d_bf16_kernel,
 };
 
 const dt_kernel *const *dt_cpu_kernels(size_t *count) {
@@ -148,16 +148,9 @@ static int plan_grad_slots(dt_model *m, int max_batch, dt_error *err) {
     return 0;
 }
 
-/* The storages an op reads, in order; returns how many. */
-static int op_inputs(const dt_model *m, const dt_op *op, int *storages) {
-    int count = 0;
-    if (op->n_ins > 0) {
-        for (int k = 0; k < op->n_ins; k++) storages[count++] = m->values[op->ins[k]].storage;
-        return count;
-    }
-    storages[count++] = m->values[op->in].storage;
-    if (op->in2 >= 0) storages[count++] = m->values[op->in2].storage;
-    return count;
+/* The k-th storage an op reads (k < dt_op_n_inputs). */
+static int input_storage(const dt_model *m, const dt_op *op, int k) {
+    return m->values[dt_op_input(m, op, k)].storage;
 }
 
 static int layout_root(int *parent, int s) {
@@ -210,13 +203,12 @@ static int plan_layouts(dt_model *m, dt_error *err) {
     ok[m->values[m->n_values - 1].storage] = 0; /* the logits */
     for (int i = 0; i < m->n_ops; i++) {
         const dt_op *op = &m->ops[i];
-        int ins[DT_OP_MAX_INPUTS];
-        const int n_in = op_inputs(m, op, ins), out = m->values[op->out].storage;
+        const int n_in = dt_op_n_inputs(op), out = m->values[op->out].storage;
         for (int k = 0; k < n_in; k++)
-            if (ins[k] != out) m->storages[ins[k]].readers++;
+            if (input_storage(m, op, k) != out) m->storages[input_storage(m, op, k)].readers++;
         switch (op->impl->layouts) {
         case DT_OP_PLAIN_ONLY:
-            for (int k = 0; k < n_in; k++) ok[ins[k]] = 0;
+            for (int k = 0; k < n_in; k++) ok[input_storage(m, op, k)] = 0;
             ok[out] = 0;
             break;
         case DT_OP_ANY_IN_PLAIN_OUT:
@@ -224,7 +216,7 @@ static int plan_layouts(dt_model *m, dt_error *err) {
             break;
         case DT_OP_SAME_LAYOUT:
             for (int k = 0; k < n_in; k++)
-                parent[layout_root(parent, ins[k])] = layout_root(parent, out);
+                parent[layout_root(parent, input_storage(m, op, k))] = layout_root(parent, out);
             break;
         case DT_OP_ANY_LAYOUTS:
             break;
@@ -242,8 +234,7 @@ static int plan_layouts(dt_model *m, dt_error *err) {
 /* The first kernel of the op's kind in the backend's table that runs it with its
  * storages' present dtypes, or NULL. */
 static const dt_kernel *find_kernel(const dt_model *m, const dt_op *op) {
-    int ins[DT_OP_MAX_INPUTS];
-    const int n_in = op_inputs(m, op, ins), out = m->values[op->out].storage;
+    const int n_in = dt_op_n_inputs(op), out = m->values[op->out].storage;
     for (size_t i = 0; i < m->backend->n_kernels; i++) {
         const dt_kernel *k = m->backend->kernels[i];
         if (k->kind != op->kind) continue;
@@ -252,7 +243,8 @@ static const dt_kernel *find_kernel(const dt_model *m, const dt_op *op) {
             continue;
         }
         int all = m->storages[out].dtype == k->dtype;
-        for (int j = 0; j < n_in; j++) all = all && m->storages[ins[j]].dtype == k->dtype;
+        for (int j = 0; j < n_in; j++)
+            all = all && m->storages[input_storage(m, op, j)].dtype == k->dtype;
         if (all) return k;
     }
     return NULL;
@@ -272,14 +264,15 @@ static int plan_dtypes(dt_model *m, dt_error *err) {
         for (int i = 0; i < m->n_ops; i++) {
             const dt_op *op = &m->ops[i];
             if (find_kernel(m, op)) continue;
-            int ins[DT_OP_MAX_INPUTS + 1];
-            const int n_in = op_inputs(m, op, ins);
-            ins[n_in] = m->values[op->out].storage;
-            for (int j = 0; j <= n_in; j++)
-                if (m->storages[ins[j]].dtype != DT_F32) {
-                    m->storages[ins[j]].dtype = DT_F32;
+            const int n_in = dt_op_n_inputs(op);
+            for (int j = 0; j <= n_in; j++) { /* the inputs, then the output */
+                dt_storage *st =
+                    &m->storages[j < n_in ? input_storage(m, op, j) : m->values[op->out].storage];
+                if (st->dtype != DT_F32) {
+                    st->dtype = DT_F32;
                     changed = 1;
                 }
+            }
         }
     }
     for (int i = 0; i < m->n_ops; i++) {

@@ -13,6 +13,7 @@
 #include "exec/bf16_ops.h"
 #include "exec/exec.h"
 #include "nn/binary.h"
+#include "nn/concat.h"
 #include "nn/dropout.h"
 #include "nn/reduce_mean.h"
 #include "nn/linear.h"
@@ -161,10 +162,11 @@ static int bn_alloc(dt_model *m, dt_op *op, int max_batch, dt_error *err) {
 static void bn_forward(dt_model *m, dt_op *op, int n) {
     bn_state *st = op->state;
     if (m->training) {
-        dt_bf16_batchnorm_forward_train(
-            st->plan, n, data16(m, op->out), st->mean, st->invstd,
-            dt_model_param(m, op->running_mean), dt_model_param(m, op->running_var),
-            data16(m, op->in), dt_model_param(m, op->weight), dt_model_param(m, op->bias), 0.1f);
+        dt_bf16_batchnorm_forward_train(st->plan, n, data16(m, op->out), st->mean, st->invstd,
+                                        dt_model_param(m, op->running_mean),
+                                        dt_model_param(m, op->running_var), data16(m, op->in),
+                                        dt_model_param(m, op->weight), dt_model_param(m, op->bias),
+                                        op->momentum);
         op->num_batches_tracked++;
     } else {
         dt_bf16_batchnorm_forward_eval(st->plan, n, data16(m, op->out), data16(m, op->in),
@@ -230,8 +232,16 @@ static void maxpool_backward(dt_model *m, dt_op *op, int n) {
                                    dt_model_value_blocked(m, op->in), adds(m, op->in));
 }
 
+/* Its loops (hand-vectorised for square windows) take a square window with equal pads;
+ * other max pools run in f32. */
+static int maxpool_accepts(const dt_model *m, const dt_op *op) {
+    return dt_op_window_is_square(op) && dt_model_value_dtype(m, op->in) == DT_BF16 &&
+           dt_model_value_dtype(m, op->out) == DT_BF16;
+}
+
 const dt_kernel dt_maxpool2d_bf16_kernel = {
     .kind = DT_OP_MAXPOOL2D,
+    .accepts = maxpool_accepts,
     .name = "maxpool2d.bf16",
     .dtype = DT_BF16,
     .layouts = DT_OP_SAME_LAYOUT,
@@ -244,16 +254,22 @@ const dt_kernel dt_maxpool2d_bf16_kernel = {
 
 static void avgpool_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
-    dt_bf16_avgpool2d_forward(data16(m, op->out), data16(m, op->in), n, x->c, x->h, x->w,
-                              op->kernel, op->stride, dt_model_value_blocked(m, op->in));
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_bf16_avgpool2d_windows_forward(data16(m, op->out), data16(m, op->in), n, x->c, &wy, &wx,
+                                      dt_model_value_blocked(m, op->in));
 }
 
 static void avgpool_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     uint16_t *din = grad16(m, op->in);
-    if (din)
-        dt_bf16_avgpool2d_backward(din, grad16(m, op->out), n, x->c, x->h, x->w, op->kernel,
-                                   op->stride, dt_model_value_blocked(m, op->in), adds(m, op->in));
+    if (!din) return;
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_bf16_avgpool2d_windows_backward(din, grad16(m, op->out), n, x->c, &wy, &wx,
+                                       dt_model_value_blocked(m, op->in), adds(m, op->in));
 }
 
 const dt_kernel dt_avgpool2d_bf16_kernel = {
@@ -328,33 +344,37 @@ static int concat_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, dt_
     (void)max_batch, (void)bytes, (void)err;
     for (int k = 0; k < op->n_ins; k++)
         for (int j = 0; j < k; j++)
-            if (m->values[op->ins[j]].storage == m->values[op->ins[k]].storage)
+            if (m->values[dt_op_input(m, op, j)].storage ==
+                m->values[dt_op_input(m, op, k)].storage)
                 return 0; /* an input twice: every gradient accumulates */
-    for (int k = 0; k < op->n_ins; k++) claim_input_grad(m, op->ins[k]);
+    for (int k = 0; k < op->n_ins; k++) claim_input_grad(m, dt_op_input(m, op, k));
     return 0;
 }
 
 static void concat_forward(dt_model *m, dt_op *op, int n) {
-    const uint16_t *ins[DT_OP_MAX_INPUTS];
-    int channels[DT_OP_MAX_INPUTS];
-    for (int k = 0; k < op->n_ins; k++) {
-        ins[k] = data16(m, op->ins[k]);
-        channels[k] = m->values[op->ins[k]].c;
+    size_t outer, inner;
+    int total;
+    dt_concat_op_geometry(m, op, n, &outer, &total, &inner);
+    for (int k = 0, offset = 0; k < op->n_ins; k++) {
+        const int x = dt_op_input(m, op, k), size = m->values[x].dims[op->axis];
+        dt_bf16_concat_part_forward(data16(m, op->out), data16(m, x), outer, total, offset, size,
+                                    inner);
+        offset += size;
     }
-    const dt_value *y = &m->values[op->out];
-    dt_bf16_concat_forward(data16(m, op->out), ins, channels, op->n_ins, n, y->h * y->w);
 }
 
 static void concat_backward(dt_model *m, dt_op *op, int n) {
-    uint16_t *dins[DT_OP_MAX_INPUTS];
-    int channels[DT_OP_MAX_INPUTS], add[DT_OP_MAX_INPUTS];
-    for (int k = 0; k < op->n_ins; k++) {
-        dins[k] = grad16(m, op->ins[k]);
-        channels[k] = m->values[op->ins[k]].c;
-        add[k] = adds(m, op->ins[k]);
+    size_t outer, inner;
+    int total;
+    dt_concat_op_geometry(m, op, n, &outer, &total, &inner);
+    for (int k = 0, offset = 0; k < op->n_ins; k++) {
+        const int x = dt_op_input(m, op, k), size = m->values[x].dims[op->axis];
+        uint16_t *din = grad16(m, x);
+        if (din)
+            dt_bf16_concat_part_backward(din, grad16(m, op->out), outer, total, offset, size, inner,
+                                         adds(m, x));
+        offset += size;
     }
-    const dt_value *y = &m->values[op->out];
-    dt_bf16_concat_backward(dins, grad16(m, op->out), channels, op->n_ins, n, y->h * y->w, add);
 }
 
 const dt_kernel dt_concat_bf16_kernel = {

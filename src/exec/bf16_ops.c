@@ -657,8 +657,8 @@ static void mp_forward_plane(uint16_t *y, int32_t *am, const uint16_t *x, int h,
  * fp32 scatter adds them, and is stored once. */
 static void mp_backward_plane(uint16_t *dx, const uint16_t *dy, const int32_t *am, int h, int w,
                               int ho, int wo, int kernel, int stride, int pad, int lanes, int add) {
-    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad},
-                          wx = {0, w, wo, kernel, stride, pad};
+    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad, pad, 0},
+                          wx = {0, w, wo, kernel, stride, pad, pad, 0};
     int ylo = 0, yhi = -1;
     for (int i = 0; i < h; i++) {
         dt_pool_cover_next(&wy, i, &ylo, &yhi);
@@ -862,8 +862,8 @@ AVX512_BF16 static void mp_forward_blocked(uint16_t *y, int32_t *am, const uint1
 AVX512_BF16 static void mp_backward_blocked(uint16_t *dx, const uint16_t *dy, const int32_t *am,
                                             int h, int w, int ho, int wo, int kernel, int stride,
                                             int pad, int add) {
-    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad},
-                          wx = {0, w, wo, kernel, stride, pad};
+    const dt_pool_windows wy = {0, h, ho, kernel, stride, pad, pad, 0},
+                          wx = {0, w, wo, kernel, stride, pad, pad, 0};
     int ylo = 0, yhi = -1;
     for (int i = 0; i < h; i++) {
         dt_pool_cover_next(&wy, i, &ylo, &yhi);
@@ -1097,7 +1097,7 @@ void dt_bf16_maxpool2d_backward(uint16_t *din, const uint16_t *dout, const int32
 static inline void avg_forward_lanes(uint16_t *out, const uint16_t *in, int blocks, int lanes,
                                      const dt_pool_windows *wy, const dt_pool_windows *wx) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
-    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
+    const float inv = dt_pool_avg_inv(wy, wx);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         const uint16_t *x = in + (size_t)mb * h * w * lanes;
@@ -1114,7 +1114,7 @@ static inline void avg_forward_lanes(uint16_t *out, const uint16_t *in, int bloc
                     }
                 for (int l = 0; l < lanes; l++)
                     y[((size_t)l * ho + oy) * wo + ox] =
-                        rn(dt_pool_avg_scale(wy->adaptive, acc[l], (y1 - y0) * (x1 - x0), inv));
+                        rn(dt_pool_avg_scale(wy, wx, oy, ox, acc[l], inv));
             }
     }
 }
@@ -1123,7 +1123,7 @@ static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int b
                                       const dt_pool_windows *wy, const dt_pool_windows *wx,
                                       int add) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
-    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
+    const float inv = dt_pool_avg_inv(wy, wx);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         uint16_t *dx = din + (size_t)mb * h * w * lanes;
@@ -1136,13 +1136,10 @@ static inline void avg_backward_lanes(uint16_t *din, const uint16_t *dout, int b
                 dt_pool_cover_next(wx, j, &xlo, &xhi);
                 float g[BLK] = {0};
                 for (int oy = ylo; oy <= yhi; oy++)
-                    for (int ox = xlo; ox <= xhi; ox++) {
-                        const int cells = (dt_pool_win_end(wy, oy) - dt_pool_win_start(wy, oy)) *
-                                          (dt_pool_win_end(wx, ox) - dt_pool_win_start(wx, ox));
+                    for (int ox = xlo; ox <= xhi; ox++)
                         for (int l = 0; l < lanes; l++)
-                            g[l] += dt_pool_avg_scale(
-                                wy->adaptive, bf(dy[((size_t)l * ho + oy) * wo + ox]), cells, inv);
-                    }
+                            g[l] += dt_pool_avg_scale(wy, wx, oy, ox,
+                                                      bf(dy[((size_t)l * ho + oy) * wo + ox]), inv);
                 uint16_t *d = dx + (size_t)(i * w + j) * lanes;
                 for (int l = 0; l < lanes; l++) d[l] = rn(add ? bf(d[l]) + g[l] : g[l]);
             }
@@ -1167,17 +1164,31 @@ static void avg_backward(uint16_t *din, const uint16_t *dout, int n, int c,
         avg_backward_lanes(din, dout, n * c, 1, wy, wx, add);
 }
 
+void dt_bf16_avgpool2d_windows_forward(uint16_t *out, const uint16_t *in, int n, int c,
+                                       const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                       int in_blocked) {
+    avg_forward(out, in, n, c, wy, wx, in_blocked);
+}
+
+void dt_bf16_avgpool2d_windows_backward(uint16_t *din, const uint16_t *dout, int n, int c,
+                                        const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                        int in_blocked, int add) {
+    avg_backward(din, dout, n, c, wy, wx, in_blocked, add);
+}
+
 void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h, int w,
                                int kernel, int stride, int in_blocked) {
-    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, 0, 0);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, 0, h, w, &wy, &wx);
     avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
                                 int kernel, int stride, int in_blocked, int add) {
-    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, 0, 0);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, 0, h, w, &wy, &wx);
     avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 
@@ -1204,7 +1215,7 @@ static void global_backward(uint16_t *din, const uint16_t *dout, int n, int c, i
 
 void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
                                         int w, int ho, int wo, int in_blocked) {
-    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0, 0, 0};
     avg_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
@@ -1214,7 +1225,7 @@ void dt_bf16_adaptive_avgpool2d_backward(uint16_t *din, const uint16_t *dout, in
         global_backward(din, dout, n, c, h * w, in_blocked, add);
         return;
     }
-    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0, 0, 0};
     avg_backward(din, dout, n, c, &wy, &wx, in_blocked, add);
 }
 
@@ -1252,40 +1263,44 @@ void dt_bf16_dropout_backward(uint16_t *din, const uint16_t *dout, size_t count,
     }
 }
 
+void dt_bf16_concat_part_forward(uint16_t *out, const uint16_t *in, size_t outer, int total,
+                                 int offset, int size, size_t inner) {
+    const size_t block = (size_t)size * inner;
+#pragma omp parallel for schedule(static)
+    for (size_t o = 0; o < outer; o++)
+        memcpy(out + (o * total + offset) * inner, in + o * block, sizeof(uint16_t) * block);
+}
+
+void dt_bf16_concat_part_backward(uint16_t *din, const uint16_t *dout, size_t outer, int total,
+                                  int offset, int size, size_t inner, int add) {
+    const size_t block = (size_t)size * inner;
+#pragma omp parallel for schedule(static)
+    for (size_t o = 0; o < outer; o++) {
+        const uint16_t *dy = dout + (o * total + offset) * inner;
+        uint16_t *dx = din + o * block;
+        if (!add)
+            memcpy(dx, dy, sizeof(uint16_t) * block);
+        else
+            for (size_t i = 0; i < block; i++) dx[i] = rn(bf(dx[i]) + bf(dy[i]));
+    }
+}
+
 void dt_bf16_concat_forward(uint16_t *out, const uint16_t *const *ins, const int *channels,
                             int count, int n, int hw) {
     int total = 0;
     for (int k = 0; k < count; k++) total += channels[k];
-#pragma omp parallel for schedule(static)
-    for (int s = 0; s < n; s++) {
-        uint16_t *y = out + (size_t)s * total * hw;
-        for (int k = 0; k < count; k++) {
-            const size_t block = (size_t)channels[k] * hw;
-            memcpy(y, ins[k] + (size_t)s * block, sizeof(uint16_t) * block);
-            y += block;
-        }
-    }
+    for (int k = 0, offset = 0; k < count; offset += channels[k++])
+        dt_bf16_concat_part_forward(out, ins[k], (size_t)n, total, offset, channels[k], (size_t)hw);
 }
 
 void dt_bf16_concat_backward(uint16_t *const *dins, const uint16_t *dout, const int *channels,
                              int count, int n, int hw, const int *add) {
     int total = 0;
     for (int k = 0; k < count; k++) total += channels[k];
-#pragma omp parallel for schedule(static)
-    for (int s = 0; s < n; s++) {
-        const uint16_t *dy = dout + (size_t)s * total * hw;
-        for (int k = 0; k < count; k++) {
-            const size_t block = (size_t)channels[k] * hw;
-            if (dins[k]) {
-                uint16_t *dx = dins[k] + (size_t)s * block;
-                if (add && !add[k])
-                    memcpy(dx, dy, sizeof(uint16_t) * block);
-                else
-                    for (size_t i = 0; i < block; i++) dx[i] = rn(bf(dx[i]) + bf(dy[i]));
-            }
-            dy += block;
-        }
-    }
+    for (int k = 0, offset = 0; k < count; offset += channels[k++])
+        if (dins[k])
+            dt_bf16_concat_part_backward(dins[k], dout, (size_t)n, total, offset, channels[k],
+                                         (size_t)hw, !add || add[k]);
 }
 
 void dt_bf16_shortcut_pad_forward(uint16_t *out, const uint16_t *in, int n, int c_in, int h, int w,

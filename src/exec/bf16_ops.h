@@ -20,6 +20,7 @@
 #include "dtrain/dtype.h"
 #include "dtrain/error.h"
 #include "nn/dropout.h"
+#include "nn/pool2d.h"
 
 /* Bulk conversions for the edges of a bf16 region (the model's f32 input, an f32
  * consumer): out = bf16(in), out = f32(in); and the accumulating forms, acc =
@@ -121,6 +122,14 @@ void dt_bf16_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, 
 void dt_bf16_avgpool2d_backward(uint16_t *din, const uint16_t *dout, int n, int c, int h, int w,
                                 int kernel, int stride, int in_blocked, int add);
 
+/* dt_avgpool2d_windows_*: any windows (pads, count_include_pad, ceil mode, adaptive). */
+void dt_bf16_avgpool2d_windows_forward(uint16_t *out, const uint16_t *in, int n, int c,
+                                       const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                       int in_blocked);
+void dt_bf16_avgpool2d_windows_backward(uint16_t *din, const uint16_t *dout, int n, int c,
+                                        const dt_pool_windows *wy, const dt_pool_windows *wx,
+                                        int in_blocked, int add);
+
 /* dt_adaptive_avgpool2d_*: the input (and din) NCHW or, in_blocked, nChw16c; the
  * output (and dout) NCHW [n, c, ho, wo]. */
 void dt_bf16_adaptive_avgpool2d_forward(uint16_t *out, const uint16_t *in, int n, int c, int h,
@@ -136,7 +145,11 @@ void dt_bf16_dropout_backward(uint16_t *din, const uint16_t *dout, size_t count,
                               dt_dropout_key key, int add);
 
 /* dt_concat_* on 16-bit elements (copies). add: per input, NULL = add to all; a NULL
- * dins[k] is skipped. */
+ * dins[k] is skipped. The part functions: one input, add 0 writes its gradient. */
+void dt_bf16_concat_part_forward(uint16_t *out, const uint16_t *in, size_t outer, int total,
+                                 int offset, int size, size_t inner);
+void dt_bf16_concat_part_backward(uint16_t *din, const uint16_t *dout, size_t outer, int total,
+                                  int offset, int size, size_t inner, int add);
 void dt_bf16_concat_forward(uint16_t *out, const uint16_t *const *ins, const int *channels,
                             int count, int n, int hw);
 void dt_bf16_concat_backward(uint16_t *const *dins, const uint16_t *dout, const int *channels,

@@ -319,8 +319,8 @@ static void unfold_nchw16c(uint16_t *col, const uint16_t *x, const dt_conv2d_sha
         for (int kh = 0; kh < s->kh; kh++)
             for (int kw = 0; kw < s->kw; kw++) {
                 uint16_t *dst = row + (size_t)(kh * s->kw + kw) * s->c_in;
-                const int ih = oh * s->stride - s->pad + kh * s->dilation,
-                          iw = ow * s->stride - s->pad + kw * s->dilation;
+                const int ih = oh * s->stride_h - s->pad_top + kh * s->dilation,
+                          iw = ow * s->stride_w - s->pad_left + kw * s->dilation;
                 if (ih < 0 || ih >= s->h_in || iw < 0 || iw >= s->w_in) {
                     memset(dst, 0, sizeof(uint16_t) * s->c_in);
                     continue;
@@ -349,14 +349,14 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     }
     const int wei_ndims = grouped ? 5 : 4;
     dnnl_dims_t bias_dims = {s->c_out};
-    dnnl_dims_t strides = {s->stride, s->stride};
+    dnnl_dims_t strides = {s->stride_h, s->stride_w};
     dnnl_dims_t dilates = {s->dilation - 1, s->dilation - 1}; /* oneDNN counts the gaps */
-    dnnl_dims_t pad_l = {s->pad, s->pad};
+    dnnl_dims_t pad_l = {s->pad_top, s->pad_left};
     /* PyTorch floors the output size; oneDNN wants the right padding that makes
      * (in + pad_l + pad_r - span) / stride + 1 land exactly on it. */
     const int span_h = (s->kh - 1) * s->dilation + 1, span_w = (s->kw - 1) * s->dilation + 1;
-    dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride + span_h - s->h_in - s->pad,
-                         (s->w_out - 1) * s->stride + span_w - s->w_in - s->pad};
+    dnnl_dims_t pad_r = {(s->h_out - 1) * s->stride_h + span_h - s->h_in - s->pad_top,
+                         (s->w_out - 1) * s->stride_w + span_w - s->w_in - s->pad_left};
     dnnl_memory_desc_t src_u, dst_u, wei_u, bias_u;
     v->n = n;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&src_u, 4, src_dims, act_type(io->in_dtype),
@@ -500,6 +500,18 @@ int dt_conv2d_plan_create(dt_conv2d_plan **plan, dt_dnnl *ctx, const dt_conv2d_s
 
 int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan) {
     return plan->v[0].bw_matmul != NULL; /* the full batch's variant, never evicted */
+}
+
+const char *dt_conv2d_plan_impl(const dt_conv2d_plan *plan, int pass) {
+    const variant *v = &plan->v[0];
+    if (pass == 2 && v->bw_matmul) return "matmul";
+    const_dnnl_primitive_t prim = pass == 0 ? v->fwd : pass == 1 ? v->bwd_data : v->bwd_weights;
+    const_dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "";
+    if (!prim || dnnl_primitive_get_primitive_desc(prim, &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        return "";
+    return impl ? impl : "";
 }
 
 size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan) {

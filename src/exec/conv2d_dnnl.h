@@ -50,6 +50,10 @@ size_t dt_conv2d_plan_own_bytes(const dt_conv2d_plan *plan);
  * (small output planes, bf16 nChw16c input; conv2d_dnnl.c), 0 for oneDNN's
  * convolution primitive. */
 int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan);
+/* oneDNN's implementation of the full batch's forward (pass 0), input gradient (1) and
+ * weight gradient (2), e.g. "brg:avx512_core" or "jit:avx512_core_bf16"; "matmul" for a
+ * weight gradient computed as a matmul; "" if unknown. */
+const char *dt_conv2d_plan_impl(const dt_conv2d_plan *plan, int pass);
 int dt_conv2d_plan_alloc(dt_conv2d_plan *plan, dt_error *err);
 
 /* Forward for n <= the plan's batch; out and in (and din, dout below) of the types

@@ -151,8 +151,9 @@ static int conv2d_op_plan(dt_model *m, dt_op *op, int max_batch, size_t *bytes, 
     const dt_value *x = &m->values[op->in];
     const dt_tensor_entry *w = &m->tensors[op->weight];
     dt_conv2d_shape s;
-    dt_conv2d_shape_make_grouped(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kernel,
-                                 op->kernel, op->stride, op->pad, op->dilation, op->groups);
+    const int pads[4] = {op->pad_top, op->pad_left, op->pad_bottom, op->pad_right};
+    dt_conv2d_shape_make_rect(&s, max_batch, x->c, x->h, x->w, w->shape[0], op->kh, op->kw,
+                              op->stride_h, op->stride_w, pads, op->dilation, op->groups);
     dt_storage *in = &m->storages[x->storage];
     dt_exec_conv2d_io io = {
         .in_blocked = in->blocked,

@@ -10,13 +10,13 @@
  * the window's cells. */
 void dt_adaptive_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int ho,
                                    int wo, int in_blocked) {
-    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0, 0, 0};
     dt_avgpool2d_windows_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_adaptive_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w,
                                     int ho, int wo, int in_blocked) {
-    const dt_pool_windows wy = {1, h, ho, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0};
+    const dt_pool_windows wy = {1, h, ho, 0, 0, 0, 0, 0}, wx = {1, w, wo, 0, 0, 0, 0, 0};
     dt_avgpool2d_windows_backward(din, dout, n, c, &wy, &wx, in_blocked);
 }
 

@@ -228,7 +228,7 @@ void dt_batchnorm2d_backward_blocked(float *din, float *dweight, float *dbias, c
     }
 }
 
-/* The op in the model graph, with PyTorch's default momentum and the op's eps (1e-5
+/* The op in the model graph, with the op's momentum and eps (PyTorch's 0.1 and 1e-5
  * unless built otherwise). Its state is the batch statistics that forward saves for
  * backward. */
 
@@ -269,7 +269,7 @@ static void batchnorm2d_op_free(dt_model *m, dt_op *op) {
 }
 
 static void batchnorm2d_op_forward(dt_model *m, dt_op *op, int n) {
-    const float momentum = 0.1f, eps = op->eps;
+    const float momentum = op->momentum, eps = op->eps;
     const dt_value *x = &m->values[op->in];
     float *in = dt_model_value_data(m, op->in), *out = dt_model_value_data(m, op->out);
     const int blocked = dt_model_value_blocked(m, op->in);

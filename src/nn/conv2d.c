@@ -16,6 +16,14 @@ int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in
 
 int dt_conv2d_shape_make_grouped(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
                                  int kh, int kw, int stride, int pad, int dilation, int groups) {
+    const int pads[4] = {pad, pad, pad, pad};
+    return dt_conv2d_shape_make_rect(s, n, c_in, h_in, w_in, c_out, kh, kw, stride, stride, pads,
+                                     dilation, groups);
+}
+
+int dt_conv2d_shape_make_rect(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
+                              int kh, int kw, int stride_h, int stride_w, const int pads[4],
+                              int dilation, int groups) {
     s->n = n;
     s->c_in = c_in;
     s->h_in = h_in;
@@ -23,18 +31,26 @@ int dt_conv2d_shape_make_grouped(dt_conv2d_shape *s, int n, int c_in, int h_in, 
     s->c_out = c_out;
     s->kh = kh;
     s->kw = kw;
-    s->stride = stride;
-    s->pad = pad;
+    s->stride_h = stride_h;
+    s->stride_w = stride_w;
+    s->pad_top = pads[0];
+    s->pad_left = pads[1];
+    s->pad_bottom = pads[2];
+    s->pad_right = pads[3];
     s->dilation = dilation;
     s->groups = groups;
-    if (stride < 1 || pad < 0 || kh < 1 || kw < 1 || dilation < 1 || groups < 1) return -1;
+    if (stride_h < 1 || stride_w < 1 || pads[0] < 0 || pads[1] < 0 || pads[2] < 0 || pads[3] < 0 ||
+        kh < 1 || kw < 1 || dilation < 1 || groups < 1)
+        return -1;
     if (c_in % groups || c_out % groups) return -1;
     /* the kernel's extent: taps dilation apart */
     const long long span_h = (long long)dilation * (kh - 1) + 1;
     const long long span_w = (long long)dilation * (kw - 1) + 1;
-    if (h_in + 2LL * pad < span_h || w_in + 2LL * pad < span_w) return -1;
-    s->h_out = (int)((h_in + 2LL * pad - span_h) / stride + 1);
-    s->w_out = (int)((w_in + 2LL * pad - span_w) / stride + 1);
+    const long long padded_h = (long long)h_in + pads[0] + pads[2],
+                    padded_w = (long long)w_in + pads[1] + pads[3];
+    if (padded_h < span_h || padded_w < span_w) return -1;
+    s->h_out = (int)((padded_h - span_h) / stride_h + 1);
+    s->w_out = (int)((padded_w - span_w) / stride_w + 1);
     return 0;
 }
 
@@ -46,7 +62,8 @@ static int chunk_samples(const dt_conv2d_shape *s) {
 }
 
 static int is_pointwise(const dt_conv2d_shape *s) {
-    return s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+    return s->kh == 1 && s->kw == 1 && s->stride_h == 1 && s->stride_w == 1 && s->pad_top == 0 &&
+           s->pad_left == 0 && s->pad_bottom == 0 && s->pad_right == 0;
 }
 
 size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s) {
@@ -58,8 +75,8 @@ size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s) {
     return col + gathered;
 }
 
-/* col[(c*kh + i)*kw + j, m*P + p] = in[m, c, oy*stride - pad + i*dilation,
- *                                       ox*stride - pad + j*dilation]: the rows of
+/* col[(c*kh + i)*kw + j, m*P + p] = in[m, c, oy*stride_h - pad_top + i*dilation,
+ *                                       ox*stride_w - pad_left + j*dilation]: the rows of
  * group g's input channels are one contiguous block. */
 static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape *s) {
     const int P = s->h_out * s->w_out, cols = chunk * P;
@@ -71,7 +88,7 @@ static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape
             const float *plane = in + ((size_t)m * s->c_in + c) * s->h_in * s->w_in;
             float *dst = col + (size_t)r * cols + (size_t)m * P;
             for (int oy = 0; oy < s->h_out; oy++) {
-                int y = oy * s->stride - s->pad + i * s->dilation;
+                int y = oy * s->stride_h - s->pad_top + i * s->dilation;
                 float *drow = dst + oy * s->w_out;
                 if (y < 0 || y >= s->h_in) {
                     memset(drow, 0, sizeof(float) * s->w_out);
@@ -79,7 +96,7 @@ static void im2col(float *col, const float *in, int chunk, const dt_conv2d_shape
                 }
                 const float *srow = plane + (size_t)y * s->w_in;
                 for (int ox = 0; ox < s->w_out; ox++) {
-                    int x = ox * s->stride - s->pad + j * s->dilation;
+                    int x = ox * s->stride_w - s->pad_left + j * s->dilation;
                     drow[ox] = (x >= 0 && x < s->w_in) ? srow[x] : 0.0f;
                 }
             }
@@ -100,12 +117,12 @@ static void col2im_add(float *din, const float *col, int chunk, const dt_conv2d_
                 const float *src =
                     col + ((size_t)(c * s->kh + i) * s->kw + j) * cols + (size_t)m * P;
                 for (int oy = 0; oy < s->h_out; oy++) {
-                    int y = oy * s->stride - s->pad + i * s->dilation;
+                    int y = oy * s->stride_h - s->pad_top + i * s->dilation;
                     if (y < 0 || y >= s->h_in) continue;
                     float *drow = plane + (size_t)y * s->w_in;
                     const float *srow = src + oy * s->w_out;
                     for (int ox = 0; ox < s->w_out; ox++) {
-                        int x = ox * s->stride - s->pad + j * s->dilation;
+                        int x = ox * s->stride_w - s->pad_left + j * s->dilation;
                         if (x >= 0 && x < s->w_in) drow[x] += srow[ox];
                     }
                 }
@@ -217,7 +234,7 @@ void dt_conv2d_backward(float *din, float *dweight, float *dbias, const float *d
 
 static double conv2d_op_forward_flops(const dt_model *m, const dt_op *op, int n) {
     const dt_value *x = &m->values[op->in], *y = &m->values[op->out];
-    double macs = (double)y->c * y->h * y->w * (x->c / op->groups) * op->kernel * op->kernel * n;
+    double macs = (double)y->c * y->h * y->w * (x->c / op->groups) * op->kh * op->kw * n;
     return 2.0 * macs;
 }
 

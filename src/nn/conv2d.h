@@ -10,7 +10,9 @@
 
 typedef struct dt_conv2d_shape {
     int n, c_in, h_in, w_in;
-    int c_out, kh, kw, stride, pad;
+    int c_out, kh, kw;
+    int stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right; /* zeros around the input */
     int dilation;     /* spacing of the kernel's taps: 1 is a plain convolution */
     int groups;       /* divides c_in and c_out */
     int h_out, w_out; /* filled by dt_conv2d_shape_make */
@@ -24,6 +26,11 @@ int dt_conv2d_shape_make(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in
  * counts. */
 int dt_conv2d_shape_make_grouped(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
                                  int kh, int kw, int stride, int pad, int dilation, int groups);
+
+/* The same with strides per axis and pads {top, left, bottom, right}. */
+int dt_conv2d_shape_make_rect(dt_conv2d_shape *s, int n, int c_in, int h_in, int w_in, int c_out,
+                              int kh, int kw, int stride_h, int stride_w, const int pads[4],
+                              int dilation, int groups);
 
 /* Floats of scratch the forward and backward need for this shape. */
 size_t dt_conv2d_workspace_floats(const dt_conv2d_shape *s);

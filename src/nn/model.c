@@ -62,6 +62,14 @@ static int grow(void **array, int *cap, int count, size_t elem) {
     return 0;
 }
 
+/* Grows *array so that `extra` more elements fit after the first `count`. */
+static int grow_by(void **array, int *cap, int count, int extra, size_t elem) {
+    if (extra > INT_MAX - count) return -1;
+    while (count + extra > *cap)
+        if (grow(array, cap, *cap, elem)) return -1;
+    return 0;
+}
+
 void dt_model_init_empty(dt_model *m, const char *name, int classes) {
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -112,6 +120,37 @@ static int new_value(dt_model *m, int storage, int c, int h, int w) {
     v->dims[1] = h;
     v->dims[2] = w;
     return m->n_values++;
+}
+
+/* A value of any rank: images (rank 3) and vectors (rank 1) get their c/h/w view. */
+static int new_value_dims(dt_model *m, int storage, int rank, const int *dims) {
+    int v = rank == 3   ? new_value(m, storage, dims[0], dims[1], dims[2])
+            : rank == 1 ? new_value(m, storage, dims[0], 1, 1)
+                        : new_value(m, storage, 0, 0, 0);
+    if (v < 0) return -1;
+    dt_value *x = &m->values[v];
+    x->rank = rank;
+    memset(x->dims, 0, sizeof x->dims);
+    for (int d = 0; d < rank; d++) x->dims[d] = dims[d];
+    return v;
+}
+
+/* "[2, 3, 4]": a value's per-sample shape for messages. */
+typedef struct shape_buf {
+    char text[80];
+} shape_buf;
+
+static shape_buf shape_text(const dt_value *v) {
+    shape_buf b;
+    size_t used = 0;
+    b.text[0] = '\0';
+    for (int d = 0; d < v->rank && used < sizeof b.text; d++) {
+        int w = snprintf(b.text + used, sizeof b.text - used, "%s%d", d ? ", " : "[", v->dims[d]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (used < sizeof b.text) snprintf(b.text + used, sizeof b.text - used, "]");
+    return b;
 }
 
 /* A vector [F] (a flatten's or a linear's output): c = F, h = w = 1 for the ops that
@@ -237,25 +276,41 @@ int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel
 
 int dt_model_conv2d_grouped(dt_model *m, const char *name, int in, int c_out, int kernel,
                             int stride, int pad, int dilation, int groups, int bias) {
+    const int pads[4] = {pad, pad, pad, pad};
+    return dt_model_conv2d_rect(m, name, in, c_out, kernel, kernel, stride, stride, pads, dilation,
+                                groups, bias);
+}
+
+/* The window's fields of a conv or pool op: kernel, stride and pad the square view. */
+static void set_window(dt_op *op, int kh, int kw, int stride_h, int stride_w, const int pads[4]) {
+    op->kh = kh, op->kw = kw, op->stride_h = stride_h, op->stride_w = stride_w;
+    op->pad_top = pads[0], op->pad_left = pads[1], op->pad_bottom = pads[2],
+    op->pad_right = pads[3];
+    op->kernel = kh, op->stride = stride_h, op->pad = pads[0];
+}
+
+int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int kh, int kw,
+                         int stride_h, int stride_w, const int pads[4], int dilation, int groups,
+                         int bias) {
     if (!image_input(m, in, "conv2d")) return -1;
     dt_value x = m->values[in];
+    if (!dt_model_value_is_image(m, in))
+        return build_failf(m, "conv2d %s: its input is not an image", name);
     if (groups < 1 || x.c % groups || c_out % groups)
         return build_failf(m, "conv2d %s: %d groups do not divide %d input and %d output channels",
                            name, groups, x.c, c_out);
     dt_conv2d_shape s;
-    if (dt_conv2d_shape_make_grouped(&s, 1, x.c, x.h, x.w, c_out, kernel, kernel, stride, pad,
-                                     dilation, groups))
+    if (dt_conv2d_shape_make_rect(&s, 1, x.c, x.h, x.w, c_out, kh, kw, stride_h, stride_w, pads,
+                                  dilation, groups))
         return build_fail(m, "conv2d %s: kernel does not fit its input", name);
     int out = new_value(m, new_storage(m, c_out, s.h_out, s.w_out), c_out, s.h_out, s.w_out);
     dt_op *op = new_op(m, DT_OP_CONV2D, name, in, -1, out);
     if (!op) return -1;
-    int fan_in = x.c / groups * kernel * kernel;
-    int wshape[4] = {c_out, x.c / groups, kernel, kernel};
+    int fan_in = x.c / groups * kh * kw;
+    int wshape[4] = {c_out, x.c / groups, kh, kw};
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 4, wshape);
     if (bias) op->bias = new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, fan_in, 1, &c_out);
-    op->kernel = kernel;
-    op->stride = stride;
-    op->pad = pad;
+    set_window(op, kh, kw, stride_h, stride_w, pads);
     op->dilation = dilation;
     op->groups = groups;
     return m->build_failed ? -1 : out;
@@ -280,13 +335,22 @@ int dt_model_batchnorm2d(dt_model *m, const char *name, int in) {
 }
 
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps) {
+    return dt_model_batchnorm2d_momentum(m, name, in, eps, 0.1f);
+}
+
+int dt_model_batchnorm2d_momentum(dt_model *m, const char *name, int in, float eps,
+                                  float momentum) {
     if (!image_input(m, in, "batchnorm2d")) return -1;
     if (!(eps > 0.0f)) return build_fail(m, "batchnorm2d %s: eps must be positive", name);
+    if (!(momentum >= 0.0f && momentum <= 1.0f))
+        return build_failf(m, "batchnorm2d %s: momentum %g is not in [0, 1]", name,
+                           (double)momentum);
     dt_value x = m->values[in];
     int out = new_value(m, new_storage(m, x.c, x.h, x.w), x.c, x.h, x.w);
     dt_op *op = new_op(m, DT_OP_BATCHNORM2D, name, in, -1, out);
     if (!op) return -1;
     op->eps = eps;
+    op->momentum = momentum;
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_ONES, 0, 1, &x.c);
     op->bias = new_tensor(m, name, "bias", 1, DT_INIT_ZEROS, 0, 1, &x.c);
     op->running_mean = new_tensor(m, name, "running_mean", 0, DT_INIT_ZEROS, 0, 1, &x.c);
@@ -335,26 +399,45 @@ int dt_model_activation_in_place(dt_model *m, int in, dt_activation act) {
     return activation(m, in, act, 1);
 }
 
-static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
-                int ceil_mode) {
+int dt_model_pool2d_rect(dt_model *m, dt_op_kind kind, int in, int kh, int kw, int stride_h,
+                         int stride_w, const int pads[4], int ceil_mode, int count_include_pad) {
     if (!image_input(m, in, "pooling")) return -1;
     dt_value x = m->values[in];
-    if (kernel < 1 || stride < 1 || pad < 0 || pad > kernel / 2)
-        return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
-                           m->name, kernel, kernel, stride, pad);
-    int ho = dt_pool2d_out_size_padded(x.h, kernel, stride, pad, ceil_mode),
-        wo = dt_pool2d_out_size_padded(x.w, kernel, stride, pad, ceil_mode);
+    if (kind != DT_OP_MAXPOOL2D && kind != DT_OP_AVGPOOL2D)
+        return build_failf(m, "model %s: pooling of kind %d", m->name, (int)kind);
+    if (!dt_model_value_is_image(m, in))
+        return build_failf(m, "model %s: pooling of a value that is not an image", m->name);
+    /* every window then holds an input cell (a pad below the kernel's side; the ceil
+     * mode's last window starts inside the input or its leading pad) */
+    const int valid = kh >= 1 && kw >= 1 && stride_h >= 1 && stride_w >= 1 && pads[0] >= 0 &&
+                      pads[1] >= 0 && pads[2] >= 0 && pads[3] >= 0 && pads[0] < kh &&
+                      pads[2] < kh && pads[1] < kw && pads[3] < kw;
+    if (!valid)
+        return build_failf(m,
+                           "model %s: pooling %dx%d stride %dx%d pads %d,%d,%d,%d is not a valid "
+                           "window",
+                           m->name, kh, kw, stride_h, stride_w, pads[0], pads[1], pads[2], pads[3]);
+    int ho = dt_pool2d_out_size_pads(x.h, kh, stride_h, pads[0], pads[2], ceil_mode),
+        wo = dt_pool2d_out_size_pads(x.w, kw, stride_w, pads[1], pads[3], ceil_mode);
     if (ho < 1 || wo < 1)
         return build_failf(m, "model %s: a %dx%d pooling window does not fit its %dx%d input",
-                           m->name, kernel, kernel, x.h, x.w);
+                           m->name, kh, kw, x.h, x.w);
     int out = new_value(m, new_storage(m, x.c, ho, wo), x.c, ho, wo);
     dt_op *op = new_op(m, kind, NULL, in, -1, out);
     if (!op) return -1;
-    op->kernel = kernel;
-    op->stride = stride;
-    op->pad = pad;
-    op->ceil_mode = ceil_mode;
+    set_window(op, kh, kw, stride_h, stride_w, pads);
+    op->ceil_mode = ceil_mode != 0;
+    op->count_include_pad = kind == DT_OP_AVGPOOL2D && count_include_pad != 0;
     return out;
+}
+
+static int pool(dt_model *m, dt_op_kind kind, int in, int kernel, int stride, int pad,
+                int ceil_mode) {
+    if (kernel >= 1 && pad > kernel / 2) /* PyTorch's bound on the square pools */
+        return build_failf(m, "model %s: pooling %dx%d stride %d pad %d is not a valid window",
+                           m->name, kernel, kernel, stride, pad);
+    const int pads[4] = {pad, pad, pad, pad};
+    return dt_model_pool2d_rect(m, kind, in, kernel, kernel, stride, stride, pads, ceil_mode, 0);
 }
 
 int dt_model_maxpool2d(dt_model *m, int in, int kernel, int stride) {
@@ -392,29 +475,71 @@ int dt_model_dropout(dt_model *m, int in, float p) {
 }
 
 int dt_model_concat(dt_model *m, const int *ins, int count) {
-    if (count < 1 || count > DT_OP_MAX_INPUTS)
-        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
-                           DT_OP_MAX_INPUTS);
-    int c = 0;
+    return dt_model_concat_axis(m, ins, count, 0);
+}
+
+int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
+    if (count < 1) return build_failf(m, "model %s: concat of %d inputs", m->name, count);
+    for (int k = 0; k < count; k++)
+        if (!valid_value(m, ins[k])) return -1;
+    const dt_value x0 = m->values[ins[0]];
+    if (axis < 0 || axis >= x0.rank)
+        return build_failf(m, "model %s: concat along axis %d of a rank-%d value", m->name, axis,
+                           x0.rank);
+    long long joined = 0;
     for (int k = 0; k < count; k++) {
-        if (!image_input(m, ins[k], "concat")) return -1;
-        dt_value x = m->values[ins[k]], x0 = m->values[ins[0]];
-        if (x.h != x0.h || x.w != x0.w)
-            return build_failf(m, "model %s: concat of %dx%d and %dx%d maps", m->name, x0.h, x0.w,
-                               x.h, x.w);
-        c += x.c;
+        const dt_value x = m->values[ins[k]];
+        int same = x.rank == x0.rank;
+        for (int d = 0; same && d < x0.rank; d++) same = d == axis || x.dims[d] == x0.dims[d];
+        if (!same)
+            return build_failf(m, "model %s: concat of a %s and a %s value along axis %d", m->name,
+                               shape_text(&x0).text, shape_text(&x).text, axis);
+        joined += x.dims[axis];
     }
-    const int h = m->values[ins[0]].h, w = m->values[ins[0]].w;
-    int out = new_value(m, new_storage(m, c, h, w), c, h, w);
+    if (joined > INT_MAX)
+        return build_failf(m, "model %s: concat of %lld along axis %d", m->name, joined, axis);
+    int dims[DT_VALUE_MAX_RANK];
+    memcpy(dims, x0.dims, sizeof dims);
+    dims[axis] = (int)joined;
+    long long per_sample = 1;
+    for (int d = 0; d < x0.rank; d++) per_sample *= dims[d];
+    int out = new_value_dims(m, new_storage(m, per_sample, 1, 1), x0.rank, dims);
+    if (out < 0) return -1;
+    if (grow_by((void **)&m->op_inputs, &m->cap_op_inputs, m->n_op_inputs, count, sizeof(int)))
+        return build_fail(m, "model %s: out of memory while building", m->name);
     dt_op *op = new_op(m, DT_OP_CONCAT, NULL, ins[0], count > 1 ? ins[1] : -1, out);
     if (!op) return -1;
+    op->ins_first = m->n_op_inputs;
+    op->n_ins = count;
+    op->axis = axis;
     /* new_op marked in and in2 as read here; the other inputs too, for the gradient
      * buffers' live ranges */
     for (int k = 0; k < count; k++) {
-        op->ins[k] = ins[k];
+        m->op_inputs[m->n_op_inputs++] = ins[k];
         m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
     }
-    op->n_ins = count;
+    return out;
+}
+
+int dt_model_pad2d(dt_model *m, int in, const int pads[4], float value) {
+    if (!valid_value(m, in)) return -1;
+    if (!dt_model_value_is_image(m, in) || m->values[in].rank != 3)
+        return build_failf(m, "model %s: padding of a value that is not an image", m->name);
+    for (int i = 0; i < 4; i++)
+        if (pads[i] < 0 || pads[i] > (1 << 24))
+            return build_failf(m, "model %s: a pad of %d", m->name, pads[i]);
+    if (!isfinite(value))
+        return build_failf(m, "model %s: padding with %g", m->name, (double)value);
+    const dt_value x = m->values[in];
+    const long long ho = (long long)x.h + pads[0] + pads[2],
+                    wo = (long long)x.w + pads[1] + pads[3];
+    if (ho > INT_MAX || wo > INT_MAX)
+        return build_failf(m, "model %s: a padded image of %lldx%lld", m->name, ho, wo);
+    int out = new_value(m, new_storage(m, x.c, ho, wo), x.c, (int)ho, (int)wo);
+    dt_op *op = new_op(m, DT_OP_PAD2D, NULL, in, -1, out);
+    if (!op) return -1;
+    set_window(op, 0, 0, 0, 0, pads);
+    op->pad_value = value;
     return out;
 }
 
@@ -741,42 +866,6 @@ int dt_model_slice(dt_model *m, int in, int axis, int start, int count, int step
     return out;
 }
 
-int dt_model_concat_axis(dt_model *m, const int *ins, int count, int axis) {
-    if (count < 1 || count > DT_OP_MAX_INPUTS)
-        return build_failf(m, "model %s: concat of %d inputs (1 to %d)", m->name, count,
-                           DT_OP_MAX_INPUTS);
-    for (int k = 0; k < count; k++)
-        if (!valid_value(m, ins[k])) return -1;
-    const dt_value x0 = m->values[ins[0]];
-    const int a = norm_axis(m, "concat", x0.rank, axis);
-    if (a < 0) return -1;
-    int dims[DT_VALUE_MAX_RANK];
-    memcpy(dims, x0.dims, sizeof dims);
-    dims[a] = 0;
-    for (int k = 0; k < count; k++) {
-        const dt_value x = m->values[ins[k]];
-        int same = x.rank == x0.rank;
-        for (int d = 0; same && d < x.rank; d++) same = d == a || x.dims[d] == x0.dims[d];
-        if (!same)
-            return build_failf(m,
-                               "model %s: concat along axis %d of values whose other axes "
-                               "differ",
-                               m->name, a);
-        if (__builtin_add_overflow(dims[a], x.dims[a], &dims[a]))
-            return build_failf(m, "model %s: concat overflows its axis", m->name);
-    }
-    int out = new_dims(m, x0.rank, dims);
-    dt_op *op = new_op(m, DT_OP_CONCAT_AXIS, NULL, ins[0], count > 1 ? ins[1] : -1, out);
-    if (!op) return -1;
-    for (int k = 0; k < count; k++) {
-        op->ins[k] = ins[k];
-        m->storages[m->values[ins[k]].storage].last_user = m->n_ops - 1;
-    }
-    op->n_ins = count;
-    set_geometry(op, &m->values[out], a, 0);
-    return out;
-}
-
 int dt_model_expand_param(dt_model *m, const char *name, int rank, const int *dims) {
     if (m->n_values < 1 || m->build_failed)
         return build_failf(m, "model %s: expand %s before the input", m->name, name);
@@ -822,6 +911,7 @@ void dt_model_free(dt_model *m) {
     free(m->values);
     free(m->storages);
     free(m->ops);
+    free(m->op_inputs);
     memset(m, 0, sizeof *m);
 }
 
@@ -884,7 +974,7 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
         hash_text(&g, op->name);
         hash_int(&g, op->in), hash_int(&g, op->in2), hash_int(&g, op->out);
         hash_int(&g, op->n_ins);
-        for (int k = 0; k < op->n_ins && k < DT_OP_MAX_INPUTS; k++) hash_int(&g, op->ins[k]);
+        for (int k = 0; k < op->n_ins; k++) hash_int(&g, dt_op_input(m, op, k));
         const int fields[] = {op->weight, op->bias,     op->running_mean, op->running_var,
                               op->kernel, op->stride,   op->pad,          op->dilation,
                               op->groups, op->ceil_mode};
@@ -910,6 +1000,17 @@ uint64_t dt_model_graph_hash(const dt_model *m) {
             any |= axis_fields[k] != 0;
         for (size_t k = 0; any && k < sizeof axis_fields / sizeof *axis_fields; k++)
             hash_int(&g, axis_fields[k]);
+        /* attributes added later hash only where they differ from what every op had
+         * before them: older checkpoints' graphs keep their hash */
+        if (op->kind == DT_OP_BATCHNORM2D && op->momentum != 0.1f) hash_float(&g, op->momentum);
+        if (op->axis != 0) hash_int(&g, op->axis);
+        if (!dt_op_window_is_square(op)) {
+            const int window[] = {op->kh,      op->kw,       op->stride_h,   op->stride_w,
+                                  op->pad_top, op->pad_left, op->pad_bottom, op->pad_right};
+            for (size_t k = 0; k < sizeof window / sizeof *window; k++) hash_int(&g, window[k]);
+        }
+        if (op->count_include_pad) hash_int(&g, op->count_include_pad);
+        if (op->pad_value != 0.0f) hash_float(&g, op->pad_value);
     }
     return g.h;
 }

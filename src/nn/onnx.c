@@ -205,6 +205,10 @@ typedef struct onnx_value {
     const Onnx__NodeProto *inside;
     int shape_rank;
     int64_t shape_k[MHA_MAX_RANK], shape_c[MHA_MAX_RANK];
+    /* a Pad of zeros on H and W, folded into the Conv or AveragePool that alone reads it:
+     * its pads {top, left, bottom, right} (padded 0 otherwise; id is the Pad's input) */
+    int padded;
+    int pad[4];
 } onnx_value;
 
 /* What a node import_mha took in must hold once its shape arithmetic is folded: a
@@ -621,6 +625,16 @@ static int note_readers(importer *im, int id, const char *name, int alias) {
     return 0;
 }
 
+/* A Pad of zeros that its reader cannot fold (a MaxPool, a second reader) becomes a pad2d
+ * op of its own, made where that reader first needs it. */
+static int materialize_pad(importer *im, const Onnx__NodeProto *n, onnx_value *v) {
+    const int id = dt_model_pad2d(im->m, v->id, v->pad, 0.0f);
+    if (id < 0) return fail_node(im, n, "%s", im->m->build_error.msg);
+    v->id = id;
+    v->padded = 0;
+    return note_readers(im, id, v->name, 0);
+}
+
 /* The node's i-th input as an activation, or NULL after failing. */
 static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
     if (i >= n->n_input || !n->input[i] || !*n->input[i]) {
@@ -652,7 +666,34 @@ static onnx_value *act_input(importer *im, const Onnx__NodeProto *n, size_t i) {
                            : "");
         return NULL;
     }
+    if (v->padded && materialize_pad(im, n, v)) return NULL;
     return v;
+}
+
+/* act_input for a Conv or a pool, which fold a Pad of zeros before them into their own
+ * pads: pad[4] gets the Pad's {top, left, bottom, right} (zeros if none). */
+static onnx_value *act_input_padded(importer *im, const Onnx__NodeProto *n, size_t i, int pad[4],
+                                    int can_fold) {
+    pad[0] = pad[1] = pad[2] = pad[3] = 0;
+    onnx_value *v = i < n->n_input && n->input[i] ? find_value(im, n->input[i]) : NULL;
+    /* a MaxPool pads with -inf, an AveragePool with pads of its own that it does not
+     * count would count the zeros differently, and a second reader needs them: those get
+     * the padded copy (act_input makes it) */
+    if (!v || !v->padded || !can_fold || readers(im, v->name) != 1) return act_input(im, n, i);
+    memcpy(pad, v->pad, sizeof v->pad);
+    return v;
+}
+
+/* An INTS attribute of exactly `want` entries in [lo, MAX_DIM] into out; absent: out
+ * keeps its values. -1 if malformed. */
+static int attr_ints(const Onnx__NodeProto *n, const char *name, size_t want, int lo, int *out) {
+    const Onnx__AttributeProto *a = attr(n, name);
+    if (!a || a->n_ints == 0) return 0;
+    if (a->n_ints != want) return -1;
+    for (size_t i = 0; i < want; i++)
+        if (a->ints[i] < lo || a->ints[i] > MAX_DIM) return -1;
+    for (size_t i = 0; i < want; i++) out[i] = (int)a->ints[i];
+    return 0;
 }
 
 /* The node's i-th input as a constant (an initializer or a Constant node's), or NULL
@@ -779,7 +820,8 @@ static int dims_are(const Onnx__TensorProto *t, size_t ndim) {
 }
 
 static int import_conv(importer *im, const Onnx__NodeProto *n) {
-    onnx_value *x = act_input(im, n, 0);
+    int folded[4];
+    onnx_value *x = act_input_padded(im, n, 0, folded, 1);
     const Onnx__TensorProto *w = x ? const_input(im, n, 1, 0) : NULL;
     const Onnx__TensorProto *b = w ? const_input(im, n, 2, 1) : NULL;
     if (!w || im->failed) return -1;
@@ -794,13 +836,14 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
                          groups, xv.c, (long long)w->dims[0]);
     if (!explicit_pads(n))
         return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
-    const int k = attr_same_ints(n, "kernel_shape", 2, (int)w->dims[2]);
-    const int stride = attr_same_ints(n, "strides", 2, 1);
-    const int pad = attr_same_ints(n, "pads", 4, 0);
-    if (k < 1 || w->dims[2] != k || w->dims[3] != k)
-        return fail_node(im, n, "only square kernels are supported");
-    if (stride < 1) return fail_node(im, n, "only equal strides along both axes are supported");
-    if (pad < 0) return fail_node(im, n, "only equal pads on all four sides are supported");
+    int k[2] = {(int)w->dims[2], (int)w->dims[3]}, stride[2] = {1, 1}, pads[4] = {0, 0, 0, 0};
+    if (attr_ints(n, "kernel_shape", 2, 1, k) || k[0] != w->dims[2] || k[1] != w->dims[3])
+        return fail_node(im, n, "its kernel_shape is not its weight's [kh, kw]");
+    if (attr_ints(n, "strides", 2, 1, stride))
+        return fail_node(im, n, "its strides are not two values >= 1");
+    if (attr_ints(n, "pads", 4, 0, pads))
+        return fail_node(im, n, "its pads are not four values >= 0 (top, left, bottom, right)");
+    for (int i = 0; i < 4; i++) pads[i] += folded[i];
     if (w->dims[1] * groups != xv.c) {
         return fail_node(im, n,
                          "its weight takes %lld channels in each of %lld groups, its input has %d",
@@ -811,10 +854,13 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     /* the output's size before dtrain's model computes it in size_t (a wrap to 0 made a
      * 2^64-value output look empty); a pad wider than the kernel is legal (PyTorch's 1x1
      * convolution with padding 1), so only the output's size bounds it */
-    const long long span = (long long)dilation * (k - 1) + 1;
-    if (xv.h + 2LL * pad >= span && xv.w + 2LL * pad >= span) {
-        const long long ho = (xv.h + 2LL * pad - span) / stride + 1,
-                        wo = (xv.w + 2LL * pad - span) / stride + 1;
+    const long long span_h = (long long)dilation * (k[0] - 1) + 1,
+                    span_w = (long long)dilation * (k[1] - 1) + 1;
+    const long long padded_h = (long long)xv.h + pads[0] + pads[2],
+                    padded_w = (long long)xv.w + pads[1] + pads[3];
+    if (padded_h >= span_h && padded_w >= span_w) {
+        const long long ho = (padded_h - span_h) / stride[0] + 1,
+                        wo = (padded_w - span_w) / stride[1] + 1;
         if (sample_values(w->dims[0], ho, wo) < 0)
             return fail_node(im, n,
                              "its output of %lldx%lldx%lld is past the %lld values a sample "
@@ -823,8 +869,8 @@ static int import_conv(importer *im, const Onnx__NodeProto *n) {
     }
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_conv2d_grouped(im->m, name, x->id, (int)w->dims[0], k, stride, pad,
-                                          dilation, (int)groups, b != NULL);
+    const int y = dt_model_conv2d_rect(im->m, name, x->id, (int)w->dims[0], k[0], k[1], stride[0],
+                                       stride[1], pads, dilation, (int)groups, b != NULL);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, 0)) return -1;
@@ -842,17 +888,20 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
             return fail_node(im, n,
                              "its scale, bias, mean and variance must each have one "
                              "value per channel");
-    /* ONNX's momentum is the running average's weight on the old value: PyTorch's 0.1
-     * exports as 0.9, the one dtrain's BatchNorm uses */
-    const float momentum = attr_float(n, "momentum", 0.9f);
-    if (momentum < 0.8999f || momentum > 0.9001f)
-        return fail_node(im, n, "momentum other than 0.9 (PyTorch's 0.1) is not supported");
+    /* ONNX's momentum is the running average's weight on the old value, PyTorch's the
+     * batch's: torch's 0.1 exports as 0.9f, 0.01 as 0.99f, MNASNet's 0.0003 as 0.9997f.
+     * 1 - the float is rounded to 6 decimals (the float's error near 1 is 3e-8), so those
+     * read back as torch's own 0.1f, 0.01f and 0.0003f. */
+    const float onnx_momentum = attr_float(n, "momentum", 0.9f);
+    if (!(onnx_momentum >= 0.0f && onnx_momentum <= 1.0f))
+        return fail_node(im, n, "its momentum %g is not in [0, 1]", (double)onnx_momentum);
+    const float momentum = (float)(round((1.0 - (double)onnx_momentum) * 1e6) / 1e6);
     const float eps = attr_float(n, "epsilon", 1e-5f);
     if (!(isfinite(eps) && eps > 0.0f))
         return fail_node(im, n, "its epsilon %g is not a positive finite number", (double)eps);
     char name[80];
     op_name(n, t[0], name, sizeof name);
-    const int y = dt_model_batchnorm2d_eps(im->m, name, x->id, eps);
+    const int y = dt_model_batchnorm2d_momentum(im->m, name, x->id, eps, momentum);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     const int entries[4] = {op->weight, op->bias, op->running_mean, op->running_var};
@@ -863,38 +912,48 @@ static int import_batchnorm(importer *im, const Onnx__NodeProto *n) {
 }
 
 static int import_pool(importer *im, const Onnx__NodeProto *n, int max) {
-    onnx_value *x = act_input(im, n, 0);
+    int k[2] = {0, 0}, stride[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, folded[4];
+    if (attr_ints(n, "kernel_shape", 2, 1, k) || k[0] < 1)
+        return fail_node(im, n, "only 2-D pooling (kernel_shape of two values >= 1) is supported");
+    if (attr_ints(n, "strides", 2, 1, stride))
+        return fail_node(im, n, "its strides are not two values >= 1");
+    if (attr_ints(n, "pads", 4, 0, pads))
+        return fail_node(im, n, "its pads are not four values >= 0 (top, left, bottom, right)");
+    const long long ceil_mode = attr_int(n, "ceil_mode", 0);
+    long long count_pad = max ? 0 : attr_int(n, "count_include_pad", 0);
+    const int own_pads = pads[0] || pads[1] || pads[2] || pads[3];
+    /* zeros folded in count in the divisor: exact with count_include_pad, or where the
+     * node has no pads of its own (every window then counts kh * kw cells either way) */
+    onnx_value *x = act_input_padded(im, n, 0, folded, !max && (count_pad || !own_pads));
     if (!x) return -1;
+    if (folded[0] || folded[1] || folded[2] || folded[3]) count_pad = 1;
+    for (int i = 0; i < 4; i++) pads[i] += folded[i];
     if (n->n_output > 1 && n->output[1] && *n->output[1])
         return fail_node(im, n, "its Indices output is not supported");
-    const int k = attr_same_ints(n, "kernel_shape", 2, -1);
-    const int stride = attr_same_ints(n, "strides", 2, 1);
-    const int pad = attr_same_ints(n, "pads", 4, 0);
-    const long long ceil_mode = attr_int(n, "ceil_mode", 0);
     if (!explicit_pads(n))
         return fail_node(im, n, "auto_pad is not supported (export with explicit pads)");
-    if (k < 1) return fail_node(im, n, "only square kernels are supported");
-    if (stride < 1 || pad < 0)
-        return fail_node(im, n, "only equal strides and equal pads on every side are supported");
     if (attr_same_ints(n, "dilations", 2, 1) != 1)
         return fail_node(im, n, "dilated pooling is not supported");
-    int y;
-    if (max) {
-        if (attr_int(n, "storage_order", 0) != 0)
-            return fail_node(im, n, "storage_order 1 is not supported");
-        y = dt_model_maxpool2d_padded(im->m, x->id, k, stride, pad, ceil_mode != 0);
-    } else {
-        if (pad != 0 || ceil_mode)
-            return fail_node(im, n, "average pooling with pads or ceil_mode is not supported");
-        y = dt_model_avgpool2d(im->m, x->id, k, stride);
-    }
-    return set_output(im, n, y);
+    if (max && attr_int(n, "storage_order", 0) != 0)
+        return fail_node(im, n, "storage_order 1 is not supported");
+    if (pads[0] >= k[0] || pads[2] >= k[0] || pads[1] >= k[1] || pads[3] >= k[1])
+        return fail_node(im, n,
+                         "its pads %d,%d,%d,%d reach past its %dx%d window: a window of padding "
+                         "alone",
+                         pads[0], pads[1], pads[2], pads[3], k[0], k[1]);
+    return set_output(im, n,
+                      dt_model_pool2d_rect(im->m, max ? DT_OP_MAXPOOL2D : DT_OP_AVGPOOL2D, x->id,
+                                           k[0], k[1], stride[0], stride[1], pads, ceil_mode != 0,
+                                           count_pad != 0));
 }
 
 /* ------------------------------------------------------------------ views and folds */
 
 /* The fold of the node's input i: a folded value's own, or a constant's read into
  * *tmp (freed by the caller); NULL after failing. */
+/* The most inputs of a node folded at import (a Concat of shape pieces: a few). */
+enum { FOLD_MAX_INPUTS = 64 };
+
 static const dt_fold_tensor *fold_input(importer *im, const Onnx__NodeProto *n, size_t i,
                                         dt_fold_tensor *tmp) {
     memset(tmp, 0, sizeof *tmp);
@@ -940,12 +999,12 @@ static int const_ints(importer *im, const Onnx__NodeProto *n, size_t i, int64_t 
  * initializer: a weight some op trains), for the op dispatch to take. */
 static int try_fold(importer *im, const Onnx__NodeProto *n) {
     const char *op = n->op_type ? n->op_type : "";
-    const dt_fold_tensor *ins[DT_OP_MAX_INPUTS] = {0};
-    dt_fold_tensor tmp[DT_OP_MAX_INPUTS], out;
+    const dt_fold_tensor *ins[FOLD_MAX_INPUTS] = {0};
+    dt_fold_tensor tmp[FOLD_MAX_INPUTS], out;
     memset(tmp, 0, sizeof tmp);
     char why[300] = "";
     int rc;
-    if (n->n_input > DT_OP_MAX_INPUTS || n->n_output != 1) return 1;
+    if (n->n_input > FOLD_MAX_INPUTS || n->n_output != 1) return 1;
     onnx_value *x = n->n_input ? find_value(im, n->input[0]) : NULL;
     if (!strcmp(op, "Shape") && !x) return act_input(im, n, 0) ? 1 : -1;
     if (!strcmp(op, "Shape") && x->kind == V_ACT) {
@@ -1179,7 +1238,7 @@ static int import_transpose(importer *im, const Onnx__NodeProto *n) {
     const dt_value xv = im->m->values[x->id];
     const int full = xv.rank + 1;
     const Onnx__AttributeProto *a = attr(n, "perm");
-    int perm[DT_VALUE_MAX_RANK + 1], identity = 1;
+    int perm[DT_VALUE_MAX_RANK + 1] = {0}, identity = 1;
     if (a && a->n_ints) {
         if (a->n_ints != (size_t)full)
             return fail_node(im, n, "its perm has %zu entries for %d axes", a->n_ints, full);
@@ -1418,23 +1477,95 @@ static int import_reduce_mean(importer *im, const Onnx__NodeProto *n) {
     return set_output(im, n, dt_model_reduce_mean(im->m, x->id, mask, keepdims != 0));
 }
 
+/* Concat of any number of activations of one rank along any axis but the batch's. */
 static int import_concat(importer *im, const Onnx__NodeProto *n) {
-    if (attr_int(n, "axis", 0) != 1) return fail_node(im, n, "only Concat along channels (axis 1)");
-    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
-        return fail_node(im, n, "a Concat of 1 to 8 inputs is supported");
-    int ids[DT_OP_MAX_INPUTS];
-    long long values = 0; /* a sample's, summed in 64 bits: eight inputs of 2^28 pass int */
+    const Onnx__AttributeProto *axis_attr = attr(n, "axis");
+    if (!axis_attr || !axis_attr->has_i) return fail_node(im, n, "it has no axis");
+    int *ids = malloc(sizeof(int) * n->n_input);
+    if (!ids) return fail_node(im, n, "out of memory for its %zu inputs", n->n_input);
+    long long values = 0; /* a sample's, summed in 64 bits: many inputs of 2^28 pass int */
     for (size_t i = 0; i < n->n_input; i++) {
         const onnx_value *v = act_input(im, n, i);
-        if (!v) return -1;
+        if (!v) {
+            free(ids);
+            return -1;
+        }
         ids[i] = v->id;
-        const dt_value *x = &im->m->values[v->id];
-        values += (long long)x->c * x->h * x->w;
+        values += (long long)im->m->storages[im->m->values[v->id].storage].per_sample;
     }
-    if (values > MAX_SAMPLE_VALUES)
-        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
-                         values, MAX_SAMPLE_VALUES);
-    return set_output(im, n, dt_model_concat(im->m, ids, (int)n->n_input));
+    const int rank = im->m->values[ids[0]].rank + 1; /* ONNX's, the batch axis counted */
+    long long axis = axis_attr->i;
+    if (axis < 0) axis += rank;
+    int rc = 0;
+    if (axis < 0 || axis >= rank)
+        rc = fail_node(im, n, "its axis %lld is outside its rank-%d inputs",
+                       (long long)axis_attr->i, rank);
+    else if (axis == 0)
+        rc = fail_node(im, n, "a Concat along the batch axis (axis 0) is not supported");
+    else if (values > MAX_SAMPLE_VALUES)
+        rc = fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
+                       values, MAX_SAMPLE_VALUES);
+    else
+        rc = set_output(im, n, dt_model_concat_axis(im->m, ids, (int)n->n_input, (int)axis - 1));
+    free(ids);
+    return rc;
+}
+
+/* Pad, constant mode, of an image's H and W: no padding is the identity; zeros are
+ * folded into the padding of the Conv or AveragePool reading them alone
+ * (act_input_padded), or else become a pad2d op where first read (materialize_pad);
+ * another value is a pad2d op. */
+static int import_pad(importer *im, const Onnx__NodeProto *n) {
+    onnx_value *x = act_input(im, n, 0);
+    if (!x) return -1;
+    int64_t pads[16];
+    int count = 0;
+    const Onnx__AttributeProto *a = attr(n, "pads");
+    if (a) { /* opset 2 to 10: an attribute */
+        if (a->n_ints > 16) return fail_node(im, n, "more than 16 pads");
+        count = (int)a->n_ints;
+        for (int i = 0; i < count; i++) pads[i] = a->ints[i];
+    } else { /* opset 11 on: an input */
+        const Onnx__TensorProto *t = const_input(im, n, 1, 0);
+        if (!t || tensor_int64s(im, t, pads, 16, &count)) return -1;
+    }
+    const Onnx__AttributeProto *mode = attr(n, "mode");
+    if (mode && mode->has_s && !(mode->s.len == 8 && !memcmp(mode->s.data, "constant", 8)))
+        return fail_node(im, n, "only constant padding is supported (its mode is '%.*s')",
+                         (int)(mode->s.len < 32 ? mode->s.len : 32), (const char *)mode->s.data);
+    float value = attr_float(n, "value", 0.0f);
+    if (n->n_input > 2 && n->input[2] && *n->input[2]) {
+        const Onnx__TensorProto *t = const_input(im, n, 2, 0);
+        if (!t || tensor_scalar(im, t, &value)) return -1;
+    }
+    if (n->n_input > 3 && n->input[3] && *n->input[3])
+        return fail_node(im, n, "its axes input (opset 18) is not supported");
+    int any = 0;
+    for (int i = 0; i < count; i++) any |= pads[i] != 0;
+    if (!any) return set_alias(im, n, x->id);
+    const dt_value xv = im->m->values[x->id];
+    if (count != 8 || xv.rank != 3)
+        return fail_node(im, n, "only padding of an image's height and width is supported");
+    for (int i = 0; i < 8; i++)
+        if (pads[i] < 0 || pads[i] > MAX_DIM)
+            return fail_node(im, n, "its pads must be in 0 .. %d (negative ones crop)", MAX_DIM);
+    if (pads[0] || pads[1] || pads[4] || pads[5])
+        return fail_node(im, n, "only padding of an image's height and width is supported");
+    if (!isfinite(value)) return fail_node(im, n, "its value %g is not finite", (double)value);
+    if (value != 0.0f) { /* a pad2d op: nothing else pads with it */
+        const int p[4] = {(int)pads[2], (int)pads[3], (int)pads[6], (int)pads[7]};
+        return set_output(im, n, dt_model_pad2d(im->m, x->id, p, value));
+    }
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0])
+        return fail_node(im, n, "it has no output");
+    onnx_value *v = add_value(im, n->output[0], V_ACT);
+    if (!v) return -1;
+    v->id = x->id;
+    v->padded = 1;
+    /* ONNX's [x1_begin, x2_begin, ..., x1_end, ...]: H and W are axes 2 and 3 */
+    v->pad[0] = (int)pads[2], v->pad[1] = (int)pads[3], v->pad[2] = (int)pads[6],
+    v->pad[3] = (int)pads[7];
+    return note_readers(im, x->id, n->output[0], 1);
 }
 
 static int import_dropout(importer *im, const Onnx__NodeProto *n) {
@@ -1830,38 +1961,6 @@ static int import_expand(importer *im, const Onnx__NodeProto *n) {
     const int y = dt_model_expand_param(im->m, tname(w), count - 1, per);
     if (set_output(im, n, y)) return -1;
     return take(im, n, im->m->ops[im->m->n_ops - 1].weight, w, 0);
-}
-
-/* Concat of values that are not all images, or of images along another axis than
- * their channels: concat_axis. */
-static int import_concat_axis(importer *im, const Onnx__NodeProto *n) {
-    if (n->n_input < 1 || n->n_input > DT_OP_MAX_INPUTS)
-        return fail_node(im, n, "a Concat of 1 to %d inputs is supported", DT_OP_MAX_INPUTS);
-    int ids[DT_OP_MAX_INPUTS];
-    for (size_t i = 0; i < n->n_input; i++) {
-        const onnx_value *v = act_input(im, n, i);
-        if (!v) return -1;
-        ids[i] = v->id;
-    }
-    const dt_value x0 = im->m->values[ids[0]];
-    const int a = sample_axis(im, n, &x0, attr_int(n, "axis", 0));
-    if (a < 0) return -1;
-    long long values = 0;
-    for (size_t i = 0; i < n->n_input; i++)
-        values += (long long)dt_model_value_floats(im->m, ids[i], 1);
-    if (values > MAX_SAMPLE_VALUES)
-        return fail_node(im, n, "its output has %lld values a sample, past the %lld dtrain takes",
-                         values, MAX_SAMPLE_VALUES);
-    return set_output(im, n, dt_model_concat_axis(im->m, ids, (int)n->n_input, a));
-}
-
-/* 1 when a Concat is not images along their channels (import_concat's case). */
-static int concat_needs_axis_op(importer *im, const Onnx__NodeProto *n) {
-    for (size_t i = 0; i < n->n_input; i++) {
-        const onnx_value *v = n->input[i] ? find_value(im, n->input[i]) : NULL;
-        if (v && v->kind == V_ACT && im->m->values[v->id].rank != 3) return 1;
-    }
-    return 0;
 }
 
 /* ------------------------------------ LayerNorm as PyTorch exports it before opset 17 */
@@ -2667,9 +2766,10 @@ static const struct {
  * extra names would be taken as readers. It is also the list of the operators dtrain
  * imports: every operator import_node takes has its row here (refuse_lacking_ops names
  * the graph's others, all at once, before importing). */
+enum { ANY_COUNT = 0xffff }; /* max_in of an operator taking any number (Concat) */
 static const struct {
     const char *op;
-    unsigned char min_in, max_in, min_out, max_out;
+    unsigned short min_in, max_in, min_out, max_out;
 } arity[] = {{"Constant", 0, 0, 1, 1},
              {"Conv", 2, 3, 1, 1},
              {"BatchNormalization", 5, 5, 1, 5},
@@ -2686,7 +2786,7 @@ static const struct {
              {"Mul", 2, 2, 1, 1},
              {"Div", 2, 2, 1, 1},
              {"ReduceMean", 1, 2, 1, 1},
-             {"Concat", 1, DT_OP_MAX_INPUTS, 1, 1},
+             {"Concat", 1, ANY_COUNT, 1, 1},
              {"Dropout", 1, 3, 1, 2},
              {"Pad", 1, 3, 1, 1},
              {"Identity", 1, 1, 1, 1},
@@ -2727,7 +2827,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
         if (strcmp(op, arity[i].op)) continue;
         char range[32];
         if (n->n_input < arity[i].min_in || n->n_input > arity[i].max_in) {
-            snprintf(range, sizeof range, arity[i].min_in == arity[i].max_in ? "%d" : "%d to %d",
+            snprintf(range, sizeof range,
+                     arity[i].max_in == ANY_COUNT         ? "%d or more"
+                     : arity[i].min_in == arity[i].max_in ? "%d"
+                                                          : "%d to %d",
                      arity[i].min_in, arity[i].max_in);
             return fail_node(im, n, "%zu inputs, where %s takes %s", n->n_input, op, range);
         }
@@ -2762,9 +2865,10 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
      * their checks would read a value of rank 4 as 0 channels */
     if (!strcmp(op, "Conv") || !strcmp(op, "BatchNormalization") || !strcmp(op, "MaxPool") ||
         !strcmp(op, "AveragePool") || !strcmp(op, "GlobalAveragePool")) {
-        const onnx_value *x = act_input(im, n, 0);
-        if (!x) return -1;
-        if (im->m->values[x->id].rank != 3)
+        /* found, not taken: act_input would make a Pad before a Conv its own op (the
+         * importer below takes its input, or names what is wrong with it) */
+        const onnx_value *x = n->n_input > 0 && n->input[0] ? find_value(im, n->input[0]) : NULL;
+        if (x && x->kind == V_ACT && im->m->values[x->id].rank != 3)
             return fail_node(im, n,
                              "its input has %d axes a sample; %s takes images [batch, C, H, W]",
                              im->m->values[x->id].rank, op);
@@ -2826,10 +2930,7 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
     if (!strcmp(op, "Add") || !strcmp(op, "Sub") || !strcmp(op, "Mul") || !strcmp(op, "Div"))
         return import_binary(im, n);
     if (!strcmp(op, "ReduceMean")) return import_reduce_mean(im, n);
-    if (!strcmp(op, "Concat"))
-        return concat_needs_axis_op(im, n) || attr_int(n, "axis", 1) != 1
-                   ? import_concat_axis(im, n)
-                   : import_concat(im, n);
+    if (!strcmp(op, "Concat")) return import_concat(im, n);
     if (!strcmp(op, "Softmax")) return import_softmax(im, n, 0);
     if (!strcmp(op, "LogSoftmax")) return import_softmax(im, n, 1);
     if (!strcmp(op, "LayerNormalization")) return import_layernorm(im, n);
@@ -2844,26 +2945,8 @@ static int import_node(importer *im, const Onnx__NodeProto *n) {
                          "before opset 17), and no such pattern leads to it",
                          op);
     if (!strcmp(op, "Dropout")) return import_dropout(im, n);
-    if (!strcmp(op, "Pad")) {
-        /* PyTorch puts a Pad of zeros before avg_pool2d's AveragePool: the identity */
-        int64_t pads[16];
-        int count = 0;
-        const Onnx__AttributeProto *a = attr(n, "pads");
-        if (a) {
-            count = a->n_ints <= 16 ? (int)a->n_ints : -1;
-            for (int i = 0; i < count; i++) pads[i] = a->ints[i];
-        } else {
-            const Onnx__TensorProto *t = const_input(im, n, 1, 0);
-            if (!t || tensor_int64s(im, t, pads, 16, &count)) return -1;
-        }
-        for (int i = 0; i < count; i++)
-            if (pads[i] != 0) count = -1;
-        if (count < 0)
-            return fail_node(im, n,
-                             "padding other than zeros is supported only inside a Conv "
-                             "or a pooling node");
-    }
-    if (!strcmp(op, "Identity") || !strcmp(op, "Pad")) {
+    if (!strcmp(op, "Pad")) return import_pad(im, n);
+    if (!strcmp(op, "Identity")) {
         onnx_value *x = act_input(im, n, 0);
         return x ? set_alias(im, n, x->id) : -1;
     }
@@ -3169,6 +3252,11 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     const onnx_value *y = find_value(im, g->output[0]->name);
     if (!y || y->kind != V_ACT)
         return fail(im, "the graph's output '%s' is not computed by its nodes", g->output[0]->name);
+    if (y->padded)
+        return fail(im,
+                    "the graph's output '%s' is a Pad: dtrain trains a chain that ends in "
+                    "the logits",
+                    g->output[0]->name);
     if (y->id != m->n_values - 1)
         return fail(im,
                     "the graph's output '%s' is not its last node's: dtrain trains a chain "

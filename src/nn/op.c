@@ -22,8 +22,8 @@ static const dt_op_class *const op_table[] = {
     [DT_OP_LAYERNORM] = &dt_layernorm_op,
     [DT_OP_MATMUL] = &dt_matmul_op,
     [DT_OP_SLICE] = &dt_slice_op,
-    [DT_OP_CONCAT_AXIS] = &dt_concat_axis_op,
     [DT_OP_EXPAND_PARAM] = &dt_expand_param_op,
+    [DT_OP_PAD2D] = &dt_pad2d_op,
 };
 _Static_assert(sizeof op_table / sizeof *op_table == DT_OP_COUNT, "one table row per op kind");
 

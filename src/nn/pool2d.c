@@ -79,19 +79,19 @@ static void maxpool_2x2_row(float *restrict out, int32_t *restrict am, const flo
     }
 }
 
-void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
-                          int kernel, int stride, int pad, int ceil_mode) {
-    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
-              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+static void maxpool_forward_plain(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                                  int w, const dt_pool2d_geom *g) {
+    const int ho = dt_pool2d_geom_ho(g, h), wo = dt_pool2d_geom_wo(g, w);
     /* every window inside the input: the 2x2 path needs no bounds */
-    const int inside =
-        pad == 0 && (ho - 1) * stride + kernel <= h && (wo - 1) * stride + kernel <= w;
+    const int inside = g->pad_top == 0 && g->pad_left == 0 && (ho - 1) * g->stride_h + g->kh <= h &&
+                       (wo - 1) * g->stride_w + g->kw <= w;
+    const int two_by_two = g->kh == 2 && g->kw == 2 && g->stride_h == 2 && g->stride_w == 2;
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         const float *x = in + (size_t)plane * h * w;
         float *y = out + (size_t)plane * ho * wo;
         int32_t *am = argmax + (size_t)plane * ho * wo;
-        if (kernel == 2 && stride == 2 && inside) { /* the common case, branch-free */
+        if (two_by_two && inside) { /* the common case, branch-free */
             for (int oy = 0; oy < ho; oy++)
                 maxpool_2x2_row(y + (size_t)oy * wo, am + (size_t)oy * wo, x + (size_t)(2 * oy) * w,
                                 w, 2 * oy * w, wo);
@@ -100,11 +100,11 @@ void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, i
         /* The window clipped to the input (padding is -inf, never the maximum; every
          * window holds at least one input pixel). Unclipped, this is the plain scan. */
         for (int oy = 0; oy < ho; oy++) {
-            const int y0 = oy * stride - pad;
-            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+            const int y0 = oy * g->stride_h - g->pad_top;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + g->kh < h ? y0 + g->kh : h;
             for (int ox = 0; ox < wo; ox++) {
-                const int x0 = ox * stride - pad;
-                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                const int x0 = ox * g->stride_w - g->pad_left;
+                const int xa = x0 < 0 ? 0 : x0, xb = x0 + g->kw < w ? x0 + g->kw : w;
                 int best = ya * w + xa;
                 float v = x[best];
                 for (int i = ya; i < yb; i++) {
@@ -122,10 +122,8 @@ void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, i
     }
 }
 
-void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
-                           int h, int w, int kernel, int stride, int pad, int ceil_mode) {
-    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
-              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+static void maxpool_backward_plain(float *din, const float *dout, const int32_t *argmax, int n,
+                                   int c, int h, int w, int ho, int wo) {
 #pragma omp parallel for schedule(static)
     for (int plane = 0; plane < n * c; plane++) {
         float *dx = din + (size_t)plane * h * w;
@@ -135,25 +133,37 @@ void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax,
     }
 }
 
+void dt_maxpool2d_forward(float *out, int32_t *argmax, const float *in, int n, int c, int h, int w,
+                          int kernel, int stride, int pad, int ceil_mode) {
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, pad, ceil_mode);
+    maxpool_forward_plain(out, argmax, in, n, c, h, w, &g);
+}
+
+void dt_maxpool2d_backward(float *din, const float *dout, const int32_t *argmax, int n, int c,
+                           int h, int w, int kernel, int stride, int pad, int ceil_mode) {
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, pad, ceil_mode);
+    maxpool_backward_plain(din, dout, argmax, n, c, h, w, dt_pool2d_geom_ho(&g, h),
+                           dt_pool2d_geom_wo(&g, w));
+}
+
 /* Max pooling on nChw16c data: the 16 channels of a block side by side, each
  * scanning its window in the order of the NCHW scan above (same values, same argmax:
  * the pixel index within the plane, stored per channel in the output's layout). */
-void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, int n, int c, int h,
-                                  int w, int kernel, int stride, int pad, int ceil_mode) {
+static void maxpool_forward_blocked(float *out, int32_t *argmax, const float *in, int n, int c,
+                                    int h, int w, const dt_pool2d_geom *g) {
     enum { L = 16 };
-    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
-              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
+    const int ho = dt_pool2d_geom_ho(g, h), wo = dt_pool2d_geom_wo(g, w);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < n * (c / L); mb++) {
         const float *x = in + (size_t)mb * h * w * L;
         float *y = out + (size_t)mb * ho * wo * L;
         int32_t *am = argmax + (size_t)mb * ho * wo * L;
         for (int oy = 0; oy < ho; oy++) {
-            const int y0 = oy * stride - pad;
-            const int ya = y0 < 0 ? 0 : y0, yb = y0 + kernel < h ? y0 + kernel : h;
+            const int y0 = oy * g->stride_h - g->pad_top;
+            const int ya = y0 < 0 ? 0 : y0, yb = y0 + g->kh < h ? y0 + g->kh : h;
             for (int ox = 0; ox < wo; ox++) {
-                const int x0 = ox * stride - pad;
-                const int xa = x0 < 0 ? 0 : x0, xb = x0 + kernel < w ? x0 + kernel : w;
+                const int x0 = ox * g->stride_w - g->pad_left;
+                const int xa = x0 < 0 ? 0 : x0, xb = x0 + g->kw < w ? x0 + g->kw : w;
                 const size_t o = (size_t)(oy * wo + ox) * L;
 #ifdef __AVX2__
                 /* branch-free, 8 channels a vector (see maxpool_2x2_row) */
@@ -197,12 +207,15 @@ void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, 
     }
 }
 
-void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t *argmax, int n,
-                                   int c, int h, int w, int kernel, int stride, int pad,
-                                   int ceil_mode) {
+void dt_maxpool2d_forward_blocked(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                                  int w, int kernel, int stride, int pad, int ceil_mode) {
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, pad, ceil_mode);
+    maxpool_forward_blocked(out, argmax, in, n, c, h, w, &g);
+}
+
+static void maxpool_backward_blocked(float *din, const float *dout, const int32_t *argmax, int n,
+                                     int c, int h, int w, int ho, int wo) {
     enum { L = 16 };
-    const int ho = dt_pool2d_out_size_padded(h, kernel, stride, pad, ceil_mode),
-              wo = dt_pool2d_out_size_padded(w, kernel, stride, pad, ceil_mode);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < n * (c / L); mb++) {
         float *dx = din + (size_t)mb * h * w * L;
@@ -213,6 +226,25 @@ void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t 
     }
 }
 
+void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t *argmax, int n,
+                                   int c, int h, int w, int kernel, int stride, int pad,
+                                   int ceil_mode) {
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, pad, ceil_mode);
+    maxpool_backward_blocked(din, dout, argmax, n, c, h, w, dt_pool2d_geom_ho(&g, h),
+                             dt_pool2d_geom_wo(&g, w));
+}
+
+void dt_maxpool2d_forward_geom(float *out, int32_t *argmax, const float *in, int n, int c, int h,
+                               int w, const dt_pool2d_geom *g, int in_blocked) {
+    (in_blocked ? maxpool_forward_blocked : maxpool_forward_plain)(out, argmax, in, n, c, h, w, g);
+}
+
+void dt_maxpool2d_backward_geom(float *din, const float *dout, const int32_t *argmax, int n, int c,
+                                int h, int w, const dt_pool2d_geom *g, int in_blocked) {
+    (in_blocked ? maxpool_backward_blocked : maxpool_backward_plain)(
+        din, dout, argmax, n, c, h, w, dt_pool2d_geom_ho(g, h), dt_pool2d_geom_wo(g, w));
+}
+
 /* One loop for both layouts: `lanes` channels side by side (1: an NCHW plane, 16: an
  * nChw16c block), so block mb's input starts at mb * h * w * lanes and its lane l is
  * output plane mb * lanes + l. Inlined with a constant lanes, the blocked case runs
@@ -220,7 +252,7 @@ void dt_maxpool2d_backward_blocked(float *din, const float *dout, const int32_t 
 static inline void avgpool_forward_lanes(float *out, const float *in, int blocks, int lanes,
                                          const dt_pool_windows *wy, const dt_pool_windows *wx) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
-    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
+    const float inv = dt_pool_avg_inv(wy, wx);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         const float *x = in + (size_t)mb * h * w * lanes;
@@ -237,7 +269,7 @@ static inline void avgpool_forward_lanes(float *out, const float *in, int blocks
                     }
                 for (int l = 0; l < lanes; l++)
                     y[((size_t)l * ho + oy) * wo + ox] =
-                        dt_pool_avg_scale(wy->adaptive, acc[l], (y1 - y0) * (x1 - x0), inv);
+                        dt_pool_avg_scale(wy, wx, oy, ox, acc[l], inv);
             }
     }
 }
@@ -247,7 +279,7 @@ static inline void avgpool_forward_lanes(float *out, const float *in, int blocks
 static inline void avgpool_backward_lanes(float *din, const float *dout, int blocks, int lanes,
                                           const dt_pool_windows *wy, const dt_pool_windows *wx) {
     const int h = wy->in, w = wx->in, ho = wy->out, wo = wx->out;
-    const float inv = wy->adaptive ? 0.0f : 1.0f / (float)(wy->kernel * wx->kernel);
+    const float inv = dt_pool_avg_inv(wy, wx);
 #pragma omp parallel for schedule(static)
     for (int mb = 0; mb < blocks; mb++) {
         float *dx = din + (size_t)mb * h * w * lanes;
@@ -258,8 +290,8 @@ static inline void avgpool_backward_lanes(float *din, const float *dout, int blo
                           x0 = dt_pool_win_start(wx, ox), x1 = dt_pool_win_end(wx, ox);
                 float g[16];
                 for (int l = 0; l < lanes; l++)
-                    g[l] = dt_pool_avg_scale(wy->adaptive, dy[((size_t)l * ho + oy) * wo + ox],
-                                             (y1 - y0) * (x1 - x0), inv);
+                    g[l] =
+                        dt_pool_avg_scale(wy, wx, oy, ox, dy[((size_t)l * ho + oy) * wo + ox], inv);
                 for (int i = y0; i < y1; i++)
                     for (int j = x0; j < x1; j++) {
                         float *px = dx + (size_t)(i * w + j) * lanes;
@@ -288,17 +320,35 @@ void dt_avgpool2d_windows_backward(float *din, const float *dout, int n, int c,
         avgpool_backward_lanes(din, dout, n * c, 1, wy, wx);
 }
 
+void dt_avgpool2d_windows_of(const dt_pool2d_geom *g, int count_include_pad, int h, int w,
+                             dt_pool_windows *wy, dt_pool_windows *wx) {
+    const dt_pool_windows y = {0,           h,          dt_pool2d_geom_ho(g, h), g->kh,
+                               g->stride_h, g->pad_top, g->pad_bottom,           count_include_pad},
+                          x = {0,
+                               w,
+                               dt_pool2d_geom_wo(g, w),
+                               g->kw,
+                               g->stride_w,
+                               g->pad_left,
+                               g->pad_right,
+                               count_include_pad};
+    *wy = y;
+    *wx = x;
+}
+
 void dt_avgpool2d_forward(float *out, const float *in, int n, int c, int h, int w, int kernel,
                           int stride, int in_blocked) {
-    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, 0, 0);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, 0, h, w, &wy, &wx);
     dt_avgpool2d_windows_forward(out, in, n, c, &wy, &wx, in_blocked);
 }
 
 void dt_avgpool2d_backward(float *din, const float *dout, int n, int c, int h, int w, int kernel,
                            int stride, int in_blocked) {
-    const dt_pool_windows wy = {0, h, dt_pool2d_out_size(h, kernel, stride), kernel, stride, 0},
-                          wx = {0, w, dt_pool2d_out_size(w, kernel, stride), kernel, stride, 0};
+    const dt_pool2d_geom g = dt_pool2d_square(kernel, stride, 0, 0);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, 0, h, w, &wy, &wx);
     dt_avgpool2d_windows_backward(din, dout, n, c, &wy, &wx, in_blocked);
 }
 
@@ -325,18 +375,19 @@ static void maxpool2d_op_free(dt_model *m, dt_op *op) {
 
 static void maxpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
-    (dt_model_value_blocked(m, op->in) ? dt_maxpool2d_forward_blocked : dt_maxpool2d_forward)(
-        dt_model_value_data(m, op->out), op->state, dt_model_value_data(m, op->in), n, x->c, x->h,
-        x->w, op->kernel, op->stride, op->pad, op->ceil_mode);
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_maxpool2d_forward_geom(dt_model_value_data(m, op->out), op->state,
+                              dt_model_value_data(m, op->in), n, x->c, x->h, x->w, &g,
+                              dt_model_value_blocked(m, op->in));
 }
 
 static void maxpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
     float *din = dt_model_value_grad(m, op->in);
     if (din)
-        (dt_model_value_blocked(m, op->in) ? dt_maxpool2d_backward_blocked : dt_maxpool2d_backward)(
-            din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h, x->w, op->kernel,
-            op->stride, op->pad, op->ceil_mode);
+        dt_maxpool2d_backward_geom(din, dt_model_value_grad(m, op->out), op->state, n, x->c, x->h,
+                                   x->w, &g, dt_model_value_blocked(m, op->in));
 }
 
 const dt_op_class dt_maxpool2d_op = {
@@ -358,16 +409,22 @@ const dt_kernel dt_maxpool2d_f32_kernel = {
 
 static void avgpool2d_op_forward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
-    dt_avgpool2d_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in), n, x->c,
-                         x->h, x->w, op->kernel, op->stride, dt_model_value_blocked(m, op->in));
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_avgpool2d_windows_forward(dt_model_value_data(m, op->out), dt_model_value_data(m, op->in), n,
+                                 x->c, &wy, &wx, dt_model_value_blocked(m, op->in));
 }
 
 static void avgpool2d_op_backward(dt_model *m, dt_op *op, int n) {
     const dt_value *x = &m->values[op->in];
     float *din = dt_model_value_grad(m, op->in);
-    if (din)
-        dt_avgpool2d_backward(din, dt_model_value_grad(m, op->out), n, x->c, x->h, x->w, op->kernel,
-                              op->stride, dt_model_value_blocked(m, op->in));
+    if (!din) return;
+    const dt_pool2d_geom g = dt_op_pool_geom(op);
+    dt_pool_windows wy, wx;
+    dt_avgpool2d_windows_of(&g, op->count_include_pad, x->h, x->w, &wy, &wx);
+    dt_avgpool2d_windows_backward(din, dt_model_value_grad(m, op->out), n, x->c, &wy, &wx,
+                                  dt_model_value_blocked(m, op->in));
 }
 
 const dt_op_class dt_avgpool2d_op = {

@@ -1,7 +1,7 @@
 /* Copies along one axis of a value of any rank, whose samples are rows of
  * [len, inner] around the axis: a slice takes elements start, start + step, ...
  * (count of them) of the axis (ONNX's Slice and Split; a Gather of one index is a slice
- * of one that drops the axis); a concat joins inputs along it. f32 or bf16 activations
+ * of one that drops the axis); concat.h joins values along an axis. f32 or bf16 activations
  * (elem_size 4 or 2: copies, no arithmetic but the backward's sums). */
 #ifndef DTRAIN_SLICE_H
 #define DTRAIN_SLICE_H
@@ -16,12 +16,5 @@ void dt_slice_forward(void *y, const void *x, dt_dtype dtype, size_t rows, int l
 /* dx += dy at the elements forward took. */
 void dt_slice_backward(void *dx, const void *dy, dt_dtype dtype, size_t rows, int len, int inner,
                        int start, int count, int step);
-
-/* y [rows, sum of lens, inner] = the inputs [rows, lens[k], inner] one after another. */
-void dt_concat_axis_forward(void *y, const void *const *xs, const int *lens, int count,
-                            dt_dtype dtype, size_t rows, int inner);
-/* dxs[k] += their part of dy; a NULL dxs[k] is skipped. */
-void dt_concat_axis_backward(void *const *dxs, const void *dy, const int *lens, int count,
-                             dt_dtype dtype, size_t rows, int inner);
 
 #endif

@@ -1,7 +1,8 @@
-/* --calib-method auto: the calibration method that keeps the most accuracy. Each
- * candidate (minmax, percentile:99.99, 3sigma, entropy) calibrates on the first part of
- * the calibration images and runs as int8 on the held-out rest; the one with the most
- * held-out images right wins (a tie goes to the earlier in that list). The caller then
+/* --calib-method auto: the calibration method that changes the float model's answers
+ * least. Each candidate (entropy, percentile:99.99, minmax, 3sigma) calibrates on the
+ * first part of the calibration images and runs as int8 on the held-out rest; the one
+ * whose top-1 matches the given labels (quantize gives the float model's top-1) on the
+ * most held-out images wins (a tie goes to the earlier in that list). The caller then
  * calibrates with the winner on every image. */
 #ifndef DTRAIN_CALIB_AUTO_H
 #define DTRAIN_CALIB_AUTO_H
@@ -15,7 +16,7 @@ enum { DT_CALIB_CANDIDATES = 4 };
 
 typedef struct dt_calib_trial {
     dt_calib_choice choice;
-    long right; /* held-out images whose int8 top-1 is their label */
+    long right; /* held-out images whose int8 top-1 is their label (labels[i]) */
 } dt_calib_trial;
 
 /* The candidates in order of preference. */

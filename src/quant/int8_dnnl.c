@@ -20,7 +20,10 @@ typedef struct step {
     const void *copy_from;
     void *copy_to;
     size_t copy_bytes_per_sample;
-    const dt_qop *kept; /* a kept-float op, run in C (prim is NULL) */
+    /* a step computed in C (prim is NULL): a kept-float op, a final pooling's float
+     * logits */
+    void (*run)(struct dt_int8_dnnl *e, const dt_qop *o, int n);
+    const dt_qop *op;
 } step;
 
 typedef struct variant {
@@ -322,9 +325,41 @@ static int linear_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_erro
 /* Pooling over kh x kw windows (sh, sw) apart from -pad; the right and bottom padding
  * reach the last window (ceil_mode's). Max pooling's padding never wins; average
  * pooling is never padded (quant.c's fits). */
+/* A final average pooling's float logits (quant.h), in C as the emulation computes
+ * them: the window's integer sum times 1 / its size, over the input's scale. */
+static void pooled_logits_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
+    const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    const int adaptive = o->kind == DT_QOP_ADAPTIVE_AVGPOOL;
+    const int kh = adaptive ? x->h / y->h : o->kernel, kw = adaptive ? x->w / y->w : o->kernel;
+    const int sh = adaptive ? kh : o->stride, sw = adaptive ? kw : o->stride;
+    const float inv = 1.0f / (float)(kh * kw);
+    const int8_t *s8 = e->buf[o->in];
+    const uint8_t *u8 = e->buf[o->in];
+    float *out = e->buf[o->out];
+    for (size_t s = 0; s < (size_t)n; s++)
+        for (int c = 0; c < x->c; c++)
+            for (int oy = 0; oy < y->h; oy++)
+                for (int ox = 0; ox < y->w; ox++) {
+                    int sum = 0;
+                    for (int ky = 0; ky < kh; ky++)
+                        for (int kx = 0; kx < kw; kx++) {
+                            const size_t row = s * x->h + (size_t)(oy * sh + ky);
+                            const size_t at = (row * x->w + (size_t)(ox * sw + kx)) * x->c + c;
+                            sum += x->lo < 0 ? s8[at] : u8[at];
+                        }
+                    out[((s * y->c + c) * y->h + oy) * y->w + ox] =
+                        dt_qfloat_pooled_logit(sum, inv, x->scale);
+                }
+}
+
 static int pool_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dnnl_alg_kind_t alg, int kh,
                      int kw, int sh, int sw, dt_error *err) {
     const dt_qvalue *x = &e->q->values[o->in], *y = &e->q->values[o->out];
+    if (y->is_float) {
+        s->run = pooled_logits_run;
+        s->op = o;
+        return 0;
+    }
     dnnl_memory_desc_t src, dst;
     dnnl_dims_t strides = {sh, sw}, kernel = {kh, kw}, pad = {o->pad, o->pad};
     dnnl_dims_t pad_r = {(y->h - 1) * sh + kh - x->h - o->pad,
@@ -388,12 +423,51 @@ static int concat_steps(const dt_qop *o) {
     return o->n_ins;
 }
 
-/* A kept-float op: run in C by dt_int8_dnnl_forward (float_run). */
+/* A kept-float op between NHWC integers: the inputs of int8 ops dequantized into the
+ * float model's NCHW (qfloat.h's arithmetic, as the emulation), the op run, its output
+ * quantized back to NHWC. */
+static void float_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
+    for (int k = 0; k < o->n_ins; k++) {
+        if (o->ins[k] < 0) continue; /* none, or a constant the float model holds */
+        const dt_qvalue *x = &e->q->values[o->ins[k]];
+        if (dt_qfloat_holds(e->kept, o, k, x)) continue;
+        float *dst = dt_qfloat_input(e->kept, o, k);
+        const int8_t *s8 = e->buf[o->ins[k]];
+        const uint8_t *u8 = e->buf[o->ins[k]];
+        const size_t hw = (size_t)x->h * x->w;
+        for (size_t s = 0; s < (size_t)n; s++)
+            for (size_t p = 0; p < hw; p++)
+                for (size_t c = 0; c < (size_t)x->c; c++) {
+                    const size_t from = (s * hw + p) * x->c + c;
+                    dst[(s * x->c + c) * hw + p] =
+                        dt_qfloat_dequantize(x->lo < 0 ? s8[from] : u8[from], x->scale);
+                }
+    }
+    dt_qfloat_run(e->kept, o, n);
+    const dt_qvalue *y = &e->q->values[o->out];
+    const float *src = dt_qfloat_output(e->kept, o);
+    int8_t *s8 = e->buf[o->out];
+    uint8_t *u8 = e->buf[o->out];
+    const size_t hw = (size_t)y->h * y->w;
+    for (size_t s = 0; s < (size_t)n; s++)
+        for (size_t c = 0; c < (size_t)y->c; c++)
+            for (size_t p = 0; p < hw; p++) {
+                const int q = dt_qfloat_quantize(src[(s * y->c + c) * hw + p], y);
+                const size_t to = (s * hw + p) * y->c + c;
+                if (y->lo < 0)
+                    s8[to] = (int8_t)q;
+                else
+                    u8[to] = (uint8_t)q;
+            }
+}
+
+/* A kept-float op: run in C (float_run). */
 static int float_step(step *s, dt_int8_dnnl *e, const dt_qop *o, int n, dt_error *err) {
     (void)e;
     (void)n;
     (void)err;
-    s->kept = o;
+    s->run = float_run;
+    s->op = o;
     return 0;
 }
 
@@ -582,51 +656,14 @@ static variant *variant_for(dt_int8_dnnl *e, int n) {
     return v;
 }
 
-/* A kept-float op between NHWC integers: the inputs of int8 ops dequantized into the
- * float model's NCHW (qfloat.h's arithmetic, as the emulation), the op run, its output
- * quantized back to NHWC. */
-static void float_run(dt_int8_dnnl *e, const dt_qop *o, int n) {
-    for (int k = 0; k < o->n_ins; k++) {
-        const dt_qvalue *x = &e->q->values[o->ins[k]];
-        if (x->from_float) continue;
-        float *dst = dt_qfloat_input(e->kept, o, k);
-        const int8_t *s8 = e->buf[o->ins[k]];
-        const uint8_t *u8 = e->buf[o->ins[k]];
-        const size_t hw = (size_t)x->h * x->w;
-        for (size_t s = 0; s < (size_t)n; s++)
-            for (size_t p = 0; p < hw; p++)
-                for (size_t c = 0; c < (size_t)x->c; c++) {
-                    const size_t from = (s * hw + p) * x->c + c;
-                    dst[(s * x->c + c) * hw + p] =
-                        dt_qfloat_dequantize(x->lo < 0 ? s8[from] : u8[from], x->scale);
-                }
-    }
-    dt_qfloat_run(e->kept, o, n);
-    const dt_qvalue *y = &e->q->values[o->out];
-    const float *src = dt_qfloat_output(e->kept, o);
-    int8_t *s8 = e->buf[o->out];
-    uint8_t *u8 = e->buf[o->out];
-    const size_t hw = (size_t)y->h * y->w;
-    for (size_t s = 0; s < (size_t)n; s++)
-        for (size_t c = 0; c < (size_t)y->c; c++)
-            for (size_t p = 0; p < hw; p++) {
-                const int q = dt_qfloat_quantize(src[(s * y->c + c) * hw + p], y);
-                const size_t to = (s * hw + p) * y->c + c;
-                if (y->lo < 0)
-                    s8[to] = (int8_t)q;
-                else
-                    u8[to] = (uint8_t)q;
-            }
-}
-
 void dt_int8_dnnl_forward(dt_int8_dnnl *e, const float *x, int n) {
     variant *v = variant_for(e, n);
     run_or_die(dnnl_memory_set_data_handle(v->input, (void *)x), "input handle");
     for (int i = 0; i < v->n_steps; i++) {
         step *s = &v->steps[i];
-        if (s->kept) {
+        if (s->run) {
             run_or_die(dnnl_stream_wait(e->stream), "stream wait");
-            float_run(e, s->kept, n);
+            s->run(e, s->op, n);
             continue;
         }
         if (s->copy_from) memcpy(s->copy_to, s->copy_from, s->copy_bytes_per_sample * (size_t)n);

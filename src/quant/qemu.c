@@ -190,7 +190,7 @@ static void pool_forward(dt_qemu *e, int i, int n, int avg, int kh, int kw, int 
 #pragma omp parallel for schedule(static) num_threads(e->threads)
     for (int plane = 0; plane < n * x->c; plane++) {
         const int16_t *xs = e->act[o->in] + (size_t)plane * x->h * x->w;
-        int16_t *ys = e->act[o->out] + (size_t)plane * y->h * y->w;
+        int16_t *ys = y->is_float ? NULL : e->act[o->out] + (size_t)plane * y->h * y->w;
         for (int oy = 0; oy < y->h; oy++)
             for (int ox = 0; ox < y->w; ox++) {
                 int best = -32768, sum = 0;
@@ -202,8 +202,13 @@ static void pool_forward(dt_qemu *e, int i, int n, int avg, int kh, int kw, int 
                         best = v > best ? v : best;
                         sum += v;
                     }
-                /* the mean as oneDNN's int8 pooling: float sum times 1/(kh kw), rounded */
-                ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
+                /* the mean as oneDNN's int8 pooling: float sum times 1/(kh kw), rounded;
+                 * float logits (a final pooling): not rounded, over the input's scale */
+                if (y->is_float)
+                    e->logits[(size_t)plane * y->h * y->w + oy * y->w + ox] =
+                        dt_qfloat_pooled_logit(sum, inv, x->scale);
+                else
+                    ys[oy * y->w + ox] = (int16_t)(avg ? (int)rintf((float)sum * inv) : best);
             }
     }
 }
@@ -245,8 +250,9 @@ static void concat_forward(dt_qemu *e, int i, int n) {
 static void float_forward(dt_qemu *e, int i, int n) {
     const dt_qop *o = &e->q->ops[i];
     for (int k = 0; k < o->n_ins; k++) {
+        if (o->ins[k] < 0) continue; /* none, or a constant the float model holds */
         const dt_qvalue *x = &e->q->values[o->ins[k]];
-        if (x->from_float) continue;
+        if (dt_qfloat_holds(e->kept, o, k, x)) continue;
         float *dst = dt_qfloat_input(e->kept, o, k);
         const int16_t *src = e->act[o->ins[k]];
         for (size_t j = 0; j < value_count(x) * (size_t)n; j++)

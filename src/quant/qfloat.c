@@ -53,14 +53,14 @@ int dt_qfloat_create(dt_qfloat **out, const dt_qnet *q, int max_batch, dt_error 
     return 0;
 }
 
-/* The float op's inputs in order, as quant.c lists them. */
-static int input_value(const dt_op *op, int k) {
-    return op->n_ins > 0 ? op->ins[k] : k == 0 ? op->in : op->in2;
-}
-
 float *dt_qfloat_input(dt_qfloat *f, const dt_qop *o, int k) {
     const dt_op *op = &f->m.ops[o->float_op];
-    return dt_model_value_data(&f->m, input_value(op, k));
+    return dt_model_value_data(&f->m, dt_op_input(&f->m, op, k));
+}
+
+int dt_qfloat_holds(const dt_qfloat *f, const dt_qop *o, int k, const dt_qvalue *x) {
+    const dt_op *op = &f->m.ops[o->float_op];
+    return x->from_float && f->m.values[dt_op_input(&f->m, op, k)].storage == x->float_storage;
 }
 
 void dt_qfloat_run(dt_qfloat *f, const dt_qop *o, int n) {

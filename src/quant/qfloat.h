@@ -18,6 +18,10 @@ int dt_qfloat_create(dt_qfloat **f, const dt_qnet *q, int max_batch, dt_error *e
 void dt_qfloat_destroy(dt_qfloat *f);
 /* Where kept-float op o reads its k-th input: [max_batch, per sample] floats, NCHW. */
 float *dt_qfloat_input(dt_qfloat *f, const dt_qop *o, int k);
+/* Whether the float model already holds kept-float op o's k-th input: x, written by a
+ * kept-float op into the storage o reads (not through a dropout, whose copy the float
+ * model never makes: then x's integers are dequantized). */
+int dt_qfloat_holds(const dt_qfloat *f, const dt_qop *o, int k, const dt_qvalue *x);
 /* Runs op o on n samples. */
 void dt_qfloat_run(dt_qfloat *f, const dt_qop *o, int n);
 /* Its output after dt_qfloat_run, NCHW. */
@@ -31,6 +35,12 @@ static inline float dt_qfloat_dequantize(int q, float scale) {
 static inline int dt_qfloat_quantize(float x, const dt_qvalue *v) {
     const float r = rintf(x * v->scale);
     return r > (float)v->hi ? v->hi : r >= (float)v->lo ? (int)r : v->lo; /* NaN: lo */
+}
+
+/* A final average pooling's float logit: the window's sum times 1 / (its size), not
+ * rounded, over the input's scale (both engines, quant.h). */
+static inline float dt_qfloat_pooled_logit(int sum, float inv_size, float scale) {
+    return (float)sum * inv_size / scale;
 }
 
 #endif

@@ -14,7 +14,8 @@
  *
  * with [lo, hi] = [-128, 127] (signed), [0, 255] after a ReLU (symmetric scheme; [0, 127]
  * when its range is reduced) or [0, 127] (the lab's clamp, then ReLU). The last layer of the
- * symmetric scheme stops at y: float logits. Pooling keeps its input's scale (average: rint(sum /
+ * symmetric scheme stops at y: float logits (a final average pooling: sum / k^2, not rounded, over
+ * its input's scale). Pooling keeps its input's scale (average: rint(sum /
  * k^2)). docs/quantization.md has the schemes, the file's tensors and the exact formulas. */
 #ifndef DTRAIN_QUANT_H
 #define DTRAIN_QUANT_H
@@ -27,6 +28,10 @@
 #include "dtrain/safetensors.h"
 #include "dtrain/zoo.h"
 #include "quant/calib.h"
+
+/* The most inputs an int8 op reads (a concat's: DenseNet-201's joins 49); a float
+ * concat of more stays float. */
+enum { DT_QOP_MAX_INPUTS = 64 };
 
 typedef enum dt_quant_scheme {
     /* symmetric int8 weights (per tensor or per channel, [-127, 127]); activations s8,
@@ -112,7 +117,7 @@ typedef struct dt_qop {
     int c_in, c_out, kernel, stride, pad; /* linear: kernel 1, c_in = input features */
     int groups, dilation;                 /* conv: [c_out, c_in / groups, k, k] weights */
     /* concat and kept-float ops: every input in order (ins[0] = in) */
-    int ins[DT_OP_MAX_INPUTS];
+    int ins[DT_QOP_MAX_INPUTS];
     int n_ins;
     /* a kept-float op: its float op, and the parameters and buffers it reads (weight,
      * bias, running mean, running variance; tensor -1: none), saved in the file */

@@ -39,8 +39,40 @@ static int dataset_feed(void *ctx, int index, float *x, int max_n, dt_error *err
     return n;
 }
 
-/* --calib-method auto: the method that gets the most of the held-out second half of the
- * calibration images right, into qc->calib (printed with every candidate's score). */
+/* The float model's top-1 class of each held-out image: what auto's int8 candidates are
+ * scored against. */
+static int float_top1(dt_model *model, feed_ctx *held, int32_t *top, dt_error *err) {
+    const int saved = model->training, classes = model->classes;
+    model->training = 0;
+    float *x = dt_model_input_data(model);
+    int rc = 0;
+    for (int b = 0, seen = 0;; b++) {
+        const int n = dataset_feed(held, b, x, model->max_batch, err);
+        if (n <= 0) {
+            rc = n;
+            break;
+        }
+        dt_model_forward(model, n);
+        const float *logits = dt_model_logits(model);
+        for (int i = 0; i < n; i++, seen++) {
+            const float *row = logits + (size_t)i * classes;
+            int best = 0;
+            for (int k = 1; k < classes; k++)
+                if (row[k] > row[best]) best = k;
+            top[seen] = best;
+        }
+    }
+    model->training = saved;
+    return rc;
+}
+
+/* --calib-method auto: the method whose int8 network agrees with the float model's top-1
+ * on the most of the held-out second half of the calibration images, into qc->calib
+ * (printed with every candidate's agreement). Agreement, not accuracy: on 256 held-out
+ * images of a Fashion-MNIST CNN, entropy scored 87.50% right against minmax's 86.72%
+ * (2 images) while it agreed with float32 on 92% of the test set against 99% (it clipped
+ * the first layer's outputs), and cost 2 points of accuracy; agreement is the distortion
+ * itself, without the labels' sampling noise. */
 static int pick_calibration(const feed_ctx *all, dt_model *model, const dt_model_spec *spec,
                             dt_quant_config *qc, FILE *out, dt_error *err) {
     qc->calib = dt_calib_candidate(0);
@@ -50,17 +82,16 @@ static int pick_calibration(const feed_ctx *all, dt_model *model, const dt_model
     held.first = calib.count;
     held.count = all->count - calib.count;
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)held.count);
-    uint8_t *px = malloc((size_t)all->ds->c * all->ds->h * all->ds->w);
-    int rc = labels && px ? 0 : dt_error_set(err, "out of memory for the held-out labels");
-    for (int i = 0; rc == 0 && i < held.count; i++)
-        labels[i] = dt_dataset_sample(all->ds, held.first + i, px);
+    int rc = labels ? 0 : dt_error_set(err, "out of memory for the held-out labels");
+    if (rc == 0) rc = float_top1(model, &held, labels, err);
     dt_calib_trial trials[DT_CALIB_CANDIDATES];
     int best = 0;
     if (rc == 0)
         rc = dt_calib_auto(model, spec, qc, dataset_feed, &calib, dataset_feed, &held, labels,
                            held.count, DT_INT8_DNNL, model->max_batch, trials, &best, err);
     if (rc == 0) {
-        fprintf(out, "calibration auto (%d images, %d held out):", calib.count, held.count);
+        fprintf(out, "calibration auto (%d images, %d held out, top-1 agreement with float32):",
+                calib.count, held.count);
         for (int i = 0; i < DT_CALIB_CANDIDATES; i++) {
             char name[64];
             dt_calib_format(&trials[i].choice, name, sizeof name);
@@ -73,7 +104,6 @@ static int pick_calibration(const feed_ctx *all, dt_model *model, const dt_model
         qc->calib = trials[best].choice;
     }
     free(labels);
-    free(px);
     return rc;
 }
 
