@@ -71,4 +71,13 @@ train_save_resume attention_tokens_32 1024 256 32 0.05 20
 # torchvision's VisionTransformer: nn.MultiheadAttention taken whole (docs/onnx.md),
 # on fewer samples, to keep the suite short
 train_save_resume vit 128 32 16 0.01 3
+# and in bf16 on 2 ranks (test_transformer.c holds its numbers to float64), where the
+# CPU has bf16 instructions (T and the folder are the vit run's, left by train_save_resume)
+mpirun -np 2 "$DTRAIN" train $T --epochs 1 --precision bf16 >bf16.txt 2>&1
+if grep -q 'has neither AVX512-BF16 nor AMX' bf16.txt; then
+    echo "vit in bf16: skipped, $(grep -o 'this CPU ([^)]*)' bf16.txt | head -1) has no bf16"
+else
+    check "vit: trains in bf16 on 2 ranks" grep -q '^trained net.onnx.*final loss [0-9]' bf16.txt
+    grep '^trained' bf16.txt
+fi
 finish
