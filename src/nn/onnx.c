@@ -1256,21 +1256,19 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
     if (w_in != in) {
         return fail_node(im, n, "its weight takes %lld features, its input has %lld", w_in, in);
     }
-    if (!b)
-        return fail_node(im, n,
-                         "a Gemm without a bias is not supported (dtrain's linear layers "
-                         "have one)");
-    if (numel_of(b) != out) return fail_node(im, n, "its bias does not have one value per output");
+    /* no C: a linear layer without bias (nn.Linear(bias=False)) */
+    if (b && numel_of(b) != out)
+        return fail_node(im, n, "its bias does not have one value per output");
     if (!rows && (xv.h != 1 || xv.w != 1))
         return fail_node(im, n, "its input is not flat (export a Flatten before it)");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1)
-                       : dt_model_linear(im->m, name, x->id, (int)out);
+    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, b != NULL)
+                       : dt_model_linear_bias(im->m, name, x->id, (int)out, b != NULL);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !trans_b)) return -1;
-    return take(im, n, op->bias, b, 0);
+    return b ? take(im, n, op->bias, b, 0) : 0;
 }
 
 /* MatMul by a [in, out] initializer: a linear layer whose bias the Add after it gives. */
