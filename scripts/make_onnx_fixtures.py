@@ -222,10 +222,6 @@ class AttentionTokens(nn.Module):
 
 
 
-# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
-BF16_REFERENCES = {"separable_dilated", "se_layer_scale", "activations"}
-# the model autocast runs where the fixture's own cannot run in bf16
-BF16_BUILDS = {"activations": lambda: Activations(clamp_relu6=True)}
 class InceptionLike(nn.Module):
     """The CNN-side generalisations of issue 41 in one small model: Inception v3's
     factorised 1x7 and 7x1 convolutions (pads (0, 3) and (3, 0)), its AvgPool2d(3, 1, 1)
@@ -258,8 +254,6 @@ class InceptionLike(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.pool(x), 1), 1))
 
 
-# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
-BF16_REFERENCES = {"separable_dilated", "inception_like"}
 class KeptFloat(nn.Module):
     """Ops int8 has no form for between int8 ones (dtrain quantize keeps them float): a
     ReLU after a pooling, then a dropout and a BatchNorm not after a convolution (the
@@ -280,7 +274,34 @@ class KeptFloat(nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
-BF16_REFERENCES = {"separable_dilated"}
+class UserCNN(nn.Module):
+    """Issue 41's user CNN: LeakyReLU, AvgPool2d with padding (counting it, PyTorch's
+    default, and not), GELU, `x.view(x.size(0), -1)` (Shape, Gather, Unsqueeze, Concat,
+    Reshape around the dynamic batch axis) and a Linear without bias (a MatMul by the
+    Transpose of its weight, no Add)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.pool1 = nn.AvgPool2d(3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.pool2 = nn.AvgPool2d(2, stride=2, padding=1, count_include_pad=False)
+        self.fc1 = nn.Linear(16 * 5 * 5, 32, bias=False)
+        self.fc2 = nn.Linear(32, classes)
+
+    def forward(self, x):
+        x = self.pool1(F.leaky_relu(self.bn1(self.conv1(x)), 0.2))
+        x = self.pool2(F.gelu(self.conv2(x)))
+        x = x.view(x.size(0), -1)
+        return self.fc2(F.leaky_relu(self.fc1(x)))
+
+
+# fixtures that also get a bf16 autocast reference (make_fixtures.py --bf16-only's format)
+BF16_REFERENCES = {"separable_dilated", "se_layer_scale", "activations", "inception_like",
+                   "user_cnn"}
+# the model autocast runs where the fixture's own cannot run in bf16
+BF16_BUILDS = {"activations": lambda: Activations(clamp_relu6=True)}
 
 
 def tv_resnet18_narrow(width, classes=10):
@@ -314,7 +335,7 @@ def tv_vgg11_narrow(width, classes=10):
 # fixtures exported at another opset than PyTorch 1.13's default (14): issue 41's at 17;
 # at 17 LayerNorm is one LayerNormalization node, at 14 the ReduceMean/Sub/Pow/Sqrt/Div form
 OPSETS = {"se_layer_scale": 17, "activations": 17, "attention_tokens_op17": 17,
-          "attention_tokens_32": 17}
+          "attention_tokens_32": 17, "user_cnn": 17}
 
 def tv_head(model, conv_index, container, classifier, width=128):
     """Narrow a torchvision model's last 1x1 convolution (fixed at 1280 channels whatever
@@ -540,6 +561,7 @@ def main():
         ("attention_tokens_32", lambda: AttentionTokens(tokens=32, features=32), (3, 32, 32), 4,
          69, 0.1),
         ("kept_float", lambda: KeptFloat(), (3, 16, 16), 4, 65, 0.1),
+        ("user_cnn", lambda: UserCNN(), (3, 16, 16), 4, 71, 0.1),
     ]
     # issue 41's torchvision families, each with a bf16 autocast reference but the ViT
     # (its 460 K parameters: 7.6 MB of fixture already, and 1.8 MB more for bf16)

@@ -219,6 +219,12 @@ static void test_onnx_activations_bf16_as_close_as_autocast(void **state) {
     dt_model_free(&m);
 }
 
+/* Issue 41's user CNN (LeakyReLU, padded average pools, GELU, a bias-free Linear). */
+static void test_onnx_user_cnn_bf16_as_close_as_autocast(void **state) {
+    (void)state;
+    check_bf16("onnx/user_cnn.onnx.safetensors", "onnx/user_cnn_bf16.safetensors");
+}
+
 /* Issue 41's torchvision families that import today (families.txt's `parity` rows), each
  * against its bf16 autocast reference where it has one (make_onnx_fixtures.py: not the
  * ViT's, whose bf16 test_transformer.c holds to float64 instead; not mobilenet_v2's,
@@ -345,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_onnx_se_layer_scale_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_activations_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_families_bf16_as_close_as_autocast),
+        cmocka_unit_test(test_onnx_user_cnn_bf16_as_close_as_autocast),
         cmocka_unit_test(test_onnx_inception_like_bf16_as_close_as_autocast),
         cmocka_unit_test(test_bf16_needs_onednn),
         cmocka_unit_test(test_bf16_activations_end_to_end),

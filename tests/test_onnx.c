@@ -724,6 +724,55 @@ static void test_broadcasting_ops_take_parameters_and_constants(void **state) {
     dt_model_free(&m);
 }
 
+/* nn.Linear(bias=False)'s export: a MatMul read by no Add is a linear layer without a
+ * bias (refused before: "no Add of a bias follows it"), over the last axis of tokens
+ * (by the Transpose of an [out, in] weight) and of a flat input ([in, out]). */
+static void test_a_matmul_without_an_add_is_a_linear_without_bias(void **state) {
+    (void)state;
+    graph gr;
+    graph_init(&gr, 4); /* x [N, 1, 4, 4] */
+    init(&gr, "tok.weight", 2, 3, 4);
+    init(&gr, "fc.weight", 2, 12, 3);
+    node(&gr, "Transpose", "tok_t", "wt", 1, "tok.weight");
+    node(&gr, "MatMul", "tok", "t", 2, "x", "wt"); /* [N, 1, 4, 3] */
+    node(&gr, "Flatten", "flatten", "f", 1, "t");
+    node(&gr, "MatMul", "fc", "y", 2, "f", "fc.weight");
+    const char *path = write_graph(&gr, "matmul_nobias.onnx");
+    dt_model_spec spec;
+    dt_model m;
+    dt_error err;
+    if (dt_zoo_spec_of(&spec, path, &err) || dt_zoo_build(&m, &spec, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(m.n_ops, 2);
+    assert_int_equal(m.n_params, 12 + 36);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(m.ops[i].kind, DT_OP_LINEAR);
+        assert_int_equal(m.ops[i].bias, -1);
+    }
+    m.plain_layouts = 1;
+    if (dt_model_alloc(&m, 2, &err)) fail_msg("%s", err.msg);
+    dt_model_init_params(&m, 0);
+    float x[32];
+    for (int i = 0; i < 32; i++) x[i] = 0.1f * (float)(i % 7) - 0.3f;
+    memcpy(dt_model_input_data(&m), x, sizeof x);
+    dt_model_forward(&m, 2);
+    /* init() fills a tensor with 0.01 i: tok.weight[o][k] = 0.01 (4 o + k) ([out, in]),
+     * fc.weight[k][o] = 0.01 (3 k + o) ([in, out]) */
+    const float *y = dt_model_value_data(&m, m.n_values - 1);
+    for (int n = 0; n < 2; n++)
+        for (int o = 0; o < 3; o++) {
+            double want = 0.0;
+            for (int r = 0; r < 4; r++)
+                for (int j = 0; j < 3; j++) {
+                    double t = 0.0;
+                    for (int k = 0; k < 4; k++)
+                        t += (double)x[n * 16 + r * 4 + k] * 0.01 * (4 * j + k);
+                    want += t * 0.01 * (3 * (r * 3 + j) + o);
+                }
+            assert_float_equal(y[n * 3 + o], want, 1e-6);
+        }
+    dt_model_free(&m);
+}
+
 static void test_broadcasting_ops_refuse_what_they_cannot(void **state) {
     (void)state;
     graph gr;
@@ -1185,6 +1234,7 @@ int main(void) {
         cmocka_unit_test(test_a_save_past_2_gib_is_refused_before_training),
         cmocka_unit_test(test_a_value_past_size_t_is_refused_by_the_model),
         cmocka_unit_test(test_broadcasting_ops_take_parameters_and_constants),
+        cmocka_unit_test(test_a_matmul_without_an_add_is_a_linear_without_bias),
         cmocka_unit_test(test_broadcasting_ops_refuse_what_they_cannot),
         cmocka_unit_test(test_gelus_decomposition_is_one_op),
         cmocka_unit_test(test_gelus_tanh_form_is_one_op),

@@ -438,6 +438,14 @@ static void test_onnx_kept_float_matches_pytorch(void **state) {
     run_committed("onnx/kept_float.onnx.safetensors");
 }
 
+/* Issue 41's user CNN: LeakyReLU, padded AvgPool2d (counting the padding and not),
+ * GELU, x.view(x.size(0), -1) around a dynamic batch and a Linear without bias (a
+ * MatMul read by no Add: refused before, "no Add of a bias follows it"). */
+static void test_onnx_user_cnn_matches_pytorch(void **state) {
+    (void)state;
+    run_committed("onnx/user_cnn.onnx.safetensors");
+}
+
 static void test_given_fixture_matches_pytorch(void **state) {
     (void)state;
     run_fixture(single_fixture);
@@ -472,6 +480,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_onnx_tv_alexnet_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_squeeze_grouped_1ch_matches_pytorch),
         cmocka_unit_test(test_onnx_kept_float_matches_pytorch),
+        cmocka_unit_test(test_onnx_user_cnn_matches_pytorch),
         cmocka_unit_test(test_onnx_tv_vgg11_narrow_matches_pytorch),
         cmocka_unit_test(test_onnx_families_as_listed),
         cmocka_unit_test(test_onnx_attention_tokens_matches_pytorch),

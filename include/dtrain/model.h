@@ -223,6 +223,8 @@ int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int k
                          int stride_h, int stride_w, const int pads[4], int dilation, int groups,
                          int bias);
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features);
+/* The same with a bias only where bias != 0 (nn.Linear(bias=False) has none). */
+int dt_model_linear_bias(dt_model *m, const char *name, int in, int out_features, int bias);
 int dt_model_batchnorm2d(dt_model *m, const char *name, int in); /* eps 1e-5, PyTorch's default */
 int dt_model_batchnorm2d_eps(dt_model *m, const char *name, int in, float eps);
 /* BatchNorm2d(eps=eps, momentum=momentum) as PyTorch: running = (1 - momentum) * running

@@ -317,6 +317,10 @@ int dt_model_conv2d_rect(dt_model *m, const char *name, int in, int c_out, int k
 }
 
 int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
+    return dt_model_linear_bias(m, name, in, out_features, 1);
+}
+
+int dt_model_linear_bias(dt_model *m, const char *name, int in, int out_features, int bias) {
     if (!valid_value(m, in)) return -1;
     /* the input read flat: a sample's values, whatever its rank */
     int in_features = (int)dt_model_value_floats(m, in, 1);
@@ -325,8 +329,9 @@ int dt_model_linear(dt_model *m, const char *name, int in, int out_features) {
     if (!op) return -1;
     int wshape[2] = {out_features, in_features};
     op->weight = new_tensor(m, name, "weight", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 2, wshape);
-    op->bias =
-        new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 1, &out_features);
+    if (bias)
+        op->bias =
+            new_tensor(m, name, "bias", 1, DT_INIT_UNIFORM_FAN_IN, in_features, 1, &out_features);
     return m->build_failed ? -1 : out;
 }
 

@@ -1287,21 +1287,19 @@ static int import_gemm(importer *im, const Onnx__NodeProto *n) {
     if (w_in != in) {
         return fail_node(im, n, "its weight takes %lld features, its input has %lld", w_in, in);
     }
-    if (!b)
-        return fail_node(im, n,
-                         "a Gemm without a bias is not supported (dtrain's linear layers "
-                         "have one)");
-    if (numel_of(b) != out) return fail_node(im, n, "its bias does not have one value per output");
+    /* no C: a linear layer without bias (nn.Linear(bias=False)) */
+    if (b && numel_of(b) != out)
+        return fail_node(im, n, "its bias does not have one value per output");
     if (!rows && (xv.h != 1 || xv.w != 1))
         return fail_node(im, n, "its input is not flat (export a Flatten before it)");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1)
-                       : dt_model_linear(im->m, name, x->id, (int)out);
+    const int y = rows ? dt_model_linear_last_axis(im->m, name, x->id, (int)out, b != NULL)
+                       : dt_model_linear_bias(im->m, name, x->id, (int)out, b != NULL);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !trans_b)) return -1;
-    return take(im, n, op->bias, b, 0);
+    return b ? take(im, n, op->bias, b, 0) : 0;
 }
 
 /* MatMul by a [in, out] initializer: a linear layer whose bias the Add after it gives. */
@@ -1309,6 +1307,24 @@ static int import_matmul_activations(importer *im, const Onnx__NodeProto *n, onn
                                      onnx_value *b);
 static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_value *x,
                                    const Onnx__TensorProto *w, int transposed_weight);
+
+/* Whether a MatMul by a weight has a bias: its output's one reader, within
+ * PATTERN_LOOKAHEAD nodes, is an Add whose other input is not an activation (that Add
+ * then gives the linear layer its bias). Otherwise it is nn.Linear(bias=False)'s export,
+ * a linear layer without one. */
+static long sole_reader_after(const importer *im, const char *name, size_t from);
+static int matmul_bias_follows(importer *im, const Onnx__NodeProto *n) {
+    if (n->n_output < 1 || !n->output[0]) return 0;
+    const long r = sole_reader_after(im, n->output[0], im->node_index);
+    if (r < 0) return 0;
+    const Onnx__NodeProto *add = im->g->node[r];
+    if (!add->op_type || strcmp(add->op_type, "Add") || add->n_input != 2 || !add->input[0] ||
+        !add->input[1])
+        return 0;
+    const char *other = !strcmp(add->input[0], n->output[0]) ? add->input[1] : add->input[0];
+    const onnx_value *v = find_value(im, other);
+    return !v || v->kind != V_ACT;
+}
 
 static int import_matmul(importer *im, const Onnx__NodeProto *n) {
     onnx_value *x = act_input(im, n, 0);
@@ -1326,12 +1342,13 @@ static int import_matmul(importer *im, const Onnx__NodeProto *n) {
         return fail_node(im, n, "only a flat input times a [in, out] weight is supported");
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = dt_model_linear(im->m, name, x->id, (int)w->dims[1]);
+    const int bias = matmul_bias_follows(im, n);
+    const int y = dt_model_linear_bias(im->m, name, x->id, (int)w->dims[1], bias);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, 1)) return -1;
     im->values[im->n_values - 1].bias_tensor = op->bias;
-    im->values[im->n_values - 1].matmul = n;
+    im->values[im->n_values - 1].matmul = bias ? n : NULL;
     return 0;
 }
 
@@ -1780,13 +1797,14 @@ static int import_matmul_last_axis(importer *im, const Onnx__NodeProto *n, onnx_
                          in, x_in);
     char name[80];
     op_name(n, w, name, sizeof name);
-    const int y = flat ? dt_model_linear(im->m, name, x->id, (int)out)
-                       : dt_model_linear_last_axis(im->m, name, x->id, (int)out, 1);
+    const int bias = matmul_bias_follows(im, n);
+    const int y = flat ? dt_model_linear_bias(im->m, name, x->id, (int)out, bias)
+                       : dt_model_linear_last_axis(im->m, name, x->id, (int)out, bias);
     if (set_output(im, n, y)) return -1;
     const dt_op *op = &im->m->ops[im->m->n_ops - 1];
     if (take(im, n, op->weight, w, !transposed_weight)) return -1;
     im->values[im->n_values - 1].bias_tensor = op->bias;
-    im->values[im->n_values - 1].matmul = n;
+    im->values[im->n_values - 1].matmul = bias ? n : NULL;
     return 0;
 }
 
@@ -3285,7 +3303,8 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
     for (int i = 0; i < im->n_values; i++)
         if (im->values[i].matmul)
             return fail_node(im, im->values[i].matmul,
-                             "no Add of a bias follows it (dtrain's linear layers have one)");
+                             "the Add that reads it gives no bias dtrain can take (an activation, "
+                             "not an initializer)");
     /* every trainable tensor must come from the file */
     char *found = calloc((size_t)m->n_tensors + 1, 1);
     if (!found) return fail(im, "out of memory");
