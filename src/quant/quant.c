@@ -252,17 +252,27 @@ static int add_concat(dt_qnet *q, const dt_model *m, int i, dt_qop_kind kind, in
     return i + 1;
 }
 
+static int op_name_is_unique(const dt_model *m, int i) {
+    for (int j = 0; j < m->n_ops; j++)
+        if (j != i && !strcmp(m->ops[j].name, m->ops[i].name)) return 0;
+    return 1;
+}
+
 /* An op with no int8 form: the float model runs it (qfloat.h) on its inputs
- * dequantized, and its output is quantized at a scale of its own. Named after the op,
- * or its kind and index ("shortcut_pad.12") if it has no name. */
+ * dequantized, and its output is quantized at a scale of its own. Named after the op
+ * if no other op has its name, else its name or kind and its index ("clip.12",
+ * "shortcut_pad.12"): the file's entries are keyed by these names (an activation op is
+ * named after its function, so mobilenet_v2's 35 ReLU6 are all "clip"). */
 static int add_float(dt_qnet *q, const dt_model *m, int i, int *of_storage, dt_error *err) {
     const dt_op *op = &m->ops[i];
     dt_qop *o = &q->ops[q->n_ops++];
     o->kind = DT_QOP_FLOAT;
-    if (op->name[0])
+    if (op->name[0] && op_name_is_unique(m, i))
         snprintf(o->name, sizeof o->name, "%s", op->name);
-    else
-        snprintf(o->name, sizeof o->name, "%s.%d", dt_op_kind_name(op->kind), i);
+    else if (snprintf(o->name, sizeof o->name, "%s.%d",
+                      op->name[0] ? op->name : dt_op_kind_name(op->kind), i) >= (int)sizeof o->name)
+        return dt_error_set(err, "model %s: op %d's name %s is too long to number", m->name, i,
+                            op->name);
     o->residual = -1;
     o->float_conv = o->float_bn = -1;
     o->float_op = i;
