@@ -7,6 +7,8 @@
 # (torch.set_num_threads 1 and THREADS with OpenBLAS's threads matched, NCHW and
 # channels_last: the best variant's median). The two sides alternate (A B A B ...,
 # REPEATS rounds) so that other processes' load falls on both alike.
+# dtrain runs at THREADS (the ratio's side) and, for reference, at 1 thread: on a
+# loaded machine one thread loses less to a preempted partner than two.
 # Each side's step is also given as a share of the machine's limit, measured in the same
 # run before the models: a step's products (FLOPs of convolutions, linear layers and
 # attention's matmuls, bench/torchvision_models.py costs) at oneDNN's f32 GEMM peak
@@ -17,6 +19,10 @@
 # steps, after 3 warm-up steps) and their spread (min-max of the runs' medians); column
 # "other": the cores other processes used during the model's rounds (/proc/stat less
 # this script's children): figures with other > 0.25 were taken under load.
+# OMP_WAIT_POLICY, if set, reaches both sides (both are GNU OpenMP programs): on a
+# shared machine `passive` keeps a thread whose partner was preempted from spinning out
+# its time slice at every barrier (mobilenet_v2 at 2 threads under ~1.5 other cores'
+# load: dtrain 404 -> 96 ms a step, PyTorch 829 -> 144); the header says which was used.
 #   bench/onnx_models.sh [DTRAIN] [THREADS] [MODELS...]     (default: mobilenet_v2)
 #   env: REPEATS (3), BATCH (64), STEPS (10), KEEP (a folder: keep the .onnx files there)
 set -eu
@@ -64,7 +70,7 @@ echo "$peak_json" >>"$out"
 echo "$bw_json" >>"$out"
 peak=$(echo "$peak_json" | field best)
 bw=$(echo "$bw_json" | field memcpy_gbs)
-echo "CPU: $cpu, $CORES cores; $THREADS threads, batch $BATCH, $STEPS steps a run, $REPEATS alternating rounds"
+echo "CPU: $cpu, $CORES cores; $THREADS threads, batch $BATCH, $STEPS steps a run, $REPEATS alternating rounds; OMP_WAIT_POLICY ${OMP_WAIT_POLICY:-unset}"
 echo "limits (other processes: $yard_load cores): oneDNN f32 GEMM $peak GFLOP/s (best size), memcpy $bw GB/s (read + write)"
 
 # PyTorch on an AVX-512 CPU also gets OpenBLAS's AVX-512 kernels (SkylakeX), as
@@ -74,7 +80,7 @@ grep -q ' avx512f ' /proc/cpuinfo && torch_core=SkylakeX
 variants="1"
 [ "$THREADS" -gt 1 ] && variants="1 $THREADS"
 
-printf '%-13s %-7s %-26s %9s %13s %8s %8s %9s %6s %6s\n' model side variant ms/step spread img/s GFLOP/s limit_ms share other
+printf '%-13s %-7s %-30s %9s %13s %8s %8s %9s %6s %6s\n' model side variant ms/step spread img/s GFLOP/s limit_ms share other
 for model in $MODELS; do
     onnx="$tmp/$model.onnx"
     if ! /usr/bin/python3 "$here/torchvision_models.py" export "$model" "$onnx" 2>"$tmp/export.err"; then
@@ -87,19 +93,20 @@ for model in $MODELS; do
     gflop=$(echo "$costs" | field train_gflop)
     dwmb=$(echo "$costs" | field dw_mbytes)
     limit_ms=$(awk -v g="$gflop" -v p="$peak" -v m="$dwmb" -v b="$bw" 'BEGIN { printf "%.2f", 1e3 * g / p + m / b }')
-    : >"$tmp/d"
-    rm -f "$tmp"/t.*
+    rm -f "$tmp"/t.* "$tmp"/d.*
     refused=""
     mark "$tmp/before"
     r=0
     while [ "$r" -lt "$REPEATS" ]; do
-        if d=$("$DTRAIN" bench --model "$onnx" --batch-size "$BATCH" --threads "$THREADS" \
-            --steps "$STEPS" 2>"$tmp/dtrain.err"); then
-            echo "$d" >>"$out"
-            echo "$d" | field ms_per_step >>"$tmp/d"
-        else
-            refused=$(tail -1 "$tmp/dtrain.err")
-        fi
+        for nt in $variants; do
+            if d=$("$DTRAIN" bench --model "$onnx" --batch-size "$BATCH" --threads "$nt" \
+                --steps "$STEPS" 2>"$tmp/dtrain.err"); then
+                echo "$d" >>"$out"
+                echo "$d" | field ms_per_step >>"$tmp/d.$nt"
+            else
+                refused=$(tail -1 "$tmp/dtrain.err")
+            fi
+        done
         for nt in $variants; do
             for lay in plain cl; do
                 flag=""
@@ -125,15 +132,16 @@ for model in $MODELS; do
         done
     done
     row() { # side variant median spread
-        printf '%-13s %-7s %-26s %9.1f %13s %8.1f %8.2f %9s %6.2f %6s\n' "$model" "$1" "$2" "$3" "$4" \
+        printf '%-13s %-7s %-30s %9.1f %13s %8.1f %8.2f %9s %6.2f %6s\n' "$model" "$1" "$2" "$3" "$4" \
             "$(awk -v m="$3" -v b="$BATCH" 'BEGIN { print b * 1000 / m }')" \
             "$(awk -v m="$3" -v g="$gflop" 'BEGIN { print 1e3 * g / m }')" "$limit_ms" \
             "$(awk -v m="$3" -v l="$limit_ms" 'BEGIN { print l / m }')" "$load"
     }
     torch_variant="$best${torch_core:+ $torch_core}"
-    if [ -s "$tmp/d" ]; then
-        dms=$(median <"$tmp/d")
-        row dtrain "oneDNN, blocked" "$dms" "$(spread <"$tmp/d")"
+    if [ -s "$tmp/d.$THREADS" ]; then
+        dms=$(median <"$tmp/d.$THREADS")
+        row dtrain "threads $THREADS (the acceptance)" "$dms" "$(spread <"$tmp/d.$THREADS")"
+        [ "$THREADS" -gt 1 ] && row dtrain "threads 1" "$(median <"$tmp/d.1")" "$(spread <"$tmp/d.1")"
         row pytorch "$torch_variant" "$best_ms" "$(spread <"$best_file")"
         awk -v a="$dms" -v b="$best_ms" -v m="$model" \
             'BEGIN { printf "%-13s dtrain / PyTorch best images/s: %.2fx\n", m, b / a }'
