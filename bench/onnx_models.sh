@@ -150,5 +150,15 @@ for model in $MODELS; do
         echo "$model: dtrain: $refused"
     fi
     echo "$model: step $gflop GFLOP in products, depthwise convolutions $dwmb MB at least ($(echo "$costs" | field dw_layers) layers)"
+    # The depthwise layers' own share of the bandwidth, from one more dtrain run that
+    # times each op (`bench --profile-out`; PyTorch's side has no per-layer times here).
+    if [ -s "$tmp/d.$THREADS" ] && [ "$(echo "$costs" | field dw_layers)" != 0 ] &&
+        "$DTRAIN" bench --model "$onnx" --batch-size "$BATCH" --threads "$THREADS" \
+            --steps "$STEPS" --profile-out "$tmp/prof.json" >/dev/null 2>&1 &&
+        dw=$(/usr/bin/python3 "$here/torchvision_models.py" dw-time "$model" "$BATCH" "$tmp/prof.json" 2>&1); then
+        echo "$dw" >>"$out"
+        awk -v t="$(echo "$dw" | field dw_ms)" -v s="$(echo "$dw" | field step_ms)" -v m="$dwmb" -v b="$bw" -v x="$model" \
+            'BEGIN { printf "%s: dtrain'"'"'s depthwise layers (forward + backward) %.1f ms of a %.1f ms step (profile run): %.2f GB/s, %.2f of memcpy'"'"'s\n", x, t, s, m / t, m / t / b }'
+    fi
 done
 echo "limit_ms = GFLOP / $peak GFLOP/s + MB / $bw GB/s; share = limit_ms / ms; raw results: $out"

@@ -8,8 +8,12 @@ products (convolutions, linear layers, attention's two batched matmuls; forward 
 forward + both backward products, multiply-adds x 2), and the bytes its depthwise
 convolutions must move at least (each of forward, backward-data and backward-weights
 reads one activation and writes or reads the other once: 3 x (input + output) x 4 bytes).
+`dw-time` reads `dtrain bench --profile-out`'s per-op times and prints the depthwise
+convolutions' own time (forward + backward, by their module names, as the ONNX export
+names dtrain's ops) beside the bytes they must move.
   torchvision_models.py export NAME FILE.onnx
-  torchvision_models.py costs NAME BATCH"""
+  torchvision_models.py costs NAME BATCH
+  torchvision_models.py dw-time NAME BATCH PROFILE.json"""
 import json
 import sys
 
@@ -39,6 +43,25 @@ def export(name, path):
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+
+
+def depthwise_names(model):
+    return {n for n, m in model.named_modules()
+            if isinstance(m, torch.nn.Conv2d) and m.groups > 1 and m.groups == m.in_channels}
+
+
+def dw_time(name, batch, profile_path):
+    model, shape = build(name)
+    names = depthwise_names(model)
+    with open(profile_path) as f:
+        prof = json.load(f)
+    ops = [o for o in prof["ops"] if o["kind"] == "conv2d" and o["name"] in names]
+    if len(ops) != len(names):
+        raise SystemExit("torchvision_models.py: %d of the %d depthwise convolutions found in %s"
+                         % (len(ops), len(names), profile_path))
+    print(json.dumps({"model": name, "dw_layers": len(ops),
+                      "dw_ms": round(sum(o["forward_ms"] + o["backward_ms"] for o in ops), 3),
+                      "step_ms": round(prof["step_ms"], 3)}))
 
 
 def costs(name, batch):
@@ -81,5 +104,8 @@ if __name__ == "__main__":
         export(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "costs":
         costs(sys.argv[2], int(sys.argv[3]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "dw-time":
+        dw_time(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     else:
-        raise SystemExit("usage: torchvision_models.py export NAME FILE.onnx | costs NAME BATCH")
+        raise SystemExit("usage: torchvision_models.py export NAME FILE.onnx | costs NAME BATCH"
+                         " | dw-time NAME BATCH PROFILE.json")
