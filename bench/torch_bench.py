@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
 from torch_models import build  # noqa: E402
+import torchvision_models  # noqa: E402  (bench/: onnx_models.sh's torchvision models)
 
 
 def main():
@@ -28,7 +29,10 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model, shape = build(args.model)
+    if args.model in torchvision_models.NAMES:
+        model, shape = torchvision_models.build(args.model)
+    else:
+        model, shape = build(args.model)
     model.train()
     x = torch.randn(args.batch_size, *shape)
     with torch.no_grad():
@@ -55,7 +59,8 @@ def main():
                       "batch_size": args.batch_size, "threads": args.threads,
                       "channels_last": args.channels_last, "bf16": args.bf16,
                       "steps": args.steps, "images_per_s": round(args.batch_size * args.steps / total, 1),
-                      "ms_per_step": round(1e3 * times[len(times) // 2], 3)}))
+                      "ms_per_step": round(1e3 * times[len(times) // 2], 3),
+                      "ms_min": round(1e3 * times[0], 3), "ms_max": round(1e3 * times[-1], 3)}))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ typedef struct variant {
      * [c_out][kh, kw, c_in] back to OIHW. NULL: oneDNN's convolution primitive. */
     dnnl_primitive_t bw_matmul;
     dnnl_memory_t mm_ddst, mm_col, mm_dwei;
+    int own_dw; /* the weight gradient by dw_backward_weights, not oneDNN */
 } variant;
 
 struct dt_conv2d_plan {
@@ -333,6 +334,69 @@ static void unfold_nchw16c(uint16_t *col, const uint16_t *x, const dt_conv2d_sha
     }
 }
 
+/* oneDNN 2.6's depthwise weight-gradient kernel (jit_dw) refuses planes smaller than
+ * its kernel allows (ih < kh + (-pad) mod stride: mobilenet_v2's 2x2 and 1x1 planes at a
+ * 32x32 input) and kernels wider than 3 (EfficientNet's 5x5); its fallback,
+ * x64:gemm:jit, runs tiny GEMMs channel by channel: 338 of a 480 ms mobilenet_v2 step
+ * (batch 64, 1 thread, ONEDNN_VERBOSE). Such a gradient is kh * kw multiply-adds per
+ * output element, memory-bound: this loop, vectorised over a 16-channel block (nChw16c)
+ * or strided (NCHW), takes it instead whenever oneDNN's pick is not a fast kernel.
+ * fp32 only (a bf16 plan keeps oneDNN's). */
+static int own_dw_fits(const dt_conv2d_shape *s, const dt_exec_conv2d_io *io, int bf16) {
+    return !bf16 && io->in_dtype == DT_F32 && io->out_dtype == DT_F32 && s->groups > 1 &&
+           s->groups == s->c_in && s->groups == s->c_out;
+}
+
+/* dweight[c][ky][kx] += sum over images and output positions of
+ * dout[c][oy][ox] * in[c][oy * sh - pad_top + ky * d][ox * sw - pad_left + kx * d];
+ * dbias[c] += sum of dout[c]. */
+static void dw_backward_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_io *io, int n,
+                                float *dweight, float *dbias, const float *dout, const float *in) {
+    enum { L = 16 };
+    const int C = s->c_in, taps = s->kh * s->kw, blocks = (C + L - 1) / L;
+    const size_t in_plane = (size_t)s->h_in * s->w_in, out_plane = (size_t)s->h_out * s->w_out;
+    /* nChw16c: a block's 16 channels are adjacent; NCHW: a plane apart */
+    const size_t in_lane = io->in_blocked ? 1 : in_plane,
+                 out_lane = io->out_blocked ? 1 : out_plane;
+    const size_t in_image = (size_t)(io->in_blocked ? blocks * L : C) * in_plane;
+    const size_t out_image = (size_t)(io->out_blocked ? blocks * L : C) * out_plane;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int lanes = C - blk * L < L ? C - blk * L : L;
+        /* the block's first channel: block blk of nChw16c, or channel blk * 16 of NCHW */
+        const size_t in0 = (size_t)blk * L * in_plane, out0 = (size_t)blk * L * out_plane;
+        for (int t = 0; t < taps; t++) {
+            const int ky = t / s->kw, kx = t % s->kw;
+            float acc[L] = {0};
+            for (int b = 0; b < n; b++)
+                for (int oy = 0; oy < s->h_out; oy++) {
+                    const int iy = oy * s->stride_h - s->pad_top + ky * s->dilation;
+                    if (iy < 0 || iy >= s->h_in) continue;
+                    for (int ox = 0; ox < s->w_out; ox++) {
+                        const int ix = ox * s->stride_w - s->pad_left + kx * s->dilation;
+                        if (ix < 0 || ix >= s->w_in) continue;
+                        const size_t ip = (size_t)iy * s->w_in + ix,
+                                     op = (size_t)oy * s->w_out + ox;
+                        const float *x = in + b * in_image + in0 + ip * (io->in_blocked ? L : 1);
+                        const float *g =
+                            dout + b * out_image + out0 + op * (io->out_blocked ? L : 1);
+                        for (int l = 0; l < lanes; l++) acc[l] += g[l * out_lane] * x[l * in_lane];
+                    }
+                }
+            for (int l = 0; l < lanes; l++) dweight[(size_t)(blk * L + l) * taps + t] += acc[l];
+        }
+        if (dbias) {
+            float acc[L] = {0};
+            for (int b = 0; b < n; b++)
+                for (size_t op = 0; op < out_plane; op++) {
+                    const float *g = dout + b * out_image + out0 + op * (io->out_blocked ? L : 1);
+                    for (int l = 0; l < lanes; l++) acc[l] += g[l * out_lane];
+                }
+            for (int l = 0; l < lanes; l++) dbias[blk * L + l] += acc[l];
+        }
+    }
+}
+
 static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int n, int has_bias,
                         const dt_exec_conv2d_io *io, int bf16, int matmul_ok,
                         dt_dnnl_scratch *needs, dt_error *err) {
@@ -405,7 +469,7 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
             : port_init(&v->f_dst, ctx, &dst_u,
                         dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0), 1, 0, 0, 1, needs,
                         err);
-    int conv_bwd_weights = 1; /* 0: the weight gradient is a matmul */
+    int conv_bwd_weights = 1; /* 0: the weight gradient is a matmul or dw_backward_weights */
     if (rc == 0 && matmul_ok && use_matmul_bwd_weights(s, io, bf16)) {
         int m = matmul_bwd_weights_init(v, ctx, s, n, &dst_u, &wei_u, needs, err);
         if (m < 0)
@@ -416,6 +480,11 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     if (rc == 0 && conv_bwd_weights &&
         conv_pd_best(&bwpd, ctx, &g, CONV_BACKWARD_WEIGHTS, dnnl_f32, fpd_bf16, fpd_f32))
         rc = dt_error_set(err, "oneDNN: convolution backward-weights failed");
+    if (rc == 0 && conv_bwd_weights && !dt_dnnl_fast_impl(bwpd) && own_dw_fits(s, io, bf16)) {
+        dnnl_primitive_desc_destroy(bwpd);
+        v->own_dw = 1;
+        conv_bwd_weights = 0;
+    }
     if (rc == 0 && conv_bwd_weights) {
         rc = make_primitive(&v->bwd_weights, bwpd, err);
         rc = rc ? rc
@@ -440,7 +509,8 @@ static int variant_init(variant *v, dt_dnnl *ctx, const dt_conv2d_shape *s0, int
     if (rc == 0) {
         const dnnl_memory_desc_t *ddst =
             dnnl_primitive_desc_query_md(bdpd, dnnl_query_diff_dst_md, 0);
-        v->bd_ddst_shares_bw = !v->bw_matmul && dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
+        v->bd_ddst_shares_bw =
+            !v->bw_matmul && !v->own_dw && dnnl_memory_desc_equal(ddst, &v->bw_ddst.prim_md);
         rc = make_primitive(&v->bwd_data, bdpd, err);
         if (!v->bd_ddst_shares_bw)
             rc = rc ? rc : port_init(&v->bd_ddst, ctx, &dst_u, ddst, 0, 0, 0, 2, needs, err);
@@ -505,6 +575,7 @@ int dt_conv2d_plan_wgrad_is_matmul(const dt_conv2d_plan *plan) {
 const char *dt_conv2d_plan_impl(const dt_conv2d_plan *plan, int pass) {
     const variant *v = &plan->v[0];
     if (pass == 2 && v->bw_matmul) return "matmul";
+    if (pass == 2 && v->own_dw) return "dtrain depthwise";
     const_dnnl_primitive_t prim = pass == 0 ? v->fwd : pass == 1 ? v->bwd_data : v->bwd_weights;
     const_dnnl_primitive_desc_t pd = NULL;
     const char *impl = "";
@@ -642,6 +713,8 @@ void dt_conv2d_plan_backward(dt_conv2d_plan *plan, const dt_dnnl_scratch *scratc
     variant *v = variant_for(plan, n);
     if (v->bw_matmul) {
         matmul_backward_weights(plan, v, scratch, n, dweight, dbias, dout, in);
+    } else if (v->own_dw) {
+        dw_backward_weights(&plan->s, &plan->io, n, dweight, dbias, dout, in);
     } else {
         conv_backward_weights(plan, v, scratch, dweight, dbias, dout, in);
     }
