@@ -2059,9 +2059,9 @@ typedef struct pattern {
 
 #define SQRT2     1.41421356237309504880
 #define SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
-/* torch.onnx 1.13's gelu symbolic (x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5), the
- * halving before the x, and x * (1 / sqrt 2) instead of the division; and its tanh
- * approximation. */
+/* torch.onnx 1.13's gelu symbolic (x / sqrt 2 -> Erf -> + 1 -> * x -> * 0.5), and
+ * x * (1 / sqrt 2) instead of the division; and its tanh approximation. The final two
+ * multiplies (by x, by 0.5) commute: import_gelu also tries each with them swapped. */
 static const pattern gelu_patterns[] = {
     {"GELU",
      DT_ACT_GELU,
@@ -2074,36 +2074,8 @@ static const pattern gelu_patterns[] = {
     {"GELU",
      DT_ACT_GELU,
      5,
-     {{"Div", ARG_CONST, SQRT2},
-      {"Erf", ARG_NONE, 0},
-      {"Add", ARG_CONST, 1},
-      {"Mul", ARG_CONST, 0.5},
-      {"Mul", ARG_X, 0}}},
-    {"GELU",
-     DT_ACT_GELU,
-     5,
      {{"Mul", ARG_CONST, 1 / SQRT2},
       {"Erf", ARG_NONE, 0},
-      {"Add", ARG_CONST, 1},
-      {"Mul", ARG_X, 0},
-      {"Mul", ARG_CONST, 0.5}}},
-    {"GELU",
-     DT_ACT_GELU,
-     5,
-     {{"Mul", ARG_CONST, 1 / SQRT2},
-      {"Erf", ARG_NONE, 0},
-      {"Add", ARG_CONST, 1},
-      {"Mul", ARG_CONST, 0.5},
-      {"Mul", ARG_X, 0}}},
-    {"GELU (tanh)",
-     DT_ACT_GELU_TANH,
-     9,
-     {{"Mul", ARG_X, 0},
-      {"Mul", ARG_X, 0},
-      {"Mul", ARG_CONST, 0.044715},
-      {"Add", ARG_X, 0},
-      {"Mul", ARG_CONST, SQRT_2_PI},
-      {"Tanh", ARG_NONE, 0},
       {"Add", ARG_CONST, 1},
       {"Mul", ARG_X, 0},
       {"Mul", ARG_CONST, 0.5}}},
@@ -2117,8 +2089,8 @@ static const pattern gelu_patterns[] = {
       {"Mul", ARG_CONST, SQRT_2_PI},
       {"Tanh", ARG_NONE, 0},
       {"Add", ARG_CONST, 1},
-      {"Mul", ARG_CONST, 0.5},
-      {"Mul", ARG_X, 0}}},
+      {"Mul", ARG_X, 0},
+      {"Mul", ARG_CONST, 0.5}}},
 };
 
 static int default_domain(const Onnx__NodeProto *n) {
@@ -2171,8 +2143,14 @@ static int import_gelu(importer *im, const Onnx__NodeProto *n) {
     if (!x || x->kind != V_ACT) return 1;
     long at[PATTERN_MAX_STEPS], erf_at = -1;
     int erf_steps = 0;
-    for (size_t k = 0; k < sizeof gelu_patterns / sizeof *gelu_patterns; k++) {
-        const pattern *p = &gelu_patterns[k];
+    for (size_t k = 0; k < 2 * (sizeof gelu_patterns / sizeof *gelu_patterns); k++) {
+        pattern swapped = gelu_patterns[k / 2]; /* odd k: its final two steps swapped */
+        if (k % 2) {
+            const pattern_step last = swapped.step[swapped.steps - 1];
+            swapped.step[swapped.steps - 1] = swapped.step[swapped.steps - 2];
+            swapped.step[swapped.steps - 2] = last;
+        }
+        const pattern *p = &swapped;
         const int matched = match_pattern(im, p, im->node_index, x->name, at);
         if (matched == p->steps) {
             for (int s = 1; s < p->steps; s++) im->folded[at[s]] = 1;
