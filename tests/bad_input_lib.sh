@@ -10,6 +10,15 @@ passed=0
 failed=0
 cases=0
 
+# The scripts whose cases Debian's python3-onnx writes: PY, or a skip (77) without it.
+need_python_onnx() {
+    PY=/usr/bin/python3
+    if ! $PY -c 'import onnx, numpy' 2>/dev/null; then
+        echo "skipped: Debian's python3-onnx is not installed"
+        exit 77
+    fi
+}
+
 # expect "description" "exact line" "files left untouched (space-separated)" command...
 # Under mpirun, Open MPI adds its own banner after our line: only lines starting with
 # "dtrain" count, and there must be exactly one.

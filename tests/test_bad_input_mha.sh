@@ -5,13 +5,9 @@
 # never imported as something else. The files are written here by Debian's python3-onnx.
 set -u
 DTRAIN=$1
-PY=/usr/bin/python3
 FX="$(cd "$(dirname "$0")" && pwd)/fixtures/onnx"
-if ! $PY -c 'import onnx, numpy' 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx is not installed"
-    exit 77
-fi
 . "$(dirname "$0")/bad_input_lib.sh"
+need_python_onnx
 
 $PY - "$FX/vit.onnx" <<'PY' || { echo "FAIL: the python writer of the cases"; exit 1; }
 import sys

@@ -6,12 +6,8 @@
 # what imports.
 set -u
 DTRAIN=$1
-PY=/usr/bin/python3
-if ! $PY -c 'import onnx, numpy' 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx is not installed"
-    exit 77
-fi
 . "$(dirname "$0")/bad_input_lib.sh"
+need_python_onnx
 
 $PY - <<'PY' || { echo "FAIL: the python writer of the cases"; exit 1; }
 import numpy as np
