@@ -256,12 +256,12 @@ typedef struct importer {
     int n_copies, cap_copies;
     dt_error *err;
     int failed;
-    int any_output;        /* dt_onnx_build_any: the last value may be any shape */
-    size_t node_index;     /* the node being imported */
-    unsigned char *folded; /* [n_node]: 1 for a node a pattern before it took (GELU, SiLU) */
-    /* per node of the graph: 1 when an earlier node's import took it in (the
-     * decomposed LayerNorm's nodes after its first ReduceMean) */
-    unsigned char *fused; /* 2: taken in, and its shape_check to run when reached */
+    int any_output;    /* dt_onnx_build_any: the last value may be any shape */
+    size_t node_index; /* the node being imported */
+    /* per node of the graph: 1 when an earlier node's import took it in (a pattern's
+     * later nodes: GELU, SiLU, the decomposed LayerNorm, attention); 2: taken in, and
+     * its shape_check to run when reached */
+    unsigned char *fused;
     shape_check *checks;
     int n_checks, cap_checks;
 } importer;
@@ -1661,7 +1661,7 @@ static long sole_reader_after(const importer *im, const char *name, size_t from)
     for (size_t i = from + 1; i < g->n_node && i <= from + PATTERN_LOOKAHEAD; i++) {
         const Onnx__NodeProto *n = g->node[i];
         for (size_t q = 0; q < n->n_input; q++)
-            if (n->input[q] && !strcmp(n->input[q], name)) return im->folded[i] ? -1 : (long)i;
+            if (n->input[q] && !strcmp(n->input[q], name)) return im->fused[i] ? -1 : (long)i;
     }
     return -1;
 }
@@ -2153,7 +2153,7 @@ static int import_gelu(importer *im, const Onnx__NodeProto *n) {
         const pattern *p = &swapped;
         const int matched = match_pattern(im, p, im->node_index, x->name, at);
         if (matched == p->steps) {
-            for (int s = 1; s < p->steps; s++) im->folded[at[s]] = 1;
+            for (int s = 1; s < p->steps; s++) im->fused[at[s]] = 1;
             const int y = dt_model_activation(im->m, x->id, (dt_activation){p->fn, 0, 0});
             return set_output(im, im->g->node[at[p->steps - 1]], y);
         }
@@ -2181,7 +2181,7 @@ static int import_gate(importer *im, const Onnx__NodeProto *n, dt_activation alo
         const Onnx__NodeProto *mul = r >= 0 ? im->g->node[r] : NULL;
         const pattern_step step = {"Mul", ARG_X, 0};
         if (mul && is_step(im, mul, &step, n->output[0], n->input[0], (size_t)r)) {
-            im->folded[r] = 1;
+            im->fused[r] = 1;
             return set_output(im, mul, dt_model_activation(im->m, x->id, *times_x));
         }
     }
@@ -3159,7 +3159,6 @@ static void importer_free(importer *im) {
             free(im->values[i].folded_proto);
         }
     }
-    free(im->folded);
     free(im->fused);
     free(im->checks);
     free(im->slots);
@@ -3223,14 +3222,12 @@ static int import_graph(importer *im, const dt_model_spec *spec) {
         if (!v) return -1;
         v->tensor = t;
     }
-    im->folded = calloc(g->n_node + 1, 1);
-    if (!im->folded) return fail(im, "out of memory");
     /* in order: a name read before it is defined is reported by the node reading it */
     if (!(im->fused = calloc(g->n_node + 1, 1))) return fail(im, "out of memory");
     for (size_t i = 0; i < g->n_node && !im->failed; i++) {
         const Onnx__NodeProto *n = g->node[i];
         if (im->fused[i] == 2 && check_shapes(im, i)) return -1;
-        if (im->folded[i] || im->fused[i]) continue; /* imported with an earlier node */
+        if (im->fused[i]) continue; /* imported with an earlier node */
         im->node_index = i;
         if (import_node(im, n)) return -1;
         for (size_t k = 0; k < n->n_output; k++) {
