@@ -33,7 +33,7 @@ static void build(dt_model *m, dt_precision precision) {
     dt_model_init_empty(m, "attention", CLASSES);
     m->precision = precision;
     const int in_dims[3] = {HEADS, TOKENS, FEATURES};
-    const int x0 = dt_model_input_dims(m, 3, in_dims);
+    const int x0 = dt_model_input_shape(m, 3, in_dims);
     const int e = dt_model_linear_last_axis(m, "embed", x0, WIDTH, 1); /* [2, 5, 8] */
     const int e1 = dt_model_layernorm(m, "ln0", e, 1, 1e-5f, 1);       /* over [5, 8] */
     const int cls_dims[3] = {HEADS, 1, WIDTH};
@@ -361,7 +361,7 @@ static void test_relu_dropout_add_keep_any_rank(void **state) {
     dt_model m;
     dt_model_init_empty(&m, "ranks", 4);
     const int dims[2] = {5, 4}, other[2] = {4, 5};
-    const int x = dt_model_input_dims(&m, 2, dims);
+    const int x = dt_model_input_shape(&m, 2, dims);
     const int r = dt_model_relu(&m, dt_model_dropout(&m, x, 0.0f));
     const int a = dt_model_add(&m, r, x);
     assert_true(a >= 0);
@@ -373,24 +373,24 @@ static void test_relu_dropout_add_keep_any_rank(void **state) {
     }
     const int y = dt_model_slice(&m, a, 0, 0, 4, 1, 1); /* [4, 4]: not [5, 4] */
     assert_true(y >= 0);
-    const int z = dt_model_input_dims(&m, 2, other); /* refused: a second input */
+    const int z = dt_model_input_shape(&m, 2, other); /* refused: a second input */
     assert_true(z < 0);
     dt_model_free(&m);
     dt_model_init_empty(&m, "ranks", 4);
-    const int p = dt_model_input_dims(&m, 2, dims);
+    const int p = dt_model_input_shape(&m, 2, dims);
     const int q = dt_model_slice(&m, p, 0, 0, 4, 1, 1);
     assert_true(dt_model_add(&m, p, q) < 0);
     assert_non_null(strstr(m.build_error.msg, "residual add of different shapes"));
     dt_model_free(&m);
     /* the ops of images refuse other ranks; flatten and the flat linear read any */
     dt_model_init_empty(&m, "ranks", 4);
-    const int t = dt_model_input_dims(&m, 2, dims);
+    const int t = dt_model_input_shape(&m, 2, dims);
     assert_true(dt_model_conv2d(&m, "conv", t, 4, 1, 1, 0, 1) < 0);
     assert_non_null(
         strstr(m.build_error.msg, "conv2d takes an image [C, H, W], not a value of rank 2"));
     dt_model_free(&m);
     dt_model_init_empty(&m, "ranks", 4);
-    const int u = dt_model_input_dims(&m, 2, dims);
+    const int u = dt_model_input_shape(&m, 2, dims);
     const int f = dt_model_flatten(&m, u);
     assert_int_equal(m.values[f].c, 20);
     assert_true(dt_model_linear(&m, "fc", u, 4) >= 0);

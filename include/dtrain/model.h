@@ -210,8 +210,6 @@ typedef struct dt_model {
  * after recording the first error in the model (checked by dt_model_alloc). */
 void dt_model_init_empty(dt_model *m, const char *name, int classes);
 int dt_model_input(dt_model *m, int c, int h, int w);
-/* An input of any per-sample shape (rank 1 to DT_VALUE_MAX_RANK; rank 3 is an image). */
-int dt_model_input_dims(dt_model *m, int rank, const int *dims);
 int dt_model_conv2d(dt_model *m, const char *name, int in, int c_out, int kernel, int stride,
                     int pad, int bias);
 /* PyTorch's Conv2d(..., dilation, groups): weight [c_out, c_in / groups, k, k]. */

@@ -764,11 +764,6 @@ static void set_geometry(dt_op *op, const dt_value *x, int a, int tail) {
     }
 }
 
-int dt_model_input_dims(dt_model *m, int rank, const int *dims) {
-    if (m->n_values != 0) return build_fail(m, "model %s: input declared twice", m->name);
-    return new_dims(m, rank, dims);
-}
-
 int dt_model_linear_last_axis(dt_model *m, const char *name, int in, int out_features, int bias) {
     if (!valid_value(m, in)) return -1;
     const dt_value x = m->values[in];
