@@ -276,6 +276,53 @@ static void test_transform_without_augmentation_normalises(void **state) {
     }
 }
 
+/* synthetic:CxHxW: the shape asked for, CIFAR-10's split sizes, and a normalisation
+ * that is the generator's own (checked against the pixels it makes); a malformed shape
+ * is refused with the part named. */
+static void test_synthetic_any_shape(void **state) {
+    (void)state;
+    dt_dataset ds;
+    dt_error err;
+    assert_int_equal(dt_dataset_open(&ds, "synthetic:3x75x61", 1, &err), 0);
+    assert_int_equal(ds.c * 1000000 + ds.h * 1000 + ds.w, 3075061);
+    assert_int_equal(ds.size, 50000);
+    assert_int_equal(ds.classes, 10);
+    assert_int_equal(ds.augment, 0);
+    enum { SAMPLES = 40, PX = 3 * 75 * 61 };
+    uint8_t *px = test_alloc(PX);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < SAMPLES; i++) {
+        dt_dataset_sample(&ds, i * 1231, px);
+        for (int p = 0; p < PX; p++) {
+            const double v = px[p] / 255.0;
+            sum += v;
+            sq += v * v;
+        }
+    }
+    const double n = (double)SAMPLES * PX, mean = sum / n, sd = sqrt(sq / n - mean * mean);
+    /* the truncation to uint8 lowers the mean by half a level: 0.002 */
+    assert_true(fabs(mean - ds.mean[0]) < 0.01 && fabs(sd - ds.std[2]) < 0.01);
+    free(px);
+    dt_dataset_close(&ds);
+    assert_int_equal(dt_dataset_open(&ds, "synthetic:1x9x9", 0, &err), 0);
+    assert_int_equal(ds.c * 100 + ds.h * 10 + ds.w, 199);
+    assert_int_equal(ds.size, 10000);
+    dt_dataset_close(&ds);
+    static const char *const bad[][2] = {
+        {"synthetic:3x75", "wants three numbers"},
+        {"synthetic:3x75x75x1", "wants three numbers"},
+        {"synthetic:3xx75", "wants three numbers"},
+        {"synthetic:4x32x32", "channels must be between 1 and 3, got 4"},
+        {"synthetic:3x0x32", "height must be between 1 and 4096, got 0"},
+        {"synthetic:3x32xw", "width expects an integer, got 'w'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(dt_dataset_open(&ds, bad[i][0], 1, &err), -1);
+        if (!strstr(err.msg, bad[i][1])) fail_msg("%s: %s", bad[i][0], err.msg);
+    }
+    assert_non_null(strstr(dt_dataset_specs(), "synthetic:CxHxW"));
+}
+
 /* synthetic:imagenet: ImageNet's shape, classes, sizes and normalisation; samples
  * are a function of (split, index) alone, so any reader sees the same data. */
 static void test_synthetic_imagenet_is_deterministic(void **state) {
@@ -486,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_transform_without_augmentation_normalises),
         cmocka_unit_test(test_transform_crop_and_flip_semantics),
         cmocka_unit_test(test_synthetic_imagenet_is_deterministic),
+        cmocka_unit_test(test_synthetic_any_shape),
         cmocka_unit_test(test_sampler_has_distributed_sampler_semantics),
         cmocka_unit_test(test_sampler_rest_of_epoch_resplits_what_is_left),
         cmocka_unit_test(test_loader_workers_give_identical_batches),

@@ -7,7 +7,8 @@
  * (IDX files train-images-idx3-ubyte[.gz] etc.), cifar10:DIR (data_batch_1..5.bin,
  * test_batch.bin), synthetic:mnist (60,000/10,000 of 1x28x28), synthetic:cifar10
  * (50,000/10,000 of 3x32x32), synthetic:imagenet (1,281,167/50,000 of 3x224x224 in 1000
- * classes, ILSVRC-2012's sizes; ImageNet's normalisation; no augmentation by default). */
+ * classes, ILSVRC-2012's sizes; ImageNet's normalisation; no augmentation by default),
+ * synthetic:CxHxW (50,000/10,000 of that shape, C 1-3, in 10 classes; no augmentation). */
 #ifndef DTRAIN_DATASET_H
 #define DTRAIN_DATASET_H
 

@@ -146,12 +146,23 @@ int cli_model_and_data(const char *cmd, dt_train_config *cfg, dt_model_spec *spe
         cli_fail(cmd, "%s", err.msg);
         return 2;
     }
-    /* CIFAR-10 and ImageNet are not on this machine (no download here): 3-channel
-     * models default to synthetic data of their shape (ImageNet's beyond 32x32), the
-     * MNIST-shaped ones to real Fashion-MNIST. */
-    if (!cfg->data)
-        cfg->data = spec->in_c != 3   ? "fashion-mnist"
-                    : spec->in_h > 32 ? "synthetic:imagenet"
-                                      : "synthetic:cifar10";
+    /* CIFAR-10 and ImageNet are not on this machine (no download here): a model takes
+     * real Fashion-MNIST at MNIST's shape, else synthetic data of its own shape. The
+     * spec outlives this call (the config keeps a pointer to it): one buffer, as the
+     * CLI parses one model per process. */
+    static char own_shape[48];
+    if (!cfg->data) {
+        if (spec->in_c == 1 && spec->in_h == 28 && spec->in_w == 28)
+            cfg->data = "fashion-mnist";
+        else if (spec->in_c == 3 && spec->in_h == 32 && spec->in_w == 32)
+            cfg->data = "synthetic:cifar10";
+        else if (spec->in_c == 3 && spec->in_h == 224 && spec->in_w == 224)
+            cfg->data = "synthetic:imagenet";
+        else {
+            snprintf(own_shape, sizeof own_shape, "synthetic:%dx%dx%d", spec->in_c, spec->in_h,
+                     spec->in_w);
+            cfg->data = own_shape;
+        }
+    }
     return 0;
 }

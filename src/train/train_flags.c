@@ -120,8 +120,9 @@ static const dt_train_flag flags[] = {
      STRING_ROW(data),
      .per_rank = 1, /* a path may differ between hosts: the fingerprint compares the data */
      .help = "fashion-mnist | fashion-mnist:DIR | mnist:DIR | cifar10:DIR |\n"
-             "synthetic:mnist | synthetic:cifar10 | synthetic:imagenet (default:\n"
-             "synthetic data of a 3-channel model's shape, else fashion-mnist).\n"
+             "synthetic:mnist | synthetic:cifar10 | synthetic:imagenet |\n"
+             "synthetic:CxHxW (default: fashion-mnist for a 1x28x28 model, else\n"
+             "synthetic data of its input shape).\n"
              "Models that can take the data's input shape do (dtrain models)"},
     {.name = "epochs",
      .value = "E",
