@@ -64,6 +64,9 @@ expect "scale --link bad delay" "dtrain scale: --link: '5' is not a delay up to 
 expect "scale --hosts without --link" "dtrain scale: --hosts netns:2 needs --link RATE[,DELAY]" "$DTRAIN" scale --model lenet5 --hosts netns:2
 expect "scale --procs beyond the hosts" "dtrain scale: --procs 4 is more than --hosts netns:2 x --ranks-per-host 1 slots" "$DTRAIN" scale --model lenet5 --hosts netns:2 --link 1gbit --procs 2,4
 expect "scale --ranks-per-host alone" "dtrain scale: --ranks-per-host goes with --hosts netns:H" "$DTRAIN" scale --model lenet5 --ranks-per-host 2
+expect "scale --host-cpus alone" "dtrain scale: --host-cpus goes with --hosts netns:H" "$DTRAIN" scale --model lenet5 --host-cpus 0.5
+expect "scale --host-cpus 0" "dtrain scale: --host-cpus expects cores per host from 0.01 to 1024, cpuset or none, got '0'" "$DTRAIN" scale --hosts netns:2 --link 1gbit --host-cpus 0
+expect "scale --host-cpus a word" "dtrain scale: --host-cpus expects cores per host from 0.01 to 1024, cpuset or none, got 'half'" "$DTRAIN" scale --hosts netns:2 --link 1gbit --host-cpus half
 expect "scale --bucket-sizes not ascending" "dtrain scale: --bucket-sizes expects ascending MiB values like 1,5,25, got '5,1'" "$DTRAIN" scale --bucket-sizes 5,1
 expect "netns-rsh unknown host" "dtrain netns-rsh: unknown host 10.0.0.1" "$DTRAIN" netns-rsh dtrain-1 10.0.0.1 true
 expect "test delay with trailing junk" "--test-delay expects WORKER:MS, got '2x'" "$DTRAIN" train --test-delay 2x

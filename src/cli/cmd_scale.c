@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "core/runlock.h"
 #include "dtrain/zoo.h"
+#include "study/hostcpu.h"
 #include "study/linkmodel.h"
 #include "study/netns.h"
 #include "study/scale_studies.h"
@@ -74,6 +75,15 @@ static void scale_usage(const cli_flags *flags, FILE *out) {
             "                       measured all-reduce time per epoch beside the ring model\n"
             "                       k alpha + 2(P-1)/P n/B per step, alpha = 2(P-1) x delay\n"
             "  --ranks-per-host R   ranks on each emulated host (default 1)\n"
+            "  --host-cpus cpuset|X|none\n"
+            "                       each emulated host's CPU: cpuset (default), CPUs of its\n"
+            "                       own, the machine's spread evenly over the hosts\n"
+            "                       (neighbours share a CPU when there are more hosts than\n"
+            "                       CPUs); X, a cgroup quota of X cores; none, the hosts\n"
+            "                       share the machine freely. Each run records the share,\n"
+            "                       the hosts' CPU use and throttling and the machine's\n"
+            "                       idle time (docs/scaling.md). Needs root; without it,\n"
+            "                       said once and run as with none\n"
             "  --hostfile FILE      run the multi-process configs on the machines of FILE\n"
             "                       (mpirun --hostfile: ssh to each, dtrain at the same path\n"
             "                       everywhere); --link then only states the link for the\n"
@@ -140,6 +150,7 @@ int cmd_scale(int argc, char **argv) {
                                         {"hosts", required_argument, 0, 'H'},
                                         {"link", required_argument, 0, 'L'},
                                         {"ranks-per-host", required_argument, 0, 'R'},
+                                        {"host-cpus", required_argument, 0, 'C'},
                                         {"hostfile", required_argument, 0, 'F'},
                                         {"bucket-sizes", required_argument, 0, 'B'},
                                         {"launcher", required_argument, 0, 'U'},
@@ -154,7 +165,7 @@ int cmd_scale(int argc, char **argv) {
     long cores = 0;
     char modes[DT_SWEEP_MAX_MODES][32];
     double compare_target = 0.85;
-    dt_scale_places places = {.ranks_per_host = 1};
+    dt_scale_places places = {.ranks_per_host = 1, .host_cpus = -1};
     dt_link link = {0, 0};
     dt_link beyond = {DT_PREDICT_BEYOND_RATE_BPS, DT_PREDICT_BEYOND_DELAY_S};
     long beyond_workers = DT_PREDICT_BEYOND_WORKERS, beyond_per_host = 1;
@@ -200,6 +211,11 @@ int cmd_scale(int argc, char **argv) {
         case 'R':
             if (cli_parse_int(cmd, "--ranks-per-host", optarg, 1, 256, &places.ranks_per_host))
                 return 2;
+            break;
+        case 'C':
+            if (dt_sweep_parse_host_cpus(optarg, &places.host_cpus, &places.host_cpuset, &err))
+                return cli_fail(cmd, "%s", err.msg), 2;
+            places.host_cpus_text = optarg;
             break;
         case 'F':
             places.hostfile = optarg;
@@ -345,20 +361,47 @@ int cmd_scale(int argc, char **argv) {
                         self),
                1;
     }
-    snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host", places.hosts_text,
-             places.link_text, places.ranks_per_host, places.ranks_per_host > 1 ? "s" : "");
-    cfg.hosts = where;
+    /* each host's CPU: by default CPUs of its own, the machine's divided among the hosts
+     * (docs/scaling.md: the more faithful of the two limits here) */
+    double host_cpus = places.host_cpus;
+    if (host_cpus < 0) {
+        places.host_cpuset = 1;
+        host_cpus = 0;
+    }
     /* from here on a signal must not skip the teardown */
     struct sigaction stop = {.sa_handler = on_scale_stop}, old_int, old_term;
     sigemptyset(&stop.sa_mask);
     sigaction(SIGINT, &stop, &old_int);
     sigaction(SIGTERM, &stop, &old_term);
-    int removed = 0, rc = 1;
-    if (dt_netns_remove_stale(&removed, &err) ||
+    int removed = 0, removed_groups = 0, rc = 1;
+    dt_hostcpu hostcpu;
+    memset(&hostcpu, 0, sizeof hostcpu);
+    if (dt_netns_remove_stale(&removed, &err) || dt_hostcpu_remove_stale(&removed_groups, &err) ||
         dt_netns_up(&net, (int)places.hosts, (int)places.ranks_per_host, &link, &err)) {
         cli_fail(cmd, "%s", err.msg);
         goto done;
     }
+    const dt_hostcpu_limit limit = places.host_cpuset ? DT_HOSTCPU_CPUSET : DT_HOSTCPU_QUOTA;
+    if ((host_cpus > 0 || places.host_cpuset) &&
+        dt_hostcpu_up(&hostcpu, net.prefix, (int)places.hosts, limit, host_cpus, &err)) {
+        fprintf(stderr,
+                "dtrain scale: the emulated hosts share the machine freely, without CPU "
+                "shares: %s\n",
+                err.msg);
+        host_cpus = 0;
+    }
+    if (hostcpu.made) cfg.hostcpu = &hostcpu;
+    char share[64] = "";
+    if (hostcpu.made && places.host_cpuset)
+        snprintf(share, sizeof share, ", CPUs of their own (%.3g a host)", hostcpu.cpus);
+    else if (hostcpu.made)
+        snprintf(share, sizeof share, ", %.3g cores per host", host_cpus);
+    snprintf(where, sizeof where, "%s, link %s, %ld rank%s per host%s", places.hosts_text,
+             places.link_text, places.ranks_per_host, places.ranks_per_host > 1 ? "s" : "", share);
+    cfg.hosts = where;
+    if (removed_groups && !cfg.quiet)
+        fprintf(stderr, "removed %d CPU share group%s left by a killed sweep\n", removed_groups,
+                removed_groups > 1 ? "s" : "");
     if (removed && !cfg.quiet)
         fprintf(stderr, "removed %d network namespace%s left by a killed sweep\n", removed,
                 removed > 1 ? "s" : "");
@@ -368,11 +411,12 @@ int cmd_scale(int argc, char **argv) {
     cfg.mpirun_extra = words.extra;
     if (!scale_stop) {
         if (!cfg.quiet)
-            fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)\n",
-                    places.hosts, net.prefix, places.hosts, net.prefix);
+            fprintf(stderr, "%ld emulated hosts (namespaces %s-h1..h%ld, bridge %s-br)%s\n",
+                    places.hosts, net.prefix, places.hosts, net.prefix, share);
         rc = run_studies(&studies);
     }
 done:
+    dt_hostcpu_down(&hostcpu);
     dt_netns_down(&net);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

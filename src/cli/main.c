@@ -13,6 +13,10 @@ static int cmd_netns_rsh(int argc, char **argv) {
     return dt_netns_rsh(argc - 1, argv + 1);
 }
 
+static int cmd_netns_exec(int argc, char **argv) {
+    return dt_netns_exec(argc - 1, argv + 1);
+}
+
 /* One table: dispatch and `dtrain --help` cannot disagree. A NULL summary hides an
  * internal command from the usage text. */
 typedef struct command {
@@ -37,7 +41,8 @@ static const command COMMANDS[] = {
     {"fit-jobs", cmd_fit_jobs, "ridge regression of loss-curve parameters on job features"},
     {"allocate", cmd_allocate, "greedy allocation of a process budget over jobs (Optimus)"},
     {"simulate", cmd_simulate, "predict step time and speed-up on 1..N workers from a profile"},
-    {"netns-rsh", cmd_netns_rsh, NULL}, /* mpirun's rsh agent for scale --hosts netns:H */
+    {"netns-rsh", cmd_netns_rsh, NULL},   /* mpirun's rsh agent for scale --hosts netns:H */
+    {"netns-exec", cmd_netns_exec, NULL}, /* ... and its mpirun inside host 1 */
 };
 enum { N_COMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 

@@ -74,6 +74,7 @@ static const field RUN_FIELDS[] = {
     FIELD(dt_run_record, workers, F_INT, NULL, 0),
     FIELD(dt_run_record, servers, F_INT, NULL, 0),
     FIELD(dt_run_record, version, F_STRING, NULL, 0),
+    FIELD(dt_run_record, cpu_quota, F_REAL, "%.4g", 0),
 };
 
 static const field STEP_FIELDS[] = {
@@ -185,6 +186,11 @@ static const field LOAD_FIELDS[] = {
     FIELD(dt_load_record, run_cores, F_REAL, "%.4g", 0),
     FIELD(dt_load_record, other_cores, F_REAL, "%.4g", 1),
     FIELD(dt_load_record, cores, F_INT, NULL, 0),
+    FIELD(dt_load_record, idle_mean, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, idle_min, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, host_cpus, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, throttled_max, F_REAL, "%.4g", 0),
+    FIELD(dt_load_record, host_used_min, F_REAL, "%.4g", 0),
 };
 
 typedef struct event_format {

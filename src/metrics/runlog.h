@@ -65,6 +65,9 @@ typedef struct dt_run_record {
     unsigned long long seed; /* read exactly up to 2^53 (JSON numbers are doubles) */
     int workers, servers;
     char version[96]; /* dtrain --version of the binary that ran: "0.9.0 (commit)" */
+    /* the CPU quota rank 0's cgroup gives it, in cores (an emulated host's share, a
+     * container's --cpus); 0: none; NAN in logs from before */
+    double cpu_quota;
 } dt_run_record;
 
 typedef struct dt_step_record {
@@ -167,6 +170,14 @@ typedef struct dt_load_record {
     double run_cores;     /* the run's own processes, on average */
     double other_cores;   /* the rest: machine_cores - run_cores (>= 0) */
     int cores;            /* online cores */
+    /* The machine's idle share over the run and its least over any second of it
+     * (sampled by the sweep; NAN in logs from before) */
+    double idle_mean, idle_min;
+    /* Emulated hosts with a CPU share (hostcpu.h): each host's share in cores, and the
+     * largest share of its quota periods in which a host ran out of its quota (0 for
+     * CPUs of its own; NAN: no shares) */
+    double host_cpus, throttled_max;
+    double host_used_min; /* the least CPU any host used, in cores on average (NAN: none) */
 } dt_load_record;
 
 /* ---- writing ---- */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/proc.h"
+#include "study/hostcpu.h"
 
 #define NETNS_DIR "/run/netns" /* where `ip netns add` mounts its namespaces */
 #define NETNS_NET "10.213.0"   /* exists only inside the namespaces made here */
@@ -70,7 +73,9 @@ void dt_netns_name(const dt_netns *n, int i, char *out, size_t size) {
 void dt_netns_mpirun_words(const dt_netns *n, const char *self, dt_netns_mpirun *w) {
     dt_netns_name(n, 1, w->h1, sizeof w->h1);
     snprintf(w->agent, sizeof w->agent, "%s netns-rsh %s", self, n->prefix);
-    const char *launch[] = {"ip", "netns", "exec", w->h1, NULL};
+    /* host 1's mpirun enters the host's CPU share (if any) and its namespace, without a
+     * shell: dt_netns_exec */
+    const char *launch[] = {self, "netns-exec", n->prefix, "1", NULL};
     /* mpirun inside host 1; the options of shared/notes/mpi-here.md: no tree spawn (every
      * daemon from host 1), TCP only on the hosts' subnet, yielding ranks (spinning ones
      * starve the veth receive path) and two TCP links (one reached half the rate). TCP
@@ -293,6 +298,23 @@ int dt_netns_remove_stale(int *removed, dt_error *err) {
     return 0;
 }
 
+/* Enters host i's CPU share (if the sweep made one) and its network namespace. With
+ * setns, not `ip netns exec`: that also remounts /sys for the namespace, which hides
+ * the cgroups from everything started inside, so mpirun's rsh agent could not move
+ * another host's daemon into that host's share, nor a rank read its quota. */
+static int enter_host(const char *prefix, long i, dt_error *err) {
+    if (dt_hostcpu_join(prefix, (int)i, err)) return -1;
+    char path[128];
+    snprintf(path, sizeof path, NETNS_DIR "/%s-h%ld", prefix, i);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return dt_error_set(err, "cannot open %s: %s", path, strerror(errno));
+    const int rc = setns(fd, CLONE_NEWNET);
+    const int saved = errno;
+    close(fd);
+    if (rc) return dt_error_set(err, "cannot enter %s: %s", path, strerror(saved));
+    return 0;
+}
+
 int dt_netns_rsh(int argc, char **argv) {
     /* argv[0] = the prefix, then what mpirun passes an ssh: options, host, command */
     if (argc < 3 || owner_of(argv[0], 1) == 0) {
@@ -327,12 +349,36 @@ int dt_netns_rsh(int argc, char **argv) {
         strcat(cmd, argv[k]);
         if (k + 1 < argc) strcat(cmd, " ");
     }
-    char ns[64];
-    snprintf(ns, sizeof ns, "%s-h%ld", argv[0], i);
+    dt_error err;
+    if (enter_host(argv[0], i, &err)) {
+        fprintf(stderr, "dtrain netns-rsh: %s\n", err.msg);
+        free(cmd);
+        return 1;
+    }
     /* sshd runs the command string with the user's shell; so does this stand-in */
-    char *const run[] = {"ip", "netns", "exec", ns, "sh", "-c", cmd, NULL};
+    char *const run[] = {"sh", "-c", cmd, NULL};
     execvp(run[0], run);
-    fprintf(stderr, "dtrain netns-rsh: cannot run ip: %s\n", strerror(errno));
+    fprintf(stderr, "dtrain netns-rsh: cannot run sh: %s\n", strerror(errno));
     free(cmd);
+    return 127;
+}
+
+int dt_netns_exec(int argc, char **argv) {
+    /* argv = [prefix, host, command words...] */
+    char *end = NULL;
+    errno = 0;
+    const long i = argc >= 3 ? strtol(argv[1], &end, 10) : 0;
+    if (argc < 3 || owner_of(argv[0], 1) == 0 || errno || end == argv[1] || *end || i < 1 ||
+        i > DT_NETNS_MAX_HOSTS) {
+        fprintf(stderr, "dtrain netns-exec: usage: netns-exec dtrain-<pid> HOST CMD...\n");
+        return 2;
+    }
+    dt_error err;
+    if (enter_host(argv[0], i, &err)) {
+        fprintf(stderr, "dtrain netns-exec: %s\n", err.msg);
+        return 1;
+    }
+    execvp(argv[2], argv + 2);
+    fprintf(stderr, "dtrain netns-exec: cannot run %s: %s\n", argv[2], strerror(errno));
     return 127;
 }

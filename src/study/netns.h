@@ -52,8 +52,8 @@ void dt_netns_down(dt_netns *n);
  * killed sweep), killing processes still inside them; *removed counts them. */
 int dt_netns_remove_stale(int *removed, dt_error *err);
 
-/* How mpirun starts the ranks on the hosts: from inside host 1 (pre: ip netns exec
- * <host 1>), its daemons through `self netns-rsh PREFIX` (the agent), and the options
+/* How mpirun starts the ranks on the hosts: from inside host 1 (pre: self netns-exec
+ * PREFIX 1), its daemons through `self netns-rsh PREFIX` (the agent), and the options
  * of extra (after -np N). Both NULL-terminated; the words point into w and n. */
 typedef struct dt_netns_mpirun {
     char h1[64], agent[4200];
@@ -66,5 +66,9 @@ void dt_netns_mpirun_words(const dt_netns *n, const char *self, dt_netns_mpirun 
  * Runs the words joined by spaces with `sh -c` inside the namespace of host (as sshd
  * would); returns only on error (after printing one line), with an exit status. */
 int dt_netns_rsh(int argc, char **argv);
+/* Host 1's mpirun: argv = [prefix, host, command words...]. Enters the host's CPU share
+ * (hostcpu.h; none: nothing to enter) and runs the words inside its namespace, without
+ * a shell; returns only on error, with an exit status. */
+int dt_netns_exec(int argc, char **argv);
 
 #endif

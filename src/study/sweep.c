@@ -24,6 +24,7 @@
 #include "metrics/sysmon.h"
 #include "train/train_flags.h"
 #include "train/train_mode.h"
+#include "study/hostcpu.h"
 #include "study/predict.h"
 
 /* A real read from a log, or `unknown` when the field was absent or not finite. */
@@ -461,6 +462,39 @@ static void reap_orphans(struct rusage *usage) {
     }
 }
 
+/* The machine's idle share over each second of a run, its least kept: Mininet-HiFi
+ * counts an emulation faithful where the machine kept idle time every second, which a
+ * mean can hide (docs/scaling.md: what it says here). */
+typedef struct idle_watch {
+    unsigned long long busy, total;
+    double at, min;
+    int ok;
+} idle_watch;
+
+static void idle_watch_start(idle_watch *w) {
+    w->ok = dt_sysmon_machine_ticks(&w->busy, &w->total) == 0;
+    w->at = dt_now();
+    w->min = NAN;
+}
+
+/* A sample every second or more; final: whatever has passed since the last (a run
+ * shorter than a second has one sample, over all of it). */
+static void idle_watch_sample(idle_watch *w, int final) {
+    if (!w->ok || (!final && dt_now() - w->at < 1.0)) return;
+    unsigned long long busy, total;
+    if (dt_sysmon_machine_ticks(&busy, &total) != 0 || total <= w->total) return;
+    const double idle = 1.0 - (double)(busy - w->busy) / (double)(total - w->total);
+    if (!(idle >= w->min)) w->min = idle;
+    w->busy = busy, w->total = total, w->at = dt_now();
+}
+
+/* Every emulated host's CPU counters into u; -1 if one cannot be read. */
+static int read_hosts(const dt_hostcpu *c, dt_hostcpu_usage *u) {
+    for (int h = 0; h < c->made; h++)
+        if (dt_hostcpu_read(c, h + 1, &u[h])) return -1;
+    return 0;
+}
+
 /* Runs one configuration into log (written as log.partial and renamed when the run
  * succeeds, so a finished log is replaced only by another finished one); returns 0,
  * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
@@ -518,6 +552,10 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
     unlink(partial);
     unsigned long long busy0 = 0, total0 = 0, busy1 = 0, total1 = 0;
     const int have_ticks = dt_sysmon_machine_ticks(&busy0, &total0) == 0;
+    idle_watch idle;
+    idle_watch_start(&idle);
+    dt_hostcpu_usage hosts0[DT_HOSTCPU_MAX_HOSTS];
+    const int have_hosts = cfg->hostcpu && read_hosts(cfg->hostcpu, hosts0) == 0;
     double started = dt_now();
     /* SIGINT/SIGTERM (caught for the whole sweep by dt_sweep_run): passed on to the
      * run's process group (mpirun and its ranks), which is waited for, so killing the
@@ -564,6 +602,7 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
         }
         struct timespec ts = {0, 300 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        idle_watch_sample(&idle, 0);
         if (!live || forwarded) continue;
         if (!logf) logf = fopen(partial, "r"); /* once the child has created it */
         show_progress(logf, &offset, index, total, procs, batch, cfg->train.epochs,
@@ -604,6 +643,25 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
                                    .cores = (int)cores};
             load.other_cores = load.machine_cores - load.run_cores;
             if (load.other_cores < 0) load.other_cores = 0;
+            idle_watch_sample(&idle, 1);
+            load.idle_mean =
+                total1 > total0 ? 1.0 - (double)(busy1 - busy0) / (double)(total1 - total0) : NAN;
+            load.idle_min = idle.min;
+            load.host_cpus = load.throttled_max = load.host_used_min = NAN;
+            dt_hostcpu_usage hosts1[DT_HOSTCPU_MAX_HOSTS];
+            if (have_hosts && read_hosts(cfg->hostcpu, hosts1) == 0) {
+                load.host_cpus = cfg->hostcpu->cpus;
+                load.throttled_max = 0;
+                for (int h = 0; h < cfg->hostcpu->made; h++) {
+                    const long periods = hosts1[h].periods - hosts0[h].periods;
+                    const double held =
+                        periods > 0 ? (double)(hosts1[h].throttled - hosts0[h].throttled) / periods
+                                    : 0;
+                    if (held > load.throttled_max) load.throttled_max = held;
+                    const double used = (hosts1[h].cpu_s - hosts0[h].cpu_s) / wall;
+                    if (!(used >= load.host_used_min)) load.host_used_min = used;
+                }
+            }
             if (dt_runlog_append_load(partial, &load, err)) return -1;
         }
         /* old settings out first: a kill between the steps leaves a log with none, which

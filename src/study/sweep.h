@@ -37,6 +37,9 @@ typedef struct dt_sweep_config {
     const char *const *launch_pre;
     const char *const *mpirun_extra;
     const char *hosts;
+    /* Emulated hosts' CPU shares (hostcpu.h), whose counters each run's load record
+     * sums up; NULL: none */
+    const struct dt_hostcpu *hostcpu;
     /* Inside a Slurm allocation: multi-process runs start as `srun -n N --mpi=pmix`
      * (--mpi=$SLURM_MPI_TYPE when set) instead of mpirun, recorded with each run's
      * settings ("launcher srun"). */
@@ -77,6 +80,9 @@ int dt_sweep_parse_ints(const char *flag, const char *text, int *out, int max, d
 int dt_sweep_parse_mib(const char *text, double *out, int max, dt_error *err);
 /* --modes "allreduce,ps-sync" -> training modes, each once: the count, or -1. */
 int dt_sweep_parse_modes(const char *text, char modes[DT_SWEEP_MAX_MODES][32], dt_error *err);
+/* --host-cpus "0.5", "cpuset" or "none" -> a quota in cores per emulated host (0: none)
+ * or *cpuset. */
+int dt_sweep_parse_host_cpus(const char *text, double *cpus, int *cpuset, dt_error *err);
 /* --hosts "netns:H" -> H. */
 int dt_sweep_parse_hosts(const char *text, long *hosts, dt_error *err);
 
@@ -84,6 +90,9 @@ int dt_sweep_parse_hosts(const char *text, long *hosts, dt_error *err);
 typedef struct dt_scale_places {
     const char *hosts_text, *link_text, *hostfile; /* as given, or NULL */
     long hosts, ranks_per_host;
+    const char *host_cpus_text; /* --host-cpus as given, or NULL (default share) */
+    double host_cpus;           /* its quota in cores; 0 = none (today's emulation) */
+    int host_cpuset;            /* --host-cpus cpuset: CPUs of their own */
     int procs_given, n_modes, n_buckets;
 } dt_scale_places;
 

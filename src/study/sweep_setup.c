@@ -75,6 +75,20 @@ int dt_sweep_parse_hosts(const char *text, long *hosts, dt_error *err) {
     return dt_parse_long("--hosts netns:", text + 6, 1, DT_NETNS_MAX_HOSTS, hosts, err);
 }
 
+int dt_sweep_parse_host_cpus(const char *text, double *cpus, int *cpuset, dt_error *err) {
+    *cpuset = !strcmp(text, "cpuset");
+    if (*cpuset || !strcmp(text, "none")) {
+        *cpus = 0;
+        return 0;
+    }
+    if (dt_parse_double("--host-cpus", text, 0.01, 1024, cpus, err))
+        return dt_error_set(err,
+                            "--host-cpus expects cores per host from 0.01 to 1024, cpuset "
+                            "or none, got '%s'",
+                            text);
+    return 0;
+}
+
 int dt_scale_check_places(const dt_scale_places *s, dt_sweep_config *cfg, int *procs,
                           dt_error *err) {
     if (s->hostfile && s->hosts_text)
@@ -84,6 +98,8 @@ int dt_scale_check_places(const dt_scale_places *s, dt_sweep_config *cfg, int *p
                             s->hosts_text);
     if (s->ranks_per_host != 1 && !s->hosts_text)
         return dt_error_set(err, "--ranks-per-host goes with --hosts netns:H");
+    if (s->host_cpus_text && !s->hosts_text)
+        return dt_error_set(err, "--host-cpus goes with --hosts netns:H");
     if (s->n_buckets && s->n_modes)
         return dt_error_set(err, "--bucket-sizes and --modes: one at a time");
     if (cfg->srun && (s->hosts_text || s->hostfile))

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
 #include "core/fileset.h"
 #include "core/placement.h"
 #include "core/runlock.h"
@@ -407,7 +408,8 @@ static void log_run(trainer *t) {
                        .overlap = t->sync.overlap,
                        .seed = (unsigned long long)cfg->seed,
                        .workers = t->workers.size,
-                       .servers = procs - t->workers.size};
+                       .servers = procs - t->workers.size,
+                       .cpu_quota = dt_cgroup_cpu_quota()};
     snprintf(r.model, sizeof r.model, "%s", cfg->model);
     snprintf(r.mode, sizeof r.mode, "%s",
              t->sync.kind == t->mode->alone ? t->sync.kind->name : t->mode->name);
