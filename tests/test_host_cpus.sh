@@ -42,15 +42,22 @@ check "... the machine's idle share, mean and least" \
     awk -v a="$(field "$log" idle_mean)" -v b="$(field "$log" idle_min)" 'BEGIN { exit !(a >= 0 && a <= 1 && b >= 0 && b <= a + 0.05) }'
 check "... no group left" [ "$(groups_left)" -eq "$before" ]
 
-sweep quota --host-cpus 0.5
+# A fifth of a core: a rank that computes runs out of it in most periods, so the run
+# is unfaithful (DT_SCALE_THROTTLED_MAX), said and measured again by the next sweep.
+sweep quota --host-cpus 0.2
 log=$tmp/quota/run_p2_b32.jsonl
-check "--host-cpus 0.5: the sweep ends well" grep -q "^report: " "$tmp/quota.out"
-check "... records the share" [ "$(field "$log" host_cpus)" = 0.5 ]
-check "... rank 0 saw its quota" grep -q '"cpu_quota":0.5[,}]' "$log"
+check "--host-cpus 0.2: the sweep ends well" grep -q "^report: " "$tmp/quota.out"
+check "... records the share" [ "$(field "$log" host_cpus)" = 0.2 ]
+check "... rank 0 saw its quota" grep -q '"cpu_quota":0.2[,}]' "$log"
 check "... every host's processes used CPU" awk -v u="$(field "$log" host_used_min)" 'BEGIN { exit !(u > 0) }'
-check "... the hosts' throttling, a share of periods" \
-    awk -v t="$(field "$log" throttled_max)" 'BEGIN { exit !(t >= 0 && t <= 1) }'
+check "... the hosts ran out of their quota in most periods" \
+    awk -v t="$(field "$log" throttled_max)" 'BEGIN { exit !(t > 0.5 && t <= 1) }'
+check "... the run is flagged unfaithful" grep -q "batch 32: epoch time .*(unfaithful: a host ran out of its CPU quota in [0-9]*% of periods)" "$tmp/quota.out"
+check "... in the report's load table" grep -q "^| 2 | 32 | no | 1 | [0-9.]* | [0-9]*% | \*\*unfaithful\*\* |$" "$tmp/quota/report.md"
+check "... and its prediction left out of the error" grep -q "^| 2 | 32 | 1 | .* | unfaithful (hosts out of CPU quota): left out |$" "$tmp/quota/report.md"
 check "... no group left" [ "$(groups_left)" -eq "$before" ]
+sweep quota --host-cpus 0.2
+check "the next sweep measures an unfaithful run again" grep -q "unfaithful before, measured again: a host ran out of its CPU quota in [0-9]*% of periods" "$tmp/quota.out"
 
 sweep free --host-cpus none
 log=$tmp/free/run_p2_b32.jsonl

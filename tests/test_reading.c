@@ -19,7 +19,8 @@ typedef struct fig {
     double t_train, t_compute, t_comm_exposed, t_data, other_cores, cpu_pct;
 } fig;
 
-static void study_of(dt_scale_study *s, const fig *f, int n, int cores) {
+/* throttled (may be NULL): each config's emulated hosts' share of periods out of quota */
+static void study_with(dt_scale_study *s, const fig *f, int n, int cores, const double *throttled) {
     memset(s, 0, sizeof *s);
     s->cores = cores;
     dt_error err;
@@ -34,9 +35,14 @@ static void study_of(dt_scale_study *s, const fig *f, int n, int cores) {
         r.t_data = f[i].t_data;
         r.other_cores = f[i].other_cores;
         r.cpu_pct = f[i].cpu_pct;
+        if (throttled) r.throttled = throttled[i];
         if (dt_scale_add_row(s, &r, &err)) fail_msg("%s", err.msg);
     }
     if (dt_scale_combine(s, &err)) fail_msg("%s", err.msg); /* marks the busy rows */
+}
+
+static void study_of(dt_scale_study *s, const fig *f, int n, int cores) {
+    study_with(s, f, n, cores, NULL);
 }
 
 static char *reading_text(const dt_scale_study *s) {
@@ -180,6 +186,29 @@ static void test_busy_configs_get_only_rerun(void **state) {
     dt_scale_free(&s);
 }
 
+/* Emulated hosts out of their CPU quota beyond DT_SCALE_THROTTLED_MAX of the periods:
+ * the config is unfaithful, flagged busy (re-measured, left out of fits) and read as
+ * "re-run" with the share; at the bound it is not. */
+static void test_throttled_hosts_make_a_config_unfaithful(void **state) {
+    (void)state;
+    const fig f[] = {{1, 64, 1, 5.0, 4.9, 0, 0.01, 0.05, 99},
+                     {2, 64, 1, 4.2, 3.5, 0.4, 0.02, 0.05, 99},
+                     {1, 256, 1, 4.0, 3.9, 0, 0.01, 0.05, 99},
+                     {2, 256, 1, 2.5, 2.1, 0.3, 0.02, 0.05, 99}};
+    const double throttled[] = {-1, 0.56, -1, DT_SCALE_THROTTLED_MAX};
+    dt_scale_study s;
+    study_with(&s, f, 4, 4, throttled);
+    const dt_scale_row *bad = dt_scale_find(&s, 2, 64, 0), *edge = dt_scale_find(&s, 2, 256, 0);
+    assert_true(bad->unfaithful && bad->busy);
+    assert_true(!edge->unfaithful && !edge->busy);
+    char *text = reading_text(&s), line[2048];
+    config_line(text, 64, 2, line, sizeof line);
+    assert_string_equal(line, "- Batch 64 per process, 2 processes: re-run (unfaithful: an "
+                              "emulated host ran out of its CPU quota in 56% of periods).");
+    free(text);
+    dt_scale_free(&s);
+}
+
 /* Every config busy: the reading says just that, and "re-run" per config. */
 static void test_all_busy_says_nothing_causal(void **state) {
     (void)state;
@@ -228,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_oversubscribed_compute_says_shared_cores),
         cmocka_unit_test(test_all_cores_taken_rules_out_nothing),
         cmocka_unit_test(test_busy_configs_get_only_rerun),
+        cmocka_unit_test(test_throttled_hosts_make_a_config_unfaithful),
         cmocka_unit_test(test_all_busy_says_nothing_causal),
         cmocka_unit_test(test_batch_effect_cites_the_split),
     };

@@ -716,6 +716,7 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         }
         fprintf(out, " %s |\n",
                 oversubscribed(s, p) ? "more processes than cores: left out"
+                : r->unfaithful      ? "unfaithful (hosts out of CPU quota): left out"
                 : r->busy            ? "busy: left out"
                                      : "");
     }

@@ -50,6 +50,13 @@ int dt_reading_split_of(const dt_scale_study *s, const dt_scale_row *r, dt_readi
 static int write_untrusted(const dt_scale_study *s, const dt_scale_row *r, FILE *out) {
     const dt_scale_row *b = dt_scale_find(s, 1, r->batch, r->lr_scaled);
     const double sp = dt_scale_strong_speedup(s, r);
+    if (r->unfaithful) {
+        fprintf(out,
+                "- Batch %d per process, %d processes: re-run (unfaithful: an emulated host ran "
+                "out of its CPU quota in %.0f%% of periods).\n",
+                r->batch, r->procs, 100 * r->throttled);
+        return 1;
+    }
     if (dt_scale_speedup_busy(s, r)) {
         fprintf(out,
                 "- Batch %d per process, %d processes: re-run (machine busy: other processes "

@@ -160,11 +160,13 @@ static void report_header(const report *rp) {
           "are not communication); the running time's speed-up is shown beside it where "
           "measured.\n\n",
           out);
-    int repeats = 0, measured = 0, busy = 0;
+    int repeats = 0, measured = 0, busy = 0, quotas = 0, unfaithful = 0;
     for (int i = 0; i < s->n_rows; i++) {
         if (s->rows[i].repeats > repeats) repeats = s->rows[i].repeats;
         measured += s->rows[i].other_cores >= 0;
-        busy += s->rows[i].busy;
+        busy += s->rows[i].busy && !s->rows[i].unfaithful;
+        quotas += s->rows[i].throttled >= 0;
+        unfaithful += s->rows[i].unfaithful;
     }
     if (repeats > 1)
         fprintf(out,
@@ -182,17 +184,44 @@ static void report_header(const report *rp) {
             "during each run (the machine's busy CPU time from /proc/stat less the run's own "
             "processes'; the largest over the repeats). Above %.2f cores a config is flagged "
             "*busy* in every table and in the reading: its times are not the program's "
-            "alone.\n\n| procs | batch | lr scaled | repeats | other processes (cores) | "
-            "flag |\n|---|---|---|---|---|---|\n",
+            "alone.",
             DT_SCALE_BUSY_CORES);
+    if (quotas)
+        fprintf(out,
+                " The emulated hosts ran under a CPU quota (`--host-cpus X`): a config in which "
+                "a host ran out of its quota in more than %.0f%% of the quota's periods is "
+                "*unfaithful* to hosts of that share (a host out of quota holds the messages it "
+                "has received until its next period; docs/scaling.md) and flagged as a busy "
+                "one is.",
+                100 * DT_SCALE_THROTTLED_MAX);
+    fprintf(out,
+            "\n\n| procs | batch | lr scaled | repeats | other processes (cores) |%s flag "
+            "|\n|---|---|---|---|---|%s---|\n",
+            quotas ? " hosts out of quota (periods) |" : "", quotas ? "---|" : "");
     for (int i = 0; i < s->n_rows; i++) {
         const dt_scale_row *r = &s->rows[i];
         fprintf(out, "| %d | %d | %s | %d |", r->procs, r->batch, r->lr_scaled ? "yes" : "no",
                 r->repeats > 0 ? r->repeats : 1);
         cell(out, r->other_cores, "%.2f");
-        fprintf(out, " %s |\n", r->busy ? "**busy**" : r->other_cores >= 0 ? "quiet" : "n/a");
+        if (quotas) {
+            if (r->throttled >= 0)
+                fprintf(out, " %.0f%% |", 100 * r->throttled);
+            else
+                fputs(" n/a |", out);
+        }
+        fprintf(out, " %s |\n",
+                r->unfaithful         ? "**unfaithful**"
+                : r->busy             ? "**busy**"
+                : r->other_cores >= 0 ? "quiet"
+                                      : "n/a");
     }
     fputc('\n', out);
+    if (unfaithful)
+        fprintf(out,
+                "**%d config%s ran unfaithfully:** the emulated hosts ran out of their CPU "
+                "quota. CPUs of their own (`--host-cpus cpuset`, the default) do not throttle; "
+                "a larger quota throttles less.\n\n",
+                unfaithful, unfaithful > 1 ? "s" : "");
     if (busy)
         fprintf(out,
                 "**%d config%s ran on a busy machine.** Do not trust %s yet: run the same "

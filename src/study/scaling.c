@@ -143,7 +143,11 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         r.other_cores = -1;
         for (int k = 0; k < n; k++)
             if (g[k]->other_cores > r.other_cores) r.other_cores = g[k]->other_cores;
-        r.busy = r.other_cores > DT_SCALE_BUSY_CORES;
+        r.throttled = -1;
+        for (int k = 0; k < n; k++)
+            if (g[k]->throttled > r.throttled) r.throttled = g[k]->throttled;
+        r.unfaithful = r.throttled > DT_SCALE_THROTTLED_MAX;
+        r.busy = r.other_cores > DT_SCALE_BUSY_CORES || r.unfaithful;
         out[n_out++] = r;
     }
     free(g);
@@ -255,6 +259,7 @@ dt_scale_row dt_scale_row_unknown(void) {
                           .t_epoch_min = -1,
                           .t_epoch_max = -1,
                           .other_cores = -1,
+                          .throttled = -1,
                           .cpu_pct = -1,
                           .rss_mb = -1,
                           .mpi_mbs = -1,

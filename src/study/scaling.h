@@ -32,6 +32,12 @@ typedef struct dt_scale_row {
      * negative = not measured) and whether that makes it a busy-machine figure. */
     double other_cores;
     int busy;
+    /* Emulated hosts with a CPU quota: the largest share of quota periods in which a
+     * host ran out of its quota (over the repeats; negative = no quota), and whether
+     * that makes the run unfaithful to hosts of that share (then busy too: measured
+     * again, left out of fits, named in the report). */
+    double throttled;
+    int unfaithful;
     /* Utilisation from the run's sys records (negative = none): mean CPU per rank in %
      * of one core, largest resident memory of a rank (MB), MPI and network bytes per
      * rank per second of the run (MB/s), the machine's other cores on average. */
@@ -48,6 +54,12 @@ dt_scale_row dt_scale_row_unknown(void);
 /* Other processes using more than this many cores on average during a run make its
  * figures untrustworthy (a busy machine); --wait-idle waits for less. */
 #define DT_SCALE_BUSY_CORES 0.25
+
+/* A host that ran out of its CPU quota in more than this share of the quota's periods
+ * held its messages while it waited (docs/scaling.md: 4 hosts at 0.5 cores, throttled in
+ * 56-69% of periods, computed 23% over the share and tripled lenet5's exposed
+ * communication); cpusets never throttle. A bound chosen, not measured between. */
+#define DT_SCALE_THROTTLED_MAX 0.10
 
 /* One role of one parameter-server run (a server or a worker) over the whole run,
  * from the run log's ps_server and worker records: the per-role accounting. */

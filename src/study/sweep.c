@@ -176,6 +176,7 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     row->t_train_min = row->t_train_max = row->t_epoch_min = row->t_epoch_max = -1;
     row->repeats = 1;
     row->other_cores = log.has_load ? known(log.load.other_cores, -1) : -1;
+    row->throttled = log.has_load ? known(log.load.throttled_max, -1) : -1;
     sys_summary(&log, row);
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */
@@ -212,16 +213,20 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
 }
 
 /* The cores other processes used during a finished log's run when that flags it busy
- * (its load record above DT_SCALE_BUSY_CORES), else -1: quiet, not measured, not
- * finished or not readable (the checks that follow decide about those). A busy run is
- * measured again by a later sweep instead of being kept. */
-static double busy_cores_of_log(const char *path) {
+ * (its load record above DT_SCALE_BUSY_CORES) or its emulated hosts ran out of their
+ * CPU quota (*throttled: the share of periods, else -1), else -1: quiet, not measured,
+ * not finished or not readable (the checks that follow decide about those). Such a run
+ * is measured again by a later sweep instead of being kept. */
+static double busy_cores_of_log(const char *path, double *throttled) {
+    *throttled = -1;
     dt_runlog_contents log;
     if (dt_runlog_load(path, &log, NULL)) return -1;
     const int finished = log.has_run && log.run.epochs > 0 && log.n_epochs >= log.run.epochs;
     const double other = finished && log.has_load ? known(log.load.other_cores, -1) : -1;
+    const double held = finished && log.has_load ? known(log.load.throttled_max, -1) : -1;
     dt_runlog_contents_free(&log);
-    return other > DT_SCALE_BUSY_CORES ? other : -1;
+    if (held > DT_SCALE_THROTTLED_MAX) *throttled = held;
+    return other > DT_SCALE_BUSY_CORES || *throttled >= 0 ? (other > 0 ? other : 0) : -1;
 }
 
 /* Repeat 0 keeps the historical name; repeat k > 0 adds _r<k+1>. */
@@ -971,7 +976,8 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                                       sizeof args, err))
                         return -1;
                     const int have_log = !cfg->force && access(log, R_OK) == 0;
-                    double busy_before = -1; /* its finished run's other cores, if busy */
+                    double busy_before = -1;      /* its finished run's other cores, if busy */
+                    double throttled_before = -1; /* ... its hosts' throttling, if unfaithful */
                     if (have_log && !same_settings(log, args, why, sizeof why)) {
                         if (!cfg->quiet)
                             fprintf(stderr,
@@ -979,7 +985,8 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                                     "other settings (%s); running again\n",
                                     index, total, cfg->procs[p], cfg->procs[p] > 1 ? "s" : "",
                                     cfg->batches[b], why);
-                    } else if (have_log && (busy_before = busy_cores_of_log(log)) < 0 &&
+                    } else if (have_log &&
+                               (busy_before = busy_cores_of_log(log, &throttled_before)) < 0 &&
                                dt_scale_row_from_log(log, study, &row, &complete, NULL) == 0 &&
                                complete) {
                         if (!cfg->quiet)
@@ -1015,14 +1022,29 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                     if (!cfg->quiet) {
                         /* " (machine busy)"; a run that replaced a busy one says so */
                         const int busy = row.other_cores > DT_SCALE_BUSY_CORES;
-                        char note[200] = "";
-                        if (busy_before >= 0)
+                        const int unfaithful = row.throttled > DT_SCALE_THROTTLED_MAX;
+                        /* now: "unfaithful: ...; machine busy; " as they apply */
+                        char note[400] = "", now[200] = "";
+                        if (unfaithful)
+                            snprintf(now, sizeof now,
+                                     "unfaithful: a host ran out of its CPU quota in %.0f%% of "
+                                     "periods; ",
+                                     100 * row.throttled);
+                        if (busy) strcat(now, "machine busy; ");
+                        if (throttled_before >= 0)
+                            snprintf(note, sizeof note,
+                                     " (%sunfaithful before, measured again: a host ran out of "
+                                     "its CPU quota in %.0f%% of periods)",
+                                     now, 100 * throttled_before);
+                        else if (busy_before >= 0)
                             snprintf(note, sizeof note,
                                      " (%sbusy before, measured again: other processes used "
                                      "%.2f cores then, %.2f now)",
-                                     busy ? "machine busy; " : "", busy_before, row.other_cores);
-                        else if (busy)
-                            snprintf(note, sizeof note, " (machine busy)");
+                                     now, busy_before, row.other_cores);
+                        else if (now[0]) {
+                            now[strlen(now) - 2] = 0; /* the last "; " */
+                            snprintf(note, sizeof note, " (%s)", now);
+                        }
                         fprintf(stderr,
                                 "[config %d/%d] %d proc%s, batch %d: epoch time %.2f s, test "
                                 "accuracy %.2f%%%s\n",
