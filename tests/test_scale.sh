@@ -193,4 +193,12 @@ check "... with a column per server count" grep -q "^workers,hours_servers_1,hou
 check "... and the plot" [ -s "$tmp/pt/predict.png" ]
 check "... the table's optimum is the printed one" sh -c "grep -q 'optimum for 1 servers: 2 workers' '$tmp/out11'"
 
+# The predictions profile the model the runs train: --width too (they profiled the
+# default width before: resnet18 --width 16 was predicted 13x its measured step).
+"$DTRAIN" scale --model resnet20 --width 4 --data synthetic:cifar10 --procs 1 --batch-sizes 16 \
+    --epochs 1 --max-samples 64 --test-samples 16 --out "$tmp/sw" >"$tmp/out_w" 2>&1
+trained=$(grep -o '"params":[0-9]*' "$tmp/sw/run_p1_b16.jsonl" | head -1 | cut -d: -f2)
+check "scale --width: the profile is of the trained width ($trained parameters)" \
+    grep -q "^predicting: resnet20 at batch 16, .* ms a step here ($trained parameters)$" "$tmp/out_w"
+
 finish

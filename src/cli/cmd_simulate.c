@@ -299,7 +299,7 @@ int cmd_simulate(int argc, char **argv) {
         fprintf(stderr, "simulate: profiling %s at batch %d here (%ld steps, %d threads)\n", model,
                 at, profile_steps, threads);
         const dt_bench_span span = {.steps = profile_steps};
-        if (dt_bench_profile(&p, model, NULL, 0, at, &span, threads, &err))
+        if (dt_bench_profile(&p, model, 0, NULL, 0, at, &span, threads, &err))
             return cli_fail(cmd, "%s", err.msg), 1;
         fprintf(stderr, "simulate: %.1f ms a step on this machine\n", p.step_s * 1e3);
     }

@@ -122,12 +122,13 @@ int dt_hostcpu_up(dt_hostcpu *c, const char *prefix, int hosts, dt_hostcpu_limit
     if (limit == DT_HOSTCPU_QUOTA && cpus * (double)c->period_us < 1000)
         c->period_us = (long)ceil(1000.0 / cpus);
     snprintf(c->prefix, sizeof c->prefix, "%s", prefix);
-    int machine[1024], n_cpus = 0;
+    int *machine = c->machine, n_cpus = 0;
     if (limit == DT_HOSTCPU_CPUSET) {
         if (c->kind != DT_CGROUP_V1 || !m.cpuset[0])
             return dt_error_set(err, "cores of their own for the hosts need cgroup v1's cpuset "
                                      "controller, which this machine does not mount");
-        n_cpus = cpuset_cpus(m.cpuset, machine, 1024);
+        n_cpus = cpuset_cpus(m.cpuset, machine, (int)(sizeof c->machine / sizeof *machine));
+        c->n_machine = n_cpus;
         if (n_cpus < 1) return dt_error_set(err, "cannot read the CPUs of %s", m.cpuset);
         cpus = (double)n_cpus / hosts;
     }
@@ -160,7 +161,10 @@ int dt_hostcpu_up(dt_hostcpu *c, const char *prefix, int hosts, dt_hostcpu_limit
         } else {
             /* hosts spread evenly: with more hosts than CPUs, neighbours share one; with
              * fewer, each gets its run of CPUs */
-            const int first = (i - 1) * n_cpus / hosts, last = i * n_cpus / hosts - 1;
+            const int first = (i - 1) * n_cpus / hosts;
+            const int last = i * n_cpus / hosts - 1 > first ? i * n_cpus / hosts - 1 : first;
+            c->first[i - 1] = first;
+            c->last[i - 1] = last;
             if (last > first)
                 snprintf(text, sizeof text, "%d-%d", machine[first], machine[last]);
             else
@@ -173,6 +177,14 @@ int dt_hostcpu_up(dt_hostcpu *c, const char *prefix, int hosts, dt_hostcpu_limit
 fail:
     dt_hostcpu_down(c);
     return -1;
+}
+
+int dt_hostcpu_cpus_of(const dt_hostcpu *c, int host, int *cpus, int max) {
+    if (c->limit != DT_HOSTCPU_CPUSET || host < 1 || host > c->made) return 0;
+    int n = 0;
+    for (int k = c->first[host - 1]; k <= c->last[host - 1] && n < max; k++)
+        cpus[n++] = c->machine[k];
+    return n;
 }
 
 /* The value after "key " on a line of a cpu.stat text; -1 if absent. */

@@ -29,6 +29,10 @@ typedef struct dt_hostcpu {
     double cpus;     /* each host's share, in cores (a cpuset's: CPUs / hosts) */
     long period_us;  /* the quota's period */
     char prefix[32]; /* dtrain-<pid>, as the namespaces */
+    /* CPUs of their own: the machine's CPUs in order, and host i's run of them,
+     * machine[first[i - 1]] .. machine[last[i - 1]] */
+    int machine[256], n_machine;
+    int first[DT_HOSTCPU_MAX_HOSTS], last[DT_HOSTCPU_MAX_HOSTS];
 } dt_hostcpu;
 
 /* A host's CPU since its group was made (the counters only grow). */
@@ -51,6 +55,9 @@ int dt_hostcpu_up(dt_hostcpu *c, const char *prefix, int hosts, dt_hostcpu_limit
                   dt_error *err);
 /* Removes the groups, ending processes still inside. Safe to call twice. */
 void dt_hostcpu_down(dt_hostcpu *c);
+/* The CPUs host i (1-based) runs on, as CPU numbers into cpus (room for max): the
+ * count; 0 when the hosts have no CPUs of their own (a quota, or none). */
+int dt_hostcpu_cpus_of(const dt_hostcpu *c, int host, int *cpus, int max);
 /* Host i's (1-based) counters; -1 when they cannot be read. */
 int dt_hostcpu_read(const dt_hostcpu *c, int host, dt_hostcpu_usage *u);
 

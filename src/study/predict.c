@@ -21,6 +21,7 @@
 #include "dtrain/dataset.h"
 #include "parallel/overlap.h"
 #include "perfmodel/simulate.h"
+#include "study/hostcpu.h"
 #include "train/bench.h"
 
 /* Ranks on one machine talk through dtrain's shared-memory all-reduce: its bus
@@ -240,11 +241,25 @@ static int bind_to_core(const cpu_set_t *allowed, int k) {
     return sched_setaffinity(0, sizeof set, &set);
 }
 
+/* This thread on the CPUs of emulated host `host` (children started now inherit them);
+ * -1 with errno. */
+static int bind_to_host(const dt_hostcpu *hc, int host) {
+    int cpus[256];
+    const int n = dt_hostcpu_cpus_of(hc, host, cpus, 256);
+    if (n < 1) return errno = EINVAL, -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int k = 0; k < n; k++) CPU_SET(cpus[k], &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
 /* Starts n loads, each warm when this returns; with `core` >= 0 each is bound to a core
- * of its own, every core 0..n but `core` in turn (this thread's cores are changed: the
- * caller restores them). */
+ * of its own, every core 0..n but `core` in turn; with `hc`, load k (rank k + 1) to the
+ * CPUs of its rank's emulated host, `per` ranks a host (this thread's cores are changed:
+ * the caller restores them). */
 static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *allowed, int n,
-                       int core, int batch, int threads, dt_error *err) {
+                       int core, const dt_hostcpu *hc, int per, int batch, int threads,
+                       dt_error *err) {
     memset(l, 0, sizeof *l);
     if (n == 0) return 0;
     l->procs = calloc((size_t)n, sizeof *l->procs);
@@ -254,18 +269,24 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *al
         loads_stop(l);
         return dt_error_set(err, "out of memory for the profile's loads");
     }
-    char batch_text[16], threads_text[16], workers_text[16], steps_text[16];
+    char batch_text[16], threads_text[16], workers_text[16], steps_text[16], width_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
     snprintf(threads_text, sizeof threads_text, "%d", threads);
     snprintf(workers_text, sizeof workers_text, "%d", cfg->train.loader_workers);
     /* --steps: how many of its last steps a load's median can cover */
     snprintf(steps_text, sizeof steps_text, "%d", (int)PROFILE_MAX_STEPS);
-    const char *argv[18] = {cfg->dtrain,    "bench",    "--model",   cfg->train.model,
+    const char *argv[20] = {cfg->dtrain,    "bench",    "--model",   cfg->train.model,
                             "--batch-size", batch_text, "--threads", threads_text,
                             "--steps",      steps_text, "--load"};
+    int a = 11;
+    if (cfg->train.width > 0) { /* the model the runs train, not its default width */
+        snprintf(width_text, sizeof width_text, "%d", cfg->train.width);
+        argv[a++] = "--width";
+        argv[a++] = width_text;
+    }
     if (cfg->train.data) { /* fed as the run's ranks are */
         const char *fed[] = {"--data", cfg->train.data, "--feed", "--loader-workers", workers_text};
-        memcpy(argv + 11, fed, sizeof fed);
+        memcpy(argv + a, fed, sizeof fed);
     }
     for (int i = 0; i < n; i++) {
         const int its = i < core ? i : i + 1;
@@ -273,6 +294,11 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *al
             loads_stop(l);
             return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
                                 strerror(errno));
+        }
+        if (hc && bind_to_host(hc, (i + 1) / per + 1)) {
+            loads_stop(l);
+            return dt_error_set(err, "cannot bind the profile's load to host %d's CPUs: %s",
+                                (i + 1) / per + 1, strerror(errno));
         }
         int in[2] = {-1, -1}, out[2] = {-1, -1};
         if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
@@ -335,21 +361,30 @@ static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_datas
     const int here = ranks_here(cfg, net);
     const int core =
         here && threads == 1 && ranks_bound(cfg, net, procs) && CPU_COUNT(&saved) >= procs ? 0 : -1;
+    /* emulated hosts with CPUs of their own: each rank (and its loader) as its host's
+     * runs, the profile as rank 0 on host 1 */
+    const dt_hostcpu *hc = here && net->hosts > 0 && cfg->hostcpu &&
+                                   dt_hostcpu_cpus_of(cfg->hostcpu, 1, (int[1]){0}, 1) > 0
+                               ? cfg->hostcpu
+                               : NULL;
+    const int per = net->ranks_per_host > 0 ? net->ranks_per_host : 1;
     double others = 0;
     loads l;
-    int rc = loads_start(&l, cfg, &saved, here ? procs - 1 : 0, core, batch, threads, err);
+    int rc = loads_start(&l, cfg, &saved, here ? procs - 1 : 0, core, hc, per, batch, threads, err);
     if (rc == 0 && core >= 0 && bind_to_core(&saved, core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
+    if (rc == 0 && hc && bind_to_host(hc, 1))
+        rc = dt_error_set(err, "cannot bind the profile to host 1's CPUs: %s", strerror(errno));
     const dt_bench_span span = {
         .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
     if (rc == 0) rc = loads_ask(&l, cfg, &others, err); /* their window starts */
     if (rc == 0)
-        rc = dt_bench_profile(p, cfg->train.model, data, cfg->train.loader_workers, batch, &span,
-                              threads, err);
+        rc = dt_bench_profile(p, cfg->train.model, cfg->train.width, data,
+                              cfg->train.loader_workers, batch, &span, threads, err);
     if (rc == 0) rc = loads_ask(&l, cfg, &others, err);
     if (slowest) *slowest = others;
     loads_stop(&l);
-    if (core >= 0 && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
+    if ((core >= 0 || hc) && sched_setaffinity(0, sizeof saved, &saved) && rc == 0)
         rc = dt_error_set(err, "cannot restore this process's cores: %s", strerror(errno));
     return rc;
 }
@@ -460,9 +495,11 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
             continue;
         }
         if (!cfg->quiet)
-            fprintf(progress, "predicting: %s at batch %d, %d thread%s: %.2f ms a step here\n",
+            fprintf(progress,
+                    "predicting: %s at batch %d, %d thread%s: %.2f ms a step here (%zu "
+                    "parameters)\n",
                     cfg->train.model, cfg->batches[b], threads, threads > 1 ? "s" : "",
-                    p.step_s * 1e3);
+                    p.step_s * 1e3, p.params);
         for (int k = 0; k < cfg->n_procs && rc == 0; k++) {
             const int procs = cfg->procs[k];
             dt_sim_config c = dt_sim_config_default();
@@ -629,9 +666,12 @@ double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r) {
 
 /* Whether a grid config runs more processes (x threads) than the study's machine has
  * cores: the simulator gives each its own core, so it cannot predict such a config
- * (ps runs: the servers count too). */
-static int oversubscribed(const dt_scale_study *s, const dt_scale_predicted *p) {
+ * (ps runs: the servers count too). Not so where its run r had emulated hosts with
+ * CPUs of their own: each rank's compute was profiled on its host's CPUs. */
+static int oversubscribed(const dt_scale_study *s, const dt_scale_predicted *p,
+                          const dt_scale_row *r) {
     const int servers = !strncmp(s->mode, "ps", 2) ? s->servers : 0;
+    if (r && r->host_cpus > 0) return 0;
     return s->cores > 0 && p->procs * (p->threads > 0 ? p->threads : 1) + servers > s->cores;
 }
 
@@ -646,7 +686,7 @@ static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *
         const dt_scale_row *r = p->beyond ? NULL : dt_scale_find(s, p->procs, p->batch, 0);
         const double measured = dt_scale_measured_step(s, r);
         if (measured <= 0) continue;
-        if (oversubscribed(s, p))
+        if (oversubscribed(s, p, r))
             (*over)++;
         else if (r->busy)
             (*busy)++;
@@ -706,7 +746,7 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         const double it = dt_scale_iterations(s, r);
         if (r->repeats > 1 && lo > 0 && hi >= lo) {
             fprintf(out, " %.2f-%.2f |", lo / it * 1e3, hi / it * 1e3);
-            if (!r->busy && !oversubscribed(s, p)) {
+            if (!r->busy && !oversubscribed(s, p, r)) {
                 ranged++;
                 within += p->step_s >= lo / it && p->step_s <= hi / it;
                 if ((hi - lo) / it / measured > widest) widest = (hi - lo) / it / measured;
@@ -715,10 +755,10 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             fputs(" |", out);
         }
         fprintf(out, " %s |\n",
-                oversubscribed(s, p) ? "more processes than cores: left out"
-                : r->unfaithful      ? "unfaithful (hosts out of CPU quota): left out"
-                : r->busy            ? "busy: left out"
-                                     : "");
+                oversubscribed(s, p, r) ? "more processes than cores: left out"
+                : r->unfaithful         ? "unfaithful (hosts out of CPU quota): left out"
+                : r->busy               ? "busy: left out"
+                                        : "");
     }
     double median, worst;
     int n_errors, busy, over;

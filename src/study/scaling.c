@@ -147,6 +147,9 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err) {
         for (int k = 0; k < n; k++)
             if (g[k]->throttled > r.throttled) r.throttled = g[k]->throttled;
         r.unfaithful = r.throttled > DT_SCALE_THROTTLED_MAX;
+        r.host_cpus = -1;
+        for (int k = 0; k < n; k++)
+            if (g[k]->host_cpus > r.host_cpus) r.host_cpus = g[k]->host_cpus;
         r.busy = r.other_cores > DT_SCALE_BUSY_CORES || r.unfaithful;
         out[n_out++] = r;
     }
@@ -260,6 +263,7 @@ dt_scale_row dt_scale_row_unknown(void) {
                           .t_epoch_max = -1,
                           .other_cores = -1,
                           .throttled = -1,
+                          .host_cpus = -1,
                           .cpu_pct = -1,
                           .rss_mb = -1,
                           .mpi_mbs = -1,

@@ -38,6 +38,8 @@ typedef struct dt_scale_row {
      * again, left out of fits, named in the report). */
     double throttled;
     int unfaithful;
+    /* each emulated host's CPU share in cores (the load record's; negative = none) */
+    double host_cpus;
     /* Utilisation from the run's sys records (negative = none): mean CPU per rank in %
      * of one core, largest resident memory of a rank (MB), MPI and network bytes per
      * rank per second of the run (MB/s), the machine's other cores on average. */

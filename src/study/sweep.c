@@ -177,6 +177,7 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     row->repeats = 1;
     row->other_cores = log.has_load ? known(log.load.other_cores, -1) : -1;
     row->throttled = log.has_load ? known(log.load.throttled_max, -1) : -1;
+    row->host_cpus = log.has_load ? known(log.load.host_cpus, -1) : -1;
     sys_summary(&log, row);
     if (log.n_epochs > 0) {
         /* times of the 2nd epoch (the 1st warms caches), or of the only one */

@@ -490,9 +490,11 @@ int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_e
     return rc;
 }
 
-int dt_bench_profile(dt_profile *p, const char *model, const dt_dataset *data, int loader_workers,
-                     int batch, const dt_bench_span *span, int threads, dt_error *err) {
+int dt_bench_profile(dt_profile *p, const char *model, int width, const dt_dataset *data,
+                     int loader_workers, int batch, const dt_bench_span *span, int threads,
+                     dt_error *err) {
     dt_bench_options o = {.model = model,
+                          .width = width,
                           .dataset = data,
                           .feed = data != NULL,
                           .loader_workers = loader_workers,
@@ -503,6 +505,7 @@ int dt_bench_profile(dt_profile *p, const char *model, const dt_dataset *data, i
                           .span = *span,
                           .profile_into = p};
     if (dt_zoo_spec_of(&o.spec, model, err)) return -1;
+    if (width > 0) o.spec.width = width; /* as bench --width: scale's profile of --width runs */
     const dt_zoo_recipe *r = dt_zoo_recipe_of(model); /* the update train would do */
     o.momentum = r ? r->momentum : 0.9f;
     o.weight_decay = r ? r->weight_decay : 5e-4f;

@@ -65,8 +65,8 @@ int dt_bench_run(const dt_bench_options *o, FILE *out, FILE *profile_table, dt_e
  * the model's own input shape) the model takes the data's shape and each step its
  * batch through train's loader with `loader_workers` threads (bench --feed), whose
  * time lands in the profile's other_ms. */
-int dt_bench_profile(struct dt_profile *p, const char *model, const struct dt_dataset *data,
-                     int loader_workers, int batch, const dt_bench_span *span, int threads,
-                     dt_error *err);
+int dt_bench_profile(struct dt_profile *p, const char *model, int width,
+                     const struct dt_dataset *data, int loader_workers, int batch,
+                     const dt_bench_span *span, int threads, dt_error *err);
 
 #endif
