@@ -52,7 +52,7 @@ check "... rank 0 saw its quota" grep -q '"cpu_quota":0.2[,}]' "$log"
 check "... every host's processes used CPU" awk -v u="$(field "$log" host_used_min)" 'BEGIN { exit !(u > 0) }'
 check "... the hosts ran out of their quota in most periods" \
     awk -v t="$(field "$log" throttled_max)" 'BEGIN { exit !(t > 0.5 && t <= 1) }'
-check "... the run is flagged unfaithful" grep -q "batch 32: epoch time .*(unfaithful: a host ran out of its CPU quota in [0-9]*% of periods)" "$tmp/quota.out"
+check "... the run is flagged unfaithful" grep -q "batch 32: epoch time .*(unfaithful: a host ran out of its CPU quota in [0-9]*% of periods" "$tmp/quota.out"
 check "... in the report's load table" grep -q "^| 2 | 32 | no | 1 | [0-9.]* | [0-9]*% | \*\*unfaithful\*\* |$" "$tmp/quota/report.md"
 check "... and its prediction left out of the error" grep -q "^| 2 | 32 | 1 | .* | unfaithful (hosts out of CPU quota): left out |$" "$tmp/quota/report.md"
 check "... no group left" [ "$(groups_left)" -eq "$before" ]
