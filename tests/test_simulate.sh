@@ -53,6 +53,17 @@ check "--out leaves no empty file" test -z "$(find "$tmp/sim" -type f -empty)"
 check "--out's epoch plot says its time is simulated" \
     grep -q "^set ylabel 'simulated time per epoch (s: steps x simulated step, no data loading)' noenhanced$" "$tmp/sim/plots.gp"
 
+# What if: one step measured on another device rescales the profile's compute to it, and
+# communication stays the link's. The profile's own step (36.778 ms at batch 32) doubled:
+"$DTRAIN" simulate --profile "$fx/resnet18w16_b32.json" --link 1gbit --workers 1,2 \
+    >"$tmp/here.txt" 2>&1
+"$DTRAIN" simulate --profile "$fx/resnet18w16_b32.json" --link 1gbit --workers 1,2 \
+    --step-time 73.556 >"$tmp/there.txt" 2>&1
+check "--step-time: one worker's step is the one given" grep -q "^ *1 *73.556 *73.556 *0.000" "$tmp/there.txt"
+check "... and says the factor" grep -q "a step of 73.556 ms there against 36.778 ms in the profile, at batch 32: compute x2" "$tmp/there.txt"
+check "... the communication as before" \
+    sh -c "[ \"\$(awk '\$1 == 2 { print \$4 }' '$tmp/here.txt')\" = \"\$(awk '\$1 == 2 { print \$4 }' '$tmp/there.txt')\" ]"
+
 # A profile made here reads back: lenet5, 2 steps.
 "$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --steps 2 \
     --profile-out "$tmp/lenet5.json" >/dev/null 2>&1
@@ -117,6 +128,9 @@ refuse() { # description, expected text, then the arguments
 }
 p="$fx/resnet18w16_b32.json"
 refuse "unknown topology" "unknown topology 'mesh'" --profile "$p" --link 1gbit --topology mesh
+refuse "two rescales" "--step-time and --compute-speedup both rescale compute: give one" \
+    --profile "$p" --link 1gbit --step-time 5 --compute-speedup 2
+refuse "step time 0" "--step-time" --profile "$p" --link 1gbit --step-time 0
 refuse "tree without K" "tree:K needs K" --profile "$p" --link 1gbit --topology tree:
 refuse "workers from 0" "--workers (LO)" --profile "$p" --link 1gbit --workers 0..4
 refuse "workers not a range" "--workers (HI) expects an integer" --profile "$p" --link 1gbit --workers 1...

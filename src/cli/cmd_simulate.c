@@ -58,6 +58,10 @@ static void simulate_usage(FILE *out) {
         "  --mode M             allreduce (default, buckets overlapped with backward) |\n"
         "                       allreduce-no-overlap | ps-sync | ps-async\n"
         "  --compute-speedup X  the device's throughput over the profile's (default 1)\n"
+        "  --step-time MS       what if: one worker's measured step on the device to\n"
+        "                       predict (ms, at --batch-size): the profile's compute\n"
+        "                       rescaled to it (a profile taken here, one step timed\n"
+        "                       there); instead of --compute-speedup\n"
         "  --bucket-mb MB       gradient bucket size in MiB, as dtrain train (default 25)\n"
         "  --comm-dtype T       fp32 (default) | bf16 | fp16: bytes per gradient value\n"
         "  --dataset-size D     samples per epoch for the epoch times and plots (default\n"
@@ -192,6 +196,7 @@ int cmd_simulate(int argc, char **argv) {
                                          {"validate", required_argument, 0, 'v'},
                                          {"max-median-error", required_argument, 0, 'e'},
                                          {"profile-steps", required_argument, 0, 'S'},
+                                         {"step-time", required_argument, 0, 'T'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *cmd = "simulate", *profile_path = NULL, *model = NULL, *link = NULL, *intra = NULL,
@@ -199,7 +204,8 @@ int cmd_simulate(int argc, char **argv) {
     dt_sim_config c = dt_sim_config_default();
     sim_run run = {.out_dir = NULL, .dataset_size = 50000, .n_workers = 0};
     long batch = 0, profile_steps = 10;
-    double max_median = -1;
+    double max_median = -1, step_ms = 0;
+    int speedup_given = 0;
     dt_error err;
     int opt;
     optind = 1;
@@ -233,6 +239,7 @@ int cmd_simulate(int argc, char **argv) {
         case 's':
             if (cli_parse_float(cmd, "--compute-speedup", optarg, 1e-6, 1e9, &c.compute_speedup))
                 return 2;
+            speedup_given = 1;
             break;
         case 'B':
             if (cli_parse_float(cmd, "--bucket-mb", optarg, 1e-6, 1e6, &c.bucket_mb)) return 2;
@@ -258,6 +265,9 @@ int cmd_simulate(int argc, char **argv) {
         case 'S':
             if (cli_parse_int(cmd, "--profile-steps", optarg, 1, 1000000, &profile_steps)) return 2;
             break;
+        case 'T':
+            if (cli_parse_float(cmd, "--step-time", optarg, 1e-6, 1e9, &step_ms)) return 2;
+            break;
         case 'h':
             simulate_usage(stdout);
             return 0;
@@ -266,6 +276,9 @@ int cmd_simulate(int argc, char **argv) {
         }
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
+    if (step_ms > 0 && speedup_given)
+        return cli_fail(cmd, "--step-time and --compute-speedup both rescale compute: give one"),
+               2;
     if (validate_path) return validate(cmd, validate_path, max_median);
     if (!profile_path && !model)
         return cli_fail(cmd, "--model M (profiled here) or --profile FILE (dtrain bench "
@@ -304,6 +317,20 @@ int cmd_simulate(int argc, char **argv) {
         fprintf(stderr, "simulate: %.1f ms a step on this machine\n", p.step_s * 1e3);
     }
     c.batch = batch > 0 ? (int)batch : p.batch;
+    if (rc == 0 && step_ms > 0) {
+        /* the profile's one-worker step at this batch, as the simulator scales it */
+        dt_sim_result one;
+        c.compute_speedup = 1;
+        if (dt_simulate(&p, &c, 1, &one, &err)) {
+            rc = cli_fail(cmd, "%s", err.msg);
+        } else {
+            c.compute_speedup = one.step_s / (step_ms * 1e-3);
+            fprintf(stderr,
+                    "simulate: a step of %.3f ms there against %.3f ms in the profile, at batch "
+                    "%d: compute x%.4g\n",
+                    step_ms, one.step_s * 1e3, c.batch, 1 / c.compute_speedup);
+        }
+    }
     if (rc == 0) rc = simulate_all(cmd, &run, &p, &c);
     dt_profile_free(&p);
     return rc ? 1 : 0;
