@@ -277,8 +277,7 @@ int cmd_simulate(int argc, char **argv) {
     }
     if (cli_no_extra_args(cmd, argc, argv, optind)) return 2;
     if (step_ms > 0 && speedup_given)
-        return cli_fail(cmd, "--step-time and --compute-speedup both rescale compute: give one"),
-               2;
+        return cli_fail(cmd, "--step-time and --compute-speedup both rescale compute: give one"), 2;
     if (validate_path) return validate(cmd, validate_path, max_median);
     if (!profile_path && !model)
         return cli_fail(cmd, "--model M (profiled here) or --profile FILE (dtrain bench "
