@@ -8,13 +8,11 @@
 # modules quantize in test_quant_import.sh.
 set -u
 DTRAIN=$1
-FX="$(cd "$(dirname "$0")" && pwd)/fixtures/onnx"
-. "$(dirname "$0")/checks.sh"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+FX=$HERE/fixtures/onnx
+. "$HERE/checks.sh"
 cd "$tmp" || exit 1
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    echo "skip: Debian's dataset-fashion-mnist is not installed"
-    exit 77
-fi
+. "$HERE/quant_lib.sh"
 
 # One thread, one seed: the same numbers every run (+0.35 and -0.10 points). Over seeds
 # 1-5 of this recipe int8 - float32 on these 2,000 test images was -0.15 to +0.45 points
@@ -28,10 +26,7 @@ models="resnext50_32x4d_1ch mobilenet_v2_1ch"
 [ -n "${DT_SANITIZED:-}" ] && models=mobilenet_v2_1ch
 for name in $models; do
     cp "$FX/$name.onnx" "$name.onnx"
-    "$DTRAIN" train --model "$name.onnx" --data fashion-mnist --max-samples 6000 \
-        --test-samples 500 --epochs 2 --lr 0.05 --threads 1 --seed 1 --quiet --save "$name.w.safetensors"
-    "$DTRAIN" quantize --model "$name.onnx" --init "$name.w.safetensors" --out "$name.q.safetensors" \
-        --threads 1 >"$name.quantize.txt"
+    train_quantize "$name.onnx" "$name"
     check "$name quantizes" test -s "$name.q.safetensors"
     "$DTRAIN" eval --model "$name.onnx" --init "$name.q.safetensors" --test-samples 2000 \
         --threads 1 --json >"$name.json"

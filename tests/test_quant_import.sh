@@ -7,26 +7,21 @@
 # option-A shortcuts). Bad quantized files: tests/test_bad_input_quant_import.sh.
 set -u
 DTRAIN=$1
-FX="$(cd "$(dirname "$0")" && pwd)/fixtures/onnx"
-. "$(dirname "$0")/checks.sh"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+FX=$HERE/fixtures/onnx
+. "$HERE/checks.sh"
 cd "$tmp" || exit 1
-if [ ! -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    echo "skip: Debian's dataset-fashion-mnist is not installed"
-    exit 77
-fi
+. "$HERE/quant_lib.sh"
 
 # One thread, one seed: the same numbers every run (-0.09 points). The bar is the
 # issue's: over seeds 1-5 of this recipe on 2 threads int8 - float32 was -0.12 to +0.34
 # points, and -0.06 to +0.02 trained on all 60,000 images (docs/quantization.md).
 BAR=1.0
 cp "$FX/squeeze_grouped_1ch.onnx" sq.onnx
-"$DTRAIN" train --model sq.onnx --data fashion-mnist --max-samples 6000 --test-samples 500 --epochs 2 --lr 0.05 \
-    --threads 1 --seed 1 --quiet --save w.safetensors
-"$DTRAIN" quantize --model sq.onnx --init w.safetensors --out q.safetensors --threads 1 \
-    >quantize.txt
-check "quantize keeps no op float in it" sh -c "! grep -q 'kept float' quantize.txt"
+train_quantize sq.onnx sq
+check "quantize keeps no op float in it" sh -c "! grep -q 'kept float' sq.quantize.txt"
 for engine in dnnl emulate; do
-    "$DTRAIN" eval --model sq.onnx --init q.safetensors --threads 1 --int8-engine $engine \
+    "$DTRAIN" eval --model sq.onnx --init sq.q.safetensors --threads 1 --int8-engine $engine \
         --json >"eval_$engine.json"
     check "eval --int8-engine $engine runs" test -s "eval_$engine.json"
 done
