@@ -355,9 +355,11 @@ static void dw_backward_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_i
     enum { L = 16 };
     const int C = s->c_in, taps = s->kh * s->kw, blocks = (C + L - 1) / L;
     const size_t in_plane = (size_t)s->h_in * s->w_in, out_plane = (size_t)s->h_out * s->w_out;
-    /* nChw16c: a block's 16 channels are adjacent; NCHW: a plane apart */
+    /* nChw16c: a block's 16 channels are adjacent, a position 16 apart; NCHW: a channel
+     * a plane apart, a position 1 */
     const size_t in_lane = io->in_blocked ? 1 : in_plane,
                  out_lane = io->out_blocked ? 1 : out_plane;
+    const size_t in_pos = io->in_blocked ? L : 1, out_pos = io->out_blocked ? L : 1;
     const size_t in_image = (size_t)(io->in_blocked ? blocks * L : C) * in_plane;
     const size_t out_image = (size_t)(io->out_blocked ? blocks * L : C) * out_plane;
 #pragma omp parallel for schedule(static)
@@ -377,9 +379,8 @@ static void dw_backward_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_i
                         if (ix < 0 || ix >= s->w_in) continue;
                         const size_t ip = (size_t)iy * s->w_in + ix,
                                      op = (size_t)oy * s->w_out + ox;
-                        const float *x = in + b * in_image + in0 + ip * (io->in_blocked ? L : 1);
-                        const float *g =
-                            dout + b * out_image + out0 + op * (io->out_blocked ? L : 1);
+                        const float *x = in + b * in_image + in0 + ip * in_pos;
+                        const float *g = dout + b * out_image + out0 + op * out_pos;
                         for (int l = 0; l < lanes; l++) acc[l] += g[l * out_lane] * x[l * in_lane];
                     }
                 }
@@ -389,7 +390,7 @@ static void dw_backward_weights(const dt_conv2d_shape *s, const dt_exec_conv2d_i
             float acc[L] = {0};
             for (int b = 0; b < n; b++)
                 for (size_t op = 0; op < out_plane; op++) {
-                    const float *g = dout + b * out_image + out0 + op * (io->out_blocked ? L : 1);
+                    const float *g = dout + b * out_image + out0 + op * out_pos;
                     for (int l = 0; l < lanes; l++) acc[l] += g[l * out_lane];
                 }
             for (int l = 0; l < lanes; l++) dbias[blk * L + l] += acc[l];
