@@ -236,6 +236,8 @@ typedef struct name_slot {
     int readers;
     int is_initializer;
     int transposed; /* (writing back) a Gemm's B of transB 0 or a MatMul's: [in, out] */
+    int producer;   /* the node whose output it is (-1: an input, an initializer) */
+    int first;      /* its readers: reader_nodes[first .. first + readers) */
 } name_slot;
 
 typedef struct importer {
@@ -245,7 +247,8 @@ typedef struct importer {
     dt_model *m;
     onnx_value *values;
     int n_values, cap_values;
-    name_slot *slots; /* every name of the graph, once each, sorted (index_names) */
+    name_slot *slots;  /* every name of the graph, once each, sorted (index_names) */
+    int *reader_nodes; /* each name's reading nodes in graph order (name_slot.first) */
     size_t n_slots;
     /* per dtrain storage: the reads still to come of any name it holds (an Identity,
      * Flatten, Reshape or Pad gives a storage a second name); an in-place ReLU needs 1 */
@@ -579,30 +582,58 @@ static int index_names(importer *im) {
         const Onnx__NodeProto *node = g->node[i];
         for (size_t q = 0; q < node->n_input; q++)
             if (node->input[q] && *node->input[q])
-                all[n++] = (name_slot){node->input[q], -1, 1, 0, 0};
+                all[n++] = (name_slot){node->input[q], -1, 1, 0, 0, -1, 0};
         for (size_t q = 0; q < node->n_output; q++)
             if (node->output[q] && *node->output[q])
-                all[n++] = (name_slot){node->output[q], -1, 0, 0, 0};
+                all[n++] = (name_slot){node->output[q], -1, 0, 0, 0, (int)i, 0};
     }
     for (size_t i = 0; i < g->n_initializer; i++)
         if (g->initializer[i]->name && *g->initializer[i]->name)
-            all[n++] = (name_slot){g->initializer[i]->name, -1, 0, 1, 0};
+            all[n++] = (name_slot){g->initializer[i]->name, -1, 0, 1, 0, -1, 0};
     for (size_t i = 0; i < g->n_input; i++)
         if (g->input[i]->name && *g->input[i]->name)
-            all[n++] = (name_slot){g->input[i]->name, -1, 0, 0, 0};
+            all[n++] = (name_slot){g->input[i]->name, -1, 0, 0, 0, -1, 0};
     qsort(all, n, sizeof *all, slot_order);
     size_t unique = 0; /* merged in place: the counts summed, the marks kept */
     for (size_t i = 0; i < n; i++) {
         if (unique && !strcmp(all[unique - 1].name, all[i].name)) {
             all[unique - 1].readers += all[i].readers;
             all[unique - 1].is_initializer |= all[i].is_initializer;
+            if (all[unique - 1].producer < 0) all[unique - 1].producer = all[i].producer;
         } else {
             all[unique++] = all[i];
         }
     }
     im->slots = all;
     im->n_slots = unique;
+    /* each name's readers, node by node: the patterns ask who reads a value without
+     * walking the whole graph (a walk per pattern made long chains quadratic) */
+    size_t total = 0;
+    for (size_t i = 0; i < unique; i++) {
+        all[i].first = (int)total;
+        total += (size_t)all[i].readers;
+    }
+    im->reader_nodes = malloc((total + 1) * sizeof *im->reader_nodes);
+    int *filled = calloc(unique + 1, sizeof *filled);
+    if (!im->reader_nodes || !filled) {
+        free(filled);
+        return fail(im, "out of memory for %zu names' readers", unique);
+    }
+    for (size_t i = 0; i < g->n_node; i++)
+        for (size_t q = 0; q < g->node[i]->n_input; q++) {
+            const name_slot *s = slot_of(im, g->node[i]->input[q]);
+            if (s) im->reader_nodes[s->first + filled[s - all]++] = (int)i;
+        }
+    free(filled);
     return 0;
+}
+
+/* The nodes reading `name`, in graph order (a node reading it twice, twice): *count of
+ * them (0 and NULL for a name no node reads). */
+static const int *readers_of(const importer *im, const char *name, int *count) {
+    const name_slot *s = slot_of(im, name);
+    *count = s ? s->readers : 0;
+    return *count ? im->reader_nodes + s->first : NULL;
 }
 
 /* Value id's storage now holds the name `name` too: its reads still to come add up
@@ -1656,14 +1687,10 @@ enum { PATTERN_LOOKAHEAD = 16 };
 /* The node among the PATTERN_LOOKAHEAD after node `from` that reads `name`, when it is
  * the name's only reader in the graph; -1 otherwise. */
 static long sole_reader_after(const importer *im, const char *name, size_t from) {
-    if (readers(im, name) != 1) return -1;
-    const Onnx__GraphProto *g = im->g;
-    for (size_t i = from + 1; i < g->n_node && i <= from + PATTERN_LOOKAHEAD; i++) {
-        const Onnx__NodeProto *n = g->node[i];
-        for (size_t q = 0; q < n->n_input; q++)
-            if (n->input[q] && !strcmp(n->input[q], name)) return im->fused[i] ? -1 : (long)i;
-    }
-    return -1;
+    int count;
+    const int *r = readers_of(im, name, &count);
+    if (count != 1 || (size_t)r[0] <= from || (size_t)r[0] > from + PATTERN_LOOKAHEAD) return -1;
+    return im->fused[r[0]] ? -1 : r[0];
 }
 
 /* ------------------------------------------------ the transformer's ops (issue 41) */
@@ -1985,14 +2012,11 @@ static int import_expand(importer *im, const Onnx__NodeProto *n) {
 
 /* The one node of type `op` reading `name` (-1: none, or several readers). */
 static long node_reading(const importer *im, const char *name, const char *op) {
-    if (readers(im, name) != 1) return -1;
-    for (size_t i = 0; i < im->g->n_node; i++) {
-        const Onnx__NodeProto *n = im->g->node[i];
-        if (strcmp(n->op_type ? n->op_type : "", op)) continue;
-        for (size_t q = 0; q < n->n_input; q++)
-            if (n->input[q] && !strcmp(n->input[q], name)) return (long)i;
-    }
-    return -1;
+    int count;
+    const int *r = readers_of(im, name, &count);
+    if (count != 1) return -1;
+    const Onnx__NodeProto *n = im->g->node[r[0]];
+    return strcmp(n->op_type ? n->op_type : "", op) ? -1 : r[0];
 }
 
 /* A float or double scalar's value, or -1 (nothing failed: a pattern just differs). */
@@ -2202,15 +2226,11 @@ static int import_hardsigmoid(importer *im, const Onnx__NodeProto *n) {
 static const Onnx__TensorProto *constant_tensor_named(importer *im, const char *name) {
     const onnx_value *v = find_value(im, name);
     if (v) return v->kind == V_CONST ? v->tensor : NULL;
-    for (size_t i = 0; i < im->g->n_node; i++) {
-        const Onnx__NodeProto *n = im->g->node[i];
-        if (n->op_type && !strcmp(n->op_type, "Constant") && n->n_output == 1 &&
-            !strcmp(n->output[0], name)) {
-            const Onnx__AttributeProto *a = attr(n, "value");
-            return a ? a->t : NULL;
-        }
-    }
-    return NULL;
+    const name_slot *s = slot_of(im, name);
+    const Onnx__NodeProto *n = s && s->producer >= 0 ? im->g->node[s->producer] : NULL;
+    if (!n || !n->op_type || strcmp(n->op_type, "Constant") || n->n_output != 1) return NULL;
+    const Onnx__AttributeProto *a = attr(n, "value");
+    return a ? a->t : NULL;
 }
 
 /* A float scalar constant's value, or NAN. */
@@ -2267,11 +2287,13 @@ static int import_decomposed_layernorm(importer *im, const Onnx__NodeProto *n) {
     const char *d = s->output[0];
     if (readers(im, d) != 2) return 0;
     long pow = -1, div = -1;
-    for (size_t i = 0; i < im->g->n_node; i++) {
-        const Onnx__NodeProto *c = im->g->node[i];
+    int count;
+    const int *r = readers_of(im, d, &count);
+    for (int k = 0; k < count; k++) {
+        const Onnx__NodeProto *c = im->g->node[r[k]];
         if (c->n_input != 2 || strcmp(c->input[0], d)) continue;
-        if (c->op_type && !strcmp(c->op_type, "Pow")) pow = (long)i;
-        if (c->op_type && !strcmp(c->op_type, "Div")) div = (long)i;
+        if (c->op_type && !strcmp(c->op_type, "Pow")) pow = r[k];
+        if (c->op_type && !strcmp(c->op_type, "Div")) div = r[k];
     }
     if (pow < 0 || div < 0 || scalar_named(im, im->g->node[pow]->input[1]) != 2.0f) return 0;
     const long mean2 = node_reading(im, im->g->node[pow]->output[0], "ReduceMean");
@@ -2354,27 +2376,20 @@ static int mha_differs(const mha_match *a, const Onnx__NodeProto *n, const char 
 /* The nodes reading `name` other than Shape nodes (which read only its shape): how
  * many, the first `max` of them in idx. */
 static int data_readers(const importer *im, const char *name, long *idx, int max) {
-    int count = 0;
-    for (size_t i = 0; i < im->g->n_node; i++) {
-        const Onnx__NodeProto *n = im->g->node[i];
-        if (n->op_type && !strcmp(n->op_type, "Shape")) continue;
-        for (size_t q = 0; q < n->n_input; q++)
-            if (n->input[q] && !strcmp(n->input[q], name)) {
-                if (count < max) idx[count] = (long)i;
-                count++;
-                break;
-            }
+    int count = 0, reads;
+    const int *r = readers_of(im, name, &reads);
+    for (int k = 0; k < reads; k++) {
+        const Onnx__NodeProto *n = im->g->node[r[k]];
+        if ((k && r[k] == r[k - 1]) || (n->op_type && !strcmp(n->op_type, "Shape"))) continue;
+        if (count < max) idx[count] = r[k];
+        count++;
     }
     return count;
 }
 
 static long producer_of(const importer *im, const char *name) {
-    for (size_t i = 0; i < im->g->n_node; i++) {
-        const Onnx__NodeProto *n = im->g->node[i];
-        for (size_t q = 0; q < n->n_output; q++)
-            if (n->output[q] && !strcmp(n->output[q], name)) return (long)i;
-    }
-    return -1;
+    const name_slot *s = slot_of(im, name);
+    return s ? s->producer : -1;
 }
 
 static int is_op(const Onnx__NodeProto *n, const char *op) {
@@ -3162,6 +3177,7 @@ static void importer_free(importer *im) {
     free(im->fused);
     free(im->checks);
     free(im->slots);
+    free(im->reader_nodes);
     free(im->storage_readers);
     free(im->values);
     free(im->copies);
@@ -3502,6 +3518,7 @@ int dt_onnx_save(const dt_model *m, const char *source, const char *out, dt_erro
     }
     free(saved);
     free(names.slots);
+    free(names.reader_nodes);
     onnx__model_proto__free_unpacked(model, NULL);
     return rc ? -1 : 0;
 }
