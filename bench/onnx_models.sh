@@ -39,26 +39,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$here/results"
 out="$here/results/onnx_models_$(date +%Y%m%d_%H%M%S).jsonl"
-field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. "$here/load_lib.sh"
 spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f-%.1f", lo, hi }'; }
-# Other processes' CPU use, in cores, as bench/compare_torch.sh measures it: the
-# machine's busy time from /proc/stat less this shell's children's (`times`), over the
-# wall time. mark is never run inside $(...) or a pipe (`times` would be a subshell's).
-HZ=$(getconf CLK_TCK)
-CORES=$(grep -c '^cpu[0-9]' /proc/stat)
-mark() {
-    head -1 /proc/stat >"$1"
-    times >>"$1"
-}
-other_cores() {
-    a="$(head -1 "$1") $(sed -n 3p "$1")" b="$(head -1 "$2") $(sed -n 3p "$2")"
-    echo "$a $b" | sed 's/\([0-9]*\)m\([0-9.]*\)s/\1 \2/g' | awk -v hz="$HZ" -v n="$CORES" '{
-        tb = 0; for (i = 2; i <= 11; i++) tb += $i; ib = $5 + $6; kb = 60 * $12 + $13 + 60 * $14 + $15;
-        ta = 0; for (i = 17; i <= 26; i++) ta += $i; ia = $20 + $21; ka = 60 * $27 + $28 + 60 * $29 + $30;
-        busy = (ta - ia) - (tb - ib); wall = (ta - tb) / n;
-        v = wall > 0 ? (busy - hz * (ka - kb)) / wall : 0; printf "%.2f", v < 0 ? 0 : v }'
-}
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 mark "$tmp/before"
