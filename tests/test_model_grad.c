@@ -224,7 +224,9 @@ static void test_pad2d_in_a_model_grad_matches_fd(void **state) {
     (void)state;
     dt_model m;
     build_padded(&m);
-    check_built(&m, "padded", 0, 3, 1e-4f, 2e-3);
+    /* eps 3e-4: at 1e-4 the float loss's rounding dominated the difference quotient,
+     * 2.09e-3 with oneDNN held to AVX2 (9.9e-4 on AVX-512); now 8.9e-4 and 3.9e-4 */
+    check_built(&m, "padded", 0, 3, 3e-4f, 2e-3);
     if (!dt_cpu_has_bf16()) return;
     dt_error err;
     build_padded(&m);
