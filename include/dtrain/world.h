@@ -132,6 +132,9 @@ void dt_world_isend(const dt_world *w, const void *buf, size_t n, dt_dtype type,
 void dt_world_irecv(const dt_world *w, void *buf, size_t n, dt_dtype type, int from, int tag,
                     dt_request *req);
 void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const char *what);
+/* dt_world_wait for a rank that mostly waits (a parameter server): it sleeps between
+ * polls once a wait passes 0.2 ms, leaving its CPU to a rank that shares it. */
+void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, const char *what);
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg);
 
 /* Point-to-point bytes within w (small records such as statistics), with the

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/timer.h"
 
@@ -36,26 +37,35 @@ static void server_free(server *sv) {
 }
 
 /* Waits for the next message header from any worker; not forever: a dead worker must
- * not hang the server, unless some worker announced a long phase (dt_ps_busy). Yields
- * the core now and then, which oversubscribed runs share. */
+ * not hang the server, unless some worker announced a long phase (dt_ps_busy). Spins
+ * for SPIN_S after the call (a worker's messages come in bursts: push, then pull), then
+ * naps NAP_NS between polls: a server sharing a CPU with a worker (servers placed on
+ * workers' hosts, emulated hosts on few cores) spinning with sched_yield took about a
+ * third of that CPU from the worker's compute (lenet5, 1 worker: 4.8 ms a step's compute
+ * against 3.4 alone; docs/scaling.md). A nap costs a message up to NAP_NS plus the
+ * kernel's timer slack, 50 us, against steps of milliseconds. */
+static const double SPIN_S = 200e-6;
+enum { NAP_NS = 20000 };
 static void wait_for_message(const server *sv, int64_t header[3], dt_message *msg) {
     int busy = 0;
     for (int i = 0; i < sv->workers; i++) busy |= sv->busy[i];
     const dt_world *w = sv->job;
     dt_request req;
     dt_world_irecv(w, header, 3, DT_S64, DT_ANY_SOURCE, DT_ANY_TAG, &req);
-    int flag = 0;
-    long polls = 0;
+    const struct timespec nap = {0, NAP_NS};
     const double start = dt_now();
-    while (!flag) {
-        flag = dt_world_test(w, &req, msg);
-        if (flag || (++polls & 1023)) continue;
-        if (!busy && dt_now() - start > w->timeout_s)
+    for (long polls = 1; !dt_world_test(w, &req, msg); polls++) {
+        if (polls & 63) continue;
+        const double waited = dt_now() - start;
+        if (!busy && waited > w->timeout_s)
             dt_world_abort(w,
                            "parameter server %d: no message from any worker for %g s "
                            "(a worker died or hangs)",
                            w->rank, w->timeout_s);
-        sched_yield();
+        if (waited > SPIN_S)
+            nanosleep(&nap, NULL);
+        else
+            sched_yield();
     }
 }
 
@@ -78,7 +88,7 @@ static void handle_push(server *sv, int from, int wi, const int64_t header[3]) {
         dt_world_irecv(sv->job, sv->wire, n, DT_BF16, from, DT_PS_TAG_GRADS, &req);
     else
         dt_world_irecv(sv->job, sv->grad + off, n, DT_F32, from, DT_PS_TAG_GRADS, &req);
-    dt_world_wait(sv->job, 1, &req, from, "parameter server: receiving gradients");
+    dt_world_wait_idle(sv->job, 1, &req, from, "parameter server: receiving gradients");
     if (sv->wire) dt_comm_unpack(sv->cfg->comm_dtype, sv->grad + off, sv->wire, n);
     st->bytes_in += (long long)(n * dt_comm_dtype_size(sv->cfg->comm_dtype) + 3 * sizeof(int64_t));
     const long gv = (long)header[0];
@@ -118,7 +128,7 @@ static void send_shard(server *sv, int to) {
     dt_world_isend(sv->job, &v, 1, DT_S64, to, DT_PS_TAG_VERSION, &r[0]);
     dt_world_isend(sv->job, sv->model->params + sv->off, sv->n, DT_F32, to, DT_PS_TAG_PARAMS,
                    &r[1]);
-    dt_world_wait(sv->job, 2, r, to, "parameter server: answering a pull");
+    dt_world_wait_idle(sv->job, 2, r, to, "parameter server: answering a pull");
     sv->st->bytes_out += (long long)(sv->n * sizeof(float) + sizeof v);
 }
 
@@ -131,7 +141,7 @@ static void send_state(server *sv, int to) {
                    &r[1]);
     dt_world_isend(sv->job, sv->opt->velocity + sv->off, sv->n, DT_F32, to,
                    DT_PS_TAG_STATE_MOMENTUM, &r[2]);
-    dt_world_wait(sv->job, 3, r, to, "parameter server: sending its state");
+    dt_world_wait_idle(sv->job, 3, r, to, "parameter server: sending its state");
 }
 
 /* Answers the pending pulls that may go now: ps-sync once the version moved past the

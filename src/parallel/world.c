@@ -248,15 +248,24 @@ int dt_world_job_rank_of(const dt_world *w, int peer) {
     return out;
 }
 
-void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
-    double start = dt_now();
+/* Polls reqs until all complete, aborting after the world's timeout. With `nap`, after
+ * NAP_AFTER_S of polling it sleeps NAP_NS between polls (plus the kernel's timer slack,
+ * 50 us) instead of yielding: for a rank whose waits are long and whose CPU another
+ * rank needs (a parameter server beside a worker; see dt_world_wait_idle). */
+static const double NAP_AFTER_S = 200e-6;
+enum { NAP_NS = 20000 };
+static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what,
+                      int nap) {
+    const double start = dt_now();
+    const struct timespec pause = {0, NAP_NS};
     long polls = 0;
     for (;;) {
         int done = 0;
         DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        if ((++polls & 1023) == 0) {
-            if (dt_now() - start > w->timeout_s) {
+        if ((++polls & (nap ? 63 : 1023)) == 0) {
+            const double waited = dt_now() - start;
+            if (waited > w->timeout_s) {
                 /* In a collective of two ranks the one not answering is the other. */
                 if (peer < 0 && w->size == 2) peer = 1 - w->rank;
                 if (peer >= 0)
@@ -265,9 +274,16 @@ void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, co
                 dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
                                w->timeout_s);
             }
-            sched_yield(); /* let a rank sharing this core run */
+            if (nap && waited > NAP_AFTER_S)
+                nanosleep(&pause, NULL);
+            else
+                sched_yield(); /* let a rank sharing this core run */
         }
     }
+}
+
+void dt_world_wait_all(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what) {
+    wait_loop(w, n, reqs, peer, what, 0);
 }
 
 static MPI_Op mpi_op(dt_reduce_op op) {
@@ -428,14 +444,23 @@ void dt_world_irecv(const dt_world *w, void *buf, size_t n, dt_dtype type, int f
     request_put(req, r);
 }
 
-void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const char *what) {
+static void wait_requests(const dt_world *w, int n, dt_request *reqs, int peer, const char *what,
+                          int nap) {
     enum { ON_STACK = 256 };
     MPI_Request stack[ON_STACK], *r = n <= ON_STACK ? stack : malloc(sizeof *r * (size_t)n);
     if (!r) dt_world_abort(w, "%s: out of memory for %d requests", what, n);
     for (int i = 0; i < n; i++) r[i] = request_get(&reqs[i]);
-    dt_world_wait_all(w, n, r, peer, what);
+    wait_loop(w, n, r, peer, what, nap);
     for (int i = 0; i < n; i++) request_put(&reqs[i], r[i]); /* MPI_REQUEST_NULL now */
     if (r != stack) free(r);
+}
+
+void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const char *what) {
+    wait_requests(w, n, reqs, peer, what, 0);
+}
+
+void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, const char *what) {
+    wait_requests(w, n, reqs, peer, what, 1);
 }
 
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg) {

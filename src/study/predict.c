@@ -66,13 +66,19 @@ static void ps_config(const dt_sweep_config *cfg, dt_sim_config *c) {
     c->servers = cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
 }
 
+/* The parameter servers of a run: ranks 0 .. servers - 1, the workers after them
+ * (train's layout); 0 in an all-reduce mode. */
+static int servers_of(const dt_sweep_config *cfg) {
+    dt_sim_mode mode = DT_SIM_ALLREDUCE;
+    if (!sim_mode_of(cfg, &mode) || mode == DT_SIM_ALLREDUCE) return 0;
+    return cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
+}
+
 /* Whether each rank of a run of procs processes gets a core of its own: Open MPI 4.1's
  * mpirun binds 2 ranks to cores and more to the socket; one process runs without
  * mpirun (sweep.c), emulated hosts' runs with --bind-to none (netns.c). */
 static int ranks_bound(const dt_sweep_config *cfg, const dt_scale_network *net, int procs) {
-    dt_sim_mode mode = DT_SIM_ALLREDUCE;
-    if (sim_mode_of(cfg, &mode) && mode != DT_SIM_ALLREDUCE) /* the servers are ranks too */
-        procs += cfg->train.ps.servers > 0 ? cfg->train.ps.servers : 1;
+    procs += servers_of(cfg); /* the servers are ranks too */
     return procs == 2 && net->hosts == 0 && !cfg->srun;
 }
 
@@ -82,7 +88,8 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
     c->intra = c->link = SHM;
     c->topology = DT_SIM_RING;
     int local_ranks = procs, spans = 0;
-    if (net->hosts > 0 && procs > 1) {
+    /* a parameter server's job spans hosts from one worker on: the server is a rank */
+    if (net->hosts > 0 && procs + servers_of(cfg) > 1) {
         /* dtrain's all-reduce across hosts is a flat ring over the ranks unless told
          * --allreduce hier (auto may choose it, a prediction cannot know), and on the
          * emulated hosts even ranks of one host talk over TCP: a ring of procs on the
@@ -90,7 +97,7 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
          * (bench/simulate_validation.sh: 42 ms for 2.8 MB at 1 Gbit/s, as 4 hosts) */
         const int per = net->ranks_per_host > 0 ? net->ranks_per_host : 1;
         c->link = link_of(net->rate_bps, net->delay_s);
-        spans = procs > per;
+        spans = procs + servers_of(cfg) > per;
         local_ranks = procs < per ? procs : per;
         const int two_level = cfg->train.allreduce == DT_ALLREDUCE_HIER && per > 1;
         if (two_level) {
@@ -254,11 +261,11 @@ static int bind_to_host(const dt_hostcpu *hc, int host) {
 }
 
 /* Starts n loads, each warm when this returns; with `core` >= 0 each is bound to a core
- * of its own, every core 0..n but `core` in turn; with `hc`, load k (rank k + 1) to the
- * CPUs of its rank's emulated host, `per` ranks a host (this thread's cores are changed:
- * the caller restores them). */
+ * of its own, every core 0..n but `core` in turn; with `hc`, load k (rank first + k + 1)
+ * to the CPUs of its rank's emulated host, `per` ranks a host (this thread's cores are
+ * changed: the caller restores them). */
 static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *allowed, int n,
-                       int core, const dt_hostcpu *hc, int per, int batch, int threads,
+                       int core, const dt_hostcpu *hc, int per, int first, int batch, int threads,
                        dt_error *err) {
     memset(l, 0, sizeof *l);
     if (n == 0) return 0;
@@ -295,10 +302,11 @@ static int loads_start(loads *l, const dt_sweep_config *cfg, const cpu_set_t *al
             return dt_error_set(err, "cannot bind the profile's load to core %d: %s", its,
                                 strerror(errno));
         }
-        if (hc && bind_to_host(hc, (i + 1) / per + 1)) {
+        const int host = (first + i + 1) / per + 1;
+        if (hc && bind_to_host(hc, host)) {
             loads_stop(l);
-            return dt_error_set(err, "cannot bind the profile's load to host %d's CPUs: %s",
-                                (i + 1) / per + 1, strerror(errno));
+            return dt_error_set(err, "cannot bind the profile's load to host %d's CPUs: %s", host,
+                                strerror(errno));
         }
         int in[2] = {-1, -1}, out[2] = {-1, -1};
         if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) {
@@ -362,19 +370,25 @@ static int profile_run(dt_profile *p, const dt_sweep_config *cfg, const dt_datas
     const int core =
         here && threads == 1 && ranks_bound(cfg, net, procs) && CPU_COUNT(&saved) >= procs ? 0 : -1;
     /* emulated hosts with CPUs of their own: each rank (and its loader) as its host's
-     * runs, the profile as rank 0 on host 1 */
+     * runs, the profile as the first worker */
     const dt_hostcpu *hc = here && net->hosts > 0 && cfg->hostcpu &&
                                    dt_hostcpu_cpus_of(cfg->hostcpu, 1, (int[1]){0}, 1) > 0
                                ? cfg->hostcpu
                                : NULL;
     const int per = net->ranks_per_host > 0 ? net->ranks_per_host : 1;
+    /* the profile as the first worker (rank 0, or the first after the servers), the
+     * loads as the other workers; a server naps while it waits (ps_server.c) and is
+     * not a load */
+    const int first = servers_of(cfg);
     double others = 0;
     loads l;
-    int rc = loads_start(&l, cfg, &saved, here ? procs - 1 : 0, core, hc, per, batch, threads, err);
+    int rc = loads_start(&l, cfg, &saved, here ? procs - 1 : 0, core, hc, per, first, batch,
+                         threads, err);
     if (rc == 0 && core >= 0 && bind_to_core(&saved, core))
         rc = dt_error_set(err, "cannot bind the profile to core %d: %s", core, strerror(errno));
-    if (rc == 0 && hc && bind_to_host(hc, 1))
-        rc = dt_error_set(err, "cannot bind the profile to host 1's CPUs: %s", strerror(errno));
+    if (rc == 0 && hc && bind_to_host(hc, first / per + 1))
+        rc = dt_error_set(err, "cannot bind the profile to host %d's CPUs: %s", first / per + 1,
+                          strerror(errno));
     const dt_bench_span span = {
         .steps = PROFILE_STEPS, .max_steps = PROFILE_MAX_STEPS, .min_seconds = PROFILE_MIN_S};
     if (rc == 0) rc = loads_ask(&l, cfg, &others, err); /* their window starts */
