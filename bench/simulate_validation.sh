@@ -22,9 +22,9 @@
 # Needs root (namespaces), Open MPI, python3. Takes about 4 minutes per repeat here for
 # one and two hosts, and about as long again for the switch's configs.
 #   bench/simulate_validation.sh [DTRAIN] [OUT]
-# Environment: REPEATS (2); PARTS, the groups of configs to run (default all: "host
-# pair switch": one host, the 2-host veth pair, the hosts on a switch; "hier": only the
-# 2 x 2 runs, ring and hier, on the switch); LENET_SAMPLES
+# Environment: REPEATS (2); PARTS, the groups of configs to run (default "shares", below;
+# the earlier validation: "host pair switch": one host, the 2-host veth pair, the hosts
+# on a switch; "hier": only the 2 x 2 runs, ring and hier, on the switch); LENET_SAMPLES
 # (12800) and RESNET_SAMPLES (3200), the training samples (smaller for a quick check).
 set -euo pipefail
 DTRAIN=$(realpath "${1:-build/dtrain}")
@@ -41,13 +41,56 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
 # same way across them (LAT_NETNS, set below from a 4 KiB all-reduce).
 SHM_LINK=${SHM_LINK:-10GB/s,1us}
 REPEATS=${REPEATS:-2}
-PARTS=${PARTS:-host pair switch}
+PARTS=${PARTS:-shares}
 LENET="--model lenet5 --data fashion-mnist --batch-size 64 --max-samples ${LENET_SAMPLES:-12800}"
 RESNET="--model resnet18 --width 16 --data synthetic:cifar10 --batch-size 32 --max-samples ${RESNET_SAMPLES:-3200}"
 COMMON="--epochs 2 --test-samples 64 --threads 1 --loader-workers 1 --lr 0.01 --quiet"
 # the simulator's "allreduce" mode overlaps the buckets with backward: so must the runs
 # (--overlap auto turns it off here, 2 ranks x 2 threads on 2 cores)
 OVERLAP="--overlap on"
+
+part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# Part "shares" (the default): the predictor as users meet it, `dtrain scale` over
+# emulated hosts with a CPU share each (--host-cpus, default cpuset; SHARES=none for
+# the same without shares), every config predicted before it runs: 4 and 8 hosts with
+# one rank each (--allreduce ring); 2 x 2 and 4 x 2 ranks (--allreduce hier); a
+# parameter server (ps-sync) with 1 and 2 servers and 2, 4 and 6 workers on 8 hosts;
+# each at 1 and 10 Gbit/s, lenet5 and resnet18 width 16. REPEATS passes, each in
+# OUT/shares_<SHARES>/pass<r>/<group>_<model>_<rate>, then summary.md: per group and
+# pass the configs, how many ran faithful (not busy, not throttled), median and worst
+# |error| over those, and Kendall's tau of predicted against measured step times.
+if part shares; then
+    SHARES=${SHARES:-cpuset}
+    base=$OUT/shares_$SHARES
+    lenet_args="--model lenet5 --data fashion-mnist --batch-sizes 64 --max-samples ${LENET_SAMPLES:-12800}"
+    resnet_args="--model resnet18 --width 16 --data synthetic:cifar10 --batch-sizes 32 --max-samples ${RESNET_SAMPLES:-3200}"
+    for r in $(seq "$REPEATS"); do
+        for rate in 1gbit 10gbit; do
+            for model in lenet5 resnet18; do
+                margs=$([ $model = lenet5 ] && echo "$lenet_args" || echo "$resnet_args")
+                for group in ring4 ring8 hier2x2 hier4x2 ps1 ps2; do
+                    case $group in
+                    ring4) gargs="--hosts netns:4 --allreduce ring --procs 1,2,4" ;;
+                    ring8) gargs="--hosts netns:8 --allreduce ring --procs 1,2,4,8" ;;
+                    hier2x2) gargs="--hosts netns:2 --ranks-per-host 2 --allreduce hier --procs 1,2,4" ;;
+                    hier4x2) gargs="--hosts netns:4 --ranks-per-host 2 --allreduce hier --procs 2,4,8" ;;
+                    ps1) gargs="--hosts netns:8 --mode ps-sync --servers 1 --procs 2,4,6" ;;
+                    ps2) gargs="--hosts netns:8 --mode ps-sync --servers 2 --procs 2,4,6" ;;
+                    esac
+                    echo "== pass $r: $group $model $rate" >&2
+                    # shellcheck disable=SC2086 # the argument lists split into flags
+                    "$DTRAIN" scale $gargs $margs --link $rate --host-cpus "$SHARES" \
+                        --epochs 2 --threads 1 --test-samples 64 --predict-workers 0 --quiet \
+                        --out "$base/pass$r/${group}_${model}_$rate" >/dev/null ||
+                        echo "pass $r: $group $model $rate failed" >&2
+                done
+            done
+        done
+    done
+    python3 "$HERE/bench/validation_summary.py" "$base" | tee "$base/summary.md"
+fi
+part host || part pair || part switch || part hier || exit 0
 
 "$DTRAIN" bench --model lenet5 --batch-size 64 --threads 1 --steps 200 \
     --profile-out "$OUT/lenet5_b64.json" >/dev/null
@@ -119,8 +162,6 @@ to_file() {
     shift
     "$@" >"$file"
 }
-
-part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 if part host; then
 for r in $(seq "$REPEATS"); do

@@ -115,7 +115,7 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
         }
         snprintf(words, size, "emulated hosts: %g Mbit/s and %g us a message; %d rank(s) a host%s",
                  net->rate_bps * 1e-6, net->delay_s * 1e6, per,
-                 two_level ? ", two levels (hier)" : "");
+                 two_level ? "; two levels (hier)" : "");
     } else {
         snprintf(words, size, "shared memory: %g GB/s; %g us a message", SHM_BYTES_PER_S * 1e-9,
                  SHM_LATENCY_S * 1e6);
