@@ -210,9 +210,9 @@ fi
 # ranks of a host): with --allreduce ring (or auto's MPI_Iallreduce) all 4 ranks form
 # one ring in rank order, crossing the hosts' link twice, once each way, in each of its
 # 2(P-1) steps: the simulator's ring of 4 workers on the link; with --allreduce hier
-# (part "hier", also in "switch") the two levels: `--topology tree:2`, its intra-node
-# link at half the shared-memory rate (dtrain's step inside a node is two whole sums
-# where tree:K counts a reduce-scatter and an all-gather). The ring layouts force --allreduce ring
+# (part "hier", also in "switch") the two levels: `--topology tree:2` on the
+# shared-memory link inside a node (a reduce-scatter and an all-gather there, as
+# dtrain's hier since 2026-11-28). The ring layouts force --allreduce ring
 # (auto chose by noisy timings on 4 ranks sharing 2 cores; its MPI candidate is not a
 # ring). The parameter server: rank 0 (the server) on host 1, the 2 workers on hosts 2
 # and 3; the simulator's ps:1 with 2 workers. The 4-rank runs take fewer steps (the
@@ -297,7 +297,7 @@ calib.write(head + "# compute_speedup = profile compute / the run's own median c
             "communication is predicted\n" + cols + ",compute_speedup,step_ms,compute_ms,exposed_ms\n")
 hier = open(f"{out}/validation_hier.csv", "w")
 hier.write(head + "# --allreduce hier on 2 hosts x 2 ranks as the simulator's tree:2 (intra-node "
-           "link: half the shared-memory link's rate, dtrain's two sums in a node), "
+           "link: the shared-memory link), "
            "compute_speedup as in validation.csv\n" + cols
            + ",intra_link,compute_speedup,step_ms,compute_ms,exposed_ms\n")
 hier_matched = open(f"{out}/validation_hier_matched.csv", "w")
@@ -321,7 +321,7 @@ for line in open(rows):
     split = f"{1e3*step:.3f},{1e3*comp:.3f},{1e3*exp:.3f}"
     if topology.startswith("tree:"):  # hier: its own files (an intra_link column)
         value = float(shm_link.split(",")[0].rstrip("GB/s"))
-        intra = f"{value / 2:g}GB/s"
+        intra = f"{value:g}GB/s"
         hier.write(f"{fields},{intra},{speedup:.4f},{split}\n")
         hier_matched.write(f"{fields},{intra},{split}\n".replace(
             f",{profile},", f",{name}_r{kept}.profile.json,", 1))

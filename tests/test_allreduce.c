@@ -189,22 +189,25 @@ static void test_every_algorithm_sums(void **state) {
 
 /* hier: integer values, so that every order of summation gives the exact sum: equal to
  * MPI's all-reduce on every rank, on whatever nodes the ranks run, at sizes that leave
- * segments uneven or empty. On one node (the suite's runs) also the same bits as the
- * shared-memory sum for any values: the node's sum, each rank's segment between the
- * nodes (alone here), the segments gathered as a sum with zeros (x + 0 is x).
- * tests/test_two_hosts.sh runs the first part over two emulated nodes of two ranks. */
+ * segments uneven or empty, and past one round of the shared window (131,072 floats:
+ * each round's segments go between the nodes in turn). On one node (the suite's runs)
+ * also the same bits as the shared-memory sum for any values: its reduce-scatter, each
+ * rank's segment between the nodes (alone here), its all-gather.
+ * tests/test_two_hosts.sh runs the first part over two emulated nodes of two ranks,
+ * with the ring and with shared memory inside a node. */
 static void test_hier(void **state) {
     (void)state;
-    const size_t sizes[] = {1, 2, 3, 1001, 65537};
+    const size_t sizes[] = {1, 2, 3, 1001, 65537, 300001};
+    const size_t most = 300001;
     dt_allreduce hier, shm;
     dt_error err;
-    assert_int_equal(dt_allreduce_init(&hier, &world, DT_ALLREDUCE_HIER, DT_COMM_FP32, 65537, &err),
+    assert_int_equal(dt_allreduce_init(&hier, &world, DT_ALLREDUCE_HIER, DT_COMM_FP32, most, &err),
                      0);
     print_message("hier on %d ranks: %s\n", world.size, hier.used);
     const int one_node = strstr(hier.used, "hier: 1 nodes x ") != NULL;
     if (one_node)
         assert_int_equal(
-            dt_allreduce_init(&shm, &world, DT_ALLREDUCE_SHM, DT_COMM_FP32, 65537, &err), 0);
+            dt_allreduce_init(&shm, &world, DT_ALLREDUCE_SHM, DT_COMM_FP32, most, &err), 0);
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         const size_t n = sizes[k];
         float *a = test_alloc(sizeof(float) * n), *b = test_alloc(sizeof(float) * n);

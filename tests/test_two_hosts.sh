@@ -62,6 +62,17 @@ elif netns_up_n $$ 2; then
     expect "hier over 2 emulated nodes sums exactly (test_allreduce's test_hier)" test $rc -eq 0
     expect "... on 2 nodes x 2 ranks, found by network namespace" \
         grep -q "hier on 4 ranks: hier: 2 nodes x 2 ranks, ring in a node" "$tmp/hier.out"
+    # vader offered: Open MPI makes a shared window in the first namespace only (its
+    # segments are named by the host name the namespaces share), and hier's nodes must
+    # all take the same road (shared memory and the ring own different segments): the
+    # ring in every node, exact sums
+    NETNS_BTL=self,vader,tcp netns_mpirun_hosts 1:2,2:2 -x DT_TEST_ONLY=test_hier \
+        "$TEST_ALLREDUCE" >"$tmp/hier_shm.out" 2>&1
+    rc=$?
+    cat "$tmp/hier_shm.out"
+    expect "hier with vader offered sums exactly over 2 emulated nodes" test $rc -eq 0
+    expect "... every node on the ring, as the node without a window" \
+        grep -q "hier on 4 ranks: hier: 2 nodes x 2 ranks, ring in a node" "$tmp/hier_shm.out"
     netns_mpirun_hosts 1:2,2:2 $train --allreduce hier --log "$tmp/hier.jsonl"
     expect "train --allreduce hier on 2 x 2 runs" test $? -eq 0
     expect "... its record says how" \

@@ -391,6 +391,7 @@ int cmd_scale(int argc, char **argv) {
         host_cpus = 0;
     }
     if (hostcpu.made) cfg.hostcpu = &hostcpu;
+    cfg.netns = &net;
     char share[64] = "";
     if (hostcpu.made && places.host_cpuset)
         snprintf(share, sizeof share, ", CPUs of their own (%.3g a host)", hostcpu.cpus);

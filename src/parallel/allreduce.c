@@ -85,13 +85,23 @@ static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_d
      * a node of one rank has nothing to sum (no buffer) */
     dt_error why;
     const size_t in_node = l->local.size > 1 ? max_floats : 0;
-    int made =
-        !((l->local.size == 1 || dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM,
-                                                   DT_COMM_FP32, in_node, &why)) &&
-          dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32, in_node, err));
-    const size_t segment = max_floats / (size_t)l->local.size + 1;
-    made =
-        made && !dt_allreduce_init(l->between, &l->cross, DT_ALLREDUCE_RING, dtype, segment, err);
+    /* every node must take the same road: shared memory and the ring own different
+     * segments (hier's step between the nodes pairs a segment with its namesakes). On
+     * emulated hosts Open MPI makes the window in the first namespace only (vader's
+     * segments are named by the host name they share): there every node rings */
+    int shm = l->local.size == 1 || !dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_SHM,
+                                                       DT_COMM_FP32, in_node, &why);
+    if (!all_made(w, shm) && shm && l->local.size > 1) {
+        dt_allreduce_free(l->in_node); /* the node's ranks agree: they free it together */
+        shm = 0;
+    }
+    int made = shm || !dt_allreduce_init(l->in_node, &l->local, DT_ALLREDUCE_RING, DT_COMM_FP32,
+                                         in_node, err);
+    /* a rank's segment between the nodes: about max_floats / L, more where shared
+     * memory aligns its segments to cache lines; the whole is a safe bound (the ring's
+     * scratch is a 1/nodes part of it) */
+    made = made &&
+           !dt_allreduce_init(l->between, &l->cross, DT_ALLREDUCE_RING, dtype, max_floats, err);
     if (!all_made(w, made)) { /* every rank frees the levels: their windows together */
         if (made) dt_error_set(err, "another rank could not set up the two-level all-reduce");
         levels_free(l);
@@ -99,24 +109,6 @@ static int levels_create(dt_allreduce_levels **out, const dt_world *w, dt_comm_d
     }
     *out = l;
     return 0;
-}
-
-/* hier (allreduce.h): the node's sum, segment i of L between the nodes, the segments
- * gathered in the node as a sum of each owner's segment and the others' zeros (x + 0
- * is x: every rank gets the owner's bits). */
-static void hier(dt_allreduce *ar, float *buf, size_t n) {
-    dt_allreduce_levels *l = ar->levels;
-    const long long before = l->in_node->bytes_sent + l->between->bytes_sent;
-    dt_allreduce_sum(l->in_node, buf, n);
-    size_t b, c;
-    dt_allreduce_segment(n, l->local.size, l->local.rank, 1, &b, &c);
-    dt_allreduce_sum(l->between, buf + b, c);
-    if (l->local.size > 1) {
-        memset(buf, 0, sizeof *buf * b);
-        memset(buf + b + c, 0, sizeof *buf * (n - b - c));
-        dt_allreduce_sum(l->in_node, buf, n);
-    }
-    ar->bytes_sent += l->in_node->bytes_sent + l->between->bytes_sent - before;
 }
 
 int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo algo,
@@ -206,7 +198,9 @@ int dt_allreduce_init(dt_allreduce *ar, const dt_world *w, dt_allreduce_algo alg
             snprintf(ar->used, sizeof ar->used, "ring or mpi by measure (no shm: %.60s)", why.msg);
     }
     ar->chunk_floats = 1 << 16; /* 256 KiB */
-    ar->scratch_floats = max_floats / (size_t)w->size + 1;
+    /* one segment, and one more float; SIZE_MAX stays SIZE_MAX (refused below) */
+    const size_t part = max_floats / (size_t)w->size;
+    ar->scratch_floats = part < SIZE_MAX ? part + 1 : part;
     if (ar->scratch_floats > SIZE_MAX / sizeof(float)) /* its bytes would wrap around */
         dt_error_set(err, "cannot allocate the ring all-reduce buffer: %zu floats is too many",
                      ar->scratch_floats);
@@ -275,12 +269,13 @@ static size_t ring_chunk(const dt_allreduce *ar, size_t n) {
     return chunk;
 }
 
-static void ring(dt_allreduce *ar, float *buf, size_t n) {
+/* The ring's first half: after p-1 steps rank r holds the sum of segment (r+1) mod p
+ * (ring_owned). */
+static void ring_reduce_scatter(dt_allreduce *ar, float *buf, size_t n) {
     const dt_world *w = ar->world;
     const int p = w->size, r = w->rank, right = (r + 1) % p, left = (r + p - 1) % p;
     MPI_Request reqs[2 * MAX_CHUNKS];
     const size_t chunk = ring_chunk(ar, n);
-    /* Reduce-scatter: after p-1 steps rank r holds the sum of segment (r+1) mod p. */
     for (int s = 0; s < p - 1; s++) {
         size_t sb, sc, rb, rc;
         segment(n, p, (r - s + p) % p, &sb, &sc);
@@ -297,7 +292,19 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
         }
         dt_world_wait_all(w, ns, reqs + nr, right, "ring all-reduce");
     }
-    /* All-gather: pass the reduced segments around, straight into place. */
+}
+
+/* The segment rank r holds after ring_reduce_scatter, and gives in ring_all_gather. */
+static void ring_owned(const dt_allreduce *ar, size_t n, size_t *begin, size_t *count) {
+    segment(n, ar->world->size, (ar->world->rank + 1) % ar->world->size, begin, count);
+}
+
+/* The ring's second half: each rank's owned segment passed around, straight into place. */
+static void ring_all_gather(dt_allreduce *ar, float *buf, size_t n) {
+    const dt_world *w = ar->world;
+    const int p = w->size, r = w->rank, right = (r + 1) % p, left = (r + p - 1) % p;
+    MPI_Request reqs[2 * MAX_CHUNKS];
+    const size_t chunk = ring_chunk(ar, n);
     for (int s = 0; s < p - 1; s++) {
         size_t sb, sc, rb, rc;
         segment(n, p, (r + 1 - s + p) % p, &sb, &sc);
@@ -307,6 +314,11 @@ static void ring(dt_allreduce *ar, float *buf, size_t n) {
                   reqs, &nr, &ns);
         dt_world_wait_all(w, nr + ns, reqs, left, "ring all-reduce");
     }
+}
+
+static void ring(dt_allreduce *ar, float *buf, size_t n) {
+    ring_reduce_scatter(ar, buf, n);
+    ring_all_gather(ar, buf, n);
 }
 
 /* The ring with 16-bit values on the wire (comm_dtype.h): each rank adds what it
@@ -354,6 +366,35 @@ static void ring_wire(dt_allreduce *ar, float *buf, size_t n) {
  * algorithms). */
 static long long ring_volume(int p, size_t n) {
     return (long long)(2.0 * (p - 1) / p * (double)n * sizeof(float));
+}
+
+/* hier's step between nodes on the segment a rank holds reduced (dt_shm_segment_fn) */
+static void between_nodes(void *levels, float *segment, size_t count) {
+    dt_allreduce_levels *l = levels;
+    dt_allreduce_sum(l->between, segment, count);
+}
+
+/* hier (allreduce.h): in the node a reduce-scatter (shared memory, else the ring), each
+ * rank's reduced segment all-reduced between the nodes, then an all-gather in the node:
+ * 2(L-1)/L of the buffer through the node's memory or links, as the simulator's tree:K
+ * counts it (until 2026-11-28 two whole sums, twice that). */
+static void hier(dt_allreduce *ar, float *buf, size_t n) {
+    dt_allreduce_levels *l = ar->levels;
+    dt_allreduce *in = l->in_node;
+    const long long before = in->bytes_sent + l->between->bytes_sent;
+    if (l->local.size == 1) {
+        dt_allreduce_sum(l->between, buf, n);
+    } else if (in->algo == DT_ALLREDUCE_SHM) {
+        dt_shm_allreduce_sum_between(in->shm, buf, n, between_nodes, l);
+        in->bytes_sent += ring_volume(l->local.size, n);
+    } else {
+        size_t b, c;
+        ring_reduce_scatter(in, buf, n);
+        ring_owned(in, n, &b, &c);
+        between_nodes(l, buf + b, c);
+        ring_all_gather(in, buf, n);
+    }
+    ar->bytes_sent += in->bytes_sent + l->between->bytes_sent - before;
 }
 
 /* One call of a concrete algorithm (shm only where init made its window). */

@@ -5,12 +5,12 @@
  *         point-to-point, each step cut into chunks so that the reduction of one
  *         chunk overlaps the transfer of the next (Horovod / Baidu ring);
  *   hier  two levels, for ranks on several nodes with several a node (Horovod's
- *         hierarchical all-reduce, NCCL's tree in spirit): the node's ranks sum the
- *         buffer among themselves (shared memory where MPI may use it, else the ring),
- *         local rank i all-reduces segment i of L with the ranks of local rank i on the
- *         other nodes (a ring over the nodes, L rings at once), and the node's ranks
- *         gather the segments (a second sum in which each rank gives only its own
- *         segment). Between H nodes: 2(H-1) steps where the flat ring over P = HL
+ *         hierarchical all-reduce, NCCL's tree in spirit): a reduce-scatter among the
+ *         node's ranks (shared memory where MPI may use it, else the ring) leaves each
+ *         with one of L segments summed over the node, local rank i all-reduces its
+ *         segment with the ranks of local rank i on the other nodes (a ring over the
+ *         nodes, L rings at once), and an all-gather in the node hands every rank the
+ *         others' segments. Between H nodes: 2(H-1) steps where the flat ring over P = HL
  *         ranks takes 2(P-1), and 2(H-1)/H of the buffer out of each node against
  *         2(P-1)/P (ranks numbered node by node; L times that when they alternate).
  *         It needs as many ranks on every node;

@@ -265,6 +265,11 @@ static void reduce_segment(const dt_shm_allreduce *s, uint64_t set, float *restr
 }
 
 void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n) {
+    dt_shm_allreduce_sum_between(s, buf, n, NULL, NULL);
+}
+
+void dt_shm_allreduce_sum_between(dt_shm_allreduce *s, float *buf, size_t n,
+                                  dt_shm_segment_fn between, void *ctx) {
     const int p = s->p, r = s->r;
     counters *mine = s->ctl[r];
     dt_shm_stats *st = &s->stats;
@@ -290,6 +295,10 @@ void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n) {
         size_t b, c;
         dt_allreduce_segment(len, p, r, SEG_ALIGN, &b, &c);
         reduce_segment(s, set, chunk + b, slot(s, r, set, p), c);
+        if (between) { /* the peers copy the segment as `between` left it */
+            between(ctx, chunk + b, c);
+            memcpy(slot(s, r, set, p), chunk + b, sizeof(float) * c);
+        }
         atomic_store_explicit(&mine->reduced, k + 1, memory_order_release);
         t1 = dt_now(), st->t_phase[DT_SHM_REDUCE] += t1 - t0, t0 = t1;
         wait_peers(s, offsetof(counters, reduced), k + 1, "sums out");

@@ -34,6 +34,16 @@ void dt_shm_allreduce_destroy(dt_shm_allreduce *s);
  * it with the same n, in the same order as the others. */
 void dt_shm_allreduce_sum(dt_shm_allreduce *s, float *buf, size_t n);
 
+/* What a rank does to its reduced segment before the others copy it (hier's step
+ * between nodes): segment[0..count) in place, the same count on the ranks of the same
+ * rank index on every node. */
+typedef void (*dt_shm_segment_fn)(void *ctx, float *segment, size_t count);
+/* dt_shm_allreduce_sum as a reduce-scatter, then `between` on each rank's reduced
+ * segment of each round, then an all-gather of the segments so changed: with
+ * between == NULL, the sum. */
+void dt_shm_allreduce_sum_between(dt_shm_allreduce *s, float *buf, size_t n,
+                                  dt_shm_segment_fn between, void *ctx);
+
 /* Floats per round (tests shrink it to cover many rounds on small buffers). At
  * least one per rank; takes effect at the next call, set on every rank alike. */
 void dt_shm_allreduce_set_round(dt_shm_allreduce *s, size_t floats);

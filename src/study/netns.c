@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,54 @@ void dt_netns_name(const dt_netns *n, int i, char *out, size_t size) {
         snprintf(out, size, "%s-br", n->prefix);
     else
         snprintf(out, size, "%s-h%d", n->prefix, i);
+}
+
+/* The inode of namespace file path (a /run/netns mount or /proc/PID/ns/net): 0 when
+ * it cannot be read. */
+static unsigned long long ns_inode(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* Appends text to out[size] at *used, cut at the end. */
+static void append(char *out, size_t size, size_t *used, const char *text) {
+    if (*used + 1 >= size) return;
+    const int k = snprintf(out + *used, size - *used, "%s", text);
+    *used += k > 0 ? (size_t)k : 0;
+    if (*used >= size) *used = size - 1;
+}
+
+void dt_netns_processes(const dt_netns *n, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 1; i <= n->hosts; i++) {
+        char name[64], path[300], item[320];
+        dt_netns_name(n, i, name, sizeof name);
+        snprintf(path, sizeof path, NETNS_DIR "/%s", name);
+        const unsigned long long ino = ns_inode(path);
+        snprintf(item, sizeof item, "%sh%d:", i > 1 ? "; " : "", i);
+        append(out, size, &used, item);
+        int found = 0;
+        DIR *d = ino ? opendir("/proc") : NULL;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+            snprintf(path, sizeof path, "/proc/%s/ns/net", e->d_name);
+            if (ns_inode(path) != ino) continue;
+            char comm[32] = "?";
+            snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                if (!fgets(comm, sizeof comm, f)) snprintf(comm, sizeof comm, "?");
+                comm[strcspn(comm, "\n")] = 0;
+                fclose(f);
+            }
+            snprintf(item, sizeof item, "%s %s %s", found ? "," : "", comm, e->d_name);
+            append(out, size, &used, item);
+            found++;
+        }
+        if (d) closedir(d);
+        append(out, size, &used, !ino ? " (namespace gone)" : found ? "" : " nothing");
+    }
 }
 
 void dt_netns_mpirun_words(const dt_netns *n, const char *self, dt_netns_mpirun *w) {

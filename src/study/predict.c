@@ -101,17 +101,12 @@ static void network_config(const dt_sweep_config *cfg, const dt_scale_network *n
         local_ranks = procs < per ? procs : per;
         const int two_level = cfg->train.allreduce == DT_ALLREDUCE_HIER && per > 1;
         if (two_level) {
-            /* --allreduce hier: the simulator's tree:K. Its step inside a host is a
-             * reduce-scatter and an all-gather; dtrain's is two whole sums (allreduce.c),
-             * twice the bytes and messages: the intra link at half its rate and twice
-             * its delay. Taken as shared memory: scale's emulated hosts give MPI TCP
-             * only (netns.c), so there the step inside a host runs the ring over the
-             * namespace's loopback, not measured here (bench/simulate_validation.sh's
-             * 2 x 2 runs allow vader) */
+            /* --allreduce hier: the simulator's tree:K, a reduce-scatter and an
+             * all-gather inside a host, as dtrain's hier (allreduce.c). Taken as shared
+             * memory: scale's emulated hosts give MPI TCP only (netns.c), so there the
+             * step inside a host runs the ring over the namespace's loopback */
             c->topology = DT_SIM_TREE;
             c->per_node = per;
-            c->intra.bytes_per_s = SHM.bytes_per_s / 2;
-            c->intra.latency_s = SHM.latency_s * 2;
         }
         snprintf(words, size, "emulated hosts: %g Mbit/s and %g us a message; %d rank(s) a host%s",
                  net->rate_bps * 1e-6, net->delay_s * 1e6, per,

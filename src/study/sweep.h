@@ -40,6 +40,9 @@ typedef struct dt_sweep_config {
     /* Emulated hosts' CPU shares (hostcpu.h), whose counters each run's load record
      * sums up; NULL: none */
     const struct dt_hostcpu *hostcpu;
+    /* The emulated hosts (netns.h), whose processes a launch that hung lists; NULL:
+     * none */
+    const struct dt_netns *netns;
     /* Inside a Slurm allocation: multi-process runs start as `srun -n N --mpi=pmix`
      * (--mpi=$SLURM_MPI_TYPE when set) instead of mpirun, recorded with each run's
      * settings ("launcher srun"). */
