@@ -71,6 +71,8 @@ def main():
         print(f"\n{head}")
         for group, rows in groups.items():
             print(line(group, rows))
+        print(line("ring and hier", [r for g, rows in groups.items() if not g.startswith("ps")
+                                     for r in rows]))
         print(line("all", every))
         print()
 
