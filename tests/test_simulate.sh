@@ -64,6 +64,34 @@ check "... and says the factor" grep -q "a step of 73.556 ms there against 36.77
 check "... the communication as before" \
     sh -c "[ \"\$(awk '\$1 == 2 { print \$4 }' '$tmp/here.txt')\" = \"\$(awk '\$1 == 2 { print \$4 }' '$tmp/there.txt')\" ]"
 
+# The same what-if for times measured elsewhere: report --times --profile. The 1-process
+# row (73.556 ms a step, as above) rescales the profile; the 2-process config is then
+# the --step-time prediction on the same link, beside its measured step.
+printf 'procs,batch_size,t_train,iterations\n1,32,14.7112,200\n2,32,7.5,100\n4,32,4.0,50\n' \
+    >"$tmp/times.csv"
+"$DTRAIN" report --times "$tmp/times.csv" --params 701466 --dataset-size 6400 \
+    --profile "$fx/resnet18w16_b32.json" --link 1gbit --out "$tmp/whatif" >/dev/null 2>&1
+check "report --times --profile runs" test $? -eq 0
+check "... the 1-process prediction is its measured step (it calibrates)" \
+    grep -q '^1,32,1,73.556,73.556,0,0,' "$tmp/whatif/predicted.csv"
+two=$(awk '$1 == 2 { print $2 }' "$tmp/there.txt")
+check "... 2 processes as simulate --step-time says ($two ms)" \
+    sh -c "awk -F, '\$1 == 2 { printf \"%.3f\\n\", \$4 }' '$tmp/whatif/predicted.csv' | grep -qx '$two'"
+check "... 1 to 64 workers past the machine" grep -q '^64,32,1,.*,1$' "$tmp/whatif/predicted.csv"
+check "... the report sets them beside the measured steps" \
+    grep -q '| 2 | 32 | 1 | .* | 75.00 | ' "$tmp/whatif/report.md"
+check "... and leaves the calibrating 1-process config out of the error" \
+    grep -q 'over 2 configs' "$tmp/whatif/report.md"
+printf 'procs,batch_size,t_train,iterations\n2,32,7.5,100\n' >"$tmp/times2.csv"
+"$DTRAIN" report --times "$tmp/times2.csv" --params 701466 --dataset-size 6400 \
+    --profile "$fx/resnet18w16_b32.json" --out "$tmp/whatif2" >/dev/null 2>"$tmp/whatif2.err"
+check "... refused without a 1-process row" test $? -ne 0
+check "... in one line" test "$(wc -l <"$tmp/whatif2.err")" -eq 1
+check "... saying why" grep -q 'no 1-process row' "$tmp/whatif2.err"
+check "... and nothing written" test ! -e "$tmp/whatif2/predicted.csv"
+"$DTRAIN" report "$tmp/whatif" --profile "$fx/resnet18w16_b32.json" >/dev/null 2>"$tmp/whatif3.err"
+check "... --profile without --times refused" grep -q 'go with --times' "$tmp/whatif3.err"
+
 # A profile made here reads back: lenet5, 2 steps.
 "$DTRAIN" bench --model lenet5 --batch-size 4 --threads 1 --steps 2 \
     --profile-out "$tmp/lenet5.json" >/dev/null 2>&1

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "study/netns.h"
+#include "study/predict.h"
 #include "study/report.h"
 #include "study/scale_csv.h"
 #include "study/scaling.h"
@@ -29,6 +31,14 @@ static void report_usage(FILE *out) {
             "                   recommend up to (default: as the logs recorded; unknown\n"
             "                   for --times: compute per process, recommendations within\n"
             "                   the measured process counts)\n"
+            "  --profile FILE   with --times, what if: predict every config and 1 to 64\n"
+            "                   workers from this profile taken here (dtrain bench\n"
+            "                   --profile-out), its compute rescaled at each batch size by\n"
+            "                   the 1-process time in the CSV (needs one), the\n"
+            "                   all-reduce on --link; written to DIR/predicted.csv, set\n"
+            "                   beside the measured steps in the report\n"
+            "  --link RATE[,DELAY]  the network the times were measured on, for --profile\n"
+            "                   (default 10gbit,20us; units as scale's --link)\n"
             "  --target-loss L  the time to target's training loss (default: 90%% of the\n"
             "                   way from the first step's loss to the lowest final loss of\n"
             "                   any run; needs the run logs)\n"
@@ -61,9 +71,13 @@ int cmd_report(int argc, char **argv) {
                                          {"cores", required_argument, 0, 'c'},
                                          {"out", required_argument, 0, 'o'},
                                          {"target-loss", required_argument, 0, 'L'},
+                                         {"profile", required_argument, 0, 'P'},
+                                         {"link", required_argument, 0, 'l'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *cmd = "report", *times = NULL, *out = NULL, *model = NULL;
+    const char *cmd = "report", *times = NULL, *out = NULL, *model = NULL, *profile = NULL;
+    dt_link link = {.rate_bps = DT_PREDICT_BEYOND_RATE_BPS, .delay_s = DT_PREDICT_BEYOND_DELAY_S};
+    int link_given = 0;
     double params = 0, dataset = 0, target_loss = 0;
     long cores = 0;
     int opt;
@@ -92,6 +106,16 @@ int cmd_report(int argc, char **argv) {
         case 'L':
             if (cli_parse_float(cmd, "--target-loss", optarg, 1e-9, 1e9, &target_loss)) return 2;
             break;
+        case 'P':
+            profile = optarg;
+            break;
+        case 'l': {
+            dt_error lerr;
+            if (dt_link_parse(optarg, &link, &lerr))
+                return cli_fail(cmd, "--link: %s", lerr.msg), 2;
+            link_given = 1;
+            break;
+        }
         case 'h':
             report_usage(stdout);
             return 0;
@@ -122,6 +146,10 @@ int cmd_report(int argc, char **argv) {
             out = dir;
         }
         if (n_models > 1) { /* one report per model and one figure of them all */
+            if (profile)
+                return cli_fail(cmd, "--profile is one model's, but %s has %d in its model column",
+                                times, n_models),
+                       2;
             if (model)
                 return cli_fail(cmd,
                                 "--model names one model, but %s has %d in its model "
@@ -141,11 +169,21 @@ int cmd_report(int argc, char **argv) {
             dt_scale_free(&s); /* the rows read before the bad line */
             return 1;
         }
+        if (profile && dt_scale_predict_times(&s, profile, link.rate_bps, link.delay_s,
+                                              DT_PREDICT_BEYOND_WORKERS, out, &err)) {
+            cli_fail(cmd, "%s", err.msg);
+            dt_scale_free(&s);
+            return 1;
+        }
         const dt_report_opts o = {.dir = out, .times = times, .tables = stdout};
         int rc = publish(&s, &o);
         dt_scale_free(&s);
         return rc ? 1 : 0;
     }
+    if (profile || link_given)
+        return cli_fail(cmd, "--profile and --link go with --times (a study folder has scale's "
+                             "own predictions)"),
+               2;
     if (optind != argc - 1) {
         cli_fail(cmd, "give a study folder (dtrain report DIR) or --times FILE.csv");
         return 2;

@@ -436,13 +436,10 @@ static int predictions_cover(const dt_sweep_config *cfg, const dt_scale_network 
     return covered;
 }
 
-/* One predicted row into f; -1 with err when the simulator refuses the config. */
-static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers, int batch,
-                     int threads, const dt_sweep_config *cfg, const char *words, int beyond,
-                     dt_error *err) {
-    c->batch = batch;
-    if (cfg->train.bucket_mb > 0) c->bucket_mb = cfg->train.bucket_mb;
-    c->bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
+/* One predicted row of c (its batch, buckets and wire set) into f; -1 with err when
+ * the simulator refuses the config. */
+static int write_sim_row(FILE *f, const dt_profile *p, const dt_sim_config *c, int workers,
+                         int threads, const char *words, int beyond, dt_error *err) {
     dt_sim_result r;
     if (dt_simulate(p, c, workers, &r, err)) return -1;
     char schedule[64];
@@ -452,9 +449,19 @@ static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers
     else
         snprintf(schedule, sizeof schedule, "%s",
                  c->mode == DT_SIM_ALLREDUCE ? " (overlap)" : " (no overlap)");
-    fprintf(f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s,%d\n", workers, batch, threads, r.step_s * 1e3,
+    fprintf(f, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%s%s,%d\n", workers, c->batch, threads, r.step_s * 1e3,
             r.compute_s * 1e3, r.comm_s * 1e3, r.exposed_s * 1e3, words, schedule, beyond);
     return 0;
+}
+
+/* One predicted row of a scale study's config into f. */
+static int write_row(FILE *f, const dt_profile *p, dt_sim_config *c, int workers, int batch,
+                     int threads, const dt_sweep_config *cfg, const char *words, int beyond,
+                     dt_error *err) {
+    c->batch = batch;
+    if (cfg->train.bucket_mb > 0) c->bucket_mb = cfg->train.bucket_mb;
+    c->bytes_per_param = cfg->train.comm_dtype == DT_COMM_FP32 ? 4 : 2;
+    return write_sim_row(f, p, c, workers, threads, words, beyond, err);
 }
 
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
@@ -554,6 +561,71 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
     }
     if (dt_outfile_commit(&f, err)) return -1;
     if (!cfg->quiet) fprintf(progress, "predicted in %.1f s\n", dt_now() - started);
+    return 0;
+}
+
+int dt_scale_predict_times(dt_scale_study *s, const char *profile_path, double rate_bps,
+                           double delay_s, int beyond_workers, const char *dir, dt_error *err) {
+    dt_profile p = {0};
+    if (dt_profile_read(&p, profile_path, err)) return -1;
+    int batches[64];
+    const int nb = dt_scale_distinct(s, 1, batches);
+    /* each batch's factor: the profile's one-worker step here over the time there */
+    double factor[64], known[64];
+    int n_known = 0, rc = 0;
+    for (int b = 0; b < nb && rc == 0; b++) {
+        factor[b] = -1;
+        const double there = dt_scale_measured_step(s, dt_scale_find(s, 1, batches[b], 0));
+        if (there <= 0) continue;
+        dt_sim_config c = dt_sim_config_default();
+        c.batch = batches[b];
+        c.link = link_of(rate_bps, delay_s);
+        dt_sim_result one;
+        rc = dt_simulate(&p, &c, 1, &one, err);
+        if (rc == 0) known[n_known++] = factor[b] = one.step_s / there;
+    }
+    if (rc == 0 && n_known == 0)
+        rc =
+            dt_error_set(err, "--profile: the times have no 1-process row, whose step rescales the "
+                              "profile to the device they were measured on");
+    const double median = rc ? 0 : dt_median(known, n_known); /* sorts known */
+    char path[4200], words[160], beyond_words[160];
+    snprintf(path, sizeof path, "%s/predicted.csv", dir);
+    snprintf(words, sizeof words,
+             "%g Mbit/s and %g us a message; one worker a host; compute from %s rescaled to the "
+             "1-process times",
+             rate_bps * 1e-6, delay_s * 1e6, profile_path);
+    snprintf(beyond_words, sizeof beyond_words,
+             "%g Mbit/s links and %g us a message; 1 worker(s) a host", rate_bps * 1e-6,
+             delay_s * 1e6);
+    for (char *c = words; *c; c++) /* a CSV field */
+        if (*c == ',') *c = ';';
+    dt_outfile f;
+    if (rc || dt_make_dirs(dir, err) || dt_outfile_open(&f, path, err)) {
+        dt_profile_free(&p);
+        return -1;
+    }
+    for (int i = 0; i < N_COLUMNS; i++) fprintf(f.f, "%s%s", i ? "," : "", COLUMNS[i]);
+    fputc('\n', f.f);
+    for (int b = 0; b < nb && rc == 0; b++) {
+        dt_sim_config c = dt_sim_config_default();
+        c.batch = batches[b];
+        c.link = link_of(rate_bps, delay_s);
+        c.compute_speedup = factor[b] > 0 ? factor[b] : median;
+        for (int i = 0; i < s->n_rows && rc == 0; i++)
+            if (s->rows[i].batch == batches[b] && !s->rows[i].lr_scaled)
+                rc = write_sim_row(f.f, &p, &c, s->rows[i].procs, 1, words, 0, err);
+        for (int w = 1; w <= beyond_workers && rc == 0; w = next_workers(w, beyond_workers))
+            rc = write_sim_row(f.f, &p, &c, w, 1, beyond_words, 1, err);
+    }
+    dt_profile_free(&p);
+    if (rc) {
+        dt_outfile_discard(&f);
+        return -1;
+    }
+    if (dt_outfile_commit(&f, err)) return -1;
+    if (dt_scale_read_predictions(s, dir, err) != 1) return -1;
+    s->predicted_calibrated = 1;
     return 0;
 }
 
@@ -694,7 +766,7 @@ static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *
         const dt_scale_predicted *p = &s->predicted[i];
         const dt_scale_row *r = p->beyond ? NULL : dt_scale_find(s, p->procs, p->batch, 0);
         const double measured = dt_scale_measured_step(s, r);
-        if (measured <= 0) continue;
+        if (measured <= 0 || (s->predicted_calibrated && p->procs == 1)) continue;
         if (oversubscribed(s, p, r))
             (*over)++;
         else if (r->busy)
@@ -721,18 +793,30 @@ void dt_scale_prediction_error(const dt_scale_study *s, double *median, double *
 
 void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
     if (s->n_predicted == 0) return;
-    fprintf(out,
-            "\n## Predicted before measuring\n\n`scale` profiled the model here at each batch "
-            "size with the threads each run gets, as a rank takes its step (bench's training "
-            "step fed by train's loader from the study's data; for P processes beside P-1 "
-            "copies of it, bound as mpirun binds the ranks, the slowest rank's median step "
-            "kept) and simulated every config's step before the first run "
-            "(`predicted.csv`; communication over %s). Measured step: the measured epoch's "
-            "time / its steps (the median over the repeats, their range beside it).\n\n| procs "
-            "| batch | threads | predicted step (ms) | compute (ms) | exposed comm (ms) | "
-            "measured step (ms) | error | repeats (ms) | |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n",
-            s->predicted_on);
+    if (s->predicted_calibrated)
+        fprintf(out,
+                "\n## Predicted from a profile taken here\n\n`report --times --profile` "
+                "rescaled the profile's compute at each batch size by the 1-process time "
+                "measured there (a batch without one: the median factor of the others; "
+                "Daydream's and dPRO's what-if) and simulated every config's step on %s "
+                "(`predicted.csv`). The 1-process configs calibrate it and are left out of the "
+                "error.\n\n| procs | batch | threads | predicted step (ms) | compute (ms) | "
+                "exposed comm (ms) | measured step (ms) | error | repeats (ms) | |\n"
+                "|---|---|---|---|---|---|---|---|---|---|\n",
+                s->predicted_on);
+    else
+        fprintf(out,
+                "\n## Predicted before measuring\n\n`scale` profiled the model here at each batch "
+                "size with the threads each run gets, as a rank takes its step (bench's training "
+                "step fed by train's loader from the study's data; for P processes beside P-1 "
+                "copies of it, bound as mpirun binds the ranks, the slowest rank's median step "
+                "kept) and simulated every config's step before the first run "
+                "(`predicted.csv`; communication over %s). Measured step: the measured epoch's "
+                "time / its steps (the median over the repeats, their range beside it).\n\n| procs "
+                "| batch | threads | predicted step (ms) | compute (ms) | exposed comm (ms) | "
+                "measured step (ms) | error | repeats (ms) | |\n"
+                "|---|---|---|---|---|---|---|---|---|---|\n",
+                s->predicted_on);
     int ranged = 0, within = 0;
     double widest = 0; /* the repeats' largest (max - min) / median */
     for (int i = 0; i < s->n_predicted; i++) {
@@ -755,7 +839,8 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         const double it = dt_scale_iterations(s, r);
         if (r->repeats > 1 && lo > 0 && hi >= lo) {
             fprintf(out, " %.2f-%.2f |", lo / it * 1e3, hi / it * 1e3);
-            if (!r->busy && !oversubscribed(s, p, r)) {
+            if (!r->busy && !oversubscribed(s, p, r) &&
+                !(s->predicted_calibrated && p->procs == 1)) {
                 ranged++;
                 within += p->step_s >= lo / it && p->step_s <= hi / it;
                 if ((hi - lo) / it / measured > widest) widest = (hi - lo) / it / measured;
@@ -764,10 +849,11 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             fputs(" |", out);
         }
         fprintf(out, " %s |\n",
-                oversubscribed(s, p, r) ? "more processes than cores: left out"
-                : r->unfaithful         ? "unfaithful (hosts out of CPU quota): left out"
-                : r->busy               ? "busy: left out"
-                                        : "");
+                s->predicted_calibrated && p->procs == 1 ? "calibrates the profile"
+                : oversubscribed(s, p, r)                ? "more processes than cores: left out"
+                : r->unfaithful ? "unfaithful (hosts out of CPU quota): left out"
+                : r->busy       ? "busy: left out"
+                                : "");
     }
     double median, worst;
     int n_errors, busy, over;

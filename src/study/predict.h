@@ -48,6 +48,16 @@ typedef struct dt_scale_network {
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
                      dt_error *err);
 
+/* report --times's what-if: predicts the configs of s (times measured elsewhere) and
+ * 1, 2, 4, .. beyond_workers workers from a profile taken here (`bench --profile-out`),
+ * its compute rescaled at each batch size by the 1-process step measured there (a
+ * batch without one: the median factor of the others), the all-reduce overlapped on a
+ * link of rate_bps bit/s and delay_s a message, one worker a host. Writes
+ * dir/predicted.csv and reads it into s; -1 with err (no 1-process row, a bad
+ * profile). */
+int dt_scale_predict_times(dt_scale_study *s, const char *profile_path, double rate_bps,
+                           double delay_s, int beyond_workers, const char *dir, dt_error *err);
+
 /* Reads DIR/predicted.csv into s (replacing what s held): 1 when read, 0 when there is
  * none, -1 with err (a file that is there but bad). */
 int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err);

@@ -102,6 +102,9 @@ typedef struct dt_scale_study {
     int n_predicted;
     char predicted_on[128];     /* the network and the profiles the predictions assumed */
     char predicted_beyond[128]; /* ... and those past the machine */
+    /* report --times --profile: the 1-process times rescaled the profile, so their
+     * predictions equal them by construction and are left out of the error */
+    int predicted_calibrated;
     /* Time to a target loss (tta.h), worked out from the run logs by the report, or
      * NULL; owned here. target_loss: --target-loss (<= 0: the default rule). */
     struct dt_scale_tta *tta;
