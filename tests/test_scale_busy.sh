@@ -29,6 +29,11 @@ check "the speed-up table flags busy" grep -A4 "^Strong scaling speed-up" "$out/
 check "the reading says only re-run for the busy config" \
     grep -Eq "^- Batch 64 per process, 2 processes: re-run \(machine busy: other processes used [0-9.]+ cores[a-z0-9., -]*\)\.$" "$out/report.md"
 check "the reading does not call it scaling well" sh -c "! grep -q 'scales well' '$out/report.md'"
+# the model profiled again before the second pass: one factor per batch size, taken
+# into the predictions and said in the report
+check "drift.csv: pass 2's profile at batch 64" grep -Eq '^1,64,[0-9.e+-]+,[0-9.e+-]+$' "$out/drift.csv"
+check "the report says the model was profiled again" \
+    grep -Eq "profiled again alone .* pass 2 x[0-9]+\.[0-9]{3}; each config's predicted compute" "$out/report.md"
 check "runs.csv has repeats and other_cores" grep -q "repeats,t_train_min,t_train_max,t_epoch_min,t_epoch_max,other_cores,busy" "$out/runs.csv"
 cp "$out/report.md" "$tmp/first.md"
 check "report DIR rebuilds" "$DTRAIN" report "$out"

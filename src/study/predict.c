@@ -629,7 +629,7 @@ int dt_scale_predict_times(dt_scale_study *s, const char *profile_path, double r
     return 0;
 }
 
-int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err) {
+static int read_predictions_raw(dt_scale_study *s, const char *dir, dt_error *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/predicted.csv", dir);
     if (access(path, F_OK) != 0) return 0;
@@ -700,6 +700,150 @@ int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err)
     if (got < 0) rc = -1;
     dt_csv_close(&csv);
     return rc ? -1 : 1;
+}
+
+/* OUT/drift.csv's factors into s and onto its grid predictions (see
+ * dt_scale_profile_drift): 0, or -1 with err for a file that is there but bad. */
+enum { DRIFT_MAX = 256 };
+static const char *const DRIFT_COLUMNS[] = {"pass", "batch", "step_ms", "factor"};
+typedef struct drift_row {
+    int pass, batch;
+    double step_ms, factor;
+} drift_row;
+
+/* Reads OUT/drift.csv into rows (room for DRIFT_MAX): how many, 0 when there is none,
+ * -1 with err. */
+static int read_drift(const char *dir, drift_row *rows, dt_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/drift.csv", dir);
+    if (access(path, F_OK) != 0) return 0;
+    dt_csv csv;
+    if (dt_csv_open(&csv, path, err)) return -1;
+    int n = 0, got = dt_csv_next(&csv, err), rc = got < 0 ? -1 : 0;
+    if (got == 1 && (csv.n != 4 || strcmp(csv.field[0], "pass")))
+        rc = dt_error_set(err, "%s: the header is not pass,batch,step_ms,factor", path);
+    while (rc == 0 && (got = dt_csv_next(&csv, err)) == 1) {
+        if (csv.n != 4 || n == DRIFT_MAX) {
+            rc = dt_error_set(err, "%s line %ld: %s", path, csv.in.lineno,
+                              csv.n != 4 ? "4 fields expected" : "too many rows");
+            break;
+        }
+        double v[4];
+        const double hi[4] = {1 << 16, 1 << 24, 1e12, 1e6};
+        for (int i = 0; i < 4 && rc == 0; i++)
+            rc = dt_csv_field_number(&csv, DRIFT_COLUMNS[i], csv.field[i], i < 2 ? 1 : 1e-12, hi[i],
+                                     &v[i], err);
+        if (rc == 0) rows[n++] = (drift_row){(int)v[0], (int)v[1], v[2], v[3]};
+    }
+    if (got < 0) rc = -1;
+    dt_csv_close(&csv);
+    return rc ? -1 : n;
+}
+
+static int apply_drift(dt_scale_study *s, const char *dir, dt_error *err) {
+    drift_row rows[DRIFT_MAX];
+    const int n = read_drift(dir, rows, err);
+    if (n <= 0) return n;
+    /* each pass's median factor, for the report; pass 1 is the prediction's own */
+    s->n_drift = 1;
+    s->drift[0] = 1;
+    for (int pass = 1; pass < 16; pass++) {
+        double f[DRIFT_MAX];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (rows[i].pass == pass) f[k++] = rows[i].factor;
+        if (k == 0) break;
+        s->drift[s->n_drift++] = dt_median(f, k);
+    }
+    /* each grid config's compute x the mean factor of its batch over the passes */
+    for (int i = 0; i < s->n_predicted; i++) {
+        dt_scale_predicted *p = &s->predicted[i];
+        if (p->beyond) continue;
+        double sum = 1;
+        int passes = 1;
+        for (int j = 0; j < n; j++)
+            if (rows[j].batch == p->batch) sum += rows[j].factor, passes++;
+        const double compute = p->compute_s * sum / passes;
+        p->step_s += compute - p->compute_s;
+        p->compute_s = compute;
+    }
+    return 0;
+}
+
+int dt_scale_read_predictions(dt_scale_study *s, const char *dir, dt_error *err) {
+    const int rc = read_predictions_raw(s, dir, err);
+    if (rc == 1 && apply_drift(s, dir, err)) return -1;
+    return rc;
+}
+
+int dt_scale_profile_drift(const dt_sweep_config *cfg, int pass, FILE *progress, dt_error *err) {
+    const dt_scale_network *net = cfg->network;
+    dt_scale_study old;
+    memset(&old, 0, sizeof old);
+    const int have = net ? read_predictions_raw(&old, cfg->out_dir, err) : 0;
+    if (have <= 0) {
+        free(old.predicted);
+        return have;
+    }
+    drift_row rows[DRIFT_MAX];
+    int n = read_drift(cfg->out_dir, rows, err), kept = 0;
+    if (n < 0) {
+        free(old.predicted);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) /* this pass's rows are taken again */
+        if (rows[i].pass != pass) rows[kept++] = rows[i];
+    n = kept;
+    const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
+    dt_dataset opened, *data = NULL;
+    int rc = 0;
+    if (cfg->train.data) {
+        rc = dt_dataset_open(&opened, cfg->train.data, 1, err);
+        if (rc == 0) data = &opened;
+    }
+    const int saved_threads = dt_threads_get();
+    dt_threads_set(threads);
+    for (int b = 0; b < cfg->n_batches && rc == 0 && n < DRIFT_MAX; b++) {
+        const dt_scale_predicted *was = NULL;
+        for (int i = 0; i < old.n_predicted && !was; i++)
+            if (!old.predicted[i].beyond && old.predicted[i].procs == 1 &&
+                old.predicted[i].batch == cfg->batches[b])
+                was = &old.predicted[i];
+        dt_profile p = {0};
+        dt_error why;
+        if (!was || profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, NULL, &why)) {
+            dt_profile_free(&p);
+            continue; /* no prediction at this batch, or it no longer profiles */
+        }
+        dt_sim_config c = dt_sim_config_default();
+        char words[160];
+        network_config(cfg, net, 1, &c, words, sizeof words);
+        c.batch = cfg->batches[b];
+        dt_sim_result now;
+        rc = dt_simulate(&p, &c, 1, &now, err);
+        dt_profile_free(&p);
+        if (rc == 0 && was->step_s > 0) {
+            rows[n++] =
+                (drift_row){pass, cfg->batches[b], now.step_s * 1e3, now.step_s / was->step_s};
+            if (!cfg->quiet)
+                fprintf(progress,
+                        "profiled again before pass %d: batch %d, %.2f ms a step (x%.3f)\n",
+                        pass + 1, cfg->batches[b], now.step_s * 1e3, now.step_s / was->step_s);
+        }
+    }
+    dt_threads_set(saved_threads);
+    if (data) dt_dataset_close(data);
+    free(old.predicted);
+    if (rc) return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/drift.csv", cfg->out_dir);
+    dt_outfile f;
+    if (dt_outfile_open(&f, path, err)) return -1;
+    fputs("pass,batch,step_ms,factor\n", f.f);
+    for (int i = 0; i < n; i++)
+        fprintf(f.f, "%d,%d,%.6g,%.6g\n", rows[i].pass, rows[i].batch, rows[i].step_ms,
+                rows[i].factor);
+    return dt_outfile_commit(&f, err);
 }
 
 /* The past-the-machine rows: per batch size, step, epoch and speed-up against one
@@ -874,6 +1018,22 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
                 "simulator gives each process a core of its own)",
                 over, s->cores);
     fputs(n_errors > 0 ? ".\n" : ").\n", out);
+    if (s->n_drift > 1) {
+        fputs("Before each repeat pass after the first, the model was profiled again alone "
+              "(`drift.csv`): its step against the prediction's own profile, median over the "
+              "batch sizes,",
+              out);
+        for (int i = 1; i < s->n_drift; i++)
+            fprintf(out, "%s pass %d x%.3f", i > 1 ? "," : "", i + 1, s->drift[i]);
+        fputs("; each config's predicted compute above is scaled by its batch's mean factor "
+              "over the passes (the first: x1), as the measured step is the median over "
+              "them.\n",
+              out);
+    } else if (ranged > 0) {
+        fputs("The model was not profiled again between the repeat passes: the predictions "
+              "hold the machine's speed at the start.\n",
+              out);
+    }
     if (ranged > 0)
         fprintf(out,
                 "The prediction lies within the range of the repeats' measured steps in %d of "

@@ -48,6 +48,14 @@ typedef struct dt_scale_network {
 int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FILE *progress,
                      dt_error *err);
 
+/* Profiles cfg's model alone again at each batch size (as the prediction's 1-process
+ * profile was taken) before repeat pass `pass` (0-based, >= 1) and writes OUT/drift.csv
+ * (pass, batch, step_ms, factor: the step against the prediction's own 1-process one),
+ * replacing that pass's rows; dt_scale_read_predictions then scales each config's
+ * predicted compute by the mean factor over the passes (the machine's speed drifts
+ * between the profile and the runs). Nothing without predictions. -1 with err. */
+int dt_scale_profile_drift(const dt_sweep_config *cfg, int pass, FILE *progress, dt_error *err);
+
 /* report --times's what-if: predicts the configs of s (times measured elsewhere) and
  * 1, 2, 4, .. beyond_workers workers from a profile taken here (`bench --profile-out`),
  * its compute rescaled at each batch size by the 1-process step measured there (a

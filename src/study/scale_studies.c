@@ -14,7 +14,9 @@ static int sweep_and_report(const dt_scale_studies *s, const dt_sweep_config *cf
     study.cores_given = s->cores > 0;
     int rc = *s->stop ? -2 : 0;
     if (rc == 0 && dt_scale_predict(cfg, &s->network, progress, err)) rc = -1;
-    if (rc == 0 && dt_sweep_run(cfg, &study, err)) rc = -1;
+    dt_sweep_config with_network = *cfg; /* for the profiles between repeat passes */
+    with_network.network = &s->network;
+    if (rc == 0 && dt_sweep_run(&with_network, &study, err)) rc = -1;
     if (rc == 0 && dt_scale_read_predictions(&study, cfg->out_dir, err) < 0) rc = -1;
     if (rc == 0 && s->publish(&study, cfg->out_dir)) rc = -2;
     dt_scale_free(&study);

@@ -105,6 +105,9 @@ typedef struct dt_scale_study {
     /* report --times --profile: the 1-process times rescaled the profile, so their
      * predictions equal them by construction and are left out of the error */
     int predicted_calibrated;
+    /* OUT/drift.csv read: each pass's factor (median over batches), pass 1 first */
+    double drift[16];
+    int n_drift;
     /* Time to a target loss (tta.h), worked out from the run logs by the report, or
      * NULL; owned here. target_loss: --target-loss (<= 0: the default rule). */
     struct dt_scale_tta *tta;

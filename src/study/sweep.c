@@ -973,6 +973,7 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
     /* Repeats interleave: every config once, then every config again, so a slow spell
      * of the machine spreads over configs rather than sinking one. */
     for (int rep = 0; rep < repeats; rep++) {
+        int drift_taken = rep == 0 || !cfg->network; /* pass 1's profile is the prediction's */
         for (int b = 0; b < n_batches; b++) {
             int memory_stop = 0;
             for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
@@ -1015,6 +1016,10 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                     if (stop_signal) /* between runs: nothing to pass on */
                         return dt_error_set(err, "stopped by signal %d (%s)", (int)stop_signal,
                                             strsignal(stop_signal));
+                    if (!drift_taken) { /* before this pass's first run */
+                        drift_taken = 1;
+                        if (dt_scale_profile_drift(cfg, rep, stderr, err)) return -1;
+                    }
                     int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index,
                                         total, err);
                     if (rc < 0) return -1;

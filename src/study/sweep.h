@@ -43,6 +43,9 @@ typedef struct dt_sweep_config {
     /* The emulated hosts (netns.h), whose processes a launch that hung lists; NULL:
      * none */
     const struct dt_netns *netns;
+    /* The study's network (predict.h): with repeats, the model is profiled again alone
+     * before each later pass's first run (dt_scale_profile_drift); NULL: not */
+    const struct dt_scale_network *network;
     /* Inside a Slurm allocation: multi-process runs start as `srun -n N --mpi=pmix`
      * (--mpi=$SLURM_MPI_TYPE when set) instead of mpirun, recorded with each run's
      * settings ("launcher srun"). */
