@@ -135,6 +135,10 @@ void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const c
 /* dt_world_wait for a rank that mostly waits (a parameter server): it sleeps between
  * polls once a wait passes 0.2 ms, leaving its CPU to a rank that shares it. */
 void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, const char *what);
+/* One receive waited for as dt_world_wait_idle waits, at most limit_s seconds: 1 with
+ * msg filled (as dt_world_test), 0 when limit_s passed first (the request still stands;
+ * the caller decides whether that is a dead peer). */
+int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *msg, double limit_s);
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg);
 
 /* Point-to-point bytes within w (small records such as statistics), with the

@@ -1,11 +1,9 @@
 #include "parallel/ps_server.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/timer.h"
 
@@ -36,37 +34,22 @@ static void server_free(server *sv) {
     free(sv->last_pushed), free(sv->clock), free(sv->pending), free(sv->busy);
 }
 
-/* Waits for the next message header from any worker; not forever: a dead worker must
- * not hang the server, unless some worker announced a long phase (dt_ps_busy). Spins
- * for SPIN_S after the call (a worker's messages come in bursts: push, then pull), then
- * naps NAP_NS between polls: a server sharing a CPU with a worker (servers placed on
- * workers' hosts, emulated hosts on few cores) spinning with sched_yield took about a
- * third of that CPU from the worker's compute (lenet5, 1 worker: 4.8 ms a step's compute
- * against 3.4 alone; docs/scaling.md). A nap costs a message up to NAP_NS plus the
- * kernel's timer slack, 50 us, against steps of milliseconds. */
-static const double SPIN_S = 200e-6;
-enum { NAP_NS = 20000 };
+/* Waits for the next message header from any worker, napping as every wait of the
+ * server does (dt_world_wait_idle: it may share a CPU with a worker); not forever: a
+ * dead worker must not hang the server, unless some worker announced a long phase
+ * (dt_ps_busy). */
 static void wait_for_message(const server *sv, int64_t header[3], dt_message *msg) {
     int busy = 0;
     for (int i = 0; i < sv->workers; i++) busy |= sv->busy[i];
     const dt_world *w = sv->job;
     dt_request req;
     dt_world_irecv(w, header, 3, DT_S64, DT_ANY_SOURCE, DT_ANY_TAG, &req);
-    const struct timespec nap = {0, NAP_NS};
-    const double start = dt_now();
-    for (long polls = 1; !dt_world_test(w, &req, msg); polls++) {
-        if (polls & 63) continue;
-        const double waited = dt_now() - start;
-        if (!busy && waited > w->timeout_s)
+    while (!dt_world_wait_message_idle(w, &req, msg, w->timeout_s))
+        if (!busy)
             dt_world_abort(w,
                            "parameter server %d: no message from any worker for %g s "
                            "(a worker died or hangs)",
                            w->rank, w->timeout_s);
-        if (waited > SPIN_S)
-            nanosleep(&nap, NULL);
-        else
-            sched_yield();
-    }
 }
 
 static void apply(server *sv, float *gradient) {

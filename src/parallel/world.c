@@ -248,22 +248,37 @@ int dt_world_job_rank_of(const dt_world *w, int peer) {
     return out;
 }
 
-/* Polls reqs until all complete, aborting after the world's timeout. With `nap`, after
- * NAP_AFTER_S of polling it sleeps NAP_NS between polls (plus the kernel's timer slack,
- * 50 us) instead of yielding: for a rank whose waits are long and whose CPU another
- * rank needs (a parameter server beside a worker; see dt_world_wait_idle). */
+/* How a waiting rank pauses between polls after `waited` seconds: it yields the core
+ * (a rank sharing it may run), or, with `nap`, once the wait passes NAP_AFTER_S, sleeps
+ * NAP_NS (plus the kernel's timer slack, 50 us): for a rank whose waits are long and
+ * whose CPU another rank needs (a parameter server beside a worker: spinning with
+ * sched_yield it took about a third of the CPU from the worker's compute, lenet5 4.8 ms
+ * a step against 3.4 alone; docs/scaling.md). Polls come in runs: every 64th pauses
+ * with `nap`, every 1024th without. */
 static const double NAP_AFTER_S = 200e-6;
 enum { NAP_NS = 20000 };
+static int pause_now(long polls, int nap) {
+    return (polls & (nap ? 63 : 1023)) == 0;
+}
+static void pause_polling(double waited, int nap) {
+    if (nap && waited > NAP_AFTER_S) {
+        const struct timespec pause = {0, NAP_NS};
+        nanosleep(&pause, NULL);
+    } else {
+        sched_yield();
+    }
+}
+
+/* Polls reqs until all complete, aborting after the world's timeout. */
 static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what,
                       int nap) {
     const double start = dt_now();
-    const struct timespec pause = {0, NAP_NS};
     long polls = 0;
     for (;;) {
         int done = 0;
         DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        if ((++polls & (nap ? 63 : 1023)) == 0) {
+        if (pause_now(++polls, nap)) {
             const double waited = dt_now() - start;
             if (waited > w->timeout_s) {
                 /* In a collective of two ranks the one not answering is the other. */
@@ -274,10 +289,7 @@ static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, con
                 dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
                                w->timeout_s);
             }
-            if (nap && waited > NAP_AFTER_S)
-                nanosleep(&pause, NULL);
-            else
-                sched_yield(); /* let a rank sharing this core run */
+            pause_polling(waited, nap);
         }
     }
 }
@@ -461,6 +473,18 @@ void dt_world_wait(const dt_world *w, int n, dt_request *reqs, int peer, const c
 
 void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, const char *what) {
     wait_requests(w, n, reqs, peer, what, 1);
+}
+
+int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *msg,
+                               double limit_s) {
+    const double start = dt_now();
+    for (long polls = 1; !dt_world_test(w, req, msg); polls++) {
+        if (!pause_now(polls, 1)) continue;
+        const double waited = dt_now() - start;
+        if (waited > limit_s) return 0;
+        pause_polling(waited, 1);
+    }
+    return 1;
 }
 
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg) {
