@@ -317,18 +317,14 @@ int cmd_simulate(int argc, char **argv) {
     }
     c.batch = batch > 0 ? (int)batch : p.batch;
     if (rc == 0 && step_ms > 0) {
-        /* the profile's one-worker step at this batch, as the simulator scales it */
-        dt_sim_result one;
-        c.compute_speedup = 1;
-        if (dt_simulate(&p, &c, 1, &one, &err)) {
+        double here_s = 0;
+        if (dt_sim_speedup_to_step(&p, &c, step_ms * 1e-3, &c.compute_speedup, &here_s, &err))
             rc = cli_fail(cmd, "%s", err.msg);
-        } else {
-            c.compute_speedup = one.step_s / (step_ms * 1e-3);
+        else
             fprintf(stderr,
                     "simulate: a step of %.3f ms there against %.3f ms in the profile, at batch "
                     "%d: compute x%.4g\n",
-                    step_ms, one.step_s * 1e3, c.batch, 1 / c.compute_speedup);
-        }
+                    step_ms, here_s * 1e3, c.batch, 1 / c.compute_speedup);
     }
     if (rc == 0) rc = simulate_all(cmd, &run, &p, &c);
     dt_profile_free(&p);

@@ -253,6 +253,18 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
     return 0;
 }
 
+int dt_sim_speedup_to_step(const dt_profile *p, const dt_sim_config *c, double step_s,
+                           double *speedup, double *here_s, dt_error *err) {
+    dt_sim_config one = *c;
+    one.compute_speedup = 1;
+    dt_sim_result r;
+    if (dt_simulate(p, &one, 1, &r, err)) return -1;
+    if (!(step_s > 0)) return dt_error_set(err, "a measured step must be positive");
+    *speedup = r.step_s / step_s;
+    if (here_s) *here_s = r.step_s;
+    return 0;
+}
+
 int dt_sim_sweep(const dt_profile *p, const dt_sim_config *c, const int *workers, int n,
                  dt_sim_result *res, dt_error *err) {
     for (int i = 0; i < n; i++)

@@ -83,6 +83,13 @@ double dt_sim_allreduce_s(const dt_sim_config *c, int workers, double bytes);
 int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim_result *r,
                 dt_error *err);
 
+/* What if (Daydream, dPRO): the compute speed-up that makes one worker's step at c's
+ * batch, as the simulator gives it from p (c's own speed-up ignored), take step_s;
+ * *here_s (may be NULL) gets that step unscaled. -1 with err for a config the simulator
+ * refuses. simulate --step-time, report --times --profile and scale's drift use it. */
+int dt_sim_speedup_to_step(const dt_profile *p, const dt_sim_config *c, double step_s,
+                           double *speedup, double *here_s, dt_error *err);
+
 /* dtrain simulate's sweep: res[i], the simulation on workers[i] workers. */
 int dt_sim_sweep(const dt_profile *p, const dt_sim_config *c, const int *workers, int n,
                  dt_sim_result *res, dt_error *err);

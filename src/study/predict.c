@@ -436,6 +436,16 @@ static int predictions_cover(const dt_sweep_config *cfg, const dt_scale_network 
     return covered;
 }
 
+/* DIR/predicted.csv opened for writing whole (outfile.h), its header written. */
+static int predictions_open(dt_outfile *f, const char *dir, dt_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/predicted.csv", dir);
+    if (dt_make_dirs(dir, err) || dt_outfile_open(f, path, err)) return -1;
+    for (int i = 0; i < N_COLUMNS; i++) fprintf(f->f, "%s%s", i ? "," : "", COLUMNS[i]);
+    fputc('\n', f->f);
+    return 0;
+}
+
 /* One predicted row of c (its batch, buckets and wire set) into f; -1 with err when
  * the simulator refuses the config. */
 static int write_sim_row(FILE *f, const dt_profile *p, const dt_sim_config *c, int workers,
@@ -476,8 +486,6 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         return 0;
     }
     const int threads = cfg->train.threads > 0 ? cfg->train.threads : 1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/predicted.csv", cfg->out_dir);
     if (!cfg->force && predictions_cover(cfg, net, threads)) { /* made before the first runs */
         if (!cfg->quiet) fprintf(progress, "predictions kept from before the first runs\n");
         return 0;
@@ -490,12 +498,10 @@ int dt_scale_predict(const dt_sweep_config *cfg, const dt_scale_network *net, FI
         data = &opened;
     }
     dt_outfile f;
-    if (dt_make_dirs(cfg->out_dir, err) || dt_outfile_open(&f, path, err)) {
+    if (predictions_open(&f, cfg->out_dir, err)) {
         if (data) dt_dataset_close(data);
         return -1;
     }
-    for (int i = 0; i < N_COLUMNS; i++) fprintf(f.f, "%s%s", i ? "," : "", COLUMNS[i]);
-    fputc('\n', f.f);
     const int saved_threads = dt_threads_get();
     dt_threads_set(threads);
     int rc = 0;
@@ -580,17 +586,15 @@ int dt_scale_predict_times(dt_scale_study *s, const char *profile_path, double r
         dt_sim_config c = dt_sim_config_default();
         c.batch = batches[b];
         c.link = link_of(rate_bps, delay_s);
-        dt_sim_result one;
-        rc = dt_simulate(&p, &c, 1, &one, err);
-        if (rc == 0) known[n_known++] = factor[b] = one.step_s / there;
+        rc = dt_sim_speedup_to_step(&p, &c, there, &factor[b], NULL, err);
+        if (rc == 0) known[n_known++] = factor[b];
     }
     if (rc == 0 && n_known == 0)
         rc =
             dt_error_set(err, "--profile: the times have no 1-process row, whose step rescales the "
                               "profile to the device they were measured on");
     const double median = rc ? 0 : dt_median(known, n_known); /* sorts known */
-    char path[4200], words[160], beyond_words[160];
-    snprintf(path, sizeof path, "%s/predicted.csv", dir);
+    char words[160], beyond_words[160];
     snprintf(words, sizeof words,
              "%g Mbit/s and %g us a message; one worker a host; compute from %s rescaled to the "
              "1-process times",
@@ -601,12 +605,10 @@ int dt_scale_predict_times(dt_scale_study *s, const char *profile_path, double r
     for (char *c = words; *c; c++) /* a CSV field */
         if (*c == ',') *c = ';';
     dt_outfile f;
-    if (rc || dt_make_dirs(dir, err) || dt_outfile_open(&f, path, err)) {
+    if (rc || predictions_open(&f, dir, err)) {
         dt_profile_free(&p);
         return -1;
     }
-    for (int i = 0; i < N_COLUMNS; i++) fprintf(f.f, "%s%s", i ? "," : "", COLUMNS[i]);
-    fputc('\n', f.f);
     for (int b = 0; b < nb && rc == 0; b++) {
         dt_sim_config c = dt_sim_config_default();
         c.batch = batches[b];
@@ -811,7 +813,8 @@ int dt_scale_profile_drift(const dt_sweep_config *cfg, int pass, FILE *progress,
                 was = &old.predicted[i];
         dt_profile p = {0};
         dt_error why;
-        if (!was || profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, NULL, &why)) {
+        if (!was || !(was->step_s > 0) ||
+            profile_run(&p, cfg, data, net, 1, cfg->batches[b], threads, NULL, &why)) {
             dt_profile_free(&p);
             continue; /* no prediction at this batch, or it no longer profiles */
         }
@@ -819,16 +822,16 @@ int dt_scale_profile_drift(const dt_sweep_config *cfg, int pass, FILE *progress,
         char words[160];
         network_config(cfg, net, 1, &c, words, sizeof words);
         c.batch = cfg->batches[b];
-        dt_sim_result now;
-        rc = dt_simulate(&p, &c, 1, &now, err);
+        /* the factor that turns the prediction's step into this one */
+        double factor = 0, now_s = 0;
+        rc = dt_sim_speedup_to_step(&p, &c, was->step_s, &factor, &now_s, err);
         dt_profile_free(&p);
-        if (rc == 0 && was->step_s > 0) {
-            rows[n++] =
-                (drift_row){pass, cfg->batches[b], now.step_s * 1e3, now.step_s / was->step_s};
+        if (rc == 0) {
+            rows[n++] = (drift_row){pass, cfg->batches[b], now_s * 1e3, factor};
             if (!cfg->quiet)
                 fprintf(progress,
                         "profiled again before pass %d: batch %d, %.2f ms a step (x%.3f)\n",
-                        pass + 1, cfg->batches[b], now.step_s * 1e3, now.step_s / was->step_s);
+                        pass + 1, cfg->batches[b], now_s * 1e3, factor);
         }
     }
     dt_threads_set(saved_threads);
@@ -889,6 +892,12 @@ double dt_scale_measured_step(const dt_scale_study *s, const dt_scale_row *r) {
     return it > 0 && t > 0 ? t / it : -1;
 }
 
+/* report --times --profile: a 1-process config rescaled the profile, so its prediction
+ * is its measurement by construction. */
+static int calibrates(const dt_scale_study *s, const dt_scale_predicted *p) {
+    return s->predicted_calibrated && p->procs == 1;
+}
+
 /* Whether a grid config runs more processes (x threads) than the study's machine has
  * cores: the simulator gives each its own core, so it cannot predict such a config
  * (ps runs: the servers count too). Not so where its run r had emulated hosts with
@@ -910,7 +919,7 @@ static int grid_errors(const dt_scale_study *s, double *errors, int *busy, int *
         const dt_scale_predicted *p = &s->predicted[i];
         const dt_scale_row *r = p->beyond ? NULL : dt_scale_find(s, p->procs, p->batch, 0);
         const double measured = dt_scale_measured_step(s, r);
-        if (measured <= 0 || (s->predicted_calibrated && p->procs == 1)) continue;
+        if (measured <= 0 || calibrates(s, p)) continue;
         if (oversubscribed(s, p, r))
             (*over)++;
         else if (r->busy)
@@ -983,8 +992,7 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
         const double it = dt_scale_iterations(s, r);
         if (r->repeats > 1 && lo > 0 && hi >= lo) {
             fprintf(out, " %.2f-%.2f |", lo / it * 1e3, hi / it * 1e3);
-            if (!r->busy && !oversubscribed(s, p, r) &&
-                !(s->predicted_calibrated && p->procs == 1)) {
+            if (!r->busy && !oversubscribed(s, p, r) && !calibrates(s, p)) {
                 ranged++;
                 within += p->step_s >= lo / it && p->step_s <= hi / it;
                 if ((hi - lo) / it / measured > widest) widest = (hi - lo) / it / measured;
@@ -993,11 +1001,11 @@ void dt_scale_write_predictions(const dt_scale_study *s, FILE *out) {
             fputs(" |", out);
         }
         fprintf(out, " %s |\n",
-                s->predicted_calibrated && p->procs == 1 ? "calibrates the profile"
-                : oversubscribed(s, p, r)                ? "more processes than cores: left out"
-                : r->unfaithful ? "unfaithful (hosts out of CPU quota): left out"
-                : r->busy       ? "busy: left out"
-                                : "");
+                calibrates(s, p)          ? "calibrates the profile"
+                : oversubscribed(s, p, r) ? "more processes than cores: left out"
+                : r->unfaithful           ? "unfaithful (hosts out of CPU quota): left out"
+                : r->busy                 ? "busy: left out"
+                                          : "");
     }
     double median, worst;
     int n_errors, busy, over;
