@@ -250,23 +250,27 @@ int dt_world_job_rank_of(const dt_world *w, int peer) {
 
 /* How a waiting rank pauses between polls after `waited` seconds: it yields the core
  * (a rank sharing it may run), or, with `nap`, once the wait passes NAP_AFTER_S, sleeps
- * NAP_NS (plus the kernel's timer slack, 50 us): for a rank whose waits are long and
- * whose CPU another rank needs (a parameter server beside a worker: spinning with
- * sched_yield it took about a third of the CPU from the worker's compute, lenet5 4.8 ms
- * a step against 3.4 alone; docs/scaling.md). Polls come in runs: every 64th pauses
- * with `nap`, every 1024th without. */
+ * NAP_NS (plus the kernel's timer slack, 50 us): for ranks whose waits are long and whose
+ * CPU another rank needs (a parameter server and its workers on shared cores: spinning
+ * with sched_yield the server took about a third of the CPU from a worker's compute,
+ * lenet5 4.8 ms a step against 3.4 alone; docs/scaling.md). Polls come in runs: every
+ * 1024th pauses without `nap`, every 64th with it until the first nap, then every poll
+ * (64 polls a nap cost the server 83 us a wake-up; one poll a nap, lenet5's ps step on
+ * emulated hosts sharing a core went from 16.2 to 11.4 ms). */
 static const double NAP_AFTER_S = 200e-6;
 enum { NAP_NS = 20000 };
-static int pause_now(long polls, int nap) {
-    return (polls & (nap ? 63 : 1023)) == 0;
+static int pause_now(long polls, int nap, int napping) {
+    return napping || (polls & (nap ? 63 : 1023)) == 0;
 }
-static void pause_polling(double waited, int nap) {
+/* 1 if it napped: from then on the wait naps at every poll */
+static int pause_polling(double waited, int nap) {
     if (nap && waited > NAP_AFTER_S) {
         const struct timespec pause = {0, NAP_NS};
         nanosleep(&pause, NULL);
-    } else {
-        sched_yield();
+        return 1;
     }
+    sched_yield();
+    return 0;
 }
 
 /* Polls reqs until all complete, aborting after the world's timeout. */
@@ -274,11 +278,12 @@ static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, con
                       int nap) {
     const double start = dt_now();
     long polls = 0;
+    int napping = 0;
     for (;;) {
         int done = 0;
         DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        if (pause_now(++polls, nap)) {
+        if (pause_now(++polls, nap, napping)) {
             const double waited = dt_now() - start;
             if (waited > w->timeout_s) {
                 /* In a collective of two ranks the one not answering is the other. */
@@ -289,7 +294,7 @@ static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, con
                 dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
                                w->timeout_s);
             }
-            pause_polling(waited, nap);
+            napping = pause_polling(waited, nap);
         }
     }
 }
@@ -478,11 +483,12 @@ void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, co
 int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *msg,
                                double limit_s) {
     const double start = dt_now();
+    int napping = 0;
     for (long polls = 1; !dt_world_test(w, req, msg); polls++) {
-        if (!pause_now(polls, 1)) continue;
+        if (!pause_now(polls, 1, napping)) continue;
         const double waited = dt_now() - start;
         if (waited > limit_s) return 0;
-        pause_polling(waited, 1);
+        napping = pause_polling(waited, 1);
     }
     return 1;
 }
