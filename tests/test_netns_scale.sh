@@ -51,7 +51,7 @@ wait_ranks() { # until a dtrain rank runs in each host of sweep $1 (at most 60 s
     --host-cpus none --out "$tmp/s" >"$tmp/out1" 2>"$tmp/err1"
 check "netns sweep exits 0" [ $? -eq 0 ]
 check "its predictions name the hosts' link" \
-    grep -q "^2,32,1,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,emulated hosts: 1000 Mbit/s and 0 us a message; 1 rank(s) a host" \
+    grep -q "^2,32,1,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,emulated hosts: 1000 Mbit/s and 0 us a message (bursts of 256 KiB); 1 rank(s) a host" \
     "$tmp/s/bucket_0.05/predicted.csv"
 check "... and the report sets them beside the measurements" \
     grep -q "^## Predicted before measuring" "$tmp/s/bucket_0.05/report.md"

@@ -55,7 +55,7 @@ static dt_sim_config config(double bucket_mb, double beta, double alpha) {
     dt_sim_config c = dt_sim_config_default();
     c.batch = 10;
     c.bucket_mb = bucket_mb;
-    c.link = (dt_sim_link){alpha, beta};
+    c.link = (dt_sim_link){alpha, beta, 0};
     c.intra = c.link;
     return c;
 }
@@ -138,7 +138,7 @@ static void test_topology_costs(void **state) {
     assert_double_equal(dt_sim_allreduce_s(&c, 8, n), ring8, 1e-12); /* a node each */
     /* 8 workers, 4 per node: half a ring inside twice, a ring of 2 nodes between */
     assert_int_equal(dt_sim_parse_topology("tree:4", &c, &err), 0);
-    c.intra = (dt_sim_link){1e-6, 1e10};
+    c.intra = (dt_sim_link){1e-6, 1e10, 0};
     const double half = 3 * 1e-6 + 0.75 * n / 1e10;
     assert_double_equal(dt_sim_allreduce_s(&c, 8, n), 2 * half + 2 * 1e-5 + n / 1e9, 1e-12);
     assert_double_equal(dt_sim_allreduce_s(&c, 3, n), 2 * (2e-6 + 2.0 / 3 * n / 1e10), 1e-12);
@@ -170,6 +170,46 @@ static void test_parameter_servers(void **state) {
     c.topology = DT_SIM_RING;
     assert_int_equal(dt_simulate(&p, &c, 8, &r, &err), -1);
     assert_non_null(strstr(err.msg, "ps:S"));
+}
+
+/* An emulated link's token bucket (tbf): after the link idled, the first burst_bytes
+ * cross at once, the rest at the rate; it refills at the rate while the link is idle. */
+static void test_token_bucket(void **state) {
+    (void)state;
+    dt_profile_op ops[2];
+    const dt_profile p = two_ops(ops);
+    dt_sim_result r;
+    dt_error err;
+    /* one bucket of 8 MiB on 4 workers: idle since the step before's update (0.5 ms) and
+     * this step's compute (10.25 ms): a full bucket of 2 MB pays for the first bytes */
+    dt_sim_config c = config(100, 1e9, 0);
+    c.link.burst_bytes = 2e6;
+    assert_int_equal(dt_simulate(&p, &c, 4, &r, &err), 0);
+    const double link_bytes = 1.5 * 8.0 * HALF;
+    assert_double_equal(r.comm_s, (link_bytes - 2e6) / 1e9, 1e-12);
+    /* a deeper bucket holds only what 10.75 ms at the rate put into it */
+    c.link.burst_bytes = 1e9;
+    assert_int_equal(dt_simulate(&p, &c, 4, &r, &err), 0);
+    assert_double_equal(r.comm_s, (link_bytes - 10.75e-3 * 1e9) / 1e9, 1e-12);
+    /* two buckets on 2 workers, 3 MB deep: bucket 0 at F + 4 ms takes it whole, runs
+     * 4 MiB - 3 MB at the rate; bucket 1 at F + 6 ms finds what refilled since */
+    c = config(4, 1e9, 0);
+    c.link.burst_bytes = 3e6;
+    assert_int_equal(dt_simulate(&p, &c, 2, &r, &err), 0);
+    const double forward = 4.25e-3, bucket = 4.0 * HALF;
+    const double first = (bucket - 3e6) / 1e9, first_end = forward + 4e-3 + first;
+    const double refilled = (forward + 6e-3 - first_end) * 1e9;
+    const double second = (bucket - refilled) / 1e9;
+    assert_double_equal(r.comm_s, first + second, 1e-12);
+    assert_double_equal(r.step_s, forward + 6e-3 + second + 0.5e-3, 1e-12);
+    /* parameter servers: each port's bucket refills over the step's compute; 8 workers
+     * on 2 servers: a server's port gets 4 x 8 MiB, the first 5 MB at once */
+    c = config(25, 1e9, 1e-4);
+    c.link.burst_bytes = 5e6;
+    c.mode = DT_SIM_PS_SYNC;
+    assert_int_equal(dt_sim_parse_topology("ps:2", &c, &err), 0);
+    assert_int_equal(dt_simulate(&p, &c, 8, &r, &err), 0);
+    assert_double_equal(r.comm_s, 2 * (1e-4 + (4 * 8.0 * HALF - 5e6) / 1e9), 1e-12);
 }
 
 static void test_parsers_refuse_bad_text(void **state) {
@@ -205,6 +245,7 @@ int main(void) {
         cmocka_unit_test(test_one_worker_has_no_communication),
         cmocka_unit_test(test_topology_costs),
         cmocka_unit_test(test_parameter_servers),
+        cmocka_unit_test(test_token_bucket),
         cmocka_unit_test(test_parsers_refuse_bad_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

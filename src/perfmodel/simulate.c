@@ -53,7 +53,7 @@ int dt_sim_parse_link(const char *text, dt_sim_link *link, dt_error *err) {
     if (len >= sizeof rate) return dt_error_set(err, "link '%s': the rate is too long", text);
     memcpy(rate, text, len);
     rate[len] = 0;
-    dt_sim_link l = {0.0, 0.0};
+    dt_sim_link l = {0.0, 0.0, 0.0};
     if (number_with_unit(rate, rates, &l.bytes_per_s) || !(l.bytes_per_s > 0))
         return dt_error_set(err,
                             "link '%s': the rate must be a positive number with a unit "
@@ -117,29 +117,57 @@ const char *dt_sim_mode_name(dt_sim_mode mode) {
     return mode_names[mode];
 }
 
-/* Ring all-reduce of n bytes over p members of one link: reduce-scatter + all-gather. */
-static double ring_s(const dt_sim_link *l, int p, double n) {
-    if (p <= 1) return 0.0;
-    return 2.0 * (p - 1) * l->latency_s + 2.0 * (p - 1) / p * n / l->bytes_per_s;
+/* The time n bytes take on link l in one direction beyond its latency: what the token
+ * bucket holds (*tokens, taken from it; NULL: none) crosses at once, the rest at the
+ * rate. */
+static double link_bytes_s(const dt_sim_link *l, double n, double *tokens) {
+    double free = 0.0;
+    if (tokens) {
+        free = *tokens < n ? *tokens : n;
+        *tokens -= free;
+    }
+    return (n - free) / l->bytes_per_s;
 }
 
-double dt_sim_allreduce_s(const dt_sim_config *c, int workers, double bytes) {
+/* What the bucket of l holds after `idle` seconds without traffic, from `tokens`. */
+static double refill(const dt_sim_link *l, double tokens, double idle) {
+    const double t = tokens + (idle > 0 ? idle : 0) * l->bytes_per_s;
+    return t < l->burst_bytes ? t : l->burst_bytes;
+}
+
+/* Ring all-reduce of n bytes over p members of one link: reduce-scatter + all-gather.
+ * Each member's link carries 2 (p - 1) / p n bytes each way, one step after another:
+ * the bucket (tokens, may be NULL) pays for their first bytes. */
+static double ring_s(const dt_sim_link *l, int p, double n, double *tokens) {
+    if (p <= 1) return 0.0;
+    return 2.0 * (p - 1) * l->latency_s + link_bytes_s(l, 2.0 * (p - 1) / p * n, tokens);
+}
+
+/* dt_sim_allreduce_s with the link's bucket holding *tokens (NULL: a full bucket is
+ * not assumed, every byte at the rate). */
+static double allreduce_s(const dt_sim_config *c, int workers, double bytes, double *tokens) {
     if (workers <= 1) return 0.0;
-    if (c->topology != DT_SIM_TREE) return ring_s(&c->link, workers, bytes);
+    if (c->topology != DT_SIM_TREE) return ring_s(&c->link, workers, bytes, tokens);
     const int k = c->per_node < workers ? c->per_node : workers;
     const int nodes = (workers + c->per_node - 1) / c->per_node;
     /* inside a node: reduce-scatter then, at the end, all-gather: half a ring each */
     const double intra =
         k > 1 ? (k - 1) * c->intra.latency_s + (double)(k - 1) / k * bytes / c->intra.bytes_per_s
               : 0.0;
-    return 2.0 * intra + ring_s(&c->link, nodes, bytes);
+    return 2.0 * intra + ring_s(&c->link, nodes, bytes, tokens);
+}
+
+double dt_sim_allreduce_s(const dt_sim_config *c, int workers, double bytes) {
+    return allreduce_s(c, workers, bytes, NULL);
 }
 
 /* A push or a pull of the whole gradient: the worker's link or the servers' ingress
- * (every worker's share arrives at each server) is the bottleneck. */
-static double ps_transfer_s(const dt_sim_config *c, int workers, double bytes) {
-    const double worker = bytes / c->link.bytes_per_s;
-    const double server = workers * bytes / c->servers / c->link.bytes_per_s;
+ * (every worker's share arrives at each server) is the bottleneck. Each direction of
+ * each port has its bucket, holding `tokens` when the transfer starts. */
+static double ps_transfer_s(const dt_sim_config *c, int workers, double bytes, double tokens) {
+    double t_worker = tokens, t_server = tokens;
+    const double worker = link_bytes_s(&c->link, bytes, &t_worker);
+    const double server = link_bytes_s(&c->link, workers * bytes / c->servers, &t_server);
     return c->link.latency_s + (worker > server ? worker : server);
 }
 
@@ -179,11 +207,16 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
         for (int i = 0; i < p->n_ops; i++) backward += p->ops[i].backward_s * k;
         const double server_update = update / c->servers; /* each server its shard */
         r->compute_s = forward + backward;
+        /* a worker's push and pull go on different directions of its port, each idle
+         * for a step's compute: their buckets refill meanwhile */
+        const double tokens = refill(&c->link, 0.0, r->compute_s);
         if (c->mode == DT_SIM_PS_SYNC) {
-            r->comm_s = 2.0 * ps_transfer_s(c, workers, bytes);
+            r->comm_s = 2.0 * ps_transfer_s(c, workers, bytes, tokens);
             r->step_s = r->compute_s + r->comm_s + server_update;
         } else {
-            const double own = 2.0 * (c->link.latency_s + bytes / c->link.bytes_per_s);
+            double own_tokens = tokens;
+            const double own =
+                2.0 * (c->link.latency_s + link_bytes_s(&c->link, bytes, &own_tokens));
             const double servers =
                 workers * (2.0 * bytes / c->servers / c->link.bytes_per_s + server_update);
             r->comm_s = own;
@@ -228,14 +261,18 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
             ready[next_ready++] = t;
     }
     const double backward_end = t;
-    double channel = 0.0, comm = 0.0;
+    /* the link's bucket: its last bytes of the step before crossed an update and this
+     * step's compute ago at the latest (channel - (-update)); refilled while idle */
+    double channel = 0.0, comm = 0.0, tokens = 0.0, idle_from = -update;
     for (int b = 0; b < nb; b++) {
         /* untouched buckets (none in the zoo) and every bucket without overlap go when
          * backward ends, as dt_ddp_finish_step does */
         double at =
             ready[b] < 0 || c->mode == DT_SIM_ALLREDUCE_NO_OVERLAP ? backward_end : ready[b];
         if (channel > at) at = channel;
-        const double cost = dt_sim_allreduce_s(c, workers, (double)count[b] * c->bytes_per_param);
+        tokens = refill(&c->link, tokens, at - idle_from);
+        const double cost = allreduce_s(c, workers, (double)count[b] * c->bytes_per_param, &tokens);
+        idle_from = at + cost;
         channel = at + cost;
         comm += cost;
     }

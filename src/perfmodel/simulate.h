@@ -32,6 +32,8 @@
 typedef struct dt_sim_link {
     double latency_s;   /* alpha, per message */
     double bytes_per_s; /* beta */
+    double burst_bytes; /* a token bucket's depth: after the link idled, this many bytes
+                           cross at once (tbf on emulated hosts); 0 on a real link */
 } dt_sim_link;
 
 typedef enum dt_sim_topology { DT_SIM_RING, DT_SIM_TREE, DT_SIM_PS } dt_sim_topology;

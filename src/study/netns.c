@@ -232,6 +232,16 @@ void dt_netns_down(dt_netns *n) {
     n->made = 0;
 }
 
+/* At least 256 KiB (the measured recipe of mpi-here.md), 2 ms of traffic above that: tbf
+ * needs a burst of at least one timer tick's worth of bytes. Smaller buckets fell short
+ * of the rate (2 hosts, ring of 2.8 MB back to back: 1 Gbit/s with 32 and 64 KiB took
+ * 25-38 ms against 23.4 with 256 KiB; 10 Gbit/s with 128 KiB 3.2-3.8 ms against 2.8-2.9
+ * with 250 KiB), so the bucket stays and the simulator models it (dt_sim_link). */
+double dt_netns_burst_bytes(double rate_bps) {
+    const double b = rate_bps / 8 * 0.002;
+    return b > 262144 ? b : 262144;
+}
+
 /* tbf (and netem under it for a delay) on dev in namespace ns: the rate of one
  * direction of a host's link. The delay goes on the host's side only, so that a
  * packet from host to host (two shaped hops through the bridge) is delayed once. */
@@ -239,10 +249,7 @@ static int shape(const char *ns, const char *dev, const dt_link *link, int with_
                  dt_error *err) {
     char rate[32], burst[32], delay[32];
     snprintf(rate, sizeof rate, "%.0fbit", link->rate_bps);
-    /* at least 256 KiB (the measured recipe of mpi-here.md), 2 ms of traffic above that:
-     * tbf needs a burst of at least one timer tick's worth of bytes */
-    double b = link->rate_bps / 8 * 0.002;
-    snprintf(burst, sizeof burst, "%.0f", b > 262144 ? b : 262144);
+    snprintf(burst, sizeof burst, "%.0f", dt_netns_burst_bytes(link->rate_bps));
     if (!with_delay || link->delay_s <= 0) {
         const char *tbf[] = {"tc",  "-n",   ns,   "qdisc", "replace", "dev",     dev,    "root",
                              "tbf", "rate", rate, "burst", burst,     "latency", "50ms", NULL};

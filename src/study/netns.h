@@ -45,6 +45,10 @@ void dt_netns_processes(const dt_netns *n, char *out, size_t size);
 /* Host i's address (1-based). */
 void dt_netns_addr(int i, char *out, size_t size);
 
+/* The depth (bytes) of the token bucket (tbf) that shapes each direction of an emulated
+ * host's link of rate_bps: after the link idled, that many bytes cross unshaped. */
+double dt_netns_burst_bytes(double rate_bps);
+
 /* Builds hosts namespaces and the bridge, links shaped to link; on failure removes
  * whatever it made and says which step failed and why (and what it needs). */
 int dt_netns_up(dt_netns *n, int hosts, int ranks_per_host, const dt_link *link, dt_error *err);
