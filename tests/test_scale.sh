@@ -94,7 +94,7 @@ check "... with one line naming it" sh -c "[ \$(wc -l <'$tmp/err12') -eq 1 ] && 
 mkdir "$tmp/fakebin"
 cat >"$tmp/fakebin/mpirun" <<FAKE
 #!/bin/sh
-if [ ! -e "$tmp/hung_once" ]; then echo \$\$ >"$tmp/hung_once"; exec sleep 300; fi
+if [ ! -e "$tmp/hung_once" ]; then echo \$\$ >"$tmp/hung_once"; echo "stand-in mpirun: hanging" >&2; exec sleep 300; fi
 exec "$(command -v mpirun)" "\$@"
 FAKE
 chmod +x "$tmp/fakebin/mpirun"
@@ -102,7 +102,8 @@ PATH="$tmp/fakebin:$PATH" DTRAIN_START_TIMEOUT=10 "$DTRAIN" scale --hostfile "$t
     --model lenet5 --data synthetic:mnist --procs 2 --batch-sizes 32 --epochs 1 \
     --max-samples 128 --test-samples 16 --out "$tmp/hang" >"$tmp/out13" 2>"$tmp/err13"
 check "a run whose ranks never start is started again, and the sweep finishes" [ $? -eq 0 ]
-check "... saying so in one line" grep -q "^dtrain scale: the run with 2 processes, batch 32, did not start within 10 s (an Open MPI daemon on another host did not come up; see .*); starting it again$" "$tmp/err13"
+check "... saying so in one line" grep -q "^dtrain scale: the run with 2 processes, batch 32, did not start within 10 s (an Open MPI daemon on another host did not come up; see $tmp/hang/run_p2_b32.jsonl.hung.stderr); starting it again$" "$tmp/err13"
+check "... which keeps what the hung launch wrote" grep -q "^stand-in mpirun: hanging$" "$tmp/hang/run_p2_b32.jsonl.hung.stderr"
 check "... with the run's log" [ -s "$tmp/hang/run_p2_b32.jsonl" ]
 check "... and the hung launch is gone" sh -c '! kill -0 "$(cat "$1")" 2>/dev/null' - "$tmp/hung_once"
 

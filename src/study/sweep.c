@@ -633,10 +633,13 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
         if (where[0])
             fprintf(stderr, "dtrain scale: what ran in the emulated hosts when it was ended: %s\n",
                     where);
+        /* kept apart: the next attempt writes errpath anew and removes it when it runs */
+        char hung[4300];
+        snprintf(hung, sizeof hung, "%s.hung.stderr", log);
         dt_error_set(err,
                      "the run with %d processes, batch %d, did not start within %g s (an Open "
                      "MPI daemon on another host did not come up; see %s)",
-                     procs, batch, start_timeout, errpath);
+                     procs, batch, start_timeout, rename(errpath, hung) ? errpath : hung);
         return NOT_STARTED;
     }
     if (forwarded) {
