@@ -259,42 +259,48 @@ int dt_world_job_rank_of(const dt_world *w, int peer) {
  * emulated hosts sharing a core went from 16.2 to 11.4 ms). */
 static const double NAP_AFTER_S = 200e-6;
 enum { NAP_NS = 20000 };
-static int pause_now(long polls, int nap, int napping) {
-    return napping || (polls & (nap ? 63 : 1023)) == 0;
+typedef struct poller {
+    double start;
+    long polls;
+    int nap, napping;
+} poller;
+
+static poller poller_start(int nap) {
+    return (poller){.start = dt_now(), .nap = nap};
 }
-/* 1 if it napped: from then on the wait naps at every poll */
-static int pause_polling(double waited, int nap) {
-    if (nap && waited > NAP_AFTER_S) {
+
+/* After a poll that found nothing: 1 when the wait has passed limit_s (checked at the
+ * pauses); else pauses when its turn comes and returns 0. */
+static int poller_pause(poller *p, double limit_s) {
+    if (!p->napping && (++p->polls & (p->nap ? 63 : 1023)) != 0) return 0;
+    const double waited = dt_now() - p->start;
+    if (waited > limit_s) return 1;
+    if (p->nap && waited > NAP_AFTER_S) {
         const struct timespec pause = {0, NAP_NS};
         nanosleep(&pause, NULL);
-        return 1;
+        p->napping = 1; /* from then on the wait naps at every poll */
+    } else {
+        sched_yield();
     }
-    sched_yield();
     return 0;
 }
 
 /* Polls reqs until all complete, aborting after the world's timeout. */
 static void wait_loop(const dt_world *w, int n, MPI_Request *reqs, int peer, const char *what,
                       int nap) {
-    const double start = dt_now();
-    long polls = 0;
-    int napping = 0;
+    poller p = poller_start(nap);
     for (;;) {
         int done = 0;
         DT_CHECK_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        if (pause_now(++polls, nap, napping)) {
-            const double waited = dt_now() - start;
-            if (waited > w->timeout_s) {
-                /* In a collective of two ranks the one not answering is the other. */
-                if (peer < 0 && w->size == 2) peer = 1 - w->rank;
-                if (peer >= 0)
-                    dt_world_abort(w, "%s: no progress with rank %d for %g s (it died or hangs)",
-                                   what, dt_world_job_rank_of(w, peer), w->timeout_s);
-                dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
-                               w->timeout_s);
-            }
-            napping = pause_polling(waited, nap);
+        if (poller_pause(&p, w->timeout_s)) {
+            /* In a collective of two ranks the one not answering is the other. */
+            if (peer < 0 && w->size == 2) peer = 1 - w->rank;
+            if (peer >= 0)
+                dt_world_abort(w, "%s: no progress with rank %d for %g s (it died or hangs)", what,
+                               dt_world_job_rank_of(w, peer), w->timeout_s);
+            dt_world_abort(w, "%s: no progress for %g s (a rank died or hangs)", what,
+                           w->timeout_s);
         }
     }
 }
@@ -482,14 +488,9 @@ void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, co
 
 int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *msg,
                                double limit_s) {
-    const double start = dt_now();
-    int napping = 0;
-    for (long polls = 1; !dt_world_test(w, req, msg); polls++) {
-        if (!pause_now(polls, 1, napping)) continue;
-        const double waited = dt_now() - start;
-        if (waited > limit_s) return 0;
-        napping = pause_polling(waited, 1);
-    }
+    poller p = poller_start(1);
+    while (!dt_world_test(w, req, msg))
+        if (poller_pause(&p, limit_s)) return 0;
     return 1;
 }
 
