@@ -117,16 +117,10 @@ const char *dt_sim_mode_name(dt_sim_mode mode) {
     return mode_names[mode];
 }
 
-/* The time n bytes take on link l in one direction beyond its latency: what the token
- * bucket holds (*tokens, taken from it; NULL: none) crosses at once, the rest at the
- * rate. */
-static double link_bytes_s(const dt_sim_link *l, double n, double *tokens) {
-    double free = 0.0;
-    if (tokens) {
-        free = *tokens < n ? *tokens : n;
-        *tokens -= free;
-    }
-    return (n - free) / l->bytes_per_s;
+/* The time n bytes take on link l in one direction beyond its latency: what its token
+ * bucket holds (tokens) crosses at once, the rest at the rate. */
+static double link_bytes_s(const dt_sim_link *l, double n, double tokens) {
+    return (n > tokens ? n - tokens : 0.0) / l->bytes_per_s;
 }
 
 /* What the bucket of l holds after `idle` seconds without traffic, from `tokens`. */
@@ -137,14 +131,15 @@ static double refill(const dt_sim_link *l, double tokens, double idle) {
 
 /* Ring all-reduce of n bytes over p members of one link: reduce-scatter + all-gather.
  * Each member's link carries 2 (p - 1) / p n bytes each way, one step after another:
- * the bucket (tokens, may be NULL) pays for their first bytes. */
+ * the bucket (*tokens, taken from) pays for their first bytes. */
 static double ring_s(const dt_sim_link *l, int p, double n, double *tokens) {
     if (p <= 1) return 0.0;
-    return 2.0 * (p - 1) * l->latency_s + link_bytes_s(l, 2.0 * (p - 1) / p * n, tokens);
+    const double sent = 2.0 * (p - 1) / p * n, held = *tokens;
+    *tokens = held > sent ? held - sent : 0.0;
+    return 2.0 * (p - 1) * l->latency_s + link_bytes_s(l, sent, held);
 }
 
-/* dt_sim_allreduce_s with the link's bucket holding *tokens (NULL: a full bucket is
- * not assumed, every byte at the rate). */
+/* dt_sim_allreduce_s with the link's bucket holding *tokens (what it spends taken). */
 static double allreduce_s(const dt_sim_config *c, int workers, double bytes, double *tokens) {
     if (workers <= 1) return 0.0;
     if (c->topology != DT_SIM_TREE) return ring_s(&c->link, workers, bytes, tokens);
@@ -158,16 +153,16 @@ static double allreduce_s(const dt_sim_config *c, int workers, double bytes, dou
 }
 
 double dt_sim_allreduce_s(const dt_sim_config *c, int workers, double bytes) {
-    return allreduce_s(c, workers, bytes, NULL);
+    double empty = 0.0; /* one all-reduce alone: every byte at the rate */
+    return allreduce_s(c, workers, bytes, &empty);
 }
 
 /* A push or a pull of the whole gradient: the worker's link or the servers' ingress
  * (every worker's share arrives at each server) is the bottleneck. Each direction of
  * each port has its bucket, holding `tokens` when the transfer starts. */
 static double ps_transfer_s(const dt_sim_config *c, int workers, double bytes, double tokens) {
-    double t_worker = tokens, t_server = tokens;
-    const double worker = link_bytes_s(&c->link, bytes, &t_worker);
-    const double server = link_bytes_s(&c->link, workers * bytes / c->servers, &t_server);
+    const double worker = link_bytes_s(&c->link, bytes, tokens);
+    const double server = link_bytes_s(&c->link, workers * bytes / c->servers, tokens);
     return c->link.latency_s + (worker > server ? worker : server);
 }
 
@@ -214,9 +209,7 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
             r->comm_s = 2.0 * ps_transfer_s(c, workers, bytes, tokens);
             r->step_s = r->compute_s + r->comm_s + server_update;
         } else {
-            double own_tokens = tokens;
-            const double own =
-                2.0 * (c->link.latency_s + link_bytes_s(&c->link, bytes, &own_tokens));
+            const double own = 2.0 * (c->link.latency_s + link_bytes_s(&c->link, bytes, tokens));
             const double servers =
                 workers * (2.0 * bytes / c->servers / c->link.bytes_per_s + server_update);
             r->comm_s = own;
@@ -261,18 +254,17 @@ int dt_simulate(const dt_profile *p, const dt_sim_config *c, int workers, dt_sim
             ready[next_ready++] = t;
     }
     const double backward_end = t;
-    /* the link's bucket: its last bytes of the step before crossed an update and this
-     * step's compute ago at the latest (channel - (-update)); refilled while idle */
-    double channel = 0.0, comm = 0.0, tokens = 0.0, idle_from = -update;
+    /* the link's bucket refills while the link is idle: before the first bucket since
+     * the step before's last bytes, an update and this step's compute ago */
+    double channel = 0.0, comm = 0.0, tokens = 0.0;
     for (int b = 0; b < nb; b++) {
         /* untouched buckets (none in the zoo) and every bucket without overlap go when
          * backward ends, as dt_ddp_finish_step does */
         double at =
             ready[b] < 0 || c->mode == DT_SIM_ALLREDUCE_NO_OVERLAP ? backward_end : ready[b];
         if (channel > at) at = channel;
-        tokens = refill(&c->link, tokens, at - idle_from);
+        tokens = refill(&c->link, tokens, at - (b == 0 ? -update : channel));
         const double cost = allreduce_s(c, workers, (double)count[b] * c->bytes_per_param, &tokens);
-        idle_from = at + cost;
         channel = at + cost;
         comm += cost;
     }
