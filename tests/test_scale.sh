@@ -60,7 +60,7 @@ check "the report has the time to target, a row per run" \
     [ "$(sed -n '/^## Time to a target loss/,/^Fit: \|^Fewer than two/p' "$tmp/s/report.md" | grep -c '^| [12] | \(32\|64\) | ')" -eq 4 ]
 check "... its default target said" grep -q "^Target: training loss \*\*[0-9.]*\*\* (\`--target-loss\`; default: 90% of the way" "$tmp/s/report.md"
 "$DTRAIN" report "$tmp/s" --target-loss 5 >/dev/null 2>&1
-check "report --target-loss 5: every run reached it" grep -q "^Target: training loss \*\*5.000\*\* (\`--target-loss\`). .* 4 of 4 runs did" "$tmp/s/report.md"
+check "report --target-loss 5: every run reached it" grep -q "^Target: training loss \*\*5.000\*\* (\`--target-loss\`). .* 4 of 4 configs did" "$tmp/s/report.md"
 check "... and the time against workers is drawn" [ -s "$tmp/s/time_to_target.png" ]
 "$DTRAIN" report "$tmp/s" --target-loss 0 >"$tmp/out_t0" 2>&1
 check "report --target-loss 0 is refused" [ $? -eq 2 ]

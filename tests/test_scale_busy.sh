@@ -20,6 +20,15 @@ wait $busy 2>/dev/null
 check "sweep with repeats exits 0" [ "$status" -eq 0 ]
 check "every run's log (2 configs x 2 repeats)" [ "$(ls "$out"/run_*.jsonl | wc -l)" -eq 4 ]
 check "repeat 2 has its own log" [ -s "$out/run_p2_b64_r2.jsonl" ]
+# repeats run seeds of their own (--seed, --seed + 1): the time to target averages
+# two independent loss curves, not two copies of one
+check "repeat 1 runs seed 0, repeat 2 seed 1" sh -c "head -n 1 '$out/run_p2_b64.jsonl' | grep -q '\"seed\":0,' &&
+    head -n 1 '$out/run_p2_b64_r2.jsonl' | grep -q '\"seed\":1,'"
+check "... so their losses differ" sh -c "! cmp -s '$out/run_p1_b64.jsonl.args' '$out/run_p1_b64_r2.jsonl.args' &&
+    [ \"\$(grep -m 5 '\"event\":\"step\"' '$out/run_p1_b64.jsonl' | grep -o '\"loss\":[^,]*')\" != \
+      \"\$(grep -m 5 '\"event\":\"step\"' '$out/run_p1_b64_r2.jsonl' | grep -o '\"loss\":[^,]*')\" ]"
+check "the time to target averages the 2 runs of each config" \
+    grep -q "averaged over its repeats (2 runs each, seeds --seed to --seed + 1)" "$out/report.md"
 check "each log ends with a load record" \
     [ "$(tail -n 1 -q "$out"/run_*.jsonl | grep -c '"event":"load".*"other_cores":')" -eq 4 ]
 check "the report says the figures are medians of repeats" grep -q "ran up to 2 times, interleaved" "$out/report.md"

@@ -248,8 +248,37 @@ static void test_epoch_time_plot_names_training_time(void **state) {
     remove_dir(dir);
 }
 
+/* A time-to-target study's config: its row (100 iterations of t_train s, repeats) ... */
+static void tta_config(dt_scale_study *s, int procs, int batch, double t_train, int repeats) {
+    dt_scale_row row = dt_scale_row_unknown();
+    row.procs = procs;
+    row.batch = batch;
+    row.iterations = 100;
+    row.t_train = row.t_epoch = t_train;
+    row.repeats = repeats;
+    dt_error err;
+    if (dt_scale_add_row(s, &row, &err)) fail_msg("%s", err.msg);
+}
+
+/* ... and a repeat's log (0: the first) in dir: rank 0's loss at each step, loss(k, arg). */
+static void tta_log(const char *dir, int procs, int batch, int repeat, int steps,
+                    double (*loss)(int k, const double *arg), const double *arg) {
+    char log[256], suffix[16] = "";
+    if (repeat > 0) snprintf(suffix, sizeof suffix, "_r%d", repeat + 1);
+    snprintf(log, sizeof log, "%s/run_p%d_b%d%s.jsonl", dir, procs, batch, suffix);
+    FILE *f = fopen(log, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"event\": \"run\", \"model\": \"lenet5\", \"epochs\": 1}\n");
+    for (int k = 0; k < steps; k++)
+        fprintf(f,
+                "{\"event\": \"step\", \"rank\": 0, \"epoch\": 0, \"step\": %d, \"loss\": %.9g}\n",
+                k, loss(k, arg));
+    assert_int_equal(fclose(f), 0);
+}
+
 /* Time to target on runs whose steps to the target follow S(G) = 50 + 6400 / G exactly
- * (linear losses from 2.3 reaching 0.5 there): the fit finds both terms, leave-one-out
+ * (losses falling as a power of the step, as the crossing's local fit reads them, from
+ * 2.3 and reaching 0.5 there): the fit finds both terms, leave-one-out
  * errs by under 1%, the run that stops short is not counted against the model, the
  * fastest (workers, batch) is the one the formula gives, and the recommendation
  * waits for the simulator's error on the grid. */
@@ -257,37 +286,25 @@ static double known_steps(double g) {
     return 50.0 + 6400.0 / g;
 }
 
+/* 0.5 at step *target_step, a power of the step, within 0.3 .. 2.3 */
+static double power_loss(int k, const double *target_step) {
+    return fmax(0.3, fmin(2.3, 0.5 * pow((k + 1) / *target_step, -0.7)));
+}
+
 static void test_time_to_target_known_curves(void **state) {
     (void)state;
     static const int procs[] = {1, 2}, batch[] = {16, 64, 256};
     char dir[] = "/tmp/dtrain_tta_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    dt_scale_study s;
-    memset(&s, 0, sizeof s);
-    s.dataset_size = 60000;
+    dt_scale_study s = {.dataset_size = 60000};
     dt_error err;
     for (int p = 0; p < 2; p++)
         for (int b = 0; b < 3; b++) {
             const double g = (double)procs[p] * batch[b], target_step = known_steps(g);
             /* every run twice its steps to target, except G = 512: 40 steps, short */
             const int steps = g == 512 ? 40 : (int)(2 * target_step);
-            dt_scale_row row = dt_scale_row_unknown();
-            row.procs = procs[p];
-            row.batch = batch[b];
-            row.iterations = 100;
-            row.t_train = row.t_epoch = 1.0 + b; /* measured step: 10, 20, 30 ms */
-            if (dt_scale_add_row(&s, &row, &err)) fail_msg("%s", err.msg);
-            char log[256];
-            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs[p], batch[b]);
-            FILE *f = fopen(log, "w");
-            assert_non_null(f);
-            fprintf(f, "{\"event\": \"run\", \"model\": \"lenet5\", \"epochs\": 1}\n");
-            for (int k = 0; k < steps; k++)
-                fprintf(f,
-                        "{\"event\": \"step\", \"rank\": 0, \"epoch\": 0, \"step\": %d, "
-                        "\"loss\": %.9g}\n",
-                        k, fmax(0.3, 2.3 - 1.8 * (k + 1) / target_step));
-            fclose(f);
+            tta_config(&s, procs[p], batch[b], 1.0 + b, 1); /* measured step: 10, 20, 30 ms */
+            tta_log(dir, procs[p], batch[b], 0, steps, power_loss, &target_step);
         }
     /* the simulator's steps past the machine: 1 .. 8 workers; the grid's own */
     s.predicted = calloc(3 * 4 + 6, sizeof *s.predicted);
@@ -362,6 +379,51 @@ static void test_time_to_target_known_curves(void **state) {
     remove_dir(dir);
 }
 
+/* 0.5 at step 800, a power of the step; with arg[0], 0.05 more over steps 800-849;
+ * less arg[1] */
+static double bumped_loss(int k, const double *arg) {
+    const double bump = arg[0] > 0 && k >= 800 && k < 850 ? 0.05 : 0.0;
+    return 0.5 * pow((k + 1) / 800.0, -0.7) + bump - arg[1];
+}
+
+/* Two configs at the same global batch whose losses follow the same power law, 0.5 at
+ * step 800 of 2000, one with a bump of +0.05 over the 50 steps from 800 (one window of
+ * 1/40): the crossing is read from the trend of the windows around it, so the bumped
+ * one reaches the target within 3% of the clean one (its first window at or below the
+ * target comes a window later: 6% of the steps). Their repeats' curves (repeat 2: the
+ * same losses less 0.01) are averaged. */
+static void test_time_to_target_reads_the_trend(void **state) {
+    (void)state;
+    char dir[] = "/tmp/dtrain_tta_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    dt_scale_study s = {.dataset_size = 60000};
+    dt_error err;
+    /* {bump, less}: the clean and the bumped config, each repeat 2 lower by 0.01 */
+    static const double plain_args[2][2] = {{0, 0}, {0, 0.01}},
+                        bump_args[2][2] = {{1, 0}, {1, 0.01}};
+    tta_config(&s, 1, 64, 1.0, 2);
+    tta_config(&s, 2, 32, 1.0, 2);
+    for (int r = 0; r < 2; r++) {
+        tta_log(dir, 1, 64, r, 2000, bumped_loss, plain_args[r]);
+        tta_log(dir, 2, 32, r, 2000, bumped_loss, bump_args[r]);
+    }
+    dt_scale_tta *t;
+    if (dt_scale_tta_compute(&s, dir, 0.495, &t, &err)) fail_msg("%s", err.msg);
+    assert_non_null(t);
+    assert_int_equal(t->n_runs, 2);
+    /* runs go by batch size: 2 x 32 (bumped), then 1 x 64 */
+    const double bumped = t->runs[0].observed, clean = t->runs[1].observed;
+    print_message("  clean %.1f, bumped %.1f steps\n", clean, bumped);
+    assert_int_equal(t->runs[0].seeds, 2);
+    assert_int_equal(t->runs[1].seeds, 2);
+    /* the mean curve is 0.005 below the clean one: 0.495 at step 800 */
+    assert_true(fabs(clean - 800) < 0.01 * 800);
+    assert_true(fabs(bumped - clean) < 0.03 * clean);
+    free(t);
+    dt_scale_free(&s);
+    remove_dir(dir);
+}
+
 /* A run that diverged: its curve ends at the last finite window, never a NaN point. */
 static void test_loss_curve_of_diverged_run_ends_before_nan(void **state) {
     (void)state;
@@ -394,6 +456,7 @@ int main(void) {
         cmocka_unit_test(test_loss_curves_differ_in_colour_or_dash),
         cmocka_unit_test(test_epoch_time_plot_names_training_time),
         cmocka_unit_test(test_time_to_target_known_curves),
+        cmocka_unit_test(test_time_to_target_reads_the_trend),
         cmocka_unit_test(test_loss_curve_of_diverged_run_ends_before_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -502,24 +502,36 @@ static int read_hosts(const dt_hostcpu *c, dt_hostcpu_usage *u) {
     return 0;
 }
 
+/* One run's training settings: the sweep's, with this config's batch size and
+ * learning-rate scaling (warm-up goes with scaling), and repeat k's seed, --seed + k:
+ * repeats time the same config again and, with seeds of their own, give the
+ * time-to-target study independent loss curves to average (tta.h) instead of copies
+ * of one. */
+static dt_train_config run_settings(const dt_sweep_config *cfg, int batch, int scaled, int repeat) {
+    dt_train_config run = cfg->train;
+    run.batch_size = batch;
+    run.lr_scaling_linear = scaled;
+    run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0;
+    run.seed = cfg->train.seed + (uint64_t)repeat;
+    run.log_path = NULL; /* where the log goes is not a setting of the run */
+    return run;
+}
+
 /* Runs one configuration into log (written as log.partial and renamed when the run
  * succeeds, so a finished log is replaced only by another finished one); returns 0,
  * 1 if it does not fit in memory, NOT_STARTED if its ranks never started (ended after
  * start_timeout_s(); err says so), -1 on error. */
-static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int scaled,
+static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int scaled, int repeat,
                        const char *log, int index, int total, dt_error *err) {
     char errpath[4200], partial[4200], argspath[4200];
     snprintf(errpath, sizeof errpath, "%s.stderr", log);
     snprintf(partial, sizeof partial, "%s.partial", log);
     args_path(argspath, sizeof argspath, log);
     /* The child's flags: the sweep's training config with this run's settings. */
-    dt_train_config run = cfg->train;
-    run.batch_size = batch;
-    run.lr_scaling_linear = scaled;
-    run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0; /* warm-up goes with scaling */
+    dt_train_config run = run_settings(cfg, batch, scaled, repeat);
     run.log_path = partial;
     char args[8192];
-    if (dt_sweep_args(cfg, procs, batch, scaled, args, sizeof args, err)) return -1;
+    if (dt_sweep_args(cfg, procs, batch, scaled, repeat, args, sizeof args, err)) return -1;
     const dt_train_mode *mode;
     if (dt_train_mode_of(&run, &mode, err)) return -1;
     char np[16], flag_text[2048];
@@ -724,22 +736,18 @@ static int run_attempt(const dt_sweep_config *cfg, int procs, int batch, int sca
 }
 
 /* run_attempt, and once more if the ranks never started (saying so on stderr). */
-static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, const char *log,
-                      int index, int total, dt_error *err) {
-    int rc = run_attempt(cfg, procs, batch, scaled, log, index, total, err);
+static int run_config(const dt_sweep_config *cfg, int procs, int batch, int scaled, int repeat,
+                      const char *log, int index, int total, dt_error *err) {
+    int rc = run_attempt(cfg, procs, batch, scaled, repeat, log, index, total, err);
     if (rc != NOT_STARTED) return rc;
     fprintf(stderr, "dtrain scale: %s; starting it again\n", err->msg);
-    rc = run_attempt(cfg, procs, batch, scaled, log, index, total, err);
+    rc = run_attempt(cfg, procs, batch, scaled, repeat, log, index, total, err);
     return rc == NOT_STARTED ? -1 : rc;
 }
 
-int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, char *out,
-                  size_t size, dt_error *err) {
-    dt_train_config run = cfg->train;
-    run.batch_size = batch;
-    run.lr_scaling_linear = scaled;
-    run.warmup_epochs = scaled ? cfg->train.warmup_epochs : 0;
-    run.log_path = NULL; /* where the log goes is not a setting of the run */
+int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, int repeat,
+                  char *out, size_t size, dt_error *err) {
+    const dt_train_config run = run_settings(cfg, batch, scaled, repeat);
     const char *argv[96];
     char text[2048];
     const int n = dt_train_flags_to_argv(&run, argv, 95, text, sizeof text, err);
@@ -837,7 +845,7 @@ static void study_lines(const char *args, char *out, size_t size) {
 /* Whether log is the log of one of cfg's configs (log_path's name, any repeat), and
  * which: its process count, batch size and linear-scaling variant. */
 static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs, int *batch,
-                         int *scaled) {
+                         int *scaled, int *repeat) {
     const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
     for (int p = 0; p < cfg->n_procs; p++)
         for (int b = 0; b < cfg->n_batches; b++)
@@ -848,6 +856,7 @@ static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs
                              r);
                     if (strcmp(path, log)) continue;
                     *procs = cfg->procs[p], *batch = cfg->batches[b], *scaled = sc;
+                    *repeat = r;
                     return 1;
                 }
     return 0;
@@ -866,7 +875,7 @@ static int old_cut_model(const char *recorded, const char *model) {
 }
 
 static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, int batch,
-                       int scaled, char *why, size_t size) {
+                       int scaled, int repeat, char *why, size_t size) {
     dt_runlog_contents c;
     if (dt_runlog_load(log, &c, NULL)) return 0;
     const dt_run_record *r = &c.run;
@@ -896,9 +905,10 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     } else if (r->epochs != cfg->train.epochs) {
         snprintf(theirs, sizeof theirs, "%d epochs", r->epochs);
         snprintf(ours, sizeof ours, "%d", cfg->train.epochs);
-    } else if (r->seed != (unsigned long long)cfg->train.seed) {
+    } else if (r->seed != (unsigned long long)run_settings(cfg, batch, scaled, repeat).seed) {
         snprintf(theirs, sizeof theirs, "seed %llu", r->seed);
-        snprintf(ours, sizeof ours, "%llu", (unsigned long long)cfg->train.seed);
+        snprintf(ours, sizeof ours, "%llu",
+                 (unsigned long long)run_settings(cfg, batch, scaled, repeat).seed);
     }
     const int has_run = c.has_run;
     dt_runlog_contents_free(&c);
@@ -915,9 +925,6 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
  * another study (another model, data, ...) that would be mixed into the report. Checked
  * before any run, so nothing of the other study is replaced. */
 static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
-    char ours[8192], ours_study[8192];
-    if (dt_sweep_args(cfg, cfg->procs[0], cfg->batches[0], 0, ours, sizeof ours, err)) return -1;
-    study_lines(ours, ours_study, sizeof ours_study);
     DIR *d = opendir(cfg->out_dir);
     if (!d) return dt_error_set(err, "cannot open %s: %s", cfg->out_dir, strerror(errno));
     int rc = 0;
@@ -927,13 +934,21 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
             continue;
         char log[4200], mine[8192], why[600];
         snprintf(log, sizeof log, "%s/%.*s", cfg->out_dir, (int)(n - 5), e->d_name);
-        int procs, batch, scaled;
-        if (config_of_log(cfg, log, &procs, &batch, &scaled)) {
-            if (dt_sweep_args(cfg, procs, batch, scaled, mine, sizeof mine, err)) {
+        int procs, batch, scaled, repeat;
+        if (config_of_log(cfg, log, &procs, &batch, &scaled, &repeat)) {
+            if (dt_sweep_args(cfg, procs, batch, scaled, repeat, mine, sizeof mine, err)) {
                 rc = -1;
                 break;
             }
-        } else { /* not a config of this sweep: only what makes the study must agree */
+        } else { /* not a config of this sweep: only what makes the study must agree,
+                  * the seed as the same repeat of this sweep's would have it */
+            char ours[8192], ours_study[8192];
+            if (dt_sweep_args(cfg, cfg->procs[0], cfg->batches[0], 0, repeat_of(log), ours,
+                              sizeof ours, err)) {
+                rc = -1;
+                break;
+            }
+            study_lines(ours, ours_study, sizeof ours_study);
             char *theirs = recorded_settings(log, why, sizeof why);
             if (!theirs && !strcmp(why, "its settings were not recorded")) continue;
             if (!theirs) {
@@ -952,8 +967,8 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
             break;
         }
         if (!same_settings(log, mine, why, sizeof why) ||
-            (config_of_log(cfg, log, &procs, &batch, &scaled) &&
-             foreign_log(cfg, log, procs, batch, scaled, why, sizeof why)))
+            (config_of_log(cfg, log, &procs, &batch, &scaled, &repeat) &&
+             foreign_log(cfg, log, procs, batch, scaled, repeat, why, sizeof why)))
             rc = dt_error_set(err,
                               "--out %s holds runs of other settings (%.*s: %s); give another "
                               "--out, or --force to run them again",
@@ -988,7 +1003,7 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                     dt_scale_row row;
                     int complete = 0;
                     char args[8192], why[600];
-                    if (dt_sweep_args(cfg, cfg->procs[p], cfg->batches[b], scaled, args,
+                    if (dt_sweep_args(cfg, cfg->procs[p], cfg->batches[b], scaled, rep, args,
                                       sizeof args, err))
                         return -1;
                     const int have_log = !cfg->force && access(log, R_OK) == 0;
@@ -1023,8 +1038,8 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
                         drift_taken = 1;
                         if (dt_scale_profile_drift(cfg, rep, stderr, err)) return -1;
                     }
-                    int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, log, index,
-                                        total, err);
+                    int rc = run_config(cfg, cfg->procs[p], cfg->batches[b], scaled, rep, log,
+                                        index, total, err);
                     if (rc < 0) return -1;
                     if (rc == 1) {
                         dt_scale_add_note(study,

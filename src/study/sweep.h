@@ -53,11 +53,12 @@ typedef struct dt_sweep_config {
     double target_loss; /* the report's time to target (--target-loss; <= 0: default) */
 } dt_sweep_config;
 
-/* The settings of one config's run, as recorded beside its log (LOG.args): the
- * process count and the child's `dtrain train` flags, one per line. A finished log is
- * reused only when its recorded settings equal the sweep's. */
-int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, char *out,
-                  size_t size, dt_error *err);
+/* The settings of one config's run (repeat k: 0 the first), as recorded beside its log
+ * (LOG.args): the process count and the child's `dtrain train` flags, one per line;
+ * repeat k runs with --seed + k. A finished log is reused only when its recorded
+ * settings equal the sweep's. */
+int dt_sweep_args(const dt_sweep_config *cfg, int procs, int batch, int scaled, int repeat,
+                  char *out, size_t size, dt_error *err);
 
 /* mkdir -p. */
 int dt_make_dirs(const char *path, dt_error *err);

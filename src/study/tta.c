@@ -42,6 +42,37 @@ int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *fir
     return total > 0;
 }
 
+/* The config's loss curve over its repeats, each run with a seed of its own (sweep.h):
+ * the window means averaged over the repeats whose run took as many steps as the
+ * first's, up to the shortest of their curves (a diverged run's ends early); *first
+ * the mean of their first losses. The repeats' logs are LOG (the first) and
+ * LOG_r2.jsonl ... (repeats: the study's count for the config). Returns as
+ * dt_tta_loss_curve, with *seeds the curves averaged. */
+static int mean_curve(const char *dir, int procs, int batch, int repeats, double *k, double *l,
+                      int *n, double *first, long *steps, int *seeds, dt_error *err) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs, batch);
+    *seeds = 0;
+    const int got = dt_tta_loss_curve(log, k, l, n, first, steps, err);
+    if (got <= 0 || *n == 0) return got;
+    *seeds = 1;
+    for (int r = 1; r < repeats; r++) {
+        double kr[DT_TTA_CURVE_POINTS], lr[DT_TTA_CURVE_POINTS], first_r;
+        long steps_r;
+        int nr;
+        snprintf(log, sizeof log, "%s/run_p%d_b%d_r%d.jsonl", dir, procs, batch, r + 1);
+        const int got_r = dt_tta_loss_curve(log, kr, lr, &nr, &first_r, &steps_r, err);
+        if (got_r < 0) return -1;
+        if (got_r == 0 || nr == 0 || steps_r != *steps || !isfinite(first_r)) continue;
+        if (nr < *n) *n = nr;
+        /* l holds the mean of the curves so far: mean += (x - mean) / count */
+        (*seeds)++;
+        for (int i = 0; i < *n; i++) l[i] += (lr[i] - l[i]) / *seeds;
+        *first += (first_r - *first) / *seeds;
+    }
+    return 1;
+}
+
 /* S(G) = s_min + e_min / G by NNLS on relative residuals over the runs that reached
  * the target, run `skip` left out (-1: none). 0, or -1 with fewer than 2 points. */
 static int fit_steps(const dt_scale_tta *t, int skip, double *s_min, double *e_min) {
@@ -61,16 +92,42 @@ static int fit_steps(const dt_scale_tta *t, int skip, double *s_min, double *e_m
     return 0;
 }
 
-/* The step where the window means first reach target, linear between the window
- * before and that one (a window is 1/40 of the run: without it the step would be
- * rounded to the window's middle); -1 if never. */
+/* Windows on each side of the first window at or below the target that the crossing's
+ * local fit takes (7 windows in all, 7/40 of the run). */
+enum { CROSSING_HALF_WIDTH = 3 };
+
+/* The step where the loss curve reaches target: near the first window whose mean is at
+ * or below it, the curve's local power law, log l = a + b log k, fitted by least
+ * squares to the windows around it, solved for the target (and kept within them). A
+ * single window's mean carries that window's noise: on make run's study, where the
+ * loss flattens, one window's bump moved a config's crossing by 20% against its twin at
+ * the same global batch; the trend of 7 windows holds it (docs/scaling.md). Where no
+ * power law fits (too few windows, a loss <= 0, a curve that does not fall there), the
+ * linear interpolation between that window and the one before. -1 if never reached. */
 static double crossing(const double *k, const double *l, int n, double target) {
-    for (int i = 0; i < n; i++) {
-        if (l[i] > target) continue;
-        if (i == 0 || !(l[i - 1] > l[i])) return k[i];
-        return k[i - 1] + (l[i - 1] - target) / (l[i - 1] - l[i]) * (k[i] - k[i - 1]);
+    int i = 0;
+    while (i < n && l[i] > target) i++;
+    if (i == n) return -1;
+    const int a = i > CROSSING_HALF_WIDTH ? i - CROSSING_HALF_WIDTH : 0;
+    const int b = i + CROSSING_HALF_WIDTH + 1 < n ? i + CROSSING_HALF_WIDTH + 1 : n;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int usable = b - a >= 3 && target > 0;
+    for (int j = a; j < b && usable; j++) {
+        usable = k[j] > 0 && l[j] > 0;
+        if (!usable) break;
+        const double x = log(k[j]), y = log(l[j]);
+        sx += x, sy += y, sxx += x * x, sxy += x * y;
     }
-    return -1;
+    const double m = b - a, det = m * sxx - sx * sx;
+    if (usable && det > 0) {
+        const double slope = (m * sxy - sx * sy) / det, icept = (sy - slope * sx) / m;
+        if (slope < 0) {
+            const double step = exp((log(target) - icept) / slope);
+            return step < k[a] ? k[a] : step > k[b - 1] ? k[b - 1] : step;
+        }
+    }
+    if (i == 0 || !(l[i - 1] > l[i])) return k[i];
+    return k[i - 1] + (l[i - 1] - target) / (l[i - 1] - l[i]) * (k[i] - k[i - 1]);
 }
 
 /* The default target, the runs' steps to it, their own curves' steps. */
@@ -175,11 +232,10 @@ int dt_scale_tta_compute(const dt_scale_study *s, const char *dir, double target
         for (int p = 0; p < np && !rc && t->n_runs < DT_TTA_MAX_RUNS; p++) {
             const dt_scale_row *row = dt_scale_find(s, procs[p], batch[b], 0);
             if (!row) continue;
-            char log[4200];
-            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs[p], batch[b]);
             const int i = t->n_runs;
             dt_tta_run *r = &t->runs[i];
-            const int got = dt_tta_loss_curve(log, k[i], l[i], &n[i], &firsts[i], &r->steps, err);
+            const int got = mean_curve(dir, procs[p], batch[b], row->repeats, k[i], l[i], &n[i],
+                                       &firsts[i], &r->steps, &r->seeds, err);
             if (got < 0) rc = -1;
             if (got <= 0 || n[i] == 0) continue;
             r->procs = procs[p];
@@ -294,6 +350,22 @@ static void write_points(const dt_scale_tta *t, FILE *out) {
 
 void dt_scale_tta_write(const dt_scale_tta *t, FILE *out) {
     if (!t) return;
+    /* "one run each", "2 runs each, seeds --seed and --seed + 1", "1 to 2 runs ..." */
+    int lo = 0, hi = 0;
+    for (int i = 0; i < t->n_runs; i++) {
+        if (!lo || t->runs[i].seeds < lo) lo = t->runs[i].seeds;
+        if (t->runs[i].seeds > hi) hi = t->runs[i].seeds;
+    }
+    char seeds_text[160];
+    if (hi <= 1)
+        snprintf(seeds_text, sizeof seeds_text,
+                 "one run each: `--repeats` 2 or more averages "
+                 "runs of seeds --seed, --seed + 1, ...");
+    else if (lo == hi)
+        snprintf(seeds_text, sizeof seeds_text, "%d runs each, seeds --seed to --seed + %d", hi,
+                 hi - 1);
+    else
+        snprintf(seeds_text, sizeof seeds_text, "%d to %d runs each, seeds from --seed on", lo, hi);
     fprintf(out, "\n## Time to a target loss\n\nTarget: training loss **%.3f**", t->target);
     if (t->target_given)
         fputs(" (`--target-loss`)", out);
@@ -303,18 +375,20 @@ void dt_scale_tta_write(const dt_scale_tta *t, FILE *out) {
                 "%.3f, to the lowest final loss of any run, %.3f)",
                 100 * DT_TTA_DEFAULT_PROGRESS, t->first_loss, t->lowest_final);
     fprintf(out,
-            ". A run reaches it at the first window of its steps (1/40 of them) whose mean "
-            "training loss is at or below it; %d of %d runs did. Steps to target against the "
+            ". A config's loss curve is its training loss over windows of 1/40 of its steps, "
+            "averaged over its repeats (%s); it reaches the target where the power law "
+            "fitted to the 7 windows around its first window at or below the target says "
+            "(docs/scaling.md); %d of %d configs did. Steps to target against the "
             "global batch G (workers x batch per worker): S(G) = S_min + E_min / G "
             "(McCandlish et al. 2018: past the gradient noise scale, more samples per step "
-            "stop saving steps), fitted to the runs that reached it; S(G) of a run that "
+            "stop saving steps), fitted to the configs that reached it; S(G) of a config that "
             "reached it is leave-one-out. A run's own Optimus curve (1/(b0 k + b1) + b2 "
             "fitted to its loss) is shown beside it. Time: steps x step (measured; "
             "predicted: the simulated step of `predicted.csv`).\n",
-            t->n_reached, t->n_runs);
+            seeds_text, t->n_reached, t->n_runs);
     write_runs(t, out);
     if (!t->fitted) {
-        fputs("\nFewer than two runs reached the target: no steps-to-target model (give a "
+        fputs("\nFewer than two configs reached the target: no steps-to-target model (give a "
               "higher `--target-loss`, or more epochs).\n",
               out);
         return;
@@ -325,7 +399,7 @@ void dt_scale_tta_write(const dt_scale_tta *t, FILE *out) {
             t->s_min, t->e_min, t->s_min > 0 ? t->e_min / t->s_min : INFINITY);
     if (t->median >= 0) {
         fprintf(out,
-                "Its leave-one-out error over the %d runs that reached the target: **median "
+                "Its leave-one-out error over the %d configs that reached the target: **median "
                 "%.1f%%**, worst %.1f%%.",
                 t->n_errors, 100 * t->median, 100 * t->worst);
         if (t->n_early > 0)
@@ -334,7 +408,7 @@ void dt_scale_tta_write(const dt_scale_tta *t, FILE *out) {
                     "steps sooner).\n",
                     t->n_runs - t->n_reached, t->n_early, 100 * t->worst_early);
         else if (t->n_runs > t->n_reached)
-            fputs(" It puts every run that did not reach the target past its last step.\n", out);
+            fputs(" It puts every config that did not reach the target past its last step.\n", out);
         else
             fputc('\n', out);
     } else

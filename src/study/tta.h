@@ -37,6 +37,7 @@ enum { DT_TTA_MAX_RUNS = 128, DT_TTA_MAX_POINTS = 64 * 16, DT_TTA_CURVE_POINTS =
 typedef struct dt_tta_run {
     int procs, batch;
     double global_batch;
+    int seeds;               /* repeats whose curves were averaged (each its own seed) */
     long steps;              /* steps run (rank 0's) */
     double final_loss;       /* the last window's mean */
     double observed;         /* first step whose window mean is <= target; -1: not reached */
@@ -81,10 +82,11 @@ typedef struct dt_scale_tta {
 int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *first, long *steps,
                       dt_error *err);
 
-/* Reads the first repeat's log of each config in dir (run_p<N>_b<B>.jsonl) and works
- * out everything above for s (its predictions: past-the-machine rows give the worker
- * counts and step times). target <= 0: the default rule. *out is NULL when no log has a
- * loss curve; else allocated (free it). */
+/* Reads the logs of each config's repeats in dir (run_p<N>_b<B>.jsonl, then
+ * run_p<N>_b<B>_r2.jsonl ...: each repeat a seed of its own), averages their loss
+ * curves, and works out everything above for s (its predictions: past-the-machine rows give the
+ * worker counts and step times). target <= 0: the default rule. *out is NULL when no log has a loss
+ * curve; else allocated (free it). */
 int dt_scale_tta_compute(const dt_scale_study *s, const char *dir, double target,
                          dt_scale_tta **out, dt_error *err);
 
