@@ -1,17 +1,21 @@
 /* The scaling report's maths on hand-made data with known answers, and its bad-input
  * cases. */
 #include <math.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 #include <dirent.h>
 
+#include "study/netns.h"
 #include "study/plots.h"
 #include "study/predict.h"
 #include "study/scale_csv.h"
@@ -424,6 +428,33 @@ static void test_time_to_target_reads_the_trend(void **state) {
     remove_dir(dir);
 }
 
+/* A launch that hung names the rsh agents that never entered their host, with where
+ * they wait: a stand-in agent (a shell whose arguments are an agent's: netns-rsh, the
+ * prefix, an option, host 3's address) is listed as host 3's, sleeping. */
+static void test_netns_processes_names_waiting_agents(void **state) {
+    (void)state;
+    dt_netns n = {.hosts = 1};
+    snprintf(n.prefix, sizeof n.prefix, "dtrain-%d", (int)getpid());
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", "sleep 30; true", "netns-rsh", n.prefix, "-x", "10.213.0.3",
+              "orted", (char *)NULL);
+        _exit(127);
+    }
+    char out[2048] = "", expect[64];
+    snprintf(expect, sizeof expect, "h3: agent %d, state S, waiting in ", (int)child);
+    for (int tries = 0; tries < 200 && !strstr(out, expect); tries++) {
+        nanosleep(&(struct timespec){0, 10000000}, NULL); /* until the child runs sh */
+        dt_netns_processes(&n, out, sizeof out);
+    }
+    print_message("  %s\n", out);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    assert_non_null(strstr(out, "h1: (namespace gone); rsh agents not yet in their host:"));
+    assert_non_null(strstr(out, expect));
+}
+
 /* A run that diverged: its curve ends at the last finite window, never a NaN point. */
 static void test_loss_curve_of_diverged_run_ends_before_nan(void **state) {
     (void)state;
@@ -457,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_epoch_time_plot_names_training_time),
         cmocka_unit_test(test_time_to_target_known_curves),
         cmocka_unit_test(test_time_to_target_reads_the_trend),
+        cmocka_unit_test(test_netns_processes_names_waiting_agents),
         cmocka_unit_test(test_loss_curve_of_diverged_run_ends_before_nan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

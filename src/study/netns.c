@@ -86,6 +86,54 @@ static void append(char *out, size_t size, size_t *used, const char *text) {
     if (*used >= size) *used = size - 1;
 }
 
+/* The rsh agents of n (`dtrain netns-rsh PREFIX [options] HOST CMD`) that have not yet run
+ * their command in their host (an agent that has, is sh or the daemon now), with the
+ * kernel's state and where each waits (/proc/PID/wchan): when a launch hangs with a
+ * host left empty, whether its agent never started or stopped on its way in. */
+static void agents_waiting(const dt_netns *n, char *out, size_t size, size_t *used) {
+    DIR *d = opendir("/proc");
+    int found = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], args[1024];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        const size_t len = fread(args, 1, sizeof args - 1, f);
+        fclose(f);
+        args[len] = 0;
+        /* ... "netns-rsh" NUL prefix NUL options.. NUL host NUL command (NUL-separated) */
+        const char *word = args;
+        while (word < args + len && strcmp(word, "netns-rsh")) word += strlen(word) + 1;
+        if (word >= args + len) continue;
+        word += strlen(word) + 1;
+        if (word >= args + len || strcmp(word, n->prefix)) continue;
+        word += strlen(word) + 1;
+        while (word < args + len && word[0] == '-') word += strlen(word) + 1;
+        const char *host = word < args + len ? strrchr(word, '.') : NULL;
+        char state = '?', wchan[64] = "?";
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            char line[512];
+            const char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+            if (close_paren && close_paren[1] == ' ') state = close_paren[2];
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/proc/%s/wchan", e->d_name);
+        if ((f = fopen(path, "r"))) {
+            if (!fgets(wchan, sizeof wchan, f) || !wchan[0]) snprintf(wchan, sizeof wchan, "-");
+            fclose(f);
+        }
+        char item[512];
+        snprintf(item, sizeof item, "%s h%.8s: agent %s, state %c, waiting in %s",
+                 found ? "," : "; rsh agents not yet in their host:", host ? host + 1 : "?",
+                 e->d_name, state, wchan);
+        append(out, size, used, item);
+        found++;
+    }
+    if (d) closedir(d);
+}
+
 void dt_netns_processes(const dt_netns *n, char *out, size_t size) {
     size_t used = 0;
     out[0] = 0;
@@ -117,6 +165,7 @@ void dt_netns_processes(const dt_netns *n, char *out, size_t size) {
         if (d) closedir(d);
         append(out, size, &used, !ino ? " (namespace gone)" : found ? "" : " nothing");
     }
+    agents_waiting(n, out, size, &used);
 }
 
 void dt_netns_mpirun_words(const dt_netns *n, const char *self, dt_netns_mpirun *w) {

@@ -39,8 +39,9 @@ typedef struct dt_netns {
 /* The namespace name of host i (1-based) or of the bridge (i = 0). */
 void dt_netns_name(const dt_netns *n, int i, char *out, size_t size);
 /* What runs in each host, for a launch that hung: "h1: mpirun 812, dtrain 830; h2:
- * nothing; ..." (process names and ids, found by their network namespace) into out,
- * cut at size. */
+ * nothing; ..." (process names and ids, found by their network namespace), then the
+ * rsh agents that have not yet entered their host: "; rsh agents not yet in their
+ * host: h2: agent 829, state D, waiting in <wchan>" into out, cut at size. */
 void dt_netns_processes(const dt_netns *n, char *out, size_t size);
 /* Host i's address (1-based). */
 void dt_netns_addr(int i, char *out, size_t size);
