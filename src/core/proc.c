@@ -179,3 +179,15 @@ void dt_proc_describe(int status, char *out, size_t size) {
     else
         snprintf(out, size, "wait status %d", status);
 }
+
+size_t dt_proc_file(const char *pid, const char *name, char *buf, size_t size) {
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/%s", pid, name);
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    const size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n;
+}

@@ -43,4 +43,9 @@ void dt_proc_kill(const dt_proc *p, int sig);
 /* "exit status N", "killed by signal N (NAME)" for a wait status. */
 void dt_proc_describe(int status, char *out, size_t size);
 
+/* /proc/PID/NAME of a process (pid as /proc lists it) read into buf, NUL-terminated
+ * (cut at size - 1 bytes); the bytes read, 0 when it cannot be read (the process
+ * ended). */
+size_t dt_proc_file(const char *pid, const char *name, char *buf, size_t size);
+
 #endif

@@ -95,13 +95,9 @@ static void agents_waiting(const dt_netns *n, char *out, size_t size, size_t *us
     int found = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        char path[300], args[1024];
-        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        const size_t len = fread(args, 1, sizeof args - 1, f);
-        fclose(f);
-        args[len] = 0;
+        char args[1024];
+        const size_t len = dt_proc_file(e->d_name, "cmdline", args, sizeof args);
+        if (!len) continue;
         /* ... "netns-rsh" NUL prefix NUL options.. NUL host NUL command (NUL-separated) */
         const char *word = args;
         while (word < args + len && strcmp(word, "netns-rsh")) word += strlen(word) + 1;
@@ -111,19 +107,13 @@ static void agents_waiting(const dt_netns *n, char *out, size_t size, size_t *us
         word += strlen(word) + 1;
         while (word < args + len && word[0] == '-') word += strlen(word) + 1;
         const char *host = word < args + len ? strrchr(word, '.') : NULL;
-        char state = '?', wchan[64] = "?";
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        if ((f = fopen(path, "r"))) {
-            char line[512];
-            const char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
-            if (close_paren && close_paren[1] == ' ') state = close_paren[2];
-            fclose(f);
-        }
-        snprintf(path, sizeof path, "/proc/%s/wchan", e->d_name);
-        if ((f = fopen(path, "r"))) {
-            if (!fgets(wchan, sizeof wchan, f) || !wchan[0]) snprintf(wchan, sizeof wchan, "-");
-            fclose(f);
-        }
+        /* "pid (comm) state ...": comm may hold spaces and parentheses */
+        char stat[512], wchan[64];
+        const char *close_paren =
+            dt_proc_file(e->d_name, "stat", stat, sizeof stat) ? strrchr(stat, ')') : NULL;
+        const char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+        if (!dt_proc_file(e->d_name, "wchan", wchan, sizeof wchan))
+            snprintf(wchan, sizeof wchan, "-");
         char item[512];
         snprintf(item, sizeof item, "%s h%.8s: agent %s, state %c, waiting in %s",
                  found ? "," : "; rsh agents not yet in their host:", host ? host + 1 : "?",
@@ -150,14 +140,10 @@ void dt_netns_processes(const dt_netns *n, char *out, size_t size) {
             if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
             snprintf(path, sizeof path, "/proc/%s/ns/net", e->d_name);
             if (ns_inode(path) != ino) continue;
-            char comm[32] = "?";
-            snprintf(path, sizeof path, "/proc/%s/comm", e->d_name);
-            FILE *f = fopen(path, "r");
-            if (f) {
-                if (!fgets(comm, sizeof comm, f)) snprintf(comm, sizeof comm, "?");
-                comm[strcspn(comm, "\n")] = 0;
-                fclose(f);
-            }
+            char comm[32];
+            if (!dt_proc_file(e->d_name, "comm", comm, sizeof comm))
+                snprintf(comm, sizeof comm, "?");
+            comm[strcspn(comm, "\n")] = 0;
             snprintf(item, sizeof item, "%s %s %s", found ? "," : "", comm, e->d_name);
             append(out, size, &used, item);
             found++;

@@ -108,14 +108,9 @@ static int group_alive(pid_t pgid) {
     if (!proc) return 1;
     int alive = 0;
     for (struct dirent *d; !alive && (d = readdir(proc));) {
-        char path[300], text[1024];
+        char text[1024];
         if (d->d_name[0] < '1' || d->d_name[0] > '9') continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", d->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        const size_t n = fread(text, 1, sizeof text - 1, f);
-        fclose(f);
-        text[n] = 0;
+        if (!dt_proc_file(d->d_name, "stat", text, sizeof text)) continue;
         /* "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses */
         const char *close = strrchr(text, ')');
         char state;
