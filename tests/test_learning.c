@@ -7,7 +7,12 @@
  * Every run here is deterministic (fixed seeds, thread counts and data order): the
  * values printed were identical alone and beside a busy loop (2026-11-25, AMD EPYC, 2
  * cores, Release), so load cannot move them; the bars keep a margin for other CPUs'
- * kernels and other builds, which do change them (see each bar). */
+ * kernels and other builds, which do change them (see each bar).
+ * Under the sanitizers (DT_SANITIZED, tests/CMakeLists.txt) the two longest runs are
+ * left out, as families_cli runs a subset there: resnet18's 200 steps (its ops are
+ * resnet20's and resnet50's, its augmentation test_data's) and vgg16's 700 (its ops are
+ * vgg16_bn's and alexnet's): 50 of this test's 71 s under ASan, for no path the others
+ * do not take. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,8 +75,18 @@ static void test_lenet5_beats_80_percent_on_fashion_mnist_subset(void **state) {
     assert_true(res.test_acc > 0.80); /* 85.00% (2026-11-25, see the top) */
 }
 
+/* The sanitized build's subset (see the top). */
+static int sanitized(void) {
+    return getenv("DT_SANITIZED") != NULL;
+}
+
 static void test_resnet18_trains_on_synthetic_cifar_with_augmentation(void **state) {
     (void)state;
+    if (sanitized()) {
+        print_message("resnet18: left out under the sanitizers (resnet20's and resnet50's ops, "
+                      "test_data's augmentation)\n");
+        skip();
+    }
     char log[128];
     snprintf(log, sizeof log, "/tmp/dtrain_learning_%ld.jsonl", (long)getpid());
     dt_train_config cfg = {.model = "resnet18",
@@ -213,7 +228,10 @@ static void test_imagenet_models_loss_goes_down_on_synthetic_data(void **state) 
      * the same alone and under load), ratios: alexnet 0.77, vgg16 0.20, vgg16_bn 0.64,
      * resnet50 0.41, googlenet 0.41. */
     check_imagenet_model_learns("alexnet", 8, 63, 0.02f, 160, 0.85);
-    check_imagenet_model_learns("vgg16", 8, 32, 0.01f, 700, 0.9);
+    if (sanitized())
+        print_message("vgg16: left out under the sanitizers (vgg16_bn's and alexnet's ops)\n");
+    else
+        check_imagenet_model_learns("vgg16", 8, 32, 0.01f, 700, 0.9);
     check_imagenet_model_learns("vgg16_bn", 4, 32, 0.01f, 100, 0.8);
     check_imagenet_model_learns("resnet50", 4, 32, 0.01f, 30, 0.5);
     check_imagenet_model_learns("googlenet", 8, 32, 0.01f, 30, 0.6);
