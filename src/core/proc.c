@@ -191,3 +191,12 @@ size_t dt_proc_file(const char *pid, const char *name, char *buf, size_t size) {
     buf[n] = 0;
     return n;
 }
+
+int dt_proc_stat(const char *pid, char *state, long *pgrp) {
+    char text[1024];
+    if (!dt_proc_file(pid, "stat", text, sizeof text)) return 0;
+    /* "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses */
+    const char *close = strrchr(text, ')');
+    long ppid;
+    return close && sscanf(close + 1, " %c %ld %ld", state, &ppid, pgrp) == 3;
+}

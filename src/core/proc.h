@@ -48,4 +48,8 @@ void dt_proc_describe(int status, char *out, size_t size);
  * ended). */
 size_t dt_proc_file(const char *pid, const char *name, char *buf, size_t size);
 
+/* A process's state letter (R, S, D, Z, ...) and process group from /proc/PID/stat;
+ * 1, or 0 when it cannot be read (the process ended). */
+int dt_proc_stat(const char *pid, char *state, long *pgrp);
+
 #endif

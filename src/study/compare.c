@@ -180,7 +180,7 @@ static int add_study(const char *dir, double target, const char *out_dir, FILE *
         r->server_mb = sv >= 0 ? sv / 1e6 : -1;
         r->cpu_pct = row->cpu_pct;
         char log[4200], dat[64], path[4200];
-        snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, row->procs, row->batch);
+        dt_scale_log_path(log, sizeof log, dir, row->procs, row->batch, 0, 0);
         snprintf(dat, sizeof dat, "accuracy_%d.dat", *curves);
         snprintf(path, sizeof path, "%s/%s", out_dir, dat);
         dt_outfile o;

@@ -107,11 +107,9 @@ static void agents_waiting(const dt_netns *n, char *out, size_t size, size_t *us
         word += strlen(word) + 1;
         while (word < args + len && word[0] == '-') word += strlen(word) + 1;
         const char *host = word < args + len ? strrchr(word, '.') : NULL;
-        /* "pid (comm) state ...": comm may hold spaces and parentheses */
-        char stat[512], wchan[64];
-        const char *close_paren =
-            dt_proc_file(e->d_name, "stat", stat, sizeof stat) ? strrchr(stat, ')') : NULL;
-        const char state = close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+        char state, wchan[64];
+        long pgrp;
+        if (!dt_proc_stat(e->d_name, &state, &pgrp)) state = '?';
         if (!dt_proc_file(e->d_name, "wchan", wchan, sizeof wchan))
             snprintf(wchan, sizeof wchan, "-");
         char item[512];

@@ -280,7 +280,7 @@ static int plot_loss(plotter *pl, dt_error *err) {
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             char log[4200], name[64];
-            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
+            dt_scale_log_path(log, sizeof log, pl->dir, pl->procs[p], pl->batch[b], 0, 0);
             snprintf(name, sizeof name, "loss_p%d_b%d.dat", pl->procs[p], pl->batch[b]);
             dt_outfile c;
             if (open_in(&c, pl->dir, name, err)) return -1;
@@ -310,7 +310,7 @@ static int plot_accuracy(plotter *pl, dt_error *err) {
     for (int b = 0; b < pl->nb; b++)
         for (int p = 0; p < pl->np; p++) {
             char log[4200], name[64];
-            snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, pl->procs[p], pl->batch[b]);
+            dt_scale_log_path(log, sizeof log, pl->dir, pl->procs[p], pl->batch[b], 0, 0);
             if (access(log, F_OK) != 0) continue;
             dt_runlog_contents c;
             if (dt_runlog_load(log, &c, err)) return -1;
@@ -351,7 +351,7 @@ static int plot_accuracy(plotter *pl, dt_error *err) {
 static int util_data(const plotter *pl, int procs, int batch, int ranks[64], int servers[64],
                      dt_error *err) {
     char log[4200];
-    snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", pl->dir, procs, batch);
+    dt_scale_log_path(log, sizeof log, pl->dir, procs, batch, 0, 0);
     if (access(log, F_OK) != 0) return 0;
     dt_runlog_contents c;
     if (dt_runlog_load(log, &c, err)) return -1;

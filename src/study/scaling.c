@@ -288,3 +288,11 @@ int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]) {
     qsort(out, (size_t)n, sizeof(int), cmp_int);
     return n;
 }
+
+void dt_scale_log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
+                       int repeat) {
+    char rep[16] = "";
+    if (repeat > 0) snprintf(rep, sizeof rep, "_r%d", repeat + 1);
+    snprintf(out, size, "%s/run_p%d_b%d%s%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "",
+             rep);
+}

@@ -127,6 +127,11 @@ int dt_scale_combine(dt_scale_study *s, dt_error *err);
 
 /* The row for (procs, batch, lr_scaled), or NULL. */
 const dt_scale_row *dt_scale_find(const dt_scale_study *s, int procs, int batch, int lr_scaled);
+
+/* The log of a config's run in dir: run_p<N>_b<B>[_lrlinear][_r<k+1>].jsonl (repeat k,
+ * 0 the first, keeps the plain name). */
+void dt_scale_log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
+                       int repeat);
 /* The distinct process counts (batch = 0) or batch sizes (batch = 1) of the rows
  * without LR scaling, ascending, at most 64; returns how many. */
 int dt_scale_distinct(const dt_scale_study *s, int batch, int out[64]);

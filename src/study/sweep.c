@@ -231,15 +231,6 @@ static double busy_cores_of_log(const char *path, double *throttled) {
     return other > DT_SCALE_BUSY_CORES || *throttled >= 0 ? (other > 0 ? other : 0) : -1;
 }
 
-/* Repeat 0 keeps the historical name; repeat k > 0 adds _r<k+1>. */
-static void log_path(char *out, size_t size, const char *dir, int procs, int batch, int scaled,
-                     int repeat) {
-    char rep[16] = "";
-    if (repeat > 0) snprintf(rep, sizeof rep, "_r%d", repeat + 1);
-    snprintf(out, size, "%s/run_p%d_b%d%s%s.jsonl", dir, procs, batch, scaled ? "_lrlinear" : "",
-             rep);
-}
-
 int dt_scale_read_dir(const char *dir, dt_scale_study *study, dt_error *err) {
     DIR *d = opendir(dir);
     if (!d) return dt_error_set(err, "cannot open %s: %s", dir, strerror(errno));
@@ -842,8 +833,8 @@ static void study_lines(const char *args, char *out, size_t size) {
     }
 }
 
-/* Whether log is the log of one of cfg's configs (log_path's name, any repeat), and
- * which: its process count, batch size and linear-scaling variant. */
+/* Whether log is the log of one of cfg's configs (dt_scale_log_path's name), and
+ * which: its process count, batch size, linear-scaling variant and repeat. */
 static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs, int *batch,
                          int *scaled, int *repeat) {
     const int repeats = cfg->repeats > 0 ? cfg->repeats : 1;
@@ -852,8 +843,8 @@ static int config_of_log(const dt_sweep_config *cfg, const char *log, int *procs
             for (int sc = 0; sc <= (cfg->lr_scaling && cfg->procs[p] > 1); sc++)
                 for (int r = 0; r < repeats; r++) {
                     char path[4200];
-                    log_path(path, sizeof path, cfg->out_dir, cfg->procs[p], cfg->batches[b], sc,
-                             r);
+                    dt_scale_log_path(path, sizeof path, cfg->out_dir, cfg->procs[p],
+                                      cfg->batches[b], sc, r);
                     if (strcmp(path, log)) continue;
                     *procs = cfg->procs[p], *batch = cfg->batches[b], *scaled = sc;
                     *repeat = r;
@@ -883,6 +874,7 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     const char *data = cfg->train.data ? cfg->train.data : "";
     const int workers = r->workers >= 0 ? r->workers : r->procs;
     const int linear = !strcmp(r->lr_scaling, "linear");
+    const unsigned long long seed = run_settings(cfg, batch, scaled, repeat).seed;
     /* the first difference: what the log says, what this config says */
     char theirs[600] = "", ours[600] = "";
     if (!c.has_run) {
@@ -905,10 +897,9 @@ static int foreign_log(const dt_sweep_config *cfg, const char *log, int procs, i
     } else if (r->epochs != cfg->train.epochs) {
         snprintf(theirs, sizeof theirs, "%d epochs", r->epochs);
         snprintf(ours, sizeof ours, "%d", cfg->train.epochs);
-    } else if (r->seed != (unsigned long long)run_settings(cfg, batch, scaled, repeat).seed) {
+    } else if (r->seed != seed) {
         snprintf(theirs, sizeof theirs, "seed %llu", r->seed);
-        snprintf(ours, sizeof ours, "%llu",
-                 (unsigned long long)run_settings(cfg, batch, scaled, repeat).seed);
+        snprintf(ours, sizeof ours, "%llu", seed);
     }
     const int has_run = c.has_run;
     dt_runlog_contents_free(&c);
@@ -966,9 +957,9 @@ static int check_out_dir(const dt_sweep_config *cfg, dt_error *err) {
                               cfg->out_dir, (int)(n - 5), e->d_name, why);
             break;
         }
+        /* a config of this sweep (the other branch ends each pass) */
         if (!same_settings(log, mine, why, sizeof why) ||
-            (config_of_log(cfg, log, &procs, &batch, &scaled, &repeat) &&
-             foreign_log(cfg, log, procs, batch, scaled, repeat, why, sizeof why)))
+            foreign_log(cfg, log, procs, batch, scaled, repeat, why, sizeof why))
             rc = dt_error_set(err,
                               "--out %s holds runs of other settings (%.*s: %s); give another "
                               "--out, or --force to run them again",
@@ -997,8 +988,8 @@ static int sweep_all(const dt_sweep_config *cfg, dt_scale_study *study, dt_error
             for (int p = 0; p < cfg->n_procs && !memory_stop; p++) {
                 for (int scaled = 0; scaled <= (cfg->lr_scaling && cfg->procs[p] > 1); scaled++) {
                     char log[4096];
-                    log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b], scaled,
-                             rep);
+                    dt_scale_log_path(log, sizeof log, cfg->out_dir, cfg->procs[p], cfg->batches[b],
+                                      scaled, rep);
                     index++;
                     dt_scale_row row;
                     int complete = 0;

@@ -45,13 +45,13 @@ int dt_tta_loss_curve(const char *log, double *k, double *l, int *n, double *fir
 /* The config's loss curve over its repeats, each run with a seed of its own (sweep.h):
  * the window means averaged over the repeats whose run took as many steps as the
  * first's, up to the shortest of their curves (a diverged run's ends early); *first
- * the mean of their first losses. The repeats' logs are LOG (the first) and
- * LOG_r2.jsonl ... (repeats: the study's count for the config). Returns as
+ * the mean of their first losses (repeats: the study's count for the config; their
+ * logs as dt_scale_log_path names them). Returns as
  * dt_tta_loss_curve, with *seeds the curves averaged. */
 static int mean_curve(const char *dir, int procs, int batch, int repeats, double *k, double *l,
                       int *n, double *first, long *steps, int *seeds, dt_error *err) {
     char log[4200];
-    snprintf(log, sizeof log, "%s/run_p%d_b%d.jsonl", dir, procs, batch);
+    dt_scale_log_path(log, sizeof log, dir, procs, batch, 0, 0);
     *seeds = 0;
     const int got = dt_tta_loss_curve(log, k, l, n, first, steps, err);
     if (got <= 0 || *n == 0) return got;
@@ -60,7 +60,7 @@ static int mean_curve(const char *dir, int procs, int batch, int repeats, double
         double kr[DT_TTA_CURVE_POINTS], lr[DT_TTA_CURVE_POINTS], first_r;
         long steps_r;
         int nr;
-        snprintf(log, sizeof log, "%s/run_p%d_b%d_r%d.jsonl", dir, procs, batch, r + 1);
+        dt_scale_log_path(log, sizeof log, dir, procs, batch, 0, r);
         const int got_r = dt_tta_loss_curve(log, kr, lr, &nr, &first_r, &steps_r, err);
         if (got_r < 0) return -1;
         if (got_r == 0 || nr == 0 || steps_r != *steps || !isfinite(first_r)) continue;
@@ -113,8 +113,10 @@ static double crossing(const double *k, const double *l, int n, double target) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     int usable = b - a >= 3 && target > 0;
     for (int j = a; j < b && usable; j++) {
-        usable = k[j] > 0 && l[j] > 0;
-        if (!usable) break;
+        if (!(k[j] > 0 && l[j] > 0)) {
+            usable = 0;
+            break;
+        }
         const double x = log(k[j]), y = log(l[j]);
         sx += x, sy += y, sxx += x * x, sxy += x * y;
     }

@@ -108,15 +108,11 @@ static int group_alive(pid_t pgid) {
     if (!proc) return 1;
     int alive = 0;
     for (struct dirent *d; !alive && (d = readdir(proc));) {
-        char text[1024];
         if (d->d_name[0] < '1' || d->d_name[0] > '9') continue;
-        if (!dt_proc_file(d->d_name, "stat", text, sizeof text)) continue;
-        /* "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses */
-        const char *close = strrchr(text, ')');
         char state;
-        long ppid, pgrp;
-        if (close && sscanf(close + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
-            pgrp == (long)pgid && state != 'Z' && state != 'X')
+        long pgrp;
+        if (dt_proc_stat(d->d_name, &state, &pgrp) && pgrp == (long)pgid && state != 'Z' &&
+            state != 'X')
             alive = 1;
     }
     closedir(proc);
