@@ -140,6 +140,9 @@ void dt_world_wait_idle(const dt_world *w, int n, dt_request *reqs, int peer, co
  * the caller decides whether that is a dead peer). */
 int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *msg, double limit_s);
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg);
+/* Withdraws a receive that will never be matched (a server's standing receive once
+ * its worker is done) and waits until MPI has let go of its buffer. */
+void dt_world_cancel(const dt_world *w, dt_request *req);
 
 /* Point-to-point bytes within w (small records such as statistics), with the
  * world's timeout. */

@@ -494,6 +494,14 @@ int dt_world_wait_message_idle(const dt_world *w, dt_request *req, dt_message *m
     return 1;
 }
 
+void dt_world_cancel(const dt_world *w, dt_request *req) {
+    (void)w;
+    MPI_Request r = request_get(req);
+    DT_CHECK_MPI(MPI_Cancel(&r));
+    DT_CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    request_put(req, r);
+}
+
 int dt_world_test(const dt_world *w, dt_request *req, dt_message *msg) {
     (void)w;
     MPI_Request r = request_get(req);
