@@ -1,7 +1,9 @@
-# Sourced by the side-by-side benchmarks (compare_torch.sh, onnx_models.sh): a JSON
-# field, a median, and other processes' CPU use during a stretch of the run.
+# Sourced by the side-by-side benchmarks (compare_torch.sh, onnx_models.sh,
+# trace_cost.sh): a JSON field, a median, the range, and other processes' CPU use
+# during a stretch of the run.
 field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 # Other processes' CPU use, in cores: the machine's busy time from /proc/stat less what
 # this shell's children (the benchmarks) used (the shell's `times`), over the wall time.
 HZ=$(getconf CLK_TCK)

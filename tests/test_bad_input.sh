@@ -42,15 +42,15 @@ mkdir -p adir
 expect "--init on a folder" "dtrain train: cannot read adir: a folder, not a regular file" "" \
     "$DTRAIN" train $Q --init adir
 expect "--save into a missing folder, before training" \
-    "dtrain train: cannot write nodir/w.safetensors: folder nodir: No such file or directory" "" \
+    "dtrain train: --save: cannot write nodir/w.safetensors: folder nodir: No such file or directory" "" \
     "$DTRAIN" train $Q --epochs 50 --save nodir/w.safetensors
 ln -s good.safetensors link.safetensors
-expect "--save onto a symlink" "dtrain train: cannot write link.safetensors: a symbolic link (not replaced)" \
+expect "--save onto a symlink" "dtrain train: --save: cannot write link.safetensors: a symbolic link (not replaced)" \
     "good.safetensors" "$DTRAIN" train $Q --save link.safetensors
 [ -L link.safetensors ] || { failed=$((failed + 1)); echo "FAIL: the symlink was replaced"; }
-expect "--save onto a device" "dtrain train: cannot write /dev/null: not a regular file (not replaced)" "" \
+expect "--save onto a device" "dtrain train: --save: cannot write /dev/null: not a regular file (not replaced)" "" \
     "$DTRAIN" train $Q --save /dev/null
-expect "--save onto a folder" "dtrain train: cannot write adir: a folder" "" \
+expect "--save onto a folder" "dtrain train: --save: cannot write adir: a folder" "" \
     "$DTRAIN" train $Q --save adir
 
 # a long path is not cut into a temporary name that could be another file

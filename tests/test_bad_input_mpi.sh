@@ -38,7 +38,7 @@ alone "a missing data folder" 1 \
     "dtrain train: cannot open $tmp/none/train-images-idx3-ubyte: neither it nor train-images-idx3-ubyte.gz exists" \
     $M --data "mnist:$tmp/none"
 alone "a --log in a folder that does not exist" 1 \
-    "dtrain train: cannot write $tmp/none/run.jsonl: folder $tmp/none: No such file or directory" \
+    "dtrain train: --log: cannot write $tmp/none/run.jsonl: folder $tmp/none: No such file or directory" \
     $M --log "$tmp/none/run.jsonl"
 [ ! -e "$tmp/none" ] || fail "the missing folder was created"
 # parameter servers: every rank a server (no worker to speak: each refuses alike), and
@@ -53,7 +53,7 @@ alone "ps-sync, the workers' data missing" 1 \
 mkdir ro && chmod 555 ro
 if [ "$(id -u)" -ne 0 ]; then # root writes anywhere
     alone "a --log in a folder that cannot be written" 1 \
-        "dtrain train: cannot write $tmp/ro/run.jsonl: folder $tmp/ro: Permission denied" \
+        "dtrain train: --log: cannot write $tmp/ro/run.jsonl: folder $tmp/ro: Permission denied" \
         $M --log "$tmp/ro/run.jsonl"
 fi
 # only rank 1's data is missing: rank 0 says it, naming rank 1

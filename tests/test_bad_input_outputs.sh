@@ -55,10 +55,10 @@ if "$DTRAIN" launch --quiet -- "$DTRAIN" train $Q --epochs 2 --checkpoint lx --l
 
 # --- the run log: never through a symlink, never onto a device; a full disk is an error
 ln -s w.st link.jsonl
-expect "--log onto a symlink" "dtrain train: cannot write link.jsonl: a symbolic link (not replaced)" \
+expect "--log onto a symlink" "dtrain train: --log: cannot write link.jsonl: a symbolic link (not replaced)" \
     "w.st" "$DTRAIN" train $Q --log link.jsonl
 [ -L link.jsonl ] || fail "the symlink was replaced"
-expect "--log onto a device" "dtrain train: cannot write /dev/full: not a regular file (not replaced)" "" \
+expect "--log onto a device" "dtrain train: --log: cannot write /dev/full: not a regular file (not replaced)" "" \
     "$DTRAIN" train $Q --log /dev/full
 # A disk that fills: a 1 KiB file size limit (SIGXFSZ ignored, so the write fails with
 # EFBIG) stops the run at the end of its first epoch.

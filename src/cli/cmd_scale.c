@@ -14,9 +14,10 @@
 #include "study/scale_studies.h"
 #include "study/sweep.h"
 
-/* Each run sets these itself: its batch size, its log in DIR, no weights. */
-static const char *const scale_not_shared[] = {"batch-size",       "log",    "save", "checkpoint",
-                                               "checkpoint-every", "resume", NULL};
+/* Each run sets these itself: its batch size, its log in DIR, no weights, no trace. */
+static const char *const scale_not_shared[] = {"batch-size",       "log",    "save",  "checkpoint",
+                                               "checkpoint-every", "resume", "trace", "trace-steps",
+                                               "trace-events",     NULL};
 
 static void scale_usage(const cli_flags *flags, FILE *out) {
     fprintf(out,

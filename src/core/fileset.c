@@ -87,7 +87,12 @@ static int same_file(const identity *a, const identity *b) {
 int dt_fileset_check(const dt_fileset *s, dt_error *err) {
     if (s->overflow) return dt_error_set(err, "out of memory checking the command's files");
     for (int i = 0; i < s->n; i++)
-        if (s->e[i].output && dt_outfile_check(s->e[i].path, err)) return -1;
+        if (s->e[i].output && dt_outfile_check(s->e[i].path, err)) {
+            if (strncmp(s->e[i].what, "--", 2)) return -1;
+            char why[sizeof err->msg]; /* a flag first: which output it was */
+            snprintf(why, sizeof why, "%s", err->msg);
+            return dt_error_set(err, "%s: %s", s->e[i].what, why);
+        }
     identity *id = malloc(sizeof *id * (size_t)(s->n ? s->n : 1));
     if (!id) return dt_error_set(err, "out of memory checking the command's files");
     for (int i = 0; i < s->n; i++) id[i] = identify(s->e[i].path);

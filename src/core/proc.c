@@ -2,6 +2,7 @@
 #include "core/proc.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -199,4 +200,28 @@ int dt_proc_stat(const char *pid, char *state, long *pgrp) {
     const char *close = strrchr(text, ')');
     long ppid;
     return close && sscanf(close + 1, " %c %ld %ld", state, &ppid, pgrp) == 3;
+}
+
+void dt_proc_host_name(char *out, size_t size) {
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1)) snprintf(host, sizeof host, "unknown host");
+    snprintf(out, size, "%s", host);
+    /* `ip netns identify`'s way: the named namespace with our namespace's inode */
+    struct stat self;
+    DIR *d = opendir("/run/netns");
+    if (!d || stat("/proc/self/ns/net", &self)) {
+        if (d) closedir(d);
+        return;
+    }
+    for (const struct dirent *e; (e = readdir(d));) {
+        char path[300];
+        struct stat st;
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/run/netns/%s", e->d_name);
+        if (!stat(path, &st) && st.st_ino == self.st_ino && st.st_dev == self.st_dev) {
+            snprintf(out, size, "%s/%s", host, e->d_name);
+            break;
+        }
+    }
+    closedir(d);
 }

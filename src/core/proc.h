@@ -52,4 +52,9 @@ size_t dt_proc_file(const char *pid, const char *name, char *buf, size_t size);
  * 1, or 0 when it cannot be read (the process ended). */
 int dt_proc_stat(const char *pid, char *state, long *pgrp);
 
+/* The calling process's host as a person names it: the host name, and where it runs
+ * in a named network namespace (`ip netns add`: an emulated host) that name after a
+ * slash, "box/dtrain-812-h2". */
+void dt_proc_host_name(char *out, size_t size);
+
 #endif

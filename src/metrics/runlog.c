@@ -420,7 +420,7 @@ static int utf8_length(const unsigned char *p) {
  * as \u00XX, the character of that byte in Latin-1, so Python's json and cJSON read
  * it (as that character, in UTF-8: up to two bytes for one; runlog.h's sizes allow
  * for it). */
-static int write_string(FILE *f, const char *s) {
+int dt_json_write_string(FILE *f, const char *s) {
     int rc = putc('"', f) == EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p && !rc; p++) {
         switch (*p) {
@@ -470,7 +470,7 @@ static int write_value(FILE *f, const field *fd, const char *base) {
         return fprintf(f, fd->real_format, v) < 0 ? -1 : 0;
     }
     case F_STRING:
-        return write_string(f, (const char *)at);
+        return dt_json_write_string(f, (const char *)at);
     case F_BOOL:
         return fputs(*(const int *)at ? "true" : "false", f) < 0 ? -1 : 0;
     case F_HIST: {

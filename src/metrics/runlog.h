@@ -271,6 +271,11 @@ typedef struct dt_runlog_contents {
 } dt_runlog_contents;
 
 /* Reads path; errors name the file and line. Free with dt_runlog_contents_free. */
+/* s as a JSON string to f: quotes, backslashes and control characters escaped, valid
+ * UTF-8 as it is, any other byte as \u00XX (its Latin-1 character). -1 on a write
+ * error. The run log's strings and the trace's (trace.h) are written by it. */
+int dt_json_write_string(FILE *f, const char *s);
+
 int dt_runlog_load(const char *path, dt_runlog_contents *c, dt_error *err);
 void dt_runlog_contents_free(dt_runlog_contents *c);
 

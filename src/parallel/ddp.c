@@ -11,6 +11,7 @@
 typedef struct bucket {
     size_t begin, count; /* range of the gradient buffer */
     size_t produced;     /* floats of it backward has written this step */
+    double ready;        /* with a trace: when backward completed it this step */
 } bucket;
 
 /* --bucket-mb auto: the sizes tried, those of them that cut the buffer into different
@@ -54,14 +55,19 @@ struct dt_ddp {
     int stop;
     double t_comm;
     long long bytes_at_begin; /* ar.bytes_sent when the step began */
+    dt_trace *trace;          /* NULL: none */
 };
 
 static void reduce_bucket(dt_ddp *d, int b) {
     float *g = d->model->grads + d->buckets[b].begin;
     size_t n = d->buckets[b].count;
+    const double t0 = d->trace ? dt_now() : 0.0;
+    const long long sent = d->ar.bytes_sent;
     dt_allreduce_sum(&d->ar, g, n);
     const float scale = 1.0f / (float)d->world->size;
     for (size_t i = 0; i < n; i++) g[i] *= scale;
+    if (d->trace)
+        dt_trace_bucket(d->trace, b, d->buckets[b].ready, t0, dt_now(), d->ar.bytes_sent - sent);
 }
 
 static void *comm_main(void *arg) {
@@ -94,6 +100,7 @@ static void on_grads_ready(void *ctx, size_t offset, size_t count) {
         size_t lo = offset > k->begin ? offset : k->begin;
         size_t hi = offset + count < k->begin + k->count ? offset + count : k->begin + k->count;
         if (hi > lo) k->produced += hi - lo;
+        if (hi > lo && d->trace && k->produced == k->count) k->ready = dt_now();
     }
     while (ready + 1 < d->n_buckets &&
            d->buckets[ready + 1].produced == d->buckets[ready + 1].count)
@@ -279,6 +286,10 @@ void dt_ddp_destroy(dt_ddp *d) {
     free(d);
 }
 
+void dt_ddp_set_trace(dt_ddp *d, dt_trace *trace) {
+    d->trace = trace;
+}
+
 int dt_ddp_bucket_count(const dt_ddp *d) {
     return d->n_buckets;
 }
@@ -294,7 +305,7 @@ void dt_ddp_begin_step(dt_ddp *d) {
         d->tune.ready = buckets_have_algorithms(d);
         d->tune.t_begin = dt_now();
     }
-    for (int b = 0; b < d->n_buckets; b++) d->buckets[b].produced = 0;
+    for (int b = 0; b < d->n_buckets; b++) d->buckets[b].produced = 0, d->buckets[b].ready = 0.0;
     pthread_mutex_lock(&d->lock);
     d->next_ready = d->next_done = 0;
     d->t_comm = 0.0;

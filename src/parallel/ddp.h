@@ -13,6 +13,7 @@
 
 #include "dtrain/model.h"
 #include "dtrain/world.h"
+#include "metrics/trace.h"
 #include "parallel/allreduce.h"
 
 typedef struct dt_ddp dt_ddp;
@@ -45,6 +46,8 @@ void dt_ddp_begin_step(dt_ddp *ddp);
 /* After backward: every bucket all-reduced and averaged. */
 void dt_ddp_finish_step(dt_ddp *ddp, dt_comm_stats *stats);
 int dt_ddp_bucket_count(const dt_ddp *ddp);
+/* Each bucket's all-reduce into trace's comm track from now on (NULL: none). */
+void dt_ddp_set_trace(dt_ddp *ddp, dt_trace *trace);
 /* --bucket-mb auto: each candidate's median step and the choice, e.g. "1 MiB (43)
  * 512.3 ms, 4 MiB (11) 498.2 ms, ... -> 4 MiB (11 buckets, after 140 steps)"; "" for a
  * fixed size. Call between steps. */

@@ -18,6 +18,7 @@
 #include "dtrain/sgd.h"
 #include "dtrain/world.h"
 #include "metrics/runlog.h"
+#include "metrics/trace.h"
 #include "parallel/allreduce.h"
 #include "parallel/overlap.h"
 #include "parallel/ps.h"
@@ -41,7 +42,8 @@ typedef struct dt_sync_setup {
     double bucket_mb;         /* 0: the default; < 0: auto (measured; ddp.h) */
     dt_overlap_mode overlap;
     dt_ps_config ps;
-    int epochs; /* of the run: per-epoch statistics */
+    int epochs;      /* of the run: per-epoch statistics */
+    dt_trace *trace; /* train --trace: the comm track's spans (NULL: none) */
 } dt_sync_setup;
 
 typedef struct dt_sync dt_sync;

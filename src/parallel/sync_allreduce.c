@@ -37,6 +37,7 @@ static int allreduce_create(dt_sync *s, dt_error *err) {
                       overlap, err))
         return -1;
     dt_ddp_broadcast_model(ddp);
+    dt_ddp_set_trace(ddp, u->trace);
     s->impl = ddp;
     s->buckets = dt_ddp_bucket_count(ddp);
     s->overlap = overlap;

@@ -30,7 +30,10 @@ static void ps_step_begin(dt_sync *s, int epoch, dt_step_comm *c) {
     const double t0 = dt_now();
     client->epoch = epoch;
     dt_ps_pull(client);
-    c->t_pull = dt_now() - t0;
+    const double t1 = dt_now();
+    c->t_pull = t1 - t0;
+    dt_trace_add(s->setup.trace, DT_TRACK_COMM, DT_SPAN_PULL, t0, t1,
+                 s->setup.trace ? s->setup.trace->step : 0, 0, 0);
     c->t_wait = client->last_wait_s;
     c->bytes_received = (long long)(sizeof(float) * s->setup.model->n_params);
 }
@@ -40,7 +43,10 @@ static void ps_after_backward(dt_sync *s, dt_step_comm *c) {
     const double t0 = dt_now();
     const long long before = client->bytes_sent;
     dt_ps_push(client);
-    c->t_push = dt_now() - t0;
+    const double t1 = dt_now();
+    c->t_push = t1 - t0;
+    dt_trace_add(s->setup.trace, DT_TRACK_COMM, DT_SPAN_PUSH, t0, t1,
+                 s->setup.trace ? s->setup.trace->step : 0, 0, client->bytes_sent - before);
     c->t_comm = c->t_comm_exposed = c->t_pull + c->t_push; /* nothing overlaps */
     c->bytes_sent = client->bytes_sent - before;
 }

@@ -292,6 +292,23 @@ static const dt_train_flag flags[] = {
      .per_rank = 1,
      .heading = "",
      .help = "write the JSON Lines run log to FILE"},
+    {.name = "trace",
+     .value = "FILE",
+     STRING_ROW(trace_path),
+     .per_rank = 1,
+     .help = "write every worker's timeline to FILE in the Chrome trace\n"
+             "format (Perfetto, chrome://tracing): steps, their phases,\n"
+             "each bucket's all-reduce, pulls and pushes (docs/trace.md)"},
+    {.name = "trace-steps",
+     .value = "A:B",
+     STRING_ROW(trace_steps),
+     .help = "trace steps A to B (counted from 0 over the run; \"A:\" to the\n"
+             "end; default all, up to --trace-events)"},
+    {.name = "trace-events",
+     .value = "N",
+     LONG_ROW(trace_events, 1000, 100000000),
+     .help = "the most spans a rank keeps (default 200000, about 30 MB of\n"
+             "JSON; the steps past it are left out, and the file says so)"},
     {.name = "save",
      .value = "FILE",
      STRING_ROW(save_path),

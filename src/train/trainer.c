@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,9 @@
 
 #include "core/cgroup.h"
 #include "core/fileset.h"
+#include "core/parse.h"
 #include "core/placement.h"
+#include "core/proc.h"
 #include "core/runlock.h"
 #include "core/rng.h"
 #include "core/threads.h"
@@ -34,9 +37,11 @@
 #include "train/inputs.h"
 #include "metrics/runlog.h"
 #include "metrics/sysmon.h"
+#include "metrics/trace.h"
 #include "parallel/ddp.h"
 #include "parallel/sync.h"
 #include "parallel/sys_records.h"
+#include "parallel/trace_records.h"
 #include "train/fingerprint.h"
 #include "train/resume.h"
 #include "train/train_mode.h"
@@ -106,6 +111,9 @@ typedef struct trainer {
     dt_threads_choice threads;
     /* setup agreed by every worker: a failure from now on is this rank's alone */
     int set_up;
+    /* --trace: this rank's timeline (NULL without) */
+    dt_trace trace_store, *trace;
+    double run_start; /* the first span's origin on the first worker */
 } trainer;
 
 /* Per-rank sums of an epoch, reduced to max and mean over the workers for the record. */
@@ -126,6 +134,7 @@ static void trainer_free(trainer *t) {
     dt_dataset_close(&t->test);
     free(t->labels);
     free(t->log_abs);
+    if (t->trace) dt_trace_free(t->trace);
     dt_runlog_close(&t->log, NULL);
     dt_runlock_release(&t->ckpt_lock);
     dt_world_free(&t->workers);
@@ -267,6 +276,7 @@ static int check_files(const dt_train_config *cfg, dt_error *err) {
     dt_fileset_add_in(&files, "--checkpoint", cfg->checkpoint_dir, "checkpoint.safetensors", 1);
     dt_train_inputs_add(&files, cfg->model, cfg->data);
     dt_fileset_output(&files, "--log", cfg->log_path);
+    dt_fileset_output(&files, "--trace", cfg->trace_path);
     dt_fileset_output(&files, "--save", cfg->save_path);
     int rc = dt_fileset_check(&files, err);
     dt_fileset_free(&files);
@@ -297,6 +307,56 @@ static int lock_checkpoint_dir(trainer *t, dt_error *err) {
     if (dt_resume_check_dir(dir, err) || dt_resume_lock_path(path, sizeof path, dir, err))
         return -1;
     return dt_runlock_job(&t->ckpt_lock, path, what, DT_RESUME_LOCK_POLICY, err);
+}
+
+/* --trace-steps "A:B" or "A:" (to the end) into first, last (-1: the end). */
+static int parse_trace_steps(const char *text, long *first, long *last, dt_error *err) {
+    *first = 0, *last = -1;
+    if (!text) return 0;
+    const char *colon = strchr(text, ':');
+    char a[32] = "";
+    if (!colon || (size_t)(colon - text) >= sizeof a)
+        return dt_error_set(err, "--trace-steps '%s': expected A:B or A: (steps from 0)", text);
+    memcpy(a, text, (size_t)(colon - text));
+    if (dt_parse_long("--trace-steps", a, 0, LONG_MAX, first, err) ||
+        (colon[1] && dt_parse_long("--trace-steps", colon + 1, *first, LONG_MAX, last, err)))
+        return -1;
+    return 0;
+}
+
+static int start_trace(trainer *t, dt_error *err) {
+    const dt_train_config *cfg = t->cfg;
+    long first, last;
+    if (parse_trace_steps(cfg->trace_steps, &first, &last, err) ||
+        dt_trace_init(&t->trace_store, first, last,
+                      cfg->trace_events > 0 ? (size_t)cfg->trace_events : DT_TRACE_DEFAULT_EVENTS,
+                      err))
+        return -1;
+    t->trace = &t->trace_store;
+    return 0;
+}
+
+/* Every worker's spans to the first, which writes the file: at the end of a run that
+ * ended well on every worker (the clocks are measured again, a collective). */
+static int write_trace(trainer *t, dt_error *err) {
+    dt_trace_clock_measure(&t->workers, &t->trace->clock, 1);
+    char host[160];
+    dt_proc_host_name(host, sizeof host);
+    dt_trace_rank *ranks;
+    dt_trace_gather(&t->workers, t->trace, host, t->job ? t->job->rank : 0, &ranks);
+    if (!ranks) return 0;
+    char version[96];
+    snprintf(version, sizeof version, "%s (%s)", dt_version(), dt_version_commit());
+    const dt_trace_meta meta = {.version = version,
+                                .first = t->trace->first,
+                                .last = t->trace->last,
+                                .cap = t->trace->cap,
+                                .steps_traced = t->trace->steps_traced,
+                                .steps_left_out = t->trace->steps_left_out,
+                                .t_origin = t->run_start};
+    const int rc = dt_trace_write(t->cfg->trace_path, ranks, t->workers.size, &meta, err);
+    dt_trace_ranks_free(ranks, t->workers.size);
+    return rc;
 }
 
 /* What each rank sets up by itself: files, data, model, loader. */
@@ -341,7 +401,7 @@ static int setup_local(trainer *t, dt_error *err) {
                          0, err))
         return -1;
     t->steps_per_epoch = (t->sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
-    return 0;
+    return cfg->trace_path ? start_trace(t, err) : 0;
 }
 
 /* Every failure here is agreed among the workers before the next exchange: a missing
@@ -374,7 +434,8 @@ static int setup(trainer *t, dt_error *err) {
                                 .bucket_mb = cfg->bucket_mb,
                                 .overlap = cfg->overlap,
                                 .ps = ps,
-                                .epochs = cfg->epochs};
+                                .epochs = cfg->epochs,
+                                .trace = t->trace};
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
     int rc = dt_sync_create(&t->sync, kind, &sync, err);
     if (rc == 0 && w->rank == 0) {
@@ -426,11 +487,26 @@ static void log_run(trainer *t) {
     dt_runlog_run(&t->log, &r);
 }
 
+/* A traced step's spans: the step on its track, its phases one after another. */
+static void trace_step(dt_trace *tr, long step, double t0, double t1, const double phase[4],
+                       double t2, long long bytes) {
+    static const dt_trace_name names[4] = {DT_SPAN_FORWARD, DT_SPAN_BACKWARD, DT_SPAN_EXCHANGE,
+                                           DT_SPAN_OPTIMIZER};
+    dt_trace_add(tr, DT_TRACK_STEPS, DT_SPAN_STEP, t0, t2, step, 0, bytes);
+    dt_trace_add(tr, DT_TRACK_COMPUTE, DT_SPAN_DATA, t0, t1, step, 0, 0);
+    for (int i = 0; i < 4; i++)
+        dt_trace_add(tr, DT_TRACK_COMPUTE, names[i], phase[i], i < 3 ? phase[i + 1] : t2, step, 0,
+                     0);
+    dt_trace_step_end(tr);
+}
+
 /* One step: batch in, forward, loss, backward, exchange, update, step record.
  * Returns the loss (NaN/inf is the caller's to report) and adds to the epoch sums. */
 static double train_step(trainer *t, int epoch, epoch_sums *e) {
     const dt_train_config *cfg = t->cfg;
     dt_model *m = &t->state.model;
+    const int traced = t->trace && dt_trace_step_begin(t->trace, t->state.step);
+    double phase[4] = {0, 0, 0, 0}; /* traced: forward, backward, exchange, optimizer begin */
     const double t0 = dt_now();
     const float *bx;
     const int32_t *by;
@@ -445,18 +521,23 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     memset(&c, 0, sizeof c);
     dt_model_zero_grad(m);
     dt_sync_step_begin(&t->sync, epoch, &c);
+    if (traced) phase[0] = dt_now();
     dt_model_forward(m, n);
     int hits = 0;
     const double loss = dt_model_loss(m, t->labels, n, &hits);
     if (!isfinite(loss)) return loss;
+    if (traced) phase[1] = dt_now();
     dt_model_backward(m, t->labels, n);
     if (cfg->delay_ms > 0 && t->workers.rank == cfg->delay_worker) {
         struct timespec ts = {cfg->delay_ms / 1000, (cfg->delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (traced) phase[2] = dt_now();
     dt_sync_after_backward(&t->sync, &c);
+    if (traced) phase[3] = dt_now();
     dt_sync_update(&t->sync, &c);
     const double t2 = dt_now();
+    if (traced) trace_step(t->trace, t->state.step, t0, t1, phase, t2, c.bytes_sent);
     e->t[E_T_DATA] += t1 - t0;
     e->t[E_T_TRAIN] += t2 - t1;
     e->t[E_T_COMPUTE] += t2 - t1 - c.t_comm_exposed;
@@ -597,6 +678,7 @@ static int eval_during(trainer *t, int epoch, double run_start, double *eval_tim
                               .samples = n};
     dt_runlog_eval(&t->log, &r);
     *eval_time += dt_now() - t0;
+    dt_trace_add(t->trace, DT_TRACK_STEPS, DT_SPAN_EVAL, t0, dt_now(), -1, 0, 0);
     return 0;
 }
 
@@ -635,9 +717,17 @@ static int diverging(trainer *t, double loss) {
 /* Writes the checkpoint of the state after t->state.step steps, to continue at
  * position pos of epoch `epoch`. Every worker calls it (the strategy may gather the
  * state from elsewhere); the first writes. */
+static int checkpoint_now(trainer *t, int epoch, long pos, dt_error *err);
 static int checkpoint(trainer *t, int epoch, long pos, dt_error *err) {
+    if (!t->cfg->checkpoint_dir) return 0;
+    const double t0 = dt_now();
+    const int rc = checkpoint_now(t, epoch, pos, err);
+    dt_trace_add(t->trace, DT_TRACK_STEPS, DT_SPAN_CHECKPOINT, t0, dt_now(), -1, 0, 0);
+    return rc;
+}
+
+static int checkpoint_now(trainer *t, int epoch, long pos, dt_error *err) {
     const dt_train_config *cfg = t->cfg;
-    if (!cfg->checkpoint_dir) return 0;
     if (dt_sync_collect(&t->sync, err)) return -1;
     if (t->workers.rank != 0) return 0;
     dt_resume_point p = {.step = t->state.step,
@@ -722,7 +812,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     const long spe = t->steps_per_epoch;
     const long global_batch = (long)cfg->batch_size * t->workers.size;
     double last_loss = NAN, images_per_s = 0.0, test_loss = NAN, test_acc = NAN;
-    const double run_start = dt_now();
+    const double run_start = t->run_start = dt_now();
     double eval_time = 0; /* all evaluation so far: not training time */
     int stop = 0;
     for (int epoch = t->state.epoch; epoch < cfg->epochs && !stop; epoch++) {
@@ -797,6 +887,8 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         er.test_loss = test_loss;
         er.test_acc = test_acc;
         er.t_eval = dt_now() - eval_start;
+        dt_trace_add(t->trace, DT_TRACK_STEPS, DT_SPAN_EVAL, eval_start, eval_start + er.t_eval, -1,
+                     0, 0);
         eval_time += er.t_eval;
         dt_runlog_epoch(&t->log, &er);
         if (log_sys(t, err)) return -1;
@@ -827,6 +919,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
     if (dt_sync_finish(&t->sync, &t->log, &replaced, err) ||
         (replaced && evaluate(t, &test_loss, &test_acc, err)))
         return -1;
+    if (t->trace && write_trace(t, err)) return -1;
     if (save_weights(t, err)) return -1;
     if (result)
         *result = (dt_train_result){.steps = t->state.step,
@@ -896,6 +989,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
                                                          .epoch = t.from.epoch,
                                                          .procs = job ? job->size : 1,
                                                          .lost_steps = t.lost_steps});
+        if (t.trace) dt_trace_clock_measure(&t.workers, &t.trace->clock, 0);
         rc = run(&t, progress, progress_ctx, result, err);
     }
     if (rc && t.set_up && result) result->alone = 1; /* after setup: the others are not told */

@@ -49,6 +49,11 @@ typedef struct dt_train_config {
     long eval_every;            /* evaluate every N steps (eval records); 0 = per epoch only */
     long eval_samples;          /* ... on the first N test samples; 0 = the whole test set */
     const char *log_path, *save_path, *init_path;
+    /* train --trace: every worker's timeline to trace_path (Chrome trace format),
+     * steps trace_steps ("A:B", "A:", NULL: all) up to trace_events a rank (0: the
+     * default, metrics/trace.h) */
+    const char *trace_path, *trace_steps;
+    long trace_events;
     /* resumable training (resume.h): write checkpoints into checkpoint_dir every
      * checkpoint_every ("500steps", "1epoch"; NULL: every epoch) and at the end;
      * continue from resume_dir's checkpoint */
