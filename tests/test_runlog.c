@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "metrics/runlog.h"
+#include "metrics/straggler.h"
 
 static char path[128];
 
@@ -190,6 +191,34 @@ static void test_parse_line_alone(void **state) {
     assert_int_equal(dt_runlog_parse_line("{\"event\":\"run\",\"epochs\":1e400}", &e, &err), -1);
 }
 
+/* The straggler (metrics/straggler.h): the slowest rank, against the others' median,
+ * named only past the share; the trainer's epoch records carry what this returns. */
+static void test_straggler_named_past_the_share(void **state) {
+    (void)state;
+    dt_straggler s;
+    /* rank 2 takes 6 ms of its own a step, the others 4, 4.2 and 3.8: median 4 */
+    const double own[4] = {0.004, 0.0042, 0.006, 0.0038};
+    assert_int_equal(dt_straggler_find(own, 4, 0.005, DT_STRAGGLER_SHARE, &s), 1);
+    assert_int_equal(s.rank, 2);
+    assert_true(fabs(s.wait_s - 0.002) < 1e-12);
+    assert_true(fabs(s.slower - 0.5) < 1e-12);
+    assert_true(fabs(s.share - 0.4) < 1e-12);
+    /* the same 2 ms in a 40 ms step is 5%: nobody named, the figures still given */
+    assert_int_equal(dt_straggler_find(own, 4, 0.040, DT_STRAGGLER_SHARE, &s), 0);
+    assert_int_equal(s.rank, -1);
+    assert_true(fabs(s.share - 0.05) < 1e-12);
+    /* equal ranks, one rank, no step: nobody */
+    const double even[2] = {0.004, 0.004};
+    assert_int_equal(dt_straggler_find(even, 2, 0.005, DT_STRAGGLER_SHARE, &s), 0);
+    assert_int_equal(dt_straggler_find(own, 1, 0.005, DT_STRAGGLER_SHARE, &s), 0);
+    assert_int_equal(dt_straggler_find(own, 4, 0.0, DT_STRAGGLER_SHARE, &s), 0);
+    /* two ranks: the other's time is the median */
+    const double two[2] = {0.009, 0.004};
+    assert_int_equal(dt_straggler_find(two, 2, 0.010, DT_STRAGGLER_SHARE, &s), 1);
+    assert_int_equal(s.rank, 0);
+    assert_true(fabs(s.wait_s - 0.005) < 1e-12);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compact_and_spaced_reordered_read_the_same),
@@ -198,6 +227,7 @@ int main(void) {
         cmocka_unit_test(test_non_finite_numbers_read_as_nan),
         cmocka_unit_test(test_writer_output_reads_back),
         cmocka_unit_test(test_parse_line_alone),
+        cmocka_unit_test(test_straggler_named_past_the_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

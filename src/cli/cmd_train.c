@@ -117,5 +117,11 @@ int cmd_train(int argc, char **argv) {
         printf("trained %s on %s: %ld steps, final loss %.4f, test accuracy %.2f%%%s%s\n",
                cfg.model, cfg.data, res.steps, res.final_loss, 100.0 * res.test_acc,
                cfg.save_path ? ", weights in " : "", cfg.save_path ? cfg.save_path : "");
+    /* the run's summary (the epoch records have it too) */
+    if (!con.quiet && res.straggler >= 0)
+        printf("straggler: rank %d (%s): %.0f%% slower compute, the others waited %.3g s a step "
+               "for it (epoch %d)\n",
+               res.straggler, res.straggler_host, 100.0 * res.straggler_slower,
+               res.straggler_wait_s, res.straggler_epoch);
     return 0;
 }

@@ -117,6 +117,10 @@ static const field EPOCH_FIELDS[] = {
     FIELD(dt_epoch_record, images, F_LLONG, NULL, 0),
     FIELD(dt_epoch_record, allreduce_auto, F_STRING, NULL, 0),
     FIELD(dt_epoch_record, bucket_auto, F_STRING, NULL, 0),
+    FIELD(dt_epoch_record, straggler, F_INT, NULL, 0),
+    FIELD(dt_epoch_record, straggler_host, F_STRING, NULL, 0),
+    FIELD(dt_epoch_record, straggler_slower, F_REAL, "%.4g", 0),
+    FIELD(dt_epoch_record, straggler_wait, F_REAL, "%.6g", 0),
 };
 
 static const field PS_SERVER_FIELDS[] = {

@@ -96,6 +96,12 @@ typedef struct dt_epoch_record {
     /* --allreduce auto: per bucket size, what it measured and chose ("" otherwise) */
     char allreduce_auto[1024];
     char bucket_auto[256]; /* --bucket-mb auto: each size's median step and the choice */
+    /* the rank the others waited for more than DT_STRAGGLER_SHARE of a step
+     * (metrics/straggler.h), -1 none: its host, how much slower its own work a step
+     * was than the others' median, and how long they waited for it a step */
+    int straggler;
+    char straggler_host[96];
+    double straggler_slower, straggler_wait;
 } dt_epoch_record;
 
 /* Staleness histogram bins (the last holds >= bins-1); the parameter server's count. */

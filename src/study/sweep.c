@@ -199,6 +199,13 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
         row->t_comm_exposed = known(m->t_comm_exposed_mean, -1);
         row->bytes_sent =
             m->bytes_sent >= 0 && row->procs > 0 ? (double)m->bytes_sent / row->procs : -1;
+        /* the measured epoch's straggler (trainer.c, metrics/straggler.h) */
+        if (m->straggler >= 0)
+            dt_scale_add_note(study,
+                              "straggler in %d processes x batch %d: rank %d (%s): %.0f%% slower "
+                              "compute, the others waited %.3g s a step for it",
+                              row->procs, row->batch, m->straggler, m->straggler_host,
+                              100.0 * m->straggler_slower, m->straggler_wait);
         const dt_epoch_record *last = &log.epochs[log.n_epochs - 1];
         row->final_loss = known(last->train_loss, -1);
         row->test_acc = known(last->test_acc, -1);

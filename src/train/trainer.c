@@ -21,6 +21,7 @@
 #include "core/placement.h"
 #include "core/proc.h"
 #include "core/runlock.h"
+#include "core/stats.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -36,6 +37,7 @@
 #include "nn/onnx.h"
 #include "train/inputs.h"
 #include "metrics/runlog.h"
+#include "metrics/straggler.h"
 #include "metrics/sysmon.h"
 #include "metrics/trace.h"
 #include "parallel/ddp.h"
@@ -113,7 +115,11 @@ typedef struct trainer {
     int set_up;
     /* --trace: this rank's timeline (NULL without) */
     dt_trace trace_store, *trace;
-    double run_start; /* the first span's origin on the first worker */
+    double run_start;   /* the first span's origin on the first worker */
+    char (*hosts)[96];  /* [workers] each worker's host (dt_proc_host_name), once needed */
+    dt_straggler worst; /* the straggler of the epoch it cost most in (rank -1: none) */
+    int worst_epoch;
+    double *step_own, *step_whole; /* [steps_per_epoch] an epoch's steps (epoch_sums) */
 } trainer;
 
 /* Per-rank sums of an epoch, reduced to max and mean over the workers for the record. */
@@ -121,6 +127,10 @@ enum { E_T_LOOP, E_T_TRAIN, E_T_DATA, E_T_COMPUTE, E_T_COMM, E_T_EXPOSED, E_COUN
 
 typedef struct epoch_sums {
     double t[E_COUNT];
+    long steps;
+    /* each step's own time (data wait and compute) and whole time, [steps_per_epoch]:
+     * their medians find the straggler, untouched by a first step's warm-up */
+    double *own, *whole;
     double loss, correct, images, bytes; /* reduced as sums */
 } epoch_sums;
 
@@ -134,6 +144,9 @@ static void trainer_free(trainer *t) {
     dt_dataset_close(&t->test);
     free(t->labels);
     free(t->log_abs);
+    free(t->hosts);
+    free(t->step_own);
+    free(t->step_whole);
     if (t->trace) dt_trace_free(t->trace);
     dt_runlog_close(&t->log, NULL);
     dt_runlock_release(&t->ckpt_lock);
@@ -401,6 +414,12 @@ static int setup_local(trainer *t, dt_error *err) {
                          0, err))
         return -1;
     t->steps_per_epoch = (t->sampler.num_samples + cfg->batch_size - 1) / cfg->batch_size;
+    if (w->size > 1) { /* the straggler's medians */
+        t->step_own = malloc(sizeof(double) * (size_t)(t->steps_per_epoch + 1));
+        t->step_whole = malloc(sizeof(double) * (size_t)(t->steps_per_epoch + 1));
+        if (!t->step_own || !t->step_whole)
+            return dt_error_set(err, "out of memory for %ld steps' times", t->steps_per_epoch);
+    }
     return cfg->trace_path ? start_trace(t, err) : 0;
 }
 
@@ -539,6 +558,11 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     const double t2 = dt_now();
     if (traced) trace_step(t->trace, t->state.step, t0, t1, phase, t2, c.bytes_sent);
     e->t[E_T_DATA] += t1 - t0;
+    if (e->own && e->steps < t->steps_per_epoch) {
+        e->own[e->steps] = t1 - t0 + (t2 - t1 - c.t_comm_exposed);
+        e->whole[e->steps] = t2 - t0;
+    }
+    e->steps++;
     e->t[E_T_TRAIN] += t2 - t1;
     e->t[E_T_COMPUTE] += t2 - t1 - c.t_comm_exposed;
     e->t[E_T_COMM] += c.t_comm;
@@ -571,6 +595,35 @@ static double train_step(trainer *t, int epoch, epoch_sums *e) {
     return loss;
 }
 
+/* Collective over the workers: each one's median own time a step this epoch (its data
+ * wait and compute: all but the exchange) to all, and the straggler among them, if any
+ * (metrics/straggler.h); the worst so far is kept for the run's summary. */
+static void find_straggler(trainer *t, int epoch, const epoch_sums *e, dt_straggler *s) {
+    const dt_world *w = &t->workers;
+    const int n = (int)(e->steps < t->steps_per_epoch ? e->steps : t->steps_per_epoch);
+    const double mine[2] = {n > 0 ? dt_median(e->own, n) : 0.0,
+                            n > 0 ? dt_median(e->whole, n) : 0.0};
+    double *all = malloc(sizeof(double) * 2 * (size_t)w->size);
+    if (!all) dt_world_abort(w, "out of memory for the ranks' step times");
+    dt_world_allgather(w, mine, all, 2, DT_F64, "the ranks' step times");
+    if (!t->hosts) {
+        char host[96] = "";
+        dt_proc_host_name(host, sizeof host);
+        t->hosts = malloc(sizeof *t->hosts * (size_t)w->size);
+        if (!t->hosts) dt_world_abort(w, "out of memory for the ranks' host names");
+        dt_world_allgather(w, host, t->hosts, sizeof host, DT_U8, "the ranks' host names");
+    }
+    double step = 0.0; /* the mean of the ranks' median steps */
+    for (int r = 0; r < w->size; r++) {
+        step += all[2 * r + 1] / w->size;
+        all[r] = all[2 * r]; /* own times first, in place */
+    }
+    dt_straggler_find(all, w->size, step, DT_STRAGGLER_SHARE, s);
+    free(all);
+    if (s->rank >= 0 && (t->worst.rank < 0 || s->share > t->worst.share))
+        t->worst = *s, t->worst_epoch = epoch;
+}
+
 /* The epoch record: times as max and mean over the workers, totals summed. */
 static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) {
     double max[E_COUNT], mean[E_COUNT], totals[4] = {e->loss, e->correct, e->images, e->bytes};
@@ -583,23 +636,30 @@ static dt_epoch_record epoch_record(trainer *t, int epoch, const epoch_sums *e) 
         dt_world_allreduce_doubles(&t->workers, totals, 4, DT_REDUCE_SUM);
     }
     const double images = totals[2] > 0 ? totals[2] : 1;
-    return (dt_epoch_record){.epoch = epoch,
-                             .train_loss = totals[0] / images,
-                             .train_acc = totals[1] / images,
-                             .t_epoch = max[E_T_LOOP],
-                             .t_train = max[E_T_TRAIN],
-                             .t_data = max[E_T_DATA],
-                             .t_compute = max[E_T_COMPUTE],
-                             .t_comm = max[E_T_COMM],
-                             .t_comm_exposed = max[E_T_EXPOSED],
-                             .t_epoch_mean = mean[E_T_LOOP],
-                             .t_train_mean = mean[E_T_TRAIN],
-                             .t_data_mean = mean[E_T_DATA],
-                             .t_compute_mean = mean[E_T_COMPUTE],
-                             .t_comm_mean = mean[E_T_COMM],
-                             .t_comm_exposed_mean = mean[E_T_EXPOSED],
-                             .bytes_sent = (long long)totals[3],
-                             .images = (long long)totals[2]};
+    dt_straggler s = {.rank = -1};
+    if (t->workers.size > 1) find_straggler(t, epoch, e, &s);
+    dt_epoch_record r = {.epoch = epoch,
+                         .train_loss = totals[0] / images,
+                         .train_acc = totals[1] / images,
+                         .t_epoch = max[E_T_LOOP],
+                         .t_train = max[E_T_TRAIN],
+                         .t_data = max[E_T_DATA],
+                         .t_compute = max[E_T_COMPUTE],
+                         .t_comm = max[E_T_COMM],
+                         .t_comm_exposed = max[E_T_EXPOSED],
+                         .t_epoch_mean = mean[E_T_LOOP],
+                         .t_train_mean = mean[E_T_TRAIN],
+                         .t_data_mean = mean[E_T_DATA],
+                         .t_compute_mean = mean[E_T_COMPUTE],
+                         .t_comm_mean = mean[E_T_COMM],
+                         .t_comm_exposed_mean = mean[E_T_EXPOSED],
+                         .bytes_sent = (long long)totals[3],
+                         .images = (long long)totals[2],
+                         .straggler = s.rank,
+                         .straggler_slower = s.slower,
+                         .straggler_wait = s.wait_s};
+    if (s.rank >= 0) snprintf(r.straggler_host, sizeof r.straggler_host, "%s", t->hosts[s.rank]);
+    return r;
 }
 
 /* Rank 0 writes the sys records every worker took since the last call: its own, then
@@ -830,6 +890,7 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         t->epoch_pos = start;
         epoch_sums e;
         memset(&e, 0, sizeof e);
+        e.own = t->step_own, e.whole = t->step_whole;
         const double epoch_start = dt_now(), eval_before = eval_time;
         int ckpt_at_end = 0;
         for (long step = 0; step < steps && !stop; step++) {
@@ -925,7 +986,14 @@ static int run(trainer *t, dt_progress_fn progress, void *ctx, dt_train_result *
         *result = (dt_train_result){.steps = t->state.step,
                                     .final_loss = last_loss,
                                     .test_acc = test_acc,
-                                    .images_per_s = images_per_s};
+                                    .images_per_s = images_per_s,
+                                    .straggler = t->worst.rank,
+                                    .straggler_epoch = t->worst_epoch,
+                                    .straggler_slower = t->worst.slower,
+                                    .straggler_wait_s = t->worst.wait_s};
+    if (result && t->worst.rank >= 0)
+        snprintf(result->straggler_host, sizeof result->straggler_host, "%s",
+                 t->hosts[t->worst.rank]);
     return dt_runlog_close(&t->log, err);
 }
 
@@ -937,6 +1005,7 @@ int dt_train(const dt_train_config *given, const dt_world *job, dt_progress_fn p
     trainer t;
     memset(&t, 0, sizeof t);
     t.ckpt_lock.fd = -1;
+    t.worst.rank = -1;
     t.cfg = cfg;
     t.job = job;
     if (dt_train_mode_of(cfg, &t.mode, err) ||

@@ -92,6 +92,12 @@ typedef struct dt_train_result {
      * message; 1: this rank failed alone (training under way, or a parameter server),
      * the others are not told: the caller ends the job */
     int alone;
+    /* the rank the others waited for most, in the epoch it cost most (-1: none
+     * above DT_STRAGGLER_SHARE of a step; metrics/straggler.h), its host, how much
+     * slower its own work a step was than the others' and their wait for it a step */
+    int straggler, straggler_epoch;
+    char straggler_host[96];
+    double straggler_slower, straggler_wait_s;
 } dt_train_result;
 
 /* world NULL: one process without MPI. With a world, every rank calls dt_train;
