@@ -59,6 +59,8 @@ pid=$(sed -n 's/.*namespaces dtrain-\([0-9]*\)-h1.*/\1/p' "$tmp/err1")
 check "it names its namespaces" [ -n "$pid" ]
 check "... and removed them all" [ "$(ours "$pid")" -eq 0 ]
 check "report per bucket size" [ -s "$tmp/s/bucket_0.05/report.md" ] && [ -s "$tmp/s/bucket_1/report.md" ]
+check "the report's system table names the emulated hosts" \
+    grep -q "^| hosts | up to 2 emulated hosts (network namespaces" "$tmp/s/bucket_0.05/report.md"
 check "network.md states the ring model" grep -q "T = k alpha + 2(P-1)/P n/B" "$tmp/s/network.md"
 # lenet5: 61706 floats = 246824 bytes; 0.05 MiB buckets hold 13107 floats: 5 buckets.
 # 2 procs, 640 samples, batch 32: 10 steps; model 10 x 2(1)/2 x 246824 x 8 / 1e9 s

@@ -11,6 +11,10 @@ sweep="$DTRAIN scale --model lenet5 --data synthetic:mnist --procs 1,2 --epochs 
 $sweep --batch-sizes 32,64,16000000 >"$tmp/out1" 2>&1
 check "sweep exits 0 after the memory stop" [ $? -eq 0 ]
 check "report notes the memory stop" grep -q "batch size 16000000 per process does not fit in memory" "$tmp/s/report.md"
+check "the report opens with the system" grep -q "^| CPU | .*, [0-9]* CPUs (dtrain's kernels: " "$tmp/s/report.md"
+check "... its software with versions" grep -q "^| software | dtrain [0-9.]* (.*); oneDNN [0-9.]*, OpenBLAS [0-9.]* (.* kernels), Open MPI v" "$tmp/s/report.md"
+check "... one host" grep -q "^| hosts | one (" "$tmp/s/report.md"
+check "the scaling efficiency in one sentence" grep -q "^\*\*Scaling efficiency:\*\* 2 processes at batch 64 each trained [0-9]* images/s, [0-9.]* times one process's [0-9]*: [0-9]*% of linear scaling" "$tmp/s/report.md"
 check "runs.csv has the 4 configs that fit" [ "$(tail -n +2 "$tmp/s/runs.csv" | wc -l)" -eq 4 ]
 for f in report.md runs.csv speedup.png speedup.svg epoch_time.png compute_comm.png loss.png plots.gp; do
     check "$f written" [ -s "$tmp/s/$f" ]

@@ -108,6 +108,8 @@ void dt_world_broadcast_floats(const dt_world *w, float *v, size_t n);
 /* all[r * n .. (r + 1) * n) = rank r's mine[0..n). */
 void dt_world_allgather(const dt_world *w, const void *mine, void *all, size_t n, dt_dtype type,
                         const char *what);
+/* The MPI library's name and version ("Open MPI v4.1.4"), for a run's record. */
+void dt_world_library(char *out, size_t size);
 /* Waits until every rank of w has arrived. */
 void dt_world_barrier(const dt_world *w, const char *what);
 /* How many of w's ranks run on this rank's host (by host name: emulated hosts on one

@@ -75,6 +75,13 @@ static const field RUN_FIELDS[] = {
     FIELD(dt_run_record, servers, F_INT, NULL, 0),
     FIELD(dt_run_record, version, F_STRING, NULL, 0),
     FIELD(dt_run_record, cpu_quota, F_REAL, "%.4g", 0),
+    FIELD(dt_run_record, cpu, F_STRING, NULL, 0),
+    FIELD(dt_run_record, cpus, F_INT, NULL, 0),
+    FIELD(dt_run_record, memory_gib, F_REAL, "%.4g", 0),
+    FIELD(dt_run_record, isa, F_STRING, NULL, 0),
+    FIELD(dt_run_record, libraries, F_STRING, NULL, 0),
+    FIELD(dt_run_record, hosts, F_INT, NULL, 0),
+    FIELD(dt_run_record, host, F_STRING, NULL, 0),
 };
 
 static const field STEP_FIELDS[] = {

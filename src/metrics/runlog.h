@@ -68,6 +68,14 @@ typedef struct dt_run_record {
     /* the CPU quota rank 0's cgroup gives it, in cores (an emulated host's share, a
      * container's --cpus); 0: none; NAN in logs from before */
     double cpu_quota;
+    /* the machine (core/sysinfo.h) and the libraries: for the report's system table */
+    char cpu[128];
+    int cpus;
+    double memory_gib;
+    char isa[32];
+    char libraries[224]; /* oneDNN, OpenBLAS and, under MPI, the MPI library */
+    int hosts;           /* distinct hosts among the workers (emulated ones count) */
+    char host[96];       /* the first worker's (core/proc.h's dt_proc_host_name) */
 } dt_run_record;
 
 typedef struct dt_step_record {

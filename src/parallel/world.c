@@ -412,6 +412,14 @@ int dt_world_split_nodes(const dt_world *w, dt_world *local, dt_world *cross) {
     return sizes[0] == -sizes[1] ? nodes : 0;
 }
 
+void dt_world_library(char *out, size_t size) {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int len = 0;
+    if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) text[0] = 0;
+    text[strcspn(text, ",\n")] = 0; /* "Open MPI v4.1.4, package: ..." */
+    snprintf(out, size, "%s", text[0] ? text : "MPI (version unknown)");
+}
+
 void dt_world_barrier(const dt_world *w, const char *what) {
     MPI_Request req;
     DT_CHECK_MPI(MPI_Ibarrier(w->comm->mpi, &req));

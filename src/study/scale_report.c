@@ -132,6 +132,73 @@ typedef struct report {
     int np, nb;
 } report;
 
+/* The system, as MLPerf's submissions open with it: the machine, the ranks, the hosts
+ * and their link, the software; from the runs' own records. */
+static void report_system(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    FILE *out = rp->out;
+    if (!s->sys_cpu[0]) return; /* logs from before the run record said it */
+    fputs("## The system\n\n| | |\n|---|---|\n", out);
+    fprintf(out, "| CPU | %s, %d CPUs (dtrain's kernels: %s) |\n", s->sys_cpu, s->sys_cpus,
+            s->sys_isa[0] ? s->sys_isa : "?");
+    if (s->sys_memory_gib > 0) fprintf(out, "| memory | %.1f GiB |\n", s->sys_memory_gib);
+    fputs("| ranks |", out);
+    for (int p = 0; p < rp->np; p++) fprintf(out, "%s %d", p ? "," : "", rp->procs[p]);
+    fprintf(out, " worker process%s", rp->procs[rp->np - 1] > 1 ? "es" : "");
+    if (s->servers > 0)
+        fprintf(out, " + %d parameter server%s", s->servers, s->servers > 1 ? "s" : "");
+    if (s->threads > 0)
+        fprintf(out, "; %d compute thread%s each", s->threads, s->threads > 1 ? "s" : "");
+    fputs(" |\n", out);
+    /* an emulated host is a named network namespace: its name follows a slash */
+    const int emulated = strchr(s->sys_host, '/') != NULL;
+    if (s->hosts_max > 1)
+        fprintf(out, "| hosts | up to %d%s, MPI over TCP between them%s |\n", s->hosts_max,
+                emulated ? " emulated hosts (network namespaces of one machine, each with its link "
+                           "and CPU share: network.md)"
+                         : "",
+                emulated ? "" : " (the links as the hosts have them)");
+    else
+        fprintf(out, "| hosts | one (%s): the ranks share memory |\n",
+                s->sys_host[0] ? s->sys_host : "?");
+    fprintf(out, "| software | dtrain %s; %s |\n\n", s->sys_version[0] ? s->sys_version : "?",
+            s->sys_libraries[0] ? s->sys_libraries : "?");
+}
+
+/* Images a second of a row's measured epoch; 0 unknown. */
+static double images_per_s(const dt_scale_row *r, double t_train) {
+    return r->iterations > 0 && t_train > 0 ? (double)r->procs * r->batch * r->iterations / t_train
+                                            : 0.0;
+}
+
+/* The scaling efficiency in one sentence: the most processes against one, at the
+ * largest batch measured at both, with the repeats' spread. */
+static void report_efficiency(const report *rp) {
+    const dt_scale_study *s = rp->s;
+    const int n = rp->procs[rp->np - 1];
+    if (rp->np < 2 || rp->procs[0] != 1) return;
+    for (int b = rp->nb - 1; b >= 0; b--) {
+        const dt_scale_row *one = dt_scale_find(s, 1, rp->batch[b], 0);
+        const dt_scale_row *many = dt_scale_find(s, n, rp->batch[b], 0);
+        if (!one || !many) continue;
+        const double x1 = images_per_s(one, one->t_train), xn = images_per_s(many, many->t_train);
+        if (!(x1 > 0) || !(xn > 0)) continue;
+        fprintf(rp->out,
+                "**Scaling efficiency:** %d processes at batch %d each trained %.0f images/s, "
+                "%.2f times one process's %.0f: %.0f%% of linear scaling",
+                n, rp->batch[b], xn, xn / x1, x1, 100.0 * xn / x1 / n);
+        if (one->repeats > 1 && many->repeats > 1 && one->t_train_min > 0 && many->t_train_min > 0)
+            fprintf(rp->out, " (over the repeats %.0f-%.0f%%)",
+                    100.0 * images_per_s(many, many->t_train_max) /
+                        images_per_s(one, one->t_train_min) / n,
+                    100.0 * images_per_s(many, many->t_train_min) /
+                        images_per_s(one, one->t_train_max) / n);
+        fprintf(rp->out, "%s (this ratio against processes, with the ideal line: speedup.png).\n\n",
+                many->busy || one->busy ? "; a busy machine ran some of these runs" : "");
+        return;
+    }
+}
+
 static void report_header(const report *rp) {
     const dt_scale_study *s = rp->s;
     FILE *out = rp->out;
@@ -143,6 +210,8 @@ static void report_header(const report *rp) {
     fputs("; batch sizes per process", out);
     for (int b = 0; b < rp->nb; b++) fprintf(out, " %d", rp->batch[b]);
     fputs(".\n\n", out);
+    report_system(rp);
+    report_efficiency(rp);
     if (s->servers > 0)
         fprintf(out,
                 "Mode %s with %d parameter server%s on top of each process count: the "

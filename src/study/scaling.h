@@ -112,6 +112,11 @@ typedef struct dt_scale_study {
      * NULL; owned here. target_loss: --target-loss (<= 0: the default rule). */
     struct dt_scale_tta *tta;
     double target_loss;
+    /* The system the runs ran on, from the first run record that says it (logs from
+     * before have none: ""/0), and the most hosts any run spanned */
+    char sys_cpu[128], sys_isa[32], sys_libraries[224], sys_version[96], sys_host[96];
+    int sys_cpus, hosts_max;
+    double sys_memory_gib;
 } dt_scale_study;
 
 int dt_scale_add_row(dt_scale_study *s, const dt_scale_row *row, dt_error *err);

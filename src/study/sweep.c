@@ -171,6 +171,19 @@ int dt_scale_row_from_log(const char *path, dt_scale_study *study, dt_scale_row 
     if (run->comm_dtype[0]) copy_text(study->comm_dtype, sizeof study->comm_dtype, run->comm_dtype);
     if (log.has_load && log.load.cores > 0 && !study->cores_given) study->cores = log.load.cores;
     if (run->model[0]) copy_text(study->model, sizeof study->model, run->model);
+    if (run->cpu[0] && !study->sys_cpu[0]) {
+        copy_text(study->sys_cpu, sizeof study->sys_cpu, run->cpu);
+        copy_text(study->sys_isa, sizeof study->sys_isa, run->isa);
+        copy_text(study->sys_libraries, sizeof study->sys_libraries, run->libraries);
+        copy_text(study->sys_version, sizeof study->sys_version, run->version);
+        copy_text(study->sys_host, sizeof study->sys_host, run->host);
+        study->sys_cpus = run->cpus > 0 ? run->cpus : 0;
+        study->sys_memory_gib = run->memory_gib > 0 ? run->memory_gib : 0;
+    }
+    /* a 1-process run has no MPI library to name: a run under MPI says more */
+    if (strstr(run->libraries, "MPI") && !strstr(study->sys_libraries, "MPI"))
+        copy_text(study->sys_libraries, sizeof study->sys_libraries, run->libraries);
+    if (run->hosts > study->hosts_max) study->hosts_max = run->hosts;
     if (run->data[0]) copy_text(study->data, sizeof study->data, run->data);
     row->t_data = row->t_compute = row->t_comm = row->t_comm_exposed = -1;
     row->bytes_sent = row->final_loss = row->test_acc = -1;

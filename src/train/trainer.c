@@ -22,6 +22,7 @@
 #include "core/proc.h"
 #include "core/runlock.h"
 #include "core/stats.h"
+#include "core/sysinfo.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -423,6 +424,21 @@ static int setup_local(trainer *t, dt_error *err) {
     return cfg->trace_path ? start_trace(t, err) : 0;
 }
 
+/* Every worker's host name (dt_proc_host_name) to all: the straggler's and the run
+ * record's (how many hosts). */
+static int gather_hosts(trainer *t, dt_error *err) {
+    const dt_world *w = &t->workers;
+    char host[96] = "";
+    dt_proc_host_name(host, sizeof host);
+    t->hosts = calloc((size_t)w->size, sizeof *t->hosts);
+    if (!t->hosts) return dt_error_set(err, "out of memory for the ranks' host names");
+    if (w->size > 1)
+        dt_world_allgather(w, host, t->hosts, sizeof host, DT_U8, "the ranks' host names");
+    else
+        memcpy(t->hosts[0], host, sizeof host);
+    return 0;
+}
+
 /* Every failure here is agreed among the workers before the next exchange: a missing
  * file or a bad shape, on one rank or all, ends every rank alike with one line from
  * the first worker (no abort). */
@@ -457,6 +473,7 @@ static int setup(trainer *t, dt_error *err) {
                                 .trace = t->trace};
     const dt_sync_kind *kind = w->size == 1 && t->mode->alone ? t->mode->alone : t->mode->workers;
     int rc = dt_sync_create(&t->sync, kind, &sync, err);
+    if (rc == 0) rc = gather_hosts(t, err);
     if (rc == 0 && w->rank == 0) {
         rc = open_log(t, err);
         t->log.flush_all = cfg->checkpoint_dir != NULL;
@@ -503,6 +520,22 @@ static void log_run(trainer *t) {
     snprintf(r.threads_from, sizeof r.threads_from, "%s", t->threads.why);
     snprintf(r.allreduce_used, sizeof r.allreduce_used, "%s", t->sync.allreduce_used);
     snprintf(r.version, sizeof r.version, "%s (%s)", dt_version(), dt_version_commit());
+    dt_sysinfo sys;
+    dt_sysinfo_read(&sys);
+    snprintf(r.cpu, sizeof r.cpu, "%s", sys.cpu);
+    r.cpus = sys.cpus;
+    r.memory_gib = sys.memory_gib;
+    snprintf(r.isa, sizeof r.isa, "%s", sys.isa);
+    char mpi[96] = "";
+    if (t->job) dt_world_library(mpi, sizeof mpi);
+    r.hosts = 0; /* distinct host names among the workers */
+    for (int i = 0; t->hosts && i < t->workers.size; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(t->hosts[i], t->hosts[j]);
+        r.hosts += !seen;
+    }
+    snprintf(r.host, sizeof r.host, "%s", t->hosts ? t->hosts[0] : "");
+    snprintf(r.libraries, sizeof r.libraries, "%s%s%s", sys.libraries, mpi[0] ? ", " : "", mpi);
     dt_runlog_run(&t->log, &r);
 }
 
@@ -606,13 +639,6 @@ static void find_straggler(trainer *t, int epoch, const epoch_sums *e, dt_stragg
     double *all = malloc(sizeof(double) * 2 * (size_t)w->size);
     if (!all) dt_world_abort(w, "out of memory for the ranks' step times");
     dt_world_allgather(w, mine, all, 2, DT_F64, "the ranks' step times");
-    if (!t->hosts) {
-        char host[96] = "";
-        dt_proc_host_name(host, sizeof host);
-        t->hosts = malloc(sizeof *t->hosts * (size_t)w->size);
-        if (!t->hosts) dt_world_abort(w, "out of memory for the ranks' host names");
-        dt_world_allgather(w, host, t->hosts, sizeof host, DT_U8, "the ranks' host names");
-    }
     double step = 0.0; /* the mean of the ranks' median steps */
     for (int r = 0; r < w->size; r++) {
         step += all[2 * r + 1] / w->size;
