@@ -37,10 +37,12 @@ void dt_sysinfo_read(dt_sysinfo *s) {
     proc_value("/proc/cpuinfo", "model\t", number, sizeof number);
     /* a virtual machine may name only the brand ("AMD EPYC"): family and model tell
      * Zen 3 (25, 1) from Zen 4 (25, 17) */
+    char full[192];
     if (model[0] && family[0] && number[0])
-        snprintf(s->cpu, sizeof s->cpu, "%s (family %s, model %s)", model, family, number);
+        snprintf(full, sizeof full, "%s (family %s, model %s)", model, family, number);
     else
-        snprintf(s->cpu, sizeof s->cpu, "%s", model);
+        snprintf(full, sizeof full, "%s", model);
+    snprintf(s->cpu, sizeof s->cpu, "%.*s", (int)sizeof s->cpu - 1, full);
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->cpus = cpus > 0 ? (int)cpus : 0;
     char mem[64];

@@ -73,7 +73,7 @@ typedef struct dt_run_record {
     int cpus;
     double memory_gib;
     char isa[32];
-    char libraries[224]; /* oneDNN, OpenBLAS and, under MPI, the MPI library */
+    char libraries[288]; /* oneDNN, OpenBLAS and, under MPI, the MPI library */
     int hosts;           /* distinct hosts among the workers (emulated ones count) */
     char host[96];       /* the first worker's (core/proc.h's dt_proc_host_name) */
 } dt_run_record;

@@ -114,7 +114,7 @@ typedef struct dt_scale_study {
     double target_loss;
     /* The system the runs ran on, from the first run record that says it (logs from
      * before have none: ""/0), and the most hosts any run spanned */
-    char sys_cpu[128], sys_isa[32], sys_libraries[224], sys_version[96], sys_host[96];
+    char sys_cpu[128], sys_isa[32], sys_libraries[288], sys_version[96], sys_host[96];
     int sys_cpus, hosts_max;
     double sys_memory_gib;
 } dt_scale_study;
