@@ -20,10 +20,7 @@ bad() {
     echo "FAIL: $1"
     failed=$((failed + 1))
 }
-# Under the sanitizers (DT_SANITIZED) 2 runs of each: the code paths are the same, and
-# the 5-of-5 counts are the release build's.
 runs=5
-[ -n "${DT_SANITIZED:-}" ] && runs=2
 run="mpirun -np 2 $DTRAIN train --model lenet5 --data synthetic:mnist --epochs 2 --max-samples 3200 --batch-size 64 --threads 1 --test-samples 64"
 i=1
 while [ "$i" -le "$runs" ]; do
