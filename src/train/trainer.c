@@ -117,7 +117,7 @@ typedef struct trainer {
     /* --trace: this rank's timeline (NULL without) */
     dt_trace trace_store, *trace;
     double run_start;   /* the first span's origin on the first worker */
-    char (*hosts)[96];  /* [workers] each worker's host (dt_proc_host_name), once needed */
+    char (*hosts)[96];  /* [workers] each worker's host (dt_proc_host_name), from setup */
     dt_straggler worst; /* the straggler of the epoch it cost most in (rank -1: none) */
     int worst_epoch;
     double *step_own, *step_whole; /* [steps_per_epoch] an epoch's steps (epoch_sums) */
