@@ -21,10 +21,7 @@ shift 2
 CASES=${*:-"resnet18:fp32:128 resnet18:bf16:128:profile lenet5:fp32:128 mlp:fp32:128 logreg:fp32:128 resnet18:bf16:128"}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-2}
-field() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p"; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-spread() { sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
-HZ=$(getconf CLK_TCK)
+. "$(dirname "$0")/load_lib.sh" # field, median, spread, HZ
 peak_dir=$(dirname "$AFTER")
 f32_json=$("$peak_dir/bench_dnnl_peak" f32 "$THREADS")
 bf16_json=$("$peak_dir/bench_dnnl_peak" bf16 "$THREADS")

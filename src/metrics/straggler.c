@@ -3,10 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int by_value(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "core/stats.h"
 
 int dt_straggler_find(const double *own_s, int n, double step_s, double share, dt_straggler *s) {
     memset(s, 0, sizeof *s);
@@ -21,8 +18,7 @@ int dt_straggler_find(const double *own_s, int n, double step_s, double share, d
     int m = 0;
     for (int i = 0; i < n; i++)
         if (i != slowest) others[m++] = own_s[i];
-    qsort(others, (size_t)m, sizeof *others, by_value);
-    const double median = m % 2 ? others[m / 2] : (others[m / 2 - 1] + others[m / 2]) / 2;
+    const double median = dt_median(others, m);
     free(others);
     s->wait_s = own_s[slowest] - median;
     s->slower = median > 0 ? own_s[slowest] / median - 1 : 0.0;

@@ -1,6 +1,5 @@
 #include "parallel/trace_records.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +53,6 @@ void dt_trace_clock_measure(const dt_world *w, dt_trace_clock *c, int which) {
 
 /* What a rank sends before its spans. */
 typedef struct head {
-    char host[96];
     int job_rank;
     dt_trace_clock clock;
     long long n[DT_TRACK_COUNT];
@@ -66,12 +64,10 @@ void dt_trace_ranks_free(dt_trace_rank *r, int n) {
     free(r);
 }
 
-void dt_trace_gather(const dt_world *w, const dt_trace *t, const char *host, int job_rank,
-                     dt_trace_rank **out) {
+void dt_trace_gather(const dt_world *w, const dt_trace *t, int job_rank, dt_trace_rank **out) {
     *out = NULL;
     head mine;
     memset(&mine, 0, sizeof mine);
-    snprintf(mine.host, sizeof mine.host, "%s", host);
     mine.clock = t->clock;
     mine.job_rank = job_rank;
     for (int k = 0; k < DT_TRACK_COUNT; k++) mine.n[k] = (long long)t->track[k].n;
@@ -92,8 +88,6 @@ void dt_trace_gather(const dt_world *w, const dt_trace *t, const char *host, int
         if (r) dt_world_recv_bytes(w, &h, sizeof h, r, TRACE_TAG_HEAD, "the trace's spans");
         all[r].rank = r;
         all[r].job_rank = h.job_rank;
-        memcpy(all[r].host, h.host, sizeof all[r].host);
-        all[r].host[sizeof all[r].host - 1] = 0;
         all[r].clock = h.clock;
         for (int k = 0; k < DT_TRACK_COUNT; k++) {
             const size_t n = h.n[k] > 0 ? (size_t)h.n[k] : 0;

@@ -13,11 +13,11 @@
  * trips (Cristian), its error half that round trip. Rank 0's is 0. */
 void dt_trace_clock_measure(const dt_world *w, dt_trace_clock *c, int which);
 
-/* Collective over w: every rank's spans, clock, host name and rank in the job to rank 0. On rank 0
+/* Collective over w: every rank's spans, clock and rank in the job to rank 0 (the
+ * caller names the hosts: the trainer has every worker's from setup). On rank 0
  * *out gets w->size ranks in rank order (free with dt_trace_ranks_free), NULL
  * elsewhere. Out of memory ends the job (dt_world_abort). */
-void dt_trace_gather(const dt_world *w, const dt_trace *t, const char *host, int job_rank,
-                     dt_trace_rank **out);
+void dt_trace_gather(const dt_world *w, const dt_trace *t, int job_rank, dt_trace_rank **out);
 void dt_trace_ranks_free(dt_trace_rank *r, int n);
 
 #endif

@@ -354,11 +354,11 @@ static int start_trace(trainer *t, dt_error *err) {
  * ended well on every worker (the clocks are measured again, a collective). */
 static int write_trace(trainer *t, dt_error *err) {
     dt_trace_clock_measure(&t->workers, &t->trace->clock, 1);
-    char host[160];
-    dt_proc_host_name(host, sizeof host);
     dt_trace_rank *ranks;
-    dt_trace_gather(&t->workers, t->trace, host, t->job ? t->job->rank : 0, &ranks);
+    dt_trace_gather(&t->workers, t->trace, t->job ? t->job->rank : 0, &ranks);
     if (!ranks) return 0;
+    for (int r = 0; r < t->workers.size; r++)
+        snprintf(ranks[r].host, sizeof ranks[r].host, "%s", t->hosts[r]);
     char version[96];
     snprintf(version, sizeof version, "%s (%s)", dt_version(), dt_version_commit());
     const dt_trace_meta meta = {.version = version,
